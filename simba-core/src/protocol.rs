@@ -1,0 +1,364 @@
+//! What goes in and out of the engine: backend commands and their replies,
+//! application events and task orders.
+
+use crate::error::BackendError;
+use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::name::LeaseName;
+use crate::time::Timestamp;
+use std::fmt;
+use std::time::Duration;
+
+/// A backend call the driver must make, in the imperative. Each carries an
+/// [`OpId`] that its reply must echo. The driver cancels a call that has not
+/// finished after [`Engine::call_timeout`](crate::Engine::call_timeout) (S2.4);
+/// the engine times it out on its own clock as well.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Open a new session whose expiry, measured by the backend clock, is
+    /// `lease_duration` after its last renewal. Reply: [`Input::SessionOpened`].
+    OpenSession {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The lease duration the backend should grant.
+        lease_duration: Duration,
+    },
+    /// Renew the session: one call for all its leases (S1.1). Reply:
+    /// [`Input::RenewReplied`].
+    Renew {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The session to renew.
+        session: SessionId,
+    },
+    /// Try to acquire `name` for `session`. Reply: [`Input::AcquireReplied`].
+    Acquire {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The owning session.
+        session: SessionId,
+        /// The lease.
+        name: LeaseName,
+    },
+    /// Release `name` if `session` still owns it with `token` (S3.5); a no-op
+    /// otherwise. Reply: [`Input::ReleaseReplied`].
+    Release {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The owning session.
+        session: SessionId,
+        /// The lease.
+        name: LeaseName,
+        /// The token of the term being released.
+        token: Token,
+    },
+    /// Close the session, releasing all of its leases at once (S1.4). Reply:
+    /// [`Input::SessionClosed`].
+    CloseSession {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The session to close.
+        session: SessionId,
+    },
+}
+
+impl Command {
+    /// The id the reply must echo.
+    pub fn op(&self) -> OpId {
+        match self {
+            Command::OpenSession { op, .. }
+            | Command::Renew { op, .. }
+            | Command::Acquire { op, .. }
+            | Command::Release { op, .. }
+            | Command::CloseSession { op, .. } => *op,
+        }
+    }
+}
+
+/// What a successful `OpenSession` returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionGrant {
+    /// The new session's id (S1.3).
+    pub session: SessionId,
+    /// Time left before the backend expires it, by the backend clock (S2.1).
+    pub remaining: Duration,
+}
+
+/// What a successful `Renew` returned.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Renewal {
+    /// Time left before the backend expires the session, by the backend clock (S2.1).
+    pub remaining: Duration,
+    /// Every lease this session still owns, in any order (S3.4 `TakenOver`).
+    pub owned: Vec<(LeaseName, Token)>,
+}
+
+/// Why a `Renew` did not succeed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RenewError {
+    /// The backend has expired the session; it never comes back (S1.2).
+    #[error("session expired on the backend")]
+    Expired,
+    /// The call failed; the session may still be alive.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// What a successful `Acquire` call answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// The session owns the lease with this token (a repeated acquire by the
+    /// owning session answers `Won` with the same token).
+    Won {
+        /// The fencing token of the lease.
+        token: Token,
+        /// The session's remaining time, by the backend clock.
+        remaining: Duration,
+    },
+    /// Another session owns the lease.
+    Held {
+        /// The holder, where the backend tells.
+        holder: Option<SessionId>,
+        /// The holder's token, where the backend tells.
+        token: Option<Token>,
+    },
+    /// The session has expired on the backend (S1.2).
+    Expired,
+}
+
+/// A fact the engine learns: a backend reply (echoing its command's id), a
+/// release broadcast, or news from a task or the callback executor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Reply to [`Command::OpenSession`].
+    SessionOpened {
+        /// The command's id.
+        op: OpId,
+        /// The grant, or why it failed.
+        result: Result<SessionGrant, BackendError>,
+    },
+    /// Reply to [`Command::Renew`].
+    RenewReplied {
+        /// The command's id.
+        op: OpId,
+        /// The renewal, or why it failed.
+        result: Result<Renewal, RenewError>,
+    },
+    /// Reply to [`Command::Acquire`].
+    AcquireReplied {
+        /// The command's id.
+        op: OpId,
+        /// The outcome, or why the call failed.
+        result: Result<AcquireOutcome, BackendError>,
+    },
+    /// Reply to [`Command::Release`].
+    ReleaseReplied {
+        /// The command's id.
+        op: OpId,
+        /// `Ok` also when the release was a no-op.
+        result: Result<(), BackendError>,
+    },
+    /// Reply to [`Command::CloseSession`].
+    SessionClosed {
+        /// The command's id.
+        op: OpId,
+        /// `Ok` also when the session was already gone.
+        result: Result<(), BackendError>,
+    },
+    /// The backend announced that `name` became free (S4.2).
+    ReleaseBroadcast {
+        /// The freed lease.
+        name: LeaseName,
+    },
+    /// The task started for `term` has exited (S6.1 step 3).
+    TaskExited {
+        /// The term whose task exited.
+        term: TermId,
+    },
+    /// The callback executor refused the `on_elected` of `term` (S7.7).
+    ElectedRejected {
+        /// The refused term.
+        term: TermId,
+    },
+}
+
+/// One term (S3.2): a period in which this node owns a lease.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Term {
+    /// Unique for the engine's lifetime.
+    pub id: TermId,
+    /// The lease name.
+    pub name: LeaseName,
+    /// The fencing token, constant within the term.
+    pub token: Token,
+    /// The session that owns the lease.
+    pub session: SessionId,
+}
+
+/// Why a term ended (S3.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RevokeReason {
+    /// The election was stopped, the lock released, or the client closed.
+    Stopped,
+    /// The election stepped down.
+    SteppedDown,
+    /// The session's local deadline passed without a successful renewal.
+    DeadlinePassed,
+    /// The backend reported the session expired.
+    SessionExpired,
+    /// A renewal reply no longer lists the lease as this session's.
+    TakenOver,
+}
+
+impl RevokeReason {
+    /// Whether the term was given up on purpose (S6.1) rather than lost (S6.3).
+    pub fn is_voluntary(self) -> bool {
+        matches!(self, RevokeReason::Stopped | RevokeReason::SteppedDown)
+    }
+
+    /// A stable lowercase label, for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RevokeReason::Stopped => "stopped",
+            RevokeReason::SteppedDown => "stepped_down",
+            RevokeReason::DeadlinePassed => "deadline_passed",
+            RevokeReason::SessionExpired => "session_expired",
+            RevokeReason::TakenOver => "taken_over",
+        }
+    }
+}
+
+impl fmt::Display for RevokeReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The session state that `snapshot()` reports (S1.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SessionState {
+    /// No session yet, or a new one being opened after the last one ended.
+    Opening,
+    /// The last renewal succeeded.
+    Live,
+    /// The last renewal failed; the deadline has not passed yet.
+    Suspended,
+    /// The client is closed.
+    Closed,
+}
+
+impl fmt::Display for SessionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SessionState::Opening => "opening",
+            SessionState::Live => "live",
+            SessionState::Suspended => "suspended",
+            SessionState::Closed => "closed",
+        })
+    }
+}
+
+/// How serious a [`Event::Diagnostic`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Worth a warning in the logs (a backend misbehaving, a shortened lease).
+    Warn,
+    /// A broken backend contract the engine had to work around; the
+    /// simulation fails a run on any of these.
+    Error,
+}
+
+/// Something the application (or the adapter on its behalf) should learn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// This node won `term`; deliver `on_elected` (S7.1).
+    Elected {
+        /// The new term.
+        term: Term,
+    },
+    /// `term` ended; deliver `on_revoked` (S3.4, S7.1). Emitted before any
+    /// release of the term's lease (S3.5).
+    Revoked {
+        /// The ended term.
+        term: Term,
+        /// Why it ended.
+        reason: RevokeReason,
+    },
+    /// The session state changed (S1.5).
+    SessionStateChanged {
+        /// The new state.
+        state: SessionState,
+        /// The session, once one is open.
+        session: Option<SessionId>,
+    },
+    /// The session's local deadline moved: terms of this session are valid
+    /// until `deadline` (S2.1, S3.3).
+    DeadlineChanged {
+        /// The session.
+        session: SessionId,
+        /// The new local deadline.
+        deadline: Timestamp,
+    },
+    /// The backend grants less than two renewals fit in; the engine renews
+    /// every third of the local validity instead (S8.4). At most once per session.
+    SessionLeaseShortened {
+        /// The session.
+        session: SessionId,
+        /// The local validity one renewal proves.
+        validity: Duration,
+        /// The renewal period now in force.
+        renew_period: Duration,
+    },
+    /// A `stop`, `step_down`, lock release or failed lock attempt finished:
+    /// the lease is released (or was never held). Resolve the API future.
+    Completed {
+        /// The election or lock.
+        name: LeaseName,
+    },
+    /// A lock could not be acquired (try or timeout); the lock is gone.
+    LockFailed {
+        /// The lock.
+        name: LeaseName,
+    },
+    /// A backend call failed (for observability; the engine already reacted).
+    BackendFailed {
+        /// Which command failed: `open`, `renew`, `acquire`, `release`, `close`.
+        command: &'static str,
+        /// The failure.
+        error: BackendError,
+    },
+    /// The client is closed: every term revoked, the session closed (S1.4).
+    Closed,
+    /// Something a log should show.
+    Diagnostic {
+        /// How serious.
+        level: Level,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// An order for the task that runs while a term lasts (S6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskOrder {
+    /// Start the election's task for `term`.
+    Start {
+        /// The term the task belongs to.
+        term: Term,
+    },
+    /// Interrupt (cancel) the task of `term`; report [`Input::TaskExited`] when it has exited.
+    Interrupt {
+        /// The term whose task must stop.
+        term: Term,
+    },
+}
+
+/// One output of the engine, in the order it must be acted on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// A backend call to make.
+    Command(Command),
+    /// An event for the application.
+    Event(Event),
+    /// A task to start or interrupt.
+    Task(TaskOrder),
+}
