@@ -1,0 +1,163 @@
+//! `simulation`: run seeds of Simba's deterministic cluster simulator.
+//!
+//! ```text
+//! simulation --seeds N [--first-seed S]    run N seeds; exit non-zero iff violations
+//! simulation --seed S                      replay one seed, printing its parameters and trace hash
+//! simulation --mutant NAME --seeds N       exit 0 iff the broken core NAME is caught
+//! simulation --mutant list                 list the broken cores
+//! simulation --mode MODE --seeds N         documented failure modes (see docs/FAULTS.md)
+//! simulation --speed                       measure speed: 5 nodes, 3 names, default timing
+//! ```
+
+use clap::Parser;
+use simulation::core_api::Mutant;
+use simulation::params::Mode;
+use simulation::{run_seed, Summary};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+/// Simba's deterministic cluster simulator.
+#[derive(Parser, Debug)]
+#[command(name = "simulation", version, about)]
+struct Cli {
+    /// Run this many seeds.
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// The first seed of `--seeds`.
+    #[arg(long, default_value_t = 0)]
+    first_seed: u64,
+    /// Replay exactly this seed, printing every drawn parameter and the trace hash.
+    #[arg(long, conflicts_with = "seeds")]
+    seed: Option<u64>,
+    /// Run a deliberately broken core (`list` lists them); exit 0 iff caught.
+    #[arg(long)]
+    mutant: Option<String>,
+    /// The kind of run: default, drift-beyond-bound, backend-clock-step,
+    /// backend-state-loss (must be caught), pauses.
+    #[arg(long, default_value = "default")]
+    mode: String,
+    /// Measure simulated-time speed for 5 nodes and 3 names at default timing.
+    #[arg(long)]
+    speed: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<ExitCode, String> {
+    let mode = Mode::from_name(&cli.mode).ok_or_else(|| {
+        let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+        format!("unknown mode {:?}; one of: {}", cli.mode, names.join(", "))
+    })?;
+    if cli.speed {
+        simulation::runner::speed_report();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mutant = match cli.mutant.as_deref() {
+        Some("list") => {
+            for m in Mutant::ALL {
+                println!("{}", m.name());
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(name) => Some(
+            Mutant::from_name(name)
+                .ok_or_else(|| format!("unknown mutant {name:?}; `--mutant list` lists them"))?,
+        ),
+        None => None,
+    };
+    if let Some(seed) = cli.seed {
+        let params = simulation::draw(seed, mode, mutant);
+        println!("{params}");
+        let report = simulation::run_params(params);
+        for v in &report.violations {
+            println!("violation: {v}");
+        }
+        println!(
+            "simulated {:?} in {} steps; terms {}; writes {} (unfenced stale {}, fenced refused {})",
+            report.simulated,
+            report.steps,
+            report.terms,
+            report.writes,
+            report.unfenced_anomalies,
+            report.fenced_rejections
+        );
+        println!("trace hash: {:016x}", report.trace_hash);
+        println!("violations: {}", report.violations.len());
+        return Ok(if report.violations.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    let n = cli
+        .seeds
+        .ok_or("give --seeds N, --seed S, --speed or --mutant list")?;
+    if n == 0 {
+        return Err("--seeds must be at least 1".into());
+    }
+    let hunting = mutant.is_some() || mode.must_fail();
+    let progress = std::io::stderr().is_terminal();
+    let mut summary = Summary::default();
+    let last = cli
+        .first_seed
+        .checked_add(n)
+        .ok_or("--first-seed + --seeds overflows")?;
+    for seed in cli.first_seed..last {
+        let report = run_seed(seed, mode, mutant);
+        summary.add(&report);
+        if progress {
+            draw_progress(seed - cli.first_seed + 1, n, summary.violations());
+        }
+        if hunting && !report.violations.is_empty() {
+            if progress {
+                eprintln!();
+            }
+            let what = match mutant {
+                Some(m) => m.name(),
+                None => mode.name(),
+            };
+            println!("caught {what} at seed {seed}");
+            if let Some(v) = report.violations.first() {
+                println!("  {v}");
+            }
+            println!("seeds needed: {}", seed - cli.first_seed + 1);
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    println!("{summary}");
+    if hunting {
+        let what = mutant.map_or(mode.name(), Mutant::name);
+        println!("NOT caught: {what} in {n} seeds");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(if summary.violations() > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn draw_progress(done: u64, total: u64, violations: usize) {
+    let width = 40;
+    let filled = (done * width / total) as usize;
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "\r[{}{}] {done}/{total} seeds, {violations} violations",
+        "#".repeat(filled),
+        "-".repeat(width as usize - filled)
+    );
+    let _ = err.flush();
+}

@@ -1,0 +1,148 @@
+//! Running seeds and summarising them.
+
+use crate::core_api::Mutant;
+use crate::params::{draw, Mode, RunParams};
+use crate::world::{RunReport, World};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// Runs the seed `seed` of `mode` with `mutant`.
+pub fn run_seed(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunReport {
+    run_params(draw(seed, mode, mutant))
+}
+
+/// Runs a run with explicit parameters (e.g. a hand-written fault schedule).
+pub fn run_params(params: RunParams) -> RunReport {
+    World::new(params).run()
+}
+
+/// Totals over many runs.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Runs.
+    pub seeds: u64,
+    /// True time simulated, in total.
+    pub simulated: Duration,
+    /// Steps processed, in total.
+    pub steps: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Runs with at least one violation, with their first violation.
+    pub failed: Vec<(u64, String)>,
+    /// Terms started.
+    pub terms: u64,
+    /// Register writes.
+    pub writes: u64,
+    /// Stale writes the unfenced register accepted.
+    pub unfenced_anomalies: u64,
+    /// Stale writes the fenced register refused.
+    pub fenced_rejections: u64,
+    /// Longest time from healing to a leader, over all runs.
+    pub max_time_to_leader: Duration,
+    /// The largest ratio of that time to the run's bound.
+    pub max_bound_use: f64,
+}
+
+impl Summary {
+    /// Adds one run.
+    pub fn add(&mut self, r: &RunReport) {
+        self.seeds += 1;
+        self.simulated += r.simulated;
+        self.steps += r.steps;
+        for (k, v) in &r.faults {
+            *self.faults.entry(k).or_insert(0) += v;
+        }
+        if let Some(v) = r.violations.first() {
+            self.failed.push((r.seed, v.to_string()));
+        }
+        self.terms += r.terms;
+        self.writes += r.writes;
+        self.unfenced_anomalies += r.unfenced_anomalies;
+        self.fenced_rejections += r.fenced_rejections;
+        if let Some(t) = r.max_time_to_leader {
+            self.max_time_to_leader = self.max_time_to_leader.max(t);
+            let use_ = t.as_secs_f64() / r.liveness_bound.as_secs_f64().max(1e-9);
+            self.max_bound_use = self.max_bound_use.max(use_);
+        }
+    }
+
+    /// Runs with a violation.
+    pub fn violations(&self) -> usize {
+        self.failed.len()
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "seeds: {}", self.seeds)?;
+        writeln!(
+            f,
+            "simulated hours: {:.2}",
+            self.simulated.as_secs_f64() / 3600.0
+        )?;
+        writeln!(f, "steps: {}", self.steps)?;
+        writeln!(f, "terms: {}", self.terms)?;
+        writeln!(
+            f,
+            "register writes: {} (unfenced register: {} stale writes accepted; fenced register: {} refused)",
+            self.writes, self.unfenced_anomalies, self.fenced_rejections
+        )?;
+        writeln!(
+            f,
+            "liveness: worst time to a leader after healing {:?} ({:.0}% of its bound)",
+            self.max_time_to_leader,
+            self.max_bound_use * 100.0
+        )?;
+        writeln!(f, "faults by kind:")?;
+        for (k, v) in &self.faults {
+            writeln!(f, "  {k}: {v}")?;
+        }
+        for (seed, v) in self.failed.iter().take(20) {
+            writeln!(f, "seed {seed}: {v}")?;
+        }
+        write!(f, "violations: {}", self.violations())
+    }
+}
+
+/// Prints the speed of the simulator for 5 nodes and 3 election names at
+/// default timing (15 s leases), no faults and with faults: simulated time
+/// per wall-clock second, single-threaded.
+#[allow(clippy::disallowed_methods)] // measuring wall-clock speed is the point
+pub fn speed_report() {
+    use crate::params::{scenario, Mode};
+    for (label, faults) in [("fault-free", false), ("faulty", true)] {
+        let mut p = scenario(1, 5);
+        let d = draw(7, Mode::Default, None);
+        p.elections = (0..3)
+            .map(|i| {
+                simba_core::LeaseName::new(format!("e{i}"))
+                    .unwrap_or_else(|_| p.elections[0].clone())
+            })
+            .collect();
+        p.lease_duration = Duration::from_secs(15);
+        p.renew_interval = Duration::from_secs(5);
+        p.drift = 0.01;
+        p.margin = Duration::from_millis(50);
+        p.node_rates_ppb = vec![crate::clock::PPB; 5];
+        p.net.min_delay = Duration::from_millis(1);
+        p.net.jitter = Duration::from_millis(5);
+        p.workload.api_gap = Duration::from_secs(120);
+        p.workload.write_period = Duration::from_secs(1);
+        p.safety_phase = Duration::from_secs(3600);
+        if faults {
+            p.faults = d.faults;
+        }
+        let start = std::time::Instant::now();
+        let r = World::new(p).run();
+        let wall = start.elapsed();
+        println!(
+            "{label}: simulated {:.2} h in {:.3} s wall ({} steps): {:.0}× real time; violations: {}",
+            r.simulated.as_secs_f64() / 3600.0,
+            wall.as_secs_f64(),
+            r.steps,
+            r.simulated.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+            r.violations.len()
+        );
+    }
+}

@@ -1,0 +1,1610 @@
+//! The simulated cluster: nodes running unchanged engines, the simulated
+//! backend, the network between them, the workload, the fault schedule, and
+//! the checkers, run after every step.
+
+use crate::backend::SimBackend;
+use crate::clock::Clock;
+use crate::core_api::{BackendProfile, Engine, LockWait};
+use crate::params::{Direction, FaultKind, RunParams};
+use simba_core::{
+    AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
+    LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, Term, TermId,
+    Timestamp, Token,
+};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fmt;
+use std::time::Duration;
+
+/// A broken rule, found by a checker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// True time of the step that broke it.
+    pub at: Duration,
+    /// Which checker fired (cites the SPEC rule).
+    pub checker: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{:?}] {}: {}", self.at, self.checker, self.message)
+    }
+}
+
+/// The outcome of one run.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    /// The run's seed.
+    pub seed: u64,
+    /// Hash of the trace (every processed event and engine output).
+    pub trace_hash: u64,
+    /// True time simulated.
+    pub simulated: Duration,
+    /// Steps processed.
+    pub steps: u64,
+    /// Checker violations (the run stops at the first one).
+    pub violations: Vec<Violation>,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Terms started (Elected events).
+    pub terms: u64,
+    /// Writes that reached the registers.
+    pub writes: u64,
+    /// Writes the unfenced register accepted from an older term after a newer one.
+    pub unfenced_anomalies: u64,
+    /// Writes the fenced register refused (stale tokens).
+    pub fenced_rejections: u64,
+    /// Warnings the engines logged.
+    pub warnings: u64,
+    /// Messages lost to loss or partitions.
+    pub messages_lost: u64,
+    /// The liveness bound of the run.
+    pub liveness_bound: Duration,
+    /// The longest time from healing to a leader, over the contended names.
+    pub max_time_to_leader: Option<Duration>,
+}
+
+#[derive(Clone, Debug)]
+enum ApiCall {
+    Random,
+    Start(LeaseName),
+    Stop(LeaseName),
+    StepDown(LeaseName, Duration),
+    Lock(LeaseName, LockSpec, bool),
+    Close,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum LockSpec {
+    Try,
+    For(Duration),
+    Forever,
+}
+
+#[derive(Clone, Debug)]
+enum Ev {
+    Timer {
+        node: usize,
+        gen: u64,
+    },
+    ToNode {
+        node: usize,
+        inc: u64,
+        input: Input,
+    },
+    ToBackend {
+        node: usize,
+        inc: u64,
+        cmd: Command,
+    },
+    BackendExpiry {
+        gen: u64,
+    },
+    Api {
+        node: usize,
+        inc: u64,
+        call: ApiCall,
+    },
+    TaskWrite {
+        node: usize,
+        inc: u64,
+        term: TermId,
+    },
+    WriteSend {
+        node: usize,
+        inc: u64,
+        name: LeaseName,
+        order: u64,
+        token: Token,
+    },
+    WriteArrives {
+        name: LeaseName,
+        order: u64,
+        token: Token,
+    },
+    TaskExit {
+        node: usize,
+        inc: u64,
+        term: TermId,
+    },
+    FaultStart(usize),
+    FaultEnd(usize),
+    Resume {
+        node: usize,
+        inc: u64,
+    },
+    Restart {
+        node: usize,
+        inc: u64,
+    },
+    Heal,
+    End,
+}
+
+impl Ev {
+    fn code(&self) -> u64 {
+        match self {
+            Ev::Timer { .. } => 1,
+            Ev::ToNode { .. } => 2,
+            Ev::ToBackend { .. } => 3,
+            Ev::BackendExpiry { .. } => 4,
+            Ev::Api { .. } => 5,
+            Ev::TaskWrite { .. } => 6,
+            Ev::WriteSend { .. } => 7,
+            Ev::WriteArrives { .. } => 8,
+            Ev::TaskExit { .. } => 9,
+            Ev::FaultStart(_) => 10,
+            Ev::FaultEnd(_) => 11,
+            Ev::Resume { .. } => 12,
+            Ev::Restart { .. } => 13,
+            Ev::Heal => 14,
+            Ev::End => 15,
+        }
+    }
+
+    /// The node whose process must run to handle this event, if any.
+    fn process_node(&self) -> Option<usize> {
+        match self {
+            Ev::Timer { node, .. }
+            | Ev::ToNode { node, .. }
+            | Ev::Api { node, .. }
+            | Ev::TaskWrite { node, .. }
+            | Ev::WriteSend { node, .. }
+            | Ev::TaskExit { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+}
+
+struct Entry {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Min-heap on (time, sequence).
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeState {
+    Up,
+    Paused,
+    Down,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TaskState {
+    None,
+    Running,
+    Interrupted,
+    Exited,
+}
+
+#[derive(Clone, Debug)]
+struct TermRec {
+    term: Term,
+    order: u64,
+    revoked: Option<RevokeReason>,
+    task: TaskState,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Api {
+    Election { cooldown_until: Option<Timestamp> },
+    Stopping,
+    SteppingDown { until: Timestamp },
+    Lock { had_term: bool },
+    LockStopping,
+}
+
+struct Node {
+    clock: Clock,
+    engine: Option<Engine>,
+    inc: u64,
+    state: NodeState,
+    timer_gen: u64,
+    timer_at: Option<u64>,
+    deferred: Vec<Ev>,
+    deadlines: BTreeMap<SessionId, Timestamp>,
+    terms: BTreeMap<TermId, TermRec>,
+    api: BTreeMap<LeaseName, Api>,
+    armed: Vec<(LeaseName, ApiCall)>,
+    fire_now: Vec<ApiCall>,
+    pause_armed: Option<Duration>,
+    pause_now: Option<Duration>,
+    stuck: (u64, u32),
+    closing: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Registers {
+    fenced_max: Option<Token>,
+    fenced_last_order: Option<u64>,
+    unfenced_last_order: Option<u64>,
+}
+
+/// A simulated cluster, ready to run.
+pub struct World {
+    p: RunParams,
+    profile: BackendProfile,
+    rng: fastrand::Rng,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Entry>,
+    nodes: Vec<Node>,
+    backend: SimBackend,
+    backend_clock: Clock,
+    backend_down: u32,
+    expiry_gen: u64,
+    expiry_at: Option<u64>,
+    slow: BTreeMap<usize, Duration>,
+    partitions: Vec<[u32; 2]>,
+    healed: bool,
+    heal_at: u64,
+    registers: BTreeMap<LeaseName, Registers>,
+    last_token: BTreeMap<LeaseName, Token>,
+    next_order: u64,
+    liveness: BTreeMap<LeaseName, Option<u64>>,
+    pending: BTreeMap<(usize, LeaseName), (&'static str, u64)>,
+    report: RunReport,
+    hash: u64,
+    stop_on_violation: bool,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+impl World {
+    /// Builds the world for `params`.
+    pub fn new(params: RunParams) -> World {
+        let rng = fastrand::Rng::with_seed(params.seed.wrapping_mul(31).wrapping_add(7));
+        let mut backend_clock = Clock::new(params.backend_rate_ppb, 1_000_000_000_000);
+        let mut clocks: Vec<Clock> = (0..params.nodes)
+            .map(|i| Clock::new(params.node_rates_ppb[i], params.node_offsets[i]))
+            .collect();
+        for f in &params.faults {
+            match &f.kind {
+                FaultKind::NodeClockStep { node, forward } if *node < clocks.len() => {
+                    clocks[*node]
+                        .add_step(nanos(f.at), i64::try_from(nanos(*forward)).unwrap_or(0));
+                }
+                FaultKind::BackendClockStep { delta_ms } => {
+                    backend_clock.add_step(nanos(f.at), delta_ms.saturating_mul(1_000_000));
+                }
+                _ => {}
+            }
+        }
+        let profile = BackendProfile {
+            renewal_proves: if params.zk_like {
+                Fraction::new(5, 12).unwrap_or(Fraction::ONE)
+            } else {
+                Fraction::ONE
+            },
+        };
+        let nodes = clocks
+            .into_iter()
+            .map(|clock| Node {
+                clock,
+                engine: None,
+                inc: 0,
+                state: NodeState::Down,
+                timer_gen: 0,
+                timer_at: None,
+                deferred: Vec::new(),
+                deadlines: BTreeMap::new(),
+                terms: BTreeMap::new(),
+                api: BTreeMap::new(),
+                armed: Vec::new(),
+                fire_now: Vec::new(),
+                pause_armed: None,
+                pause_now: None,
+                stuck: (0, 0),
+                closing: None,
+            })
+            .collect();
+        let heal_at = nanos(params.safety_phase);
+        let report = RunReport {
+            seed: params.seed,
+            liveness_bound: params.liveness_bound(),
+            ..RunReport::default()
+        };
+        World {
+            backend: SimBackend::new(params.backend.clone(), params.seed ^ 0xB4C0),
+            partitions: vec![[0, 0]; params.nodes],
+            p: params,
+            profile,
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            nodes,
+            backend_clock,
+            backend_down: 0,
+            expiry_gen: 0,
+            expiry_at: None,
+            slow: BTreeMap::new(),
+            healed: false,
+            heal_at,
+            registers: BTreeMap::new(),
+            last_token: BTreeMap::new(),
+            next_order: 0,
+            liveness: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            report,
+            hash: 0xcbf2_9ce4_8422_2325,
+            stop_on_violation: true,
+        }
+    }
+
+    /// Keep running after the first violation (to count them all).
+    pub fn keep_going(mut self) -> World {
+        self.stop_on_violation = false;
+        self
+    }
+
+    fn mix(&mut self, w: u64) {
+        self.hash = (self.hash ^ w).wrapping_mul(FNV_PRIME);
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Entry {
+            at: at.max(self.now),
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn chance(&mut self, permille: u32) -> bool {
+        permille > 0 && self.rng.u32(..1000) < permille
+    }
+
+    fn uniform(&mut self, max: Duration) -> u64 {
+        let m = nanos(max);
+        if m == 0 {
+            0
+        } else {
+            self.rng.u64(..m)
+        }
+    }
+
+    fn local(&self, node: usize) -> Timestamp {
+        self.nodes[node].clock.local(self.now)
+    }
+
+    fn violation(&mut self, checker: &'static str, message: String) {
+        self.report.violations.push(Violation {
+            at: Duration::from_nanos(self.now),
+            checker,
+            message,
+        });
+    }
+
+    fn api_state(&self, node: usize, name: &LeaseName) -> Option<&Api> {
+        self.nodes[node].api.get(name)
+    }
+
+    /// Runs to the end of the liveness phase, or to the first violation.
+    pub fn run(mut self) -> RunReport {
+        for (i, f) in self.p.faults.clone().iter().enumerate() {
+            *self.report.faults.entry(f.kind.label()).or_insert(0) += 1;
+            self.push(nanos(f.at), Ev::FaultStart(i));
+            if !f.duration.is_zero() {
+                self.push(nanos(f.at + f.duration), Ev::FaultEnd(i));
+            }
+        }
+        for node in 0..self.p.nodes {
+            self.boot(node);
+        }
+        self.push(self.heal_at, Ev::Heal);
+        let end = self.heal_at + nanos(self.p.liveness_bound());
+        self.push(end, Ev::End);
+        while let Some(Entry { at, ev, .. }) = self.queue.pop() {
+            self.now = at;
+            self.report.steps += 1;
+            self.mix(at);
+            self.mix(ev.code());
+            if matches!(ev, Ev::End) {
+                self.finish();
+                break;
+            }
+            if let Some(node) = ev.process_node() {
+                if self.nodes[node].state == NodeState::Paused {
+                    self.nodes[node].deferred.push(ev);
+                    continue;
+                }
+            }
+            self.step(ev);
+            if self.stop_on_violation && !self.report.violations.is_empty() {
+                break;
+            }
+        }
+        self.report.simulated = Duration::from_nanos(self.now);
+        self.report.trace_hash = self.hash;
+        self.report
+    }
+
+    fn step(&mut self, ev: Ev) {
+        match ev {
+            Ev::Timer { node, gen } => {
+                let n = &mut self.nodes[node];
+                if gen != n.timer_gen || n.engine.is_none() {
+                    return;
+                }
+                n.timer_at = None;
+                if n.stuck.0 == self.now {
+                    n.stuck.1 += 1;
+                } else {
+                    n.stuck = (self.now, 0);
+                }
+                if n.stuck.1 > 1_000 {
+                    self.violation(
+                        "timer (STYLE)",
+                        format!("node {node}: poll_timeout() did not move after 1000 timeouts at one instant"),
+                    );
+                    self.nodes[node].engine = None;
+                    return;
+                }
+                let l = self.local(node);
+                if let Some(e) = self.nodes[node].engine.as_mut() {
+                    e.handle_timeout(l);
+                }
+                self.drain(node);
+            }
+            Ev::ToNode { node, inc, input } => {
+                if self.nodes[node].inc != inc || self.nodes[node].engine.is_none() {
+                    return;
+                }
+                self.mix(node as u64);
+                self.mix(input_code(&input));
+                let l = self.local(node);
+                if let Some(e) = self.nodes[node].engine.as_mut() {
+                    e.handle(l, input);
+                }
+                self.drain(node);
+            }
+            Ev::ToBackend { node, inc, cmd } => self.on_backend(node, inc, cmd),
+            Ev::BackendExpiry { gen } => {
+                if gen == self.expiry_gen {
+                    self.expiry_at = None;
+                    let b = self.backend_clock.local(self.now).as_nanos();
+                    self.backend.expire(b);
+                    self.after_backend();
+                }
+            }
+            Ev::Api { node, inc, call } => {
+                if self.nodes[node].inc == inc && self.nodes[node].engine.is_some() {
+                    self.api(node, call);
+                }
+            }
+            Ev::TaskWrite { node, inc, term } => self.task_write(node, inc, term),
+            Ev::WriteSend {
+                node,
+                inc,
+                name,
+                order,
+                token,
+            } => {
+                if self.nodes[node].inc == inc {
+                    let d = self.delay();
+                    self.push(self.now + d, Ev::WriteArrives { name, order, token });
+                }
+            }
+            Ev::WriteArrives { name, order, token } => self.write_arrives(name, order, token),
+            Ev::TaskExit { node, inc, term } => {
+                if self.nodes[node].inc != inc {
+                    return;
+                }
+                if let Some(rec) = self.nodes[node].terms.get_mut(&term) {
+                    rec.task = TaskState::Exited;
+                }
+                self.prune(node, term);
+                let l = self.local(node);
+                if let Some(e) = self.nodes[node].engine.as_mut() {
+                    e.handle(l, Input::TaskExited { term });
+                }
+                self.drain(node);
+            }
+            Ev::FaultStart(i) => self.fault(i, true),
+            Ev::FaultEnd(i) => self.fault(i, false),
+            Ev::Resume { node, inc } => self.resume(node, inc),
+            Ev::Restart { node, inc } => {
+                if self.nodes[node].inc == inc && self.nodes[node].engine.is_none() {
+                    self.boot(node);
+                }
+            }
+            Ev::Heal => self.heal(),
+            Ev::End => {}
+        }
+    }
+
+    // ---------------------------------------------------------------- nodes
+
+    fn boot(&mut self, node: usize) {
+        let inc = self.nodes[node].inc;
+        let config = match self.p.config(node, inc) {
+            Ok(c) => c,
+            Err(e) => {
+                self.violation("config (S8.1)", format!("drawn config refused: {e}"));
+                return;
+            }
+        };
+        let l = self.local(node);
+        let engine = Engine::new(config, self.profile, l);
+        let n = &mut self.nodes[node];
+        n.engine = Some(engine);
+        n.state = NodeState::Up;
+        n.closing = None;
+        self.drain(node);
+        // A (re)started process starts some of its elections, then makes
+        // random API calls.
+        let half_lease = self.p.lease_duration / 2;
+        for name in self.p.elections.clone() {
+            if self.healed || self.chance(700) {
+                let at = self.now + self.uniform(half_lease);
+                self.push(
+                    at,
+                    Ev::Api {
+                        node,
+                        inc,
+                        call: ApiCall::Start(name),
+                    },
+                );
+            }
+        }
+        if !self.healed {
+            let gap = self.uniform(self.p.workload.api_gap * 2);
+            self.push(
+                self.now + gap,
+                Ev::Api {
+                    node,
+                    inc,
+                    call: ApiCall::Random,
+                },
+            );
+        }
+    }
+
+    fn crash(&mut self, node: usize) {
+        let n = &mut self.nodes[node];
+        if n.engine.is_none() {
+            return;
+        }
+        n.engine = None;
+        n.inc += 1;
+        n.state = NodeState::Down;
+        n.timer_gen += 1;
+        n.timer_at = None;
+        n.deferred.clear();
+        n.deadlines.clear();
+        n.terms.clear();
+        n.api.clear();
+        n.armed.clear();
+        n.fire_now.clear();
+        n.pause_armed = None;
+        n.pause_now = None;
+        n.closing = None;
+        self.pending.retain(|(n, _), _| *n != node);
+    }
+
+    fn start_pause(&mut self, node: usize, d: Duration) {
+        if self.nodes[node].state != NodeState::Up || self.healed {
+            return;
+        }
+        self.nodes[node].state = NodeState::Paused;
+        let inc = self.nodes[node].inc;
+        self.push(self.now + nanos(d), Ev::Resume { node, inc });
+    }
+
+    fn resume(&mut self, node: usize, inc: u64) {
+        let n = &mut self.nodes[node];
+        if n.inc != inc || n.state != NodeState::Paused {
+            return;
+        }
+        n.state = NodeState::Up;
+        // Buffered replies first (the harshest order for late-reply bugs),
+        // then timers, API calls and task steps in their original order.
+        let deferred = std::mem::take(&mut n.deferred);
+        let (msgs, rest): (Vec<Ev>, Vec<Ev>) = deferred
+            .into_iter()
+            .partition(|e| matches!(e, Ev::ToNode { .. }));
+        for ev in msgs.into_iter().chain(rest) {
+            self.push(self.now, ev);
+        }
+    }
+
+    /// Acts on every output the engine has, then re-arms its timer.
+    fn drain(&mut self, node: usize) {
+        loop {
+            let out = match self.nodes[node].engine.as_mut() {
+                Some(e) => e.poll_output(),
+                None => None,
+            };
+            let Some(out) = out else { break };
+            self.on_output(node, out);
+        }
+        while let Some(call) = self.nodes[node].fire_now.pop() {
+            self.api(node, call);
+        }
+        if let Some(d) = self.nodes[node].pause_now.take() {
+            self.start_pause(node, d);
+        }
+        self.rearm_timer(node);
+    }
+
+    fn rearm_timer(&mut self, node: usize) {
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        let want = n
+            .engine
+            .as_ref()
+            .and_then(|e| e.poll_timeout())
+            .and_then(|l| n.clock.true_at(l, now));
+        if want != n.timer_at {
+            n.timer_gen += 1;
+            n.timer_at = want;
+            let gen = n.timer_gen;
+            if let Some(t) = want {
+                self.push(t, Ev::Timer { node, gen });
+            }
+        }
+    }
+
+    fn on_output(&mut self, node: usize, out: Output) {
+        match out {
+            Output::Command(cmd) => {
+                self.mix(100 + command_code(&cmd));
+                self.mix(cmd.op().0);
+                match &cmd {
+                    Command::Release {
+                        session,
+                        name,
+                        token,
+                        ..
+                    } => self.check_release(node, *session, name, *token),
+                    Command::Acquire { name, .. } => {
+                        let n = &mut self.nodes[node];
+                        let mut i = 0;
+                        while i < n.armed.len() {
+                            if &n.armed[i].0 == name {
+                                let (_, call) = n.armed.remove(i);
+                                n.fire_now.push(call);
+                            } else {
+                                i += 1;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                if matches!(cmd, Command::Renew { .. } | Command::Acquire { .. }) {
+                    if let Some(d) = self.nodes[node].pause_armed.take() {
+                        self.nodes[node].pause_now = Some(d);
+                    }
+                }
+                let inc = self.nodes[node].inc;
+                self.send_up(node, inc, cmd);
+            }
+            Output::Event(ev) => self.on_event(node, ev),
+            Output::Task(TaskOrder::Start { term }) => self.task_start(node, term),
+            Output::Task(TaskOrder::Interrupt { term }) => self.task_interrupt(node, term),
+        }
+    }
+
+    // ------------------------------------------------------------- checkers
+
+    fn on_event(&mut self, node: usize, ev: Event) {
+        let l = self.local(node);
+        match ev {
+            Event::Elected { term } => {
+                self.mix(200);
+                self.mix(term.id.0);
+                self.mix(term.token.get());
+                self.report.terms += 1;
+                let state = self.api_state(node, &term.name).cloned();
+                match state {
+                    Some(Api::Election { cooldown_until }) => {
+                        if let Some(until) = cooldown_until {
+                            if l < until {
+                                self.violation(
+                                    "step_down cooldown (S6.4)",
+                                    format!(
+                                        "node {node} elected for {} during its cooldown",
+                                        term.name
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                    Some(Api::Lock { had_term: false }) => {
+                        self.nodes[node]
+                            .api
+                            .insert(term.name.clone(), Api::Lock { had_term: true });
+                    }
+                    Some(Api::Lock { had_term: true }) => self.violation(
+                        "lock takes one term (S5.3)",
+                        format!("node {node}: second term for lock {}", term.name),
+                    ),
+                    other => self.violation(
+                        "callbacks (S7.3, S6.4)",
+                        format!(
+                            "node {node} elected for {} ({}) while its election is {other:?}",
+                            term.name, term.id
+                        ),
+                    ),
+                }
+                if self.nodes[node].terms.contains_key(&term.id) {
+                    self.violation(
+                        "callbacks (S7.1)",
+                        format!("node {node}: {} elected twice", term.id),
+                    );
+                }
+                let deadline = self.nodes[node].deadlines.get(&term.session).copied();
+                if !deadline.is_some_and(|d| l < d) {
+                    self.violation(
+                        "late acquire (S4.3)",
+                        format!(
+                            "node {node} elected for {} with token {} at local {l} after its session's deadline {deadline:?}",
+                            term.name, term.token
+                        ),
+                    );
+                }
+                if let Some(last) = self.last_token.get(&term.name) {
+                    if term.token <= *last {
+                        self.violation(
+                            "fencing tokens (S3.2)",
+                            format!(
+                                "node {node} elected for {} with token {} after a term with token {last}",
+                                term.name, term.token
+                            ),
+                        );
+                    }
+                }
+                let last = self
+                    .last_token
+                    .entry(term.name.clone())
+                    .or_insert(term.token);
+                *last = (*last).max(term.token);
+                let order = self.next_order;
+                self.next_order += 1;
+                let name = term.name.clone();
+                self.nodes[node].terms.insert(
+                    term.id,
+                    TermRec {
+                        term,
+                        order,
+                        revoked: None,
+                        task: TaskState::None,
+                    },
+                );
+                self.check_mutex(&name);
+            }
+            Event::Revoked { term, reason } => {
+                self.mix(201);
+                self.mix(term.id.0);
+                let r = self.nodes[node].terms.get_mut(&term.id);
+                match r {
+                    None => self.violation(
+                        "callbacks (S7.1)",
+                        format!(
+                            "node {node}: {} revoked but never elected (or after exit)",
+                            term.id
+                        ),
+                    ),
+                    Some(rec) if rec.revoked.is_some() => self.violation(
+                        "callbacks (S7.1)",
+                        format!("node {node}: {} revoked twice", term.id),
+                    ),
+                    Some(rec) => {
+                        rec.revoked = Some(reason);
+                        self.prune(node, term.id);
+                    }
+                }
+            }
+            Event::DeadlineChanged { session, deadline } => {
+                self.mix(202);
+                self.mix(deadline.as_nanos());
+                let old = self.nodes[node].deadlines.insert(session, deadline);
+                if let Some(old) = old {
+                    if old <= l && deadline > old {
+                        self.violation(
+                            "deadline (S2.3, S3.3)",
+                            format!(
+                                "node {node}: session deadline {old} had passed at {l} but moved to {deadline}"
+                            ),
+                        );
+                    }
+                }
+                if old.is_none_or(|o| deadline > o) {
+                    let names: Vec<LeaseName> = self.nodes[node]
+                        .terms
+                        .values()
+                        .filter(|r| r.term.session == session && r.revoked.is_none())
+                        .map(|r| r.term.name.clone())
+                        .collect();
+                    for name in names {
+                        self.check_mutex(&name);
+                    }
+                }
+            }
+            Event::Completed { name } => {
+                self.mix(203);
+                self.pending.remove(&(node, name.clone()));
+                match self.nodes[node].api.get(&name).cloned() {
+                    Some(Api::SteppingDown { until }) => {
+                        self.nodes[node].api.insert(
+                            name,
+                            Api::Election {
+                                cooldown_until: Some(until),
+                            },
+                        );
+                    }
+                    Some(Api::Election { .. }) | None => {}
+                    Some(_) => {
+                        self.nodes[node].api.remove(&name);
+                    }
+                }
+            }
+            Event::LockFailed { name } => {
+                self.mix(204);
+                if matches!(self.nodes[node].api.get(&name), Some(Api::Lock { .. })) {
+                    self.nodes[node].api.remove(&name);
+                }
+            }
+            Event::Closed => {
+                self.mix(205);
+                let unrevoked = self.nodes[node]
+                    .terms
+                    .values()
+                    .filter(|r| r.revoked.is_none())
+                    .count();
+                if unrevoked > 0 {
+                    self.violation(
+                        "close (S1.4)",
+                        format!("node {node} closed with {unrevoked} terms not revoked"),
+                    );
+                }
+                if self.nodes[node].closing.is_none() {
+                    self.violation(
+                        "close (S1.4)",
+                        format!("node {node}: Closed without close()"),
+                    );
+                }
+                // The process exits; it restarts later as a new process.
+                let restart = self.uniform(self.p.lease_duration);
+                self.crash(node);
+                let inc = self.nodes[node].inc;
+                self.push(self.now + restart, Ev::Restart { node, inc });
+            }
+            Event::Diagnostic { level, message } => match level {
+                Level::Error => self.violation("error log", format!("node {node}: {message}")),
+                Level::Warn => self.report.warnings += 1,
+            },
+            Event::SessionStateChanged { .. }
+            | Event::SessionLeaseShortened { .. }
+            | Event::BackendFailed { .. } => self.mix(206),
+        }
+    }
+
+    /// Drops a term's record once nothing can refer to it any more.
+    fn prune(&mut self, node: usize, term: TermId) {
+        let n = &mut self.nodes[node];
+        if let Some(rec) = n.terms.get(&term) {
+            if rec.revoked.is_some() && matches!(rec.task, TaskState::None | TaskState::Exited) {
+                n.terms.remove(&term);
+            }
+        }
+    }
+
+    fn is_valid(&self, node: usize, rec: &TermRec) -> bool {
+        let n = &self.nodes[node];
+        rec.revoked.is_none()
+            && n.deadlines
+                .get(&rec.term.session)
+                .is_some_and(|d| n.clock.local(self.now) < *d)
+    }
+
+    /// Mutual exclusion: at this true instant, at most one node holds a
+    /// valid term of `name`, each judged on its own clock.
+    fn check_mutex(&mut self, name: &LeaseName) {
+        let mut holders: Vec<(usize, Token, TermId)> = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.engine.is_none() {
+                continue;
+            }
+            for rec in n.terms.values() {
+                if &rec.term.name == name && self.is_valid(i, rec) {
+                    holders.push((i, rec.term.token, rec.term.id));
+                }
+            }
+        }
+        if holders.len() >= 2 {
+            self.violation(
+                "mutual exclusion",
+                format!("two valid holders of {name}: (node, token, term) {holders:?}"),
+            );
+        }
+        if self.healed && !holders.is_empty() {
+            if let Some(slot) = self.liveness.get_mut(name) {
+                if slot.is_none() {
+                    *slot = Some(self.now);
+                }
+            }
+        }
+    }
+
+    /// S3.5 and S6.1 at the moment a release is sent.
+    fn check_release(&mut self, node: usize, session: SessionId, name: &LeaseName, token: Token) {
+        let l = self.local(node);
+        let n = &self.nodes[node];
+        let mut found = None;
+        for rec in n.terms.values() {
+            if rec.term.session == session && &rec.term.name == name && rec.term.token == token {
+                found = Some(rec.clone());
+            }
+        }
+        let Some(rec) = found else { return };
+        if rec.revoked.is_none() {
+            self.violation(
+                "revoke before release (S3.5)",
+                format!(
+                    "node {node} released {name} token {token} before revoking {}",
+                    rec.term.id
+                ),
+            );
+            return;
+        }
+        let deadline_open = n.deadlines.get(&session).is_some_and(|d| l < *d);
+        if rec.revoked.is_some_and(RevokeReason::is_voluntary)
+            && matches!(rec.task, TaskState::Running | TaskState::Interrupted)
+            && deadline_open
+        {
+            self.violation(
+                "handover order (S6.1)",
+                format!(
+                    "node {node} released {name} token {token} while the task of {} still runs",
+                    rec.term.id
+                ),
+            );
+        }
+    }
+
+    fn task_start(&mut self, node: usize, term: Term) {
+        self.mix(300);
+        self.mix(term.id.0);
+        if !self.nodes[node].terms.contains_key(&term.id) {
+            self.violation(
+                "task orders (S6)",
+                format!("node {node}: task start for unknown or ended {}", term.id),
+            );
+            return;
+        }
+        // S6.1: after a voluntary move, the new task starts only once the old
+        // one has exited (or its term's deadline has passed).
+        let mut bad = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.engine.is_none() {
+                continue;
+            }
+            let li = n.clock.local(self.now);
+            for rec in n.terms.values() {
+                if rec.term.name == term.name
+                    && rec.term.id != term.id
+                    && rec.revoked.is_some_and(RevokeReason::is_voluntary)
+                    && matches!(rec.task, TaskState::Running | TaskState::Interrupted)
+                    && n.deadlines.get(&rec.term.session).is_some_and(|d| li < *d)
+                {
+                    bad.push((i, rec.term.id));
+                }
+            }
+        }
+        if !bad.is_empty() {
+            self.violation(
+                "handover order (S6.1)",
+                format!(
+                    "node {node}'s task for {} started while the tasks of {bad:?} still run",
+                    term.name
+                ),
+            );
+        }
+        if let Some(rec) = self.nodes[node].terms.get_mut(&term.id) {
+            rec.task = TaskState::Running;
+        }
+        let inc = self.nodes[node].inc;
+        self.push(
+            self.now,
+            Ev::TaskWrite {
+                node,
+                inc,
+                term: term.id,
+            },
+        );
+    }
+
+    fn task_interrupt(&mut self, node: usize, term: Term) {
+        self.mix(301);
+        if let Some(rec) = self.nodes[node].terms.get_mut(&term.id) {
+            if rec.task == TaskState::Running {
+                rec.task = TaskState::Interrupted;
+            }
+        }
+        let w = &self.p.workload;
+        let (slow, slow_max, exit) = (w.slow_exit_permille, w.slow_exit_max, w.exit_delay);
+        let delay = if self.chance(slow) {
+            self.uniform(slow_max)
+        } else {
+            self.uniform(exit)
+        };
+        let inc = self.nodes[node].inc;
+        self.push(
+            self.now + delay,
+            Ev::TaskExit {
+                node,
+                inc,
+                term: term.id,
+            },
+        );
+    }
+
+    fn task_write(&mut self, node: usize, inc: u64, term: TermId) {
+        if self.nodes[node].inc != inc {
+            return;
+        }
+        let Some(rec) = self.nodes[node].terms.get(&term).cloned() else {
+            return;
+        };
+        if !matches!(rec.task, TaskState::Running | TaskState::Interrupted) {
+            return;
+        }
+        let next_local = self.local(node) + self.p.workload.write_period;
+        if let Some(t) = self.nodes[node].clock.true_at(next_local, self.now) {
+            self.push(t, Ev::TaskWrite { node, inc, term });
+        }
+        // A careful task checks its term before each write.
+        if !self.is_valid(node, &rec) {
+            return;
+        }
+        if let Some(d) = self.nodes[node].pause_armed.take() {
+            // The worst moment for a pause: between the check and the write.
+            self.start_pause(node, d);
+        }
+        self.push(
+            self.now,
+            Ev::WriteSend {
+                node,
+                inc,
+                name: rec.term.name.clone(),
+                order: rec.order,
+                token: rec.term.token,
+            },
+        );
+    }
+
+    fn write_arrives(&mut self, name: LeaseName, order: u64, token: Token) {
+        self.report.writes += 1;
+        let r = self.registers.entry(name.clone()).or_default();
+        // The unfenced register takes every write.
+        match r.unfenced_last_order {
+            Some(last) if order < last => self.report.unfenced_anomalies += 1,
+            _ => r.unfenced_last_order = Some(order),
+        }
+        // The fenced register refuses tokens below the highest it has seen.
+        if r.fenced_max.is_some_and(|m| token < m) {
+            self.report.fenced_rejections += 1;
+            return;
+        }
+        r.fenced_max = Some(token);
+        let stale = r.fenced_last_order.is_some_and(|last| order < last);
+        r.fenced_last_order = Some(r.fenced_last_order.map_or(order, |l| l.max(order)));
+        if stale {
+            self.violation(
+                "fenced register",
+                format!("{name}: accepted a write of an older term (token {token}) after a newer term's"),
+            );
+        }
+    }
+
+    // -------------------------------------------------------------- network
+
+    fn delay(&mut self) -> u64 {
+        let net = &self.p.net;
+        let (tail, tail_max, min, jitter) =
+            (net.tail_permille, net.tail_max, net.min_delay, net.jitter);
+        if !self.healed && self.chance(tail) {
+            self.uniform(tail_max)
+        } else {
+            nanos(min) + self.uniform(jitter)
+        }
+    }
+
+    fn copies(&mut self, partitioned: bool) -> u32 {
+        if self.healed {
+            return 1;
+        }
+        let (loss, dup) = (self.p.net.loss_permille, self.p.net.dup_permille);
+        if partitioned || self.chance(loss) {
+            self.report.messages_lost += 1;
+            return 0;
+        }
+        if self.chance(dup) {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn send_up(&mut self, node: usize, inc: u64, cmd: Command) {
+        let blocked = self.partitions[node][0] > 0;
+        let copies = self.copies(blocked);
+        for _ in 0..copies {
+            let d = self.delay();
+            self.push(
+                self.now + d,
+                Ev::ToBackend {
+                    node,
+                    inc,
+                    cmd: cmd.clone(),
+                },
+            );
+        }
+    }
+
+    fn send_down(&mut self, node: usize, inc: u64, input: Input) {
+        let blocked = self.partitions[node][1] > 0;
+        let copies = self.copies(blocked);
+        let slow = self.slow.values().copied().max().unwrap_or_default();
+        for _ in 0..copies {
+            let d = self.delay() + self.uniform(slow);
+            self.push(
+                self.now + d,
+                Ev::ToNode {
+                    node,
+                    inc,
+                    input: input.clone(),
+                },
+            );
+        }
+    }
+
+    fn on_backend(&mut self, node: usize, inc: u64, cmd: Command) {
+        let b = self.backend_clock.local(self.now).as_nanos();
+        let down = || BackendError::new(BackendErrorKind::Unavailable, "backend restarting");
+        let up = self.backend_down == 0;
+        let reply = match cmd {
+            Command::OpenSession { op, lease_duration } => Input::SessionOpened {
+                op,
+                result: if up {
+                    Ok(self.backend.open_session(b, lease_duration))
+                } else {
+                    Err(down())
+                },
+            },
+            Command::Renew { op, session } => Input::RenewReplied {
+                op,
+                result: if up {
+                    self.backend.renew(b, session)
+                } else {
+                    Err(RenewError::Backend(down()))
+                },
+            },
+            Command::Acquire { op, session, name } => Input::AcquireReplied {
+                op,
+                result: if up {
+                    Ok(self.backend.acquire(b, session, &name))
+                } else {
+                    Err(down())
+                },
+            },
+            Command::Release {
+                op,
+                session,
+                name,
+                token,
+            } => Input::ReleaseReplied {
+                op,
+                result: if up {
+                    self.backend.release(b, session, &name, token);
+                    Ok(())
+                } else {
+                    Err(down())
+                },
+            },
+            Command::CloseSession { op, session } => Input::SessionClosed {
+                op,
+                result: if up {
+                    self.backend.close_session(b, session);
+                    Ok(())
+                } else {
+                    Err(down())
+                },
+            },
+        };
+        if let Input::AcquireReplied {
+            result: Ok(AcquireOutcome::Won { token, .. }),
+            ..
+        } = &reply
+        {
+            self.mix(token.get());
+        }
+        self.send_down(node, inc, reply);
+        self.after_backend();
+    }
+
+    fn after_backend(&mut self) {
+        for name in self.backend.take_broadcasts() {
+            for node in 0..self.nodes.len() {
+                if self.nodes[node].engine.is_some() {
+                    let inc = self.nodes[node].inc;
+                    self.send_down(node, inc, Input::ReleaseBroadcast { name: name.clone() });
+                }
+            }
+        }
+        let want = self.backend.next_expiry().and_then(|x| {
+            self.backend_clock
+                .true_at(Timestamp::from_nanos(x), self.now)
+        });
+        if want != self.expiry_at {
+            self.expiry_gen += 1;
+            self.expiry_at = want;
+            if let Some(t) = want {
+                let gen = self.expiry_gen;
+                self.push(t, Ev::BackendExpiry { gen });
+            }
+        }
+    }
+
+    // ------------------------------------------------------------- workload
+
+    fn api(&mut self, node: usize, call: ApiCall) {
+        let l = self.local(node);
+        let inc = self.nodes[node].inc;
+        let call = match call {
+            ApiCall::Random => {
+                if !self.healed {
+                    let gap = self.uniform(self.p.workload.api_gap * 2);
+                    self.push(
+                        self.now + gap,
+                        Ev::Api {
+                            node,
+                            inc,
+                            call: ApiCall::Random,
+                        },
+                    );
+                }
+                match self.random_call(node) {
+                    Some(c) => c,
+                    None => return,
+                }
+            }
+            c => c,
+        };
+        if self.healed && !matches!(call, ApiCall::Start(_)) {
+            return;
+        }
+        if self.nodes[node].closing.is_some() {
+            return;
+        }
+        self.mix(400);
+        let runs_task = self.rng.u32(..10) != 0;
+        let is_lock = match &call {
+            ApiCall::Stop(name) => matches!(self.nodes[node].api.get(name), Some(Api::Lock { .. })),
+            _ => false,
+        };
+        let now = self.now;
+        let n = &mut self.nodes[node];
+        let Some(e) = n.engine.as_mut() else { return };
+        let result = match &call {
+            ApiCall::Start(name) => e.start_election(l, name.clone(), runs_task).map(|()| {
+                Some(Api::Election {
+                    cooldown_until: None,
+                })
+            }),
+            ApiCall::Stop(name) => e.stop(l, name).map(|()| {
+                Some(if is_lock {
+                    Api::LockStopping
+                } else {
+                    Api::Stopping
+                })
+            }),
+            ApiCall::StepDown(name, cooldown) => e.step_down(l, name, *cooldown).map(|()| {
+                Some(Api::SteppingDown {
+                    until: l + *cooldown,
+                })
+            }),
+            ApiCall::Lock(name, spec, runs_task) => {
+                let wait = match spec {
+                    LockSpec::Try => LockWait::Try,
+                    LockSpec::For(d) => LockWait::Until(l + *d),
+                    LockSpec::Forever => LockWait::Forever,
+                };
+                e.acquire_lock(l, name.clone(), wait, *runs_task)
+                    .map(|()| Some(Api::Lock { had_term: false }))
+            }
+            ApiCall::Close => {
+                e.close(l);
+                n.closing = Some(now);
+                Ok(None)
+            }
+            ApiCall::Random => Ok(None),
+        };
+        let name = match &call {
+            ApiCall::Start(n)
+            | ApiCall::Stop(n)
+            | ApiCall::StepDown(n, _)
+            | ApiCall::Lock(n, _, _) => Some(n.clone()),
+            _ => None,
+        };
+        match (result, name) {
+            (Ok(Some(state)), Some(name)) => {
+                if matches!(
+                    state,
+                    Api::Stopping | Api::LockStopping | Api::SteppingDown { .. }
+                ) {
+                    let what = if matches!(state, Api::SteppingDown { .. }) {
+                        "step_down"
+                    } else {
+                        "stop"
+                    };
+                    self.pending.insert((node, name.clone()), (what, self.now));
+                }
+                self.nodes[node].api.insert(name, state);
+            }
+            (Err(ApiError::NotStarted(name)), _) => {
+                self.nodes[node].api.remove(&name);
+            }
+            _ => {}
+        }
+        self.drain(node);
+    }
+
+    fn random_call(&mut self, node: usize) -> Option<ApiCall> {
+        let w = self.p.workload.clone();
+        if self.chance(w.close_permille) {
+            return Some(ApiCall::Close);
+        }
+        let total = self.p.elections.len() + self.p.locks.len();
+        let i = self.rng.usize(..total);
+        if i < self.p.elections.len() {
+            let name = self.p.elections[i].clone();
+            match self.nodes[node].api.get(&name) {
+                None => Some(ApiCall::Start(name)),
+                Some(Api::Election { .. }) => {
+                    let call = if self.chance(400) {
+                        ApiCall::Stop(name.clone())
+                    } else {
+                        let cd = self.uniform(w.max_cooldown);
+                        ApiCall::StepDown(name.clone(), Duration::from_nanos(cd))
+                    };
+                    if self.chance(w.armed_permille) {
+                        self.nodes[node].armed.push((name, call));
+                        None
+                    } else {
+                        Some(call)
+                    }
+                }
+                Some(_) => None,
+            }
+        } else {
+            let name = self.p.locks[i - self.p.elections.len()].clone();
+            match self.nodes[node].api.get(&name) {
+                None => {
+                    let spec = match self.rng.u32(..3) {
+                        0 => LockSpec::Try,
+                        1 => LockSpec::For(Duration::from_nanos(
+                            self.uniform(self.p.lease_duration * 2),
+                        )),
+                        _ => LockSpec::Forever,
+                    };
+                    let runs_task = self.rng.bool();
+                    Some(ApiCall::Lock(name, spec, runs_task))
+                }
+                Some(Api::Lock { .. }) => Some(ApiCall::Stop(name)),
+                Some(_) => None,
+            }
+        }
+    }
+
+    // --------------------------------------------------------------- faults
+
+    fn fault(&mut self, i: usize, start: bool) {
+        if self.healed {
+            return;
+        }
+        let f = self.p.faults[i].clone();
+        match f.kind {
+            FaultKind::Partition { node, direction } if node < self.nodes.len() => {
+                let dirs: &[usize] = match direction {
+                    Direction::ToBackend => &[0],
+                    Direction::FromBackend => &[1],
+                    Direction::Both => &[0, 1],
+                };
+                for &d in dirs {
+                    let c = &mut self.partitions[node][d];
+                    *c = if start { *c + 1 } else { c.saturating_sub(1) };
+                }
+            }
+            FaultKind::Pause { node, after_send } if node < self.nodes.len() => {
+                if start {
+                    if after_send {
+                        self.nodes[node].pause_armed = Some(f.duration);
+                    } else {
+                        self.start_pause(node, f.duration);
+                    }
+                } else if after_send {
+                    // Not triggered within its window: drop it.
+                    self.nodes[node].pause_armed = None;
+                }
+            }
+            FaultKind::Crash { node } if node < self.nodes.len() => {
+                if start {
+                    self.crash(node);
+                } else if self.nodes[node].engine.is_none() {
+                    self.boot(node);
+                }
+            }
+            FaultKind::BackendRestart { keep_state } => {
+                if start {
+                    self.backend_down += 1;
+                    self.backend.restart(keep_state);
+                } else {
+                    self.backend_down = self.backend_down.saturating_sub(1);
+                }
+                self.after_backend();
+            }
+            FaultKind::BackendClockStep { .. } => {
+                // The step itself is part of the backend clock; expiry times move.
+                self.expiry_at = None;
+                self.after_backend();
+            }
+            FaultKind::SlowBackend { extra } => {
+                if start {
+                    self.slow.insert(i, extra);
+                } else {
+                    self.slow.remove(&i);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn heal(&mut self) {
+        self.healed = true;
+        for p in &mut self.partitions {
+            *p = [0, 0];
+        }
+        self.backend_down = 0;
+        self.slow.clear();
+        for node in 0..self.nodes.len() {
+            self.nodes[node].pause_armed = None;
+            if self.nodes[node].state == NodeState::Paused {
+                let inc = self.nodes[node].inc;
+                self.resume(node, inc);
+            }
+            if self.nodes[node].engine.is_none() {
+                self.boot(node);
+            } else if self.nodes[node].closing.is_none() {
+                // Every live node competes for every election name.
+                let inc = self.nodes[node].inc;
+                for name in self.p.elections.clone() {
+                    if !self.nodes[node].api.contains_key(&name) {
+                        self.push(
+                            self.now,
+                            Ev::Api {
+                                node,
+                                inc,
+                                call: ApiCall::Start(name),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        for name in self.p.elections.clone() {
+            self.liveness.insert(name.clone(), None);
+            self.check_mutex(&name);
+        }
+        self.after_backend();
+    }
+
+    fn finish(&mut self) {
+        let mut worst = None;
+        for (name, got) in self.liveness.clone() {
+            match got {
+                Some(t) => {
+                    let d = Duration::from_nanos(t - self.heal_at);
+                    worst = worst.max(Some(d));
+                }
+                None => self.violation(
+                    "liveness",
+                    format!(
+                        "no leader for {name} within {:?} after the faults healed",
+                        self.p.liveness_bound()
+                    ),
+                ),
+            }
+        }
+        self.report.max_time_to_leader = worst;
+        for ((node, name), (what, since)) in self.pending.clone() {
+            self.violation(
+                "completions (S7.3)",
+                format!(
+                    "node {node}: {what}({name}) issued at {:?} never completed",
+                    Duration::from_nanos(since)
+                ),
+            );
+        }
+        for node in 0..self.nodes.len() {
+            if let Some(since) = self.nodes[node].closing {
+                self.violation(
+                    "completions (S1.4)",
+                    format!(
+                        "node {node}: close() at {:?} never completed",
+                        Duration::from_nanos(since)
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn command_code(c: &Command) -> u64 {
+    match c {
+        Command::OpenSession { .. } => 1,
+        Command::Renew { .. } => 2,
+        Command::Acquire { .. } => 3,
+        Command::Release { .. } => 4,
+        Command::CloseSession { .. } => 5,
+    }
+}
+
+fn input_code(i: &Input) -> u64 {
+    match i {
+        Input::SessionOpened { op, .. } => 10 + (op.0 << 8),
+        Input::RenewReplied { op, .. } => 11 + (op.0 << 8),
+        Input::AcquireReplied { op, .. } => 12 + (op.0 << 8),
+        Input::ReleaseReplied { op, .. } => 13 + (op.0 << 8),
+        Input::SessionClosed { op, .. } => 14 + (op.0 << 8),
+        Input::ReleaseBroadcast { .. } => 15,
+        Input::TaskExited { term } => 16 + (term.0 << 8),
+        Input::ElectedRejected { term } => 17 + (term.0 << 8),
+    }
+}
