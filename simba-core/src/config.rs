@@ -208,9 +208,7 @@ impl SimbaConfigBuilder {
                 lease_duration,
             });
         }
-        let local = lease_duration
-            .mul_f64(1.0 - drift)
-            .saturating_sub(margin);
+        let local = lease_duration.mul_f64(1.0 - drift).saturating_sub(margin);
         if local <= renew_interval {
             return Err(ConfigError::LeaseTooShort {
                 lease_duration,

@@ -1,16 +1,118 @@
-//! Simba's sans-IO engine (work in progress).
+//! # simba-core: Simba's sans-IO engine
+//!
+//! A deterministic state machine for one Simba client: one session on the
+//! backend (S1), local deadlines computed from durations (S2), leases, terms
+//! and fencing tokens (S3), elections and locks (S4, S5), the handover order
+//! (S6) and the timing rules (S8). It never reads a clock, sleeps, spawns,
+//! does I/O or draws randomness except from the seed in its [`SimbaConfig`].
+//! Runtime adapters (`simba-tokio`, `simba-async-std`) and the `simulation`
+//! crate drive it unchanged.
+//!
+//! ## The drive loop
+//!
+//! ```
+//! use simba_core::*;
+//! # fn backend_call(c: &Command) -> Option<Input> { None }
+//! # fn deliver(e: Event) {}
+//! # fn run_task(t: TaskOrder) {}
+//! let mut now = Timestamp::ZERO; // from the driver's monotonic clock
+//! let mut engine = Engine::new(SimbaConfig::default(), BackendProfile::default(), now);
+//! engine.start_election(now, LeaseName::new("ledger")?, true)?;
+//! for _round in 0..3 {
+//!     // 1. Drain every output, in order, after every call into the engine.
+//!     while let Some(output) = engine.poll_output() {
+//!         match output {
+//!             // 2. Commands: run them (concurrently, each cancelled after
+//!             //    `engine.call_timeout()`); feed each reply back with its op id.
+//!             Output::Command(cmd) => {
+//!                 if let Some(reply) = backend_call(&cmd) {
+//!                     engine.handle(now, reply);
+//!                 }
+//!             }
+//!             // 3. Events go to the application (on_elected, on_revoked, …),
+//!             //    serially per election; a refused `Elected` is reported with
+//!             //    `Input::ElectedRejected` before the next output is handled.
+//!             Output::Event(event) => deliver(event),
+//!             // 4. Task orders start or cancel the leader task; its exit is
+//!             //    reported with `Input::TaskExited`.
+//!             Output::Task(order) => run_task(order),
+//!         }
+//!     }
+//!     // 5. Sleep until the one next deadline (or until a reply arrives),
+//!     //    then tell the engine what time it is.
+//!     match engine.poll_timeout() {
+//!         Some(at) => now = at,
+//!         None => break,
+//!     }
+//!     engine.handle_timeout(now);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! **Poll order.** After each call (`handle`, `handle_timeout` or an API
+//! call), drain [`Engine::poll_output`] until `None`, then arm one timer at
+//! [`Engine::poll_timeout`]. Outputs are in the order they must be acted
+//! on: a `Revoked` always precedes the `Release` of its lease (S3.5), and an
+//! `Interrupt` precedes it too (S6.1).
+//!
+//! ## The time contract
+//!
+//! Every mutating call takes `now`, an opaque monotonic [`Timestamp`]
+//! (nanoseconds from an origin the driver picks). A `now` earlier than one
+//! already seen is treated as the latest seen. Deadlines are computed from
+//! durations the backend measured (S2.1), never by comparing clocks.
+//! [`poll_timeout`](Engine::poll_timeout) is always later than the last
+//! `now`. Term validity is a pure function of the session deadline and the
+//! caller's clock ([`term_is_valid`]), so an adapter answers `is_valid()`
+//! without a background task (S3.3).
+//!
+//! ## The error policy
+//!
+//! - Bad input from the application is a typed error before anything
+//!   changes: [`NameError`] (S3.1), [`ConfigError`] (S8.1), [`ApiError`].
+//! - Backend failures are *data*: a reply carrying a [`BackendError`] or
+//!   `Expired` is an [`Input`] like any other, and the engine reacts
+//!   (back-off, suspension, a new session). Stale, duplicated, reordered or
+//!   malformed replies are counted ([`Stats::stale_replies`]) and dropped.
+//! - No input sequence makes the engine panic. A broken backend contract is
+//!   reported as an [`Event::Diagnostic`] and worked around.
+//!
+//! ## Inputs and outputs
+//!
+//! | inputs (facts) | outputs (orders and news) |
+//! |---|---|
+//! | API calls: [`start_election`](Engine::start_election), [`acquire_lock`](Engine::acquire_lock), [`stop`](Engine::stop), [`step_down`](Engine::step_down), [`close`](Engine::close) | [`Command`]: `OpenSession`, `Renew`, `Acquire`, `Release`, `CloseSession` |
+//! | replies echoing their [`OpId`]: `SessionOpened`, `RenewReplied`, `AcquireReplied`, `ReleaseReplied`, `SessionClosed` | [`Event`]: `Elected`, `Revoked`, `SessionStateChanged`, `DeadlineChanged`, `SessionLeaseShortened`, `Completed`, … |
+//! | `ReleaseBroadcast`, `TaskExited`, `ElectedRejected` | [`TaskOrder`]: `Start`, `Interrupt` |
+//! | time passing: [`handle_timeout`](Engine::handle_timeout) | [`Engine::poll_timeout`] |
+//!
+//! Partitioned groups will join as another kind of entry next to elections
+//! and locks; their assignment logic will live in this crate too.
 #![forbid(unsafe_code)]
 
 mod config;
+mod election;
+mod engine;
 mod error;
 mod ids;
+mod lease;
+#[cfg(feature = "mutants")]
+mod mutant;
 mod name;
 mod protocol;
 mod time;
+mod timers;
 
 pub use config::{ConfigError, Fraction, SimbaConfig, SimbaConfigBuilder};
+pub use election::{EntrySnapshot, Kind, LockWait, SessionSnapshot, Snapshot, Status};
+pub use engine::{BackendProfile, Engine, Stats};
 pub use error::{ApiError, BackendError, BackendErrorKind};
 pub use ids::{OpId, ParseSessionIdError, SessionId, TermId, Token};
+pub use lease::{
+    local_deadline, local_validity, renew_period, renewal_backoff, term_is_valid, term_remaining,
+};
+#[cfg(feature = "mutants")]
+pub use mutant::Mutant;
 pub use name::{is_name_char, LeaseName, NameError, MAX_NAME_LEN};
 pub use protocol::{
     AcquireOutcome, Command, Event, Input, Level, Output, RenewError, Renewal, RevokeReason,

@@ -143,7 +143,10 @@ mod tests {
     #[test]
     fn s3_1_rejects_bad_names_with_the_reason() {
         assert_eq!(LeaseName::new(""), Err(NameError::Empty));
-        assert_eq!(LeaseName::new("y".repeat(129)), Err(NameError::TooLong { len: 129 }));
+        assert_eq!(
+            LeaseName::new("y".repeat(129)),
+            Err(NameError::TooLong { len: 129 })
+        );
         assert_eq!(LeaseName::new("."), Err(NameError::DotName));
         assert_eq!(LeaseName::new(".."), Err(NameError::DotName));
         assert_eq!(

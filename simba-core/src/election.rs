@@ -1,0 +1,187 @@
+//! Elections and locks: the per-name state (S4, S5, S6) and its snapshot.
+
+use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::name::LeaseName;
+use crate::protocol::Term;
+use crate::time::Timestamp;
+use std::fmt;
+
+/// Whether a name is an election (competes again after losing a term) or a
+/// lock (one term only, S5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// An election: competes for term after term until stopped.
+    Election,
+    /// A lock: takes one term; when it ends the lock is gone (S5.3).
+    Lock,
+}
+
+impl Kind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Election => "election",
+            Kind::Lock => "lock",
+        }
+    }
+}
+
+/// How long a lock keeps trying to acquire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockWait {
+    /// One attempt once a session is open (`try_acquire`).
+    Try,
+    /// Keep trying until this instant (`acquire_timeout`).
+    Until(Timestamp),
+    /// Keep trying until acquired or stopped (`acquire`).
+    Forever,
+}
+
+/// The election states of S5.1, as `snapshot()` reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Status {
+    /// Wants the lease and competes for it (S4.1).
+    Candidate,
+    /// Holds a term.
+    Leader,
+    /// Stepped down; competes again when the cooldown ends (S6.4).
+    CoolingDown,
+    /// Stopped; the name is free once the handover completes.
+    Stopped,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Candidate => "candidate",
+            Status::Leader => "leader",
+            Status::CoolingDown => "cooling_down",
+            Status::Stopped => "stopped",
+        })
+    }
+}
+
+/// The one acquire in flight of an election (S4.1).
+#[derive(Clone, Debug)]
+pub(crate) struct Attempt {
+    pub(crate) op: OpId,
+    pub(crate) sent_at: Timestamp,
+}
+
+/// The term an election holds.
+#[derive(Clone, Debug)]
+pub(crate) struct Held {
+    pub(crate) term: Term,
+    /// Input sequence number at which the term was created (see `TakenOver`).
+    pub(crate) created_seq: u64,
+    pub(crate) task_running: bool,
+}
+
+/// A voluntarily ended term whose lease is kept until its task exits (S6.1 step 3).
+#[derive(Clone, Debug)]
+pub(crate) struct Handover {
+    pub(crate) term: Term,
+}
+
+/// One election or lock of the engine.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub(crate) kind: Kind,
+    pub(crate) runs_task: bool,
+    pub(crate) wait: LockWait,
+    pub(crate) status: Status,
+    pub(crate) attempt: Option<Attempt>,
+    pub(crate) next_attempt: Option<Timestamp>,
+    pub(crate) cooldown_until: Option<Timestamp>,
+    pub(crate) held: Option<Held>,
+    pub(crate) handover: Option<Handover>,
+    /// `stop()` was called: the entry goes away once the handover completes.
+    pub(crate) stopping: bool,
+    /// A `step_down()` waits for its handover before emitting `Completed`.
+    pub(crate) pending_completion: bool,
+}
+
+impl Entry {
+    pub(crate) fn new(kind: Kind, runs_task: bool, wait: LockWait, now: Timestamp) -> Self {
+        Entry {
+            kind,
+            runs_task,
+            wait,
+            status: Status::Candidate,
+            attempt: None,
+            next_attempt: Some(now),
+            cooldown_until: None,
+            held: None,
+            handover: None,
+            stopping: false,
+            pending_completion: false,
+        }
+    }
+
+    /// When this entry next needs the engine's attention.
+    pub(crate) fn wake(
+        &self,
+        can_acquire: bool,
+        call_timeout: std::time::Duration,
+    ) -> Option<Timestamp> {
+        let mut wake: Option<Timestamp> = None;
+        let mut consider = |t: Option<Timestamp>| {
+            if let Some(t) = t {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        };
+        match self.status {
+            Status::Candidate => {
+                if let Some(a) = &self.attempt {
+                    consider(Some(a.sent_at + call_timeout));
+                } else if can_acquire {
+                    consider(self.next_attempt);
+                }
+                if let LockWait::Until(t) = self.wait {
+                    if self.kind == Kind::Lock {
+                        consider(Some(t));
+                    }
+                }
+            }
+            Status::CoolingDown => consider(self.cooldown_until),
+            Status::Leader | Status::Stopped => {}
+        }
+        wake
+    }
+}
+
+/// What `snapshot()` reports of one election or lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntrySnapshot {
+    /// The lease name.
+    pub name: LeaseName,
+    /// Election or lock.
+    pub kind: Kind,
+    /// The state of S5.1.
+    pub status: Status,
+    /// The current term and its token, while leader.
+    pub term: Option<(TermId, Token)>,
+    /// A voluntarily ended term whose task has not exited yet (S6.1 step 3).
+    pub handover_pending: Option<(TermId, Token)>,
+}
+
+/// What `snapshot()` reports of the session (S1.5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSnapshot {
+    /// The session state.
+    pub state: crate::protocol::SessionState,
+    /// The session, once one is open.
+    pub id: Option<SessionId>,
+    /// Time left before the local deadline, while a session is open.
+    pub time_to_deadline: Option<std::time::Duration>,
+    /// The renewal period in force (S8.4).
+    pub renew_period: std::time::Duration,
+}
+
+/// A picture of the engine at one instant (S1.5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The session.
+    pub session: SessionSnapshot,
+    /// Every election and lock, by name.
+    pub entries: Vec<EntrySnapshot>,
+}

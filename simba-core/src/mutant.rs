@@ -1,0 +1,66 @@
+//! Deliberately broken variants of the engine (feature `mutants`), so the
+//! simulation can prove that each of its checkers fires. Never enable the
+//! feature in production: with it off, none of this code exists.
+
+use std::fmt;
+
+/// One deliberate bug, selected at run time with
+/// [`SimbaConfigBuilder::mutant`](crate::SimbaConfigBuilder::mutant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mutant {
+    /// The `× (1 − drift)` factor of S2.1 is left out.
+    IgnoreDrift,
+    /// The `− margin` term of S2.1 is left out.
+    IgnoreMargin,
+    /// The deadline is counted from the reply's arrival instead of the send (S2.1).
+    DeadlineFromArrival,
+    /// A renewal reply arriving after the deadline still extends it (S2.3).
+    LateReplyExtends,
+    /// An acquire reply arriving after the deadline still makes a term (S4.3).
+    AcceptLateAcquire,
+    /// A won token not above one this session released still makes a term (S4.3).
+    SkipReleasedTokenCheck,
+    /// The lease is released before the term is revoked and its task has exited (S3.5, S6.1).
+    ReleaseBeforeRevoke,
+    /// A reply to an abandoned attempt is accepted as the current one (S4.3).
+    AcceptAbandonedAttempts,
+}
+
+impl Mutant {
+    /// Every mutant.
+    pub const ALL: [Mutant; 8] = [
+        Mutant::IgnoreDrift,
+        Mutant::IgnoreMargin,
+        Mutant::DeadlineFromArrival,
+        Mutant::LateReplyExtends,
+        Mutant::AcceptLateAcquire,
+        Mutant::SkipReleasedTokenCheck,
+        Mutant::ReleaseBeforeRevoke,
+        Mutant::AcceptAbandonedAttempts,
+    ];
+
+    /// The mutant's command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::IgnoreDrift => "ignore-drift",
+            Mutant::IgnoreMargin => "ignore-margin",
+            Mutant::DeadlineFromArrival => "deadline-from-arrival",
+            Mutant::LateReplyExtends => "late-reply-extends",
+            Mutant::AcceptLateAcquire => "accept-late-acquire",
+            Mutant::SkipReleasedTokenCheck => "skip-released-token-check",
+            Mutant::ReleaseBeforeRevoke => "release-before-revoke",
+            Mutant::AcceptAbandonedAttempts => "accept-abandoned-attempts",
+        }
+    }
+
+    /// The mutant of that name.
+    pub fn from_name(name: &str) -> Option<Mutant> {
+        Mutant::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+impl fmt::Display for Mutant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
