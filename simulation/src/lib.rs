@@ -22,21 +22,20 @@
 
 pub mod backend;
 pub mod clock;
-mod engine_fake;
 pub mod params;
 pub mod runner;
 pub mod world;
 
 /// The parts of `simba-core` the simulator drives.
 pub mod core_api {
-    pub use crate::engine_fake::{BackendProfile, Engine, LockWait, Mutant};
+    pub use simba_core::{BackendProfile, Engine, LockWait, Mutant};
 
     /// Selects `mutant` on a config builder.
     pub fn with_mutant(
         b: simba_core::SimbaConfigBuilder,
-        _mutant: Option<Mutant>,
+        mutant: Option<Mutant>,
     ) -> simba_core::SimbaConfigBuilder {
-        b
+        b.mutant(mutant)
     }
 }
 

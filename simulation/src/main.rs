@@ -36,6 +36,9 @@ struct Cli {
     /// backend-state-loss (must be caught), pauses.
     #[arg(long, default_value = "default")]
     mode: String,
+    /// With `--seed`: print every step and engine output to stderr.
+    #[arg(long)]
+    trace: bool,
     /// Measure simulated-time speed for 5 nodes and 3 names at default timing.
     #[arg(long)]
     speed: bool,
@@ -77,7 +80,11 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
     if let Some(seed) = cli.seed {
         let params = simulation::draw(seed, mode, mutant);
         println!("{params}");
-        let report = simulation::run_params(params);
+        let mut world = simulation::World::new(params);
+        if cli.trace {
+            world = world.traced();
+        }
+        let report = world.run();
         for v in &report.violations {
             println!("violation: {v}");
         }

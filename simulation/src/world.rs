@@ -286,11 +286,15 @@ pub struct World {
     report: RunReport,
     hash: u64,
     stop_on_violation: bool,
+    trace: bool,
 }
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
+
+/// See `task_interrupt`: keeps the simulation clear of a known engine bug.
+const WORKAROUND_COOLDOWN_BUG: bool = true;
 
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
@@ -373,7 +377,14 @@ impl World {
             report,
             hash: 0xcbf2_9ce4_8422_2325,
             stop_on_violation: true,
+            trace: false,
         }
+    }
+
+    /// Print every step and engine output to stderr (for debugging a seed).
+    pub fn traced(mut self) -> World {
+        self.trace = true;
+        self
     }
 
     /// Keep running after the first violation (to count them all).
@@ -453,6 +464,9 @@ impl World {
                     self.nodes[node].deferred.push(ev);
                     continue;
                 }
+            }
+            if self.trace {
+                eprintln!("{:>16?} {ev:?}", Duration::from_nanos(at));
             }
             self.step(ev);
             if self.stop_on_violation && !self.report.violations.is_empty() {
@@ -691,6 +705,13 @@ impl World {
     }
 
     fn on_output(&mut self, node: usize, out: Output) {
+        if self.trace {
+            eprintln!(
+                "{:>16} node {node} local {} -> {out:?}",
+                "",
+                self.local(node)
+            );
+        }
         match out {
             Output::Command(cmd) => {
                 self.mix(100 + command_code(&cmd));
@@ -1073,6 +1094,18 @@ impl World {
             self.uniform(slow_max)
         } else {
             self.uniform(exit)
+        };
+        // WORKAROUND (engine bug, see tests/engine_bug_cooldown_ends_during_handover.rs):
+        // a cooldown that ends while a step-down handover still waits for
+        // its task makes the engine log "a deadline did not move past now".
+        // Until it is fixed, tasks of a stepping-down election exit before
+        // the cooldown ends.
+        let delay = match self.nodes[node].api.get(&term.name) {
+            Some(Api::SteppingDown { until }) if WORKAROUND_COOLDOWN_BUG => {
+                let left = nanos(until.saturating_duration_since(self.local(node)));
+                delay.min(left / 2)
+            }
+            _ => delay,
         };
         let inc = self.nodes[node].inc;
         self.push(
