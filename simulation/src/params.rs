@@ -114,6 +114,14 @@ pub enum FaultKind {
         /// Signed step in milliseconds.
         delta_ms: i64,
     },
+    /// The next won acquire reply to `node` is stuck for the fault's
+    /// duration plus a renewal interval, while `node` pauses for the
+    /// duration: it arrives after the node's session has ended and a new
+    /// one opened (an abandoned attempt's late grant, S4.3).
+    DelayedGrant {
+        /// The node.
+        node: usize,
+    },
     /// The backend answers slowly: up to `extra` more per reply.
     SlowBackend {
         /// The extra reply delay's upper bound.
@@ -137,6 +145,7 @@ impl FaultKind {
             FaultKind::BackendRestart { keep_state: false } => "backend restart (state lost)",
             FaultKind::BackendClockStep { .. } => "backend clock step",
             FaultKind::SlowBackend { .. } => "slow backend",
+            FaultKind::DelayedGrant { .. } => "delayed grant",
         }
     }
 }
@@ -582,6 +591,15 @@ fn draw_faults(
             at: at(d),
             duration: d.dur(renew, lease * 2),
             kind: FaultKind::SlowBackend { extra },
+        });
+    }
+    let p_grant = if mode == Mode::Default { 300 } else { 0 };
+    for _ in 0..kind(d, p_grant, 1) {
+        let node = d.rng.usize(..nodes);
+        faults.push(Fault {
+            at: at(d),
+            duration: d.dur(lease + renew, lease * 2),
+            kind: FaultKind::DelayedGrant { node },
         });
     }
     // The documented failure modes.
