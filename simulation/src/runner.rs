@@ -146,3 +146,44 @@ pub fn speed_report() {
         );
     }
 }
+
+/// Runs seeds `first..first + max` of `mode` with `mutant` until one breaks
+/// a checker; returns that seed and its first violation.
+pub fn hunt(
+    mode: Mode,
+    mutant: Option<Mutant>,
+    first: u64,
+    max: u64,
+) -> Option<(u64, crate::world::Violation)> {
+    (first..first.saturating_add(max)).find_map(|seed| {
+        let r = run_seed(seed, mode, mutant);
+        r.violations.into_iter().next().map(|v| (seed, v))
+    })
+}
+
+/// Runs seeds `first..first + count` of `mode` on `threads` threads and
+/// sums them up (the summary is the same for any thread count).
+pub fn run_many(mode: Mode, first: u64, count: u64, threads: usize) -> Summary {
+    let threads = threads.max(1) as u64;
+    let mut parts: Vec<(u64, Vec<RunReport>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let reports: Vec<RunReport> = (first..first + count)
+                        .filter(|seed| (seed - first) % threads == t)
+                        .map(|seed| run_seed(seed, mode, None))
+                        .collect();
+                    (t, reports)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    let mut all: Vec<RunReport> = parts.drain(..).flat_map(|(_, r)| r).collect();
+    all.sort_by_key(|r| r.seed);
+    let mut summary = Summary::default();
+    for r in &all {
+        summary.add(r);
+    }
+    summary
+}

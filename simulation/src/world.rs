@@ -1323,13 +1323,24 @@ impl World {
             }
         );
         match self.nodes[node].delay_grant {
-            Some(d) if won && self.nodes[node].inc == inc && self.nodes[node].state == NodeState::Up => {
+            Some(d)
+                if won
+                    && self.nodes[node].inc == inc
+                    && self.nodes[node].state == NodeState::Up =>
+            {
                 // The grant is stuck in a slow path while its node pauses past
                 // its deadline and opens a new session: the reply arrives late.
                 self.nodes[node].delay_grant = None;
                 self.start_pause(node, d);
                 let late = nanos(d + self.p.renew_interval);
-                self.push(self.now + late, Ev::ToNode { node, inc, input: reply });
+                self.push(
+                    self.now + late,
+                    Ev::ToNode {
+                        node,
+                        inc,
+                        input: reply,
+                    },
+                );
             }
             _ => self.send_down(node, inc, reply),
         }
