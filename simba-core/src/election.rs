@@ -148,7 +148,9 @@ impl Entry {
                     }
                 }
             }
-            Status::CoolingDown => consider(self.cooldown_until),
+            // The cooldown ends only once any handover has completed.
+            Status::CoolingDown if self.handover.is_none() => consider(self.cooldown_until),
+            Status::CoolingDown => {}
             Status::Leader | Status::Stopped => {}
         }
         wake

@@ -867,6 +867,10 @@ impl Engine {
             }
             self.after_handover_step(name);
         }
+        if self.session.state == SessionState::Closed {
+            // A close finished while the terms ended: nothing to reopen.
+            return;
+        }
         if reason == RevokeReason::DeadlinePassed {
             if let Some(old) = old {
                 // The backend may still count the session alive: close it so

@@ -1032,3 +1032,41 @@ fn s2_2_within_the_drift_bound_the_local_deadline_comes_before_the_backend_expir
         }
     }
 }
+
+#[test]
+fn s6_4_a_cooldown_shorter_than_the_handover_waits_for_it_without_spinning() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 1, true);
+    h.engine.step_down(h.now, &name("a"), ms(100)).unwrap();
+    h.drain();
+    // The cooldown ends while the task still runs: the harness asserts every
+    // handled deadline moves forward.
+    h.advance(ms(300));
+    assert_eq!(h.status("a"), Some(Status::CoolingDown));
+    assert!(!h.has_pending(|c| matches!(c, Command::Acquire { .. })));
+    let out = h.input(Input::TaskExited { term: t.id });
+    assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
+    assert_eq!(count(&out, is_acquire), 1);
+    assert!(!events(&h.log).iter().any(|e| matches!(
+        e,
+        Event::Diagnostic {
+            level: Level::Error,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn s1_4_a_close_whose_handover_outlives_the_deadline_ends_closed() {
+    let mut h = H::live(fast_config());
+    let _t = h.elect("a", 1, true);
+    h.engine.close(h.now);
+    h.drain();
+    // No renewal is answered and the task never exits.
+    let out = h.advance(secs(5));
+    assert!(events(&out).contains(&Event::Closed));
+    assert_eq!(h.engine.session_state(), SessionState::Closed);
+    let after = h.advance(secs(5));
+    assert!(!after.iter().any(is_open));
+    assert_eq!(count(&h.log, |o| *o == Output::Event(Event::Closed)), 1);
+}
