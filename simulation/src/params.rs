@@ -207,6 +207,30 @@ pub struct WorkloadParams {
     pub slow_exit_max: Duration,
 }
 
+/// An API call of a hand-written scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScriptCall {
+    /// `start_election(name)` (with a task).
+    Start(LeaseName),
+    /// `stop(name)`.
+    Stop(LeaseName),
+    /// `step_down(name, cooldown)`.
+    StepDown(LeaseName, Duration),
+    /// `close()`.
+    Close,
+}
+
+/// A scripted API call: `call` on `node` at true time `at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scripted {
+    /// When.
+    pub at: Duration,
+    /// Which node.
+    pub node: usize,
+    /// What.
+    pub call: ScriptCall,
+}
+
 /// Every parameter of one run.
 #[derive(Clone, Debug)]
 pub struct RunParams {
@@ -250,6 +274,8 @@ pub struct RunParams {
     pub faults: Vec<Fault>,
     /// Length of the safety phase (faults on).
     pub safety_phase: Duration,
+    /// Scripted API calls (hand-written scenarios), on top of the random ones.
+    pub script: Vec<Scripted>,
 }
 
 impl RunParams {
@@ -495,6 +521,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         workload,
         faults,
         safety_phase,
+        script: Vec::new(),
     }
 }
 

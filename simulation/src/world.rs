@@ -5,7 +5,7 @@
 use crate::backend::SimBackend;
 use crate::clock::Clock;
 use crate::core_api::{BackendProfile, Engine, LockWait};
-use crate::params::{Direction, FaultKind, RunParams};
+use crate::params::{Direction, FaultKind, RunParams, ScriptCall};
 use simba_core::{
     AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
     LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, Term, TermId,
@@ -160,6 +160,7 @@ impl Ev {
             Ev::Resume { .. } => 12,
             Ev::Restart { .. } => 13,
             Ev::Heal => 14,
+            Ev::Scripted { .. } => 16,
             Ev::End => 15,
         }
     }
@@ -172,7 +173,8 @@ impl Ev {
             | Ev::Api { node, .. }
             | Ev::TaskWrite { node, .. }
             | Ev::WriteSend { node, .. }
-            | Ev::TaskExit { node, .. } => Some(*node),
+            | Ev::TaskExit { node, .. }
+            | Ev::Scripted { node, .. } => Some(*node),
             _ => None,
         }
     }
@@ -222,6 +224,9 @@ struct TermRec {
     term: Term,
     order: u64,
     revoked: Option<RevokeReason>,
+    /// The session's local deadline when the term was revoked: a voluntary
+    /// handover waits for the task at most until then (S6.1 step 3, S6.2).
+    revoke_deadline: Option<Timestamp>,
     task: TaskState,
 }
 
@@ -293,9 +298,6 @@ pub struct World {
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
-
-/// See `task_interrupt`: keeps the simulation clear of a known engine bug.
-const WORKAROUND_COOLDOWN_BUG: bool = true;
 
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
@@ -449,6 +451,23 @@ impl World {
         for node in 0..self.p.nodes {
             self.boot(node);
         }
+        for sc in self.p.script.clone() {
+            if sc.node < self.nodes.len() {
+                let call = match sc.call {
+                    ScriptCall::Start(n) => ApiCall::Start(n),
+                    ScriptCall::Stop(n) => ApiCall::Stop(n),
+                    ScriptCall::StepDown(n, d) => ApiCall::StepDown(n, d),
+                    ScriptCall::Close => ApiCall::Close,
+                };
+                self.push(
+                    nanos(sc.at),
+                    Ev::Scripted {
+                        node: sc.node,
+                        call,
+                    },
+                );
+            }
+        }
         self.push(self.heal_at, Ev::Heal);
         let end = self.heal_at + nanos(self.p.liveness_bound());
         self.push(end, Ev::End);
@@ -569,6 +588,11 @@ impl World {
                     self.boot(node);
                 }
             }
+            Ev::Scripted { node, call } => {
+                if self.nodes[node].engine.is_some() {
+                    self.api(node, call);
+                }
+            }
             Ev::Heal => self.heal(),
             Ev::End => {}
         }
@@ -664,12 +688,7 @@ impl World {
         let (msgs, rest): (Vec<Ev>, Vec<Ev>) = deferred
             .into_iter()
             .partition(|e| matches!(e, Ev::ToNode { .. }));
-        // WORKAROUND (same engine bug as in `task_interrupt`): task exits
-        // before timers, so a cooldown never ends during a handover.
-        let (exits, rest): (Vec<Ev>, Vec<Ev>) = rest
-            .into_iter()
-            .partition(|e| WORKAROUND_COOLDOWN_BUG && matches!(e, Ev::TaskExit { .. }));
-        for ev in msgs.into_iter().chain(exits).chain(rest) {
+        for ev in msgs.into_iter().chain(rest) {
             self.push(self.now, ev);
         }
     }
@@ -841,6 +860,7 @@ impl World {
                         term,
                         order,
                         revoked: None,
+                        revoke_deadline: None,
                         task: TaskState::None,
                     },
                 );
@@ -849,6 +869,7 @@ impl World {
             Event::Revoked { term, reason } => {
                 self.mix(201);
                 self.mix(term.id.0);
+                let dl = self.nodes[node].deadlines.get(&term.session).copied();
                 let r = self.nodes[node].terms.get_mut(&term.id);
                 match r {
                     None => self.violation(
@@ -864,6 +885,7 @@ impl World {
                     ),
                     Some(rec) => {
                         rec.revoked = Some(reason);
+                        rec.revoke_deadline = dl;
                         self.prune(node, term.id);
                     }
                 }
@@ -1034,7 +1056,7 @@ impl World {
             );
             return;
         }
-        let deadline_open = n.deadlines.get(&session).is_some_and(|d| l < *d);
+        let deadline_open = rec.revoke_deadline.is_some_and(|d| l < d);
         if rec.revoked.is_some_and(RevokeReason::is_voluntary)
             && matches!(rec.task, TaskState::Running | TaskState::Interrupted)
             && deadline_open
@@ -1072,7 +1094,7 @@ impl World {
                     && rec.term.id != term.id
                     && rec.revoked.is_some_and(RevokeReason::is_voluntary)
                     && matches!(rec.task, TaskState::Running | TaskState::Interrupted)
-                    && n.deadlines.get(&rec.term.session).is_some_and(|d| li < *d)
+                    && rec.revoke_deadline.is_some_and(|d| li < d)
                 {
                     bad.push((i, rec.term.id));
                 }
@@ -1114,15 +1136,6 @@ impl World {
             self.uniform(slow_max)
         } else {
             self.uniform(exit)
-        };
-        // WORKAROUND (engine bug, see tests/engine_bug_cooldown_ends_during_handover.rs):
-        // a cooldown that ends while a step-down handover still waits for
-        // its task makes the engine log "a deadline did not move past now".
-        // Until it is fixed, tasks of a stepping-down election exit at once
-        // (slow exits are still exercised through `stop`).
-        let delay = match self.nodes[node].api.get(&term.name) {
-            Some(Api::SteppingDown { .. }) if WORKAROUND_COOLDOWN_BUG => 0,
-            _ => delay,
         };
         let inc = self.nodes[node].inc;
         self.push(
