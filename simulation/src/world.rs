@@ -102,6 +102,10 @@ enum Ev {
     BackendExpiry {
         gen: u64,
     },
+    Scripted {
+        node: usize,
+        call: ApiCall,
+    },
     Api {
         node: usize,
         inc: u64,
