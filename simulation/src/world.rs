@@ -60,6 +60,8 @@ pub struct RunReport {
     pub warnings: u64,
     /// Messages lost to loss or partitions.
     pub messages_lost: u64,
+    /// Every election: (true time, node, name, token), in order.
+    pub elections: Vec<(Duration, usize, LeaseName, u64)>,
     /// The liveness bound of the run.
     pub liveness_bound: Duration,
     /// The longest time from healing to a leader, over the contended names.
@@ -622,6 +624,10 @@ impl World {
         self.drain(node);
         // A (re)started process starts some of its elections, then makes
         // random API calls.
+        if !self.p.script.is_empty() && !self.healed {
+            // A scripted scenario makes only its own calls until it heals.
+            return;
+        }
         let half_lease = self.p.lease_duration / 2;
         for name in self.p.elections.clone() {
             if self.healed || self.chance(700) {
@@ -791,6 +797,12 @@ impl World {
                 self.mix(term.id.0);
                 self.mix(term.token.get());
                 self.report.terms += 1;
+                self.report.elections.push((
+                    Duration::from_nanos(self.now),
+                    node,
+                    term.name.clone(),
+                    term.token.get(),
+                ));
                 let state = self.api_state(node, &term.name).cloned();
                 match state {
                     Some(Api::Election { cooldown_until }) => {

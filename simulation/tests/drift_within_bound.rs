@@ -1,0 +1,26 @@
+//! Drift within the bound (S2.1, S2.2): every node clock runs exactly
+//! `1 − drift` of the backend's rate (the slow edge), the network is nearly
+//! instant and the backend broadcasts expiries, so a successor acquires at
+//! the very instant the backend expires the old leader: still no overlap.
+
+mod common;
+use common::*;
+use simulation::params::{Direction, FaultKind};
+
+#[test]
+fn slow_edge_clocks_never_overlap_s2_2() {
+    for (i, at) in [5_000u64, 7_777, 9_999, 12_345].into_iter().enumerate() {
+        let mut p = three_nodes();
+        p.seed = i as u64;
+        p.faults = vec![fault(
+            at,
+            6_000,
+            FaultKind::Partition {
+                node: 0,
+                direction: Direction::Both,
+            },
+        )];
+        let r = run_clean(p);
+        assert!(r.terms >= 2, "leadership moved");
+    }
+}

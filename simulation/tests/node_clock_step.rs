@@ -1,0 +1,22 @@
+//! A node's monotonic clock jumping forward (a VM resumed): the node's
+//! deadlines pass early, which only shortens its terms; no overlap.
+
+mod common;
+use common::*;
+use simulation::params::FaultKind;
+use std::time::Duration;
+
+#[test]
+fn forward_step_of_the_leaders_clock_is_safe() {
+    let mut p = three_nodes();
+    p.faults = vec![fault(
+        10_000,
+        0,
+        FaultKind::NodeClockStep {
+            node: 0,
+            forward: Duration::from_secs(5),
+        },
+    )];
+    let r = run_clean(p);
+    assert_eq!(first_leader(&r), 0);
+}

@@ -1,0 +1,22 @@
+//! A slow backend (replies up to one renewal interval late; S2.1, S2.4):
+//! deadlines count from the send, so slow replies only shorten them; calls
+//! time out after one renewal period; no overlap.
+
+mod common;
+use common::*;
+use simulation::params::FaultKind;
+use std::time::Duration;
+
+#[test]
+fn slow_backend_replies_only_shorten_deadlines_s2_4() {
+    let mut p = three_nodes();
+    p.faults = vec![fault(
+        5_000,
+        20_000,
+        FaultKind::SlowBackend {
+            extra: Duration::from_millis(1_000),
+        },
+    )];
+    let r = run_clean(p);
+    assert!(r.terms >= 1);
+}
