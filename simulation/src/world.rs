@@ -842,7 +842,7 @@ impl World {
                     );
                 }
                 let deadline = self.nodes[node].deadlines.get(&term.session).copied();
-                if !deadline.is_some_and(|d| l < d) {
+                if deadline.is_none_or(|d| l >= d) {
                     self.violation(
                         "late acquire (S4.3)",
                         format!(

@@ -1,6 +1,7 @@
 //! The backend restarts keeping its state (a persistent store): calls fail
 //! while it is down, sessions keep their absolute expiry times, and no two
 //! valid holders appear; leadership recovers after it comes back.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 use common::*;

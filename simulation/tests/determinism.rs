@@ -1,5 +1,6 @@
 //! The seed picks everything: the same seed twice gives the same trace hash
 //! (and different seeds different ones), so any failure replays with `--seed`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simulation::{run_seed, Mode};
 

@@ -2,6 +2,7 @@
 //! `1 − drift` of the backend's rate (the slow edge), the network is nearly
 //! instant and the backend broadcasts expiries, so a successor acquires at
 //! the very instant the backend expires the old leader: still no overlap.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 use common::*;

@@ -2,6 +2,7 @@
 //! checks its term, pauses, and writes after a newer holder. The unfenced
 //! register accepts such stale writes; the fenced register (S3.2 tokens)
 //! refuses every one of them, and every checker passes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simulation::{runner::run_many, Mode};
 

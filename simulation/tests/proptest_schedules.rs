@@ -7,6 +7,7 @@
 //! 2. With a broken core (drift factor ignored), proptest finds a failing
 //!    schedule and shrinks it to at most two faults — a long partition of
 //!    the leader is all it takes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 use common::*;

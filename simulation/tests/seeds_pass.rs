@@ -3,6 +3,7 @@
 //! backend restarts keeping state, slow backend, delayed grants, loss,
 //! duplication, long-tail delays) pass every checker, including liveness
 //! after healing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simulation::{runner::run_many, Mode};
 

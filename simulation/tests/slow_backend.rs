@@ -1,6 +1,7 @@
 //! A slow backend (replies up to one renewal interval late; S2.1, S2.4):
 //! deadlines count from the send, so slow replies only shorten them; calls
 //! time out after one renewal period; no overlap.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 use common::*;

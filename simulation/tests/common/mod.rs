@@ -1,7 +1,7 @@
 //! Shared helpers of the scenario tests: a three-node cluster competing for
 //! `e0` (node 0 starts first and wins), 3 s leases, drift 0.05 with node
 //! clocks at the slow edge, and a fast network (see `params::scenario`).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simba_core::LeaseName;
 use simulation::params::{scenario, Fault, FaultKind, RunParams, ScriptCall, Scripted};
