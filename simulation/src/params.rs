@@ -197,6 +197,8 @@ pub struct WorkloadParams {
     pub close_permille: u32,
     /// Longest `step_down` cooldown.
     pub max_cooldown: Duration,
+    /// Per mille of `on_elected` callbacks the executor refuses (S7.7).
+    pub reject_permille: u32,
     /// A task writes to both registers this often (local time).
     pub write_period: Duration,
     /// A task exits within this after its interrupt…
@@ -477,6 +479,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         api_gap: lease_duration * d.pick(&[1, 2, 4]),
         armed_permille: d.pick(&[0, 300, 600]),
         close_permille: d.pick(&[0, 20, 50]),
+        reject_permille: d.pick(&[0, 0, 20]),
         max_cooldown: lease_duration.min(renew_interval * 2),
         write_period: renew_interval / d.pick(&[2, 4, 8]),
         exit_delay: d.pick(&[US, MS, 10 * MS]),
@@ -695,6 +698,7 @@ pub fn scenario(seed: u64, nodes: usize) -> RunParams {
         api_gap: Duration::from_secs(3600 * 24),
         armed_permille: 0,
         close_permille: 0,
+        reject_permille: 0,
         max_cooldown: Duration::from_secs(1),
         write_period: Duration::from_millis(100),
         exit_delay: MS,

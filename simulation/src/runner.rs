@@ -32,6 +32,8 @@ pub struct Summary {
     pub failed: Vec<(u64, String)>,
     /// Terms started.
     pub terms: u64,
+    /// `on_elected` calls refused by the callback executor (S7.7).
+    pub rejected: u64,
     /// Register writes.
     pub writes: u64,
     /// Stale writes the unfenced register accepted.
@@ -57,6 +59,7 @@ impl Summary {
             self.failed.push((r.seed, v.to_string()));
         }
         self.terms += r.terms;
+        self.rejected += r.rejected;
         self.writes += r.writes;
         self.unfenced_anomalies += r.unfenced_anomalies;
         self.fenced_rejections += r.fenced_rejections;
@@ -82,7 +85,11 @@ impl fmt::Display for Summary {
             self.simulated.as_secs_f64() / 3600.0
         )?;
         writeln!(f, "steps: {}", self.steps)?;
-        writeln!(f, "terms: {}", self.terms)?;
+        writeln!(
+            f,
+            "terms: {} ({} on_elected refused, S7.7)",
+            self.terms, self.rejected
+        )?;
         writeln!(
             f,
             "register writes: {} (unfenced register: {} stale writes accepted; fenced register: {} refused)",

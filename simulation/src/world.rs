@@ -56,6 +56,8 @@ pub struct RunReport {
     pub unfenced_anomalies: u64,
     /// Writes the fenced register refused (stale tokens).
     pub fenced_rejections: u64,
+    /// `on_elected` calls the callback executor refused (S7.7).
+    pub rejected: u64,
     /// Warnings the engines logged.
     pub warnings: u64,
     /// Messages lost to loss or partitions.
@@ -263,6 +265,7 @@ struct Node {
     pause_now: Option<Duration>,
     stuck: (u64, u32),
     closing: Option<u64>,
+    closed: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -354,6 +357,7 @@ impl World {
                 pause_now: None,
                 stuck: (0, 0),
                 closing: None,
+                closed: false,
             })
             .collect();
         let heal_at = nanos(params.safety_phase);
@@ -674,6 +678,7 @@ impl World {
         n.pause_armed = None;
         n.pause_now = None;
         n.closing = None;
+        n.closed = false;
         self.pending.retain(|(n, _), _| *n != node);
     }
 
@@ -712,6 +717,13 @@ impl World {
             };
             let Some(out) = out else { break };
             self.on_output(node, out);
+        }
+        if self.nodes[node].closed {
+            let restart = self.uniform(self.p.lease_duration);
+            self.crash(node);
+            let inc = self.nodes[node].inc;
+            self.push(self.now + restart, Ev::Restart { node, inc });
+            return;
         }
         while let Some(call) = self.nodes[node].fire_now.pop() {
             self.api(node, call);
@@ -781,6 +793,25 @@ impl World {
                 let inc = self.nodes[node].inc;
                 self.send_up(node, inc, cmd);
             }
+            Output::Event(Event::Elected { term }) => {
+                let id = term.id;
+                self.on_event(node, Event::Elected { term });
+                let reject = self.p.workload.reject_permille;
+                if self.chance(reject) {
+                    // S7.7: the callback executor refuses `on_elected`:
+                    // nobody learns of the term, its task never starts and
+                    // its `on_revoked` must not come.
+                    self.report.rejected += 1;
+                    if let Some(rec) = self.nodes[node].terms.get_mut(&id) {
+                        rec.revoked = Some(RevokeReason::Stopped);
+                    }
+                    self.prune(node, id);
+                    let l = self.local(node);
+                    if let Some(e) = self.nodes[node].engine.as_mut() {
+                        e.handle(l, Input::ElectedRejected { term: id });
+                    }
+                }
+            }
             Output::Event(ev) => self.on_event(node, ev),
             Output::Task(TaskOrder::Start { term }) => self.task_start(node, term),
             Output::Task(TaskOrder::Interrupt { term }) => self.task_interrupt(node, term),
@@ -834,6 +865,25 @@ impl World {
                             term.name, term.id
                         ),
                     ),
+                }
+                if self.nodes[node].closed {
+                    self.violation(
+                        "close (S1.4, S7.3)",
+                        format!("node {node} elected for {} after Closed", term.name),
+                    );
+                }
+                if self.nodes[node]
+                    .terms
+                    .values()
+                    .any(|r| r.term.name == term.name && r.revoked.is_none())
+                {
+                    self.violation(
+                        "callbacks (S7.1)",
+                        format!(
+                            "node {node}: {} elected for {} before the previous term was revoked",
+                            term.id, term.name
+                        ),
+                    );
                 }
                 if self.nodes[node].terms.contains_key(&term.id) {
                     self.violation(
@@ -988,11 +1038,10 @@ impl World {
                         format!("node {node}: Closed without close()"),
                     );
                 }
-                // The process exits; it restarts later as a new process.
-                let restart = self.uniform(self.p.lease_duration);
-                self.crash(node);
-                let inc = self.nodes[node].inc;
-                self.push(self.now + restart, Ev::Restart { node, inc });
+                // The process exits once this drain is over (anything the
+                // engine says after `Closed` is checked); it restarts later
+                // as a new process.
+                self.nodes[node].closed = true;
             }
             Event::Diagnostic { level, message } => match level {
                 Level::Error => self.violation("error log", format!("node {node}: {message}")),
