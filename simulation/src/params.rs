@@ -122,6 +122,16 @@ pub enum FaultKind {
         /// The node.
         node: usize,
     },
+    /// The next successful renewal of `node` (armed for the fault's
+    /// duration) gets a reply `delay` late, and the node is cut off from the
+    /// backend both ways for two leases from the moment the backend renewed:
+    /// a deadline counted from the reply's arrival outlives the session (S2.1).
+    SlowRenewalThenPartition {
+        /// The node.
+        node: usize,
+        /// How late the reply arrives.
+        delay: Duration,
+    },
     /// The backend answers slowly: up to `extra` more per reply.
     SlowBackend {
         /// The extra reply delay's upper bound.
@@ -146,6 +156,7 @@ impl FaultKind {
             FaultKind::BackendClockStep { .. } => "backend clock step",
             FaultKind::SlowBackend { .. } => "slow backend",
             FaultKind::DelayedGrant { .. } => "delayed grant",
+            FaultKind::SlowRenewalThenPartition { .. } => "slow renewal then partition",
         }
     }
 }
@@ -630,6 +641,19 @@ fn draw_faults(
             at: at(d),
             duration: d.dur(lease + renew, lease * 2),
             kind: FaultKind::DelayedGrant { node },
+        });
+    }
+    let p_slow_renewal = if mode == Mode::Default { 300 } else { 0 };
+    for _ in 0..kind(d, p_slow_renewal, 1) {
+        let node = d.rng.usize(..nodes);
+        // Longer than `lease × drift + margin` (at most 0.2 × lease + 50 ms),
+        // shorter than a renewal interval.
+        let lo = (lease / 5 + 50 * MS).min(renew / 2);
+        let delay = d.dur(lo, renew);
+        faults.push(Fault {
+            at: at(d),
+            duration: lease,
+            kind: FaultKind::SlowRenewalThenPartition { node, delay },
         });
     }
     // The documented failure modes.

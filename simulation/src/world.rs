@@ -143,6 +143,9 @@ enum Ev {
         node: usize,
         inc: u64,
     },
+    Unpartition {
+        node: usize,
+    },
     Restart {
         node: usize,
         inc: u64,
@@ -166,6 +169,7 @@ impl Ev {
             Ev::FaultStart(_) => 10,
             Ev::FaultEnd(_) => 11,
             Ev::Resume { .. } => 12,
+            Ev::Unpartition { .. } => 17,
             Ev::Restart { .. } => 13,
             Ev::Heal => 14,
             Ev::Scripted { .. } => 16,
@@ -262,6 +266,7 @@ struct Node {
     fire_now: Vec<ApiCall>,
     pause_armed: Option<Duration>,
     delay_grant: Option<Duration>,
+    slow_renewal: Option<Duration>,
     pause_now: Option<Duration>,
     stuck: (u64, u32),
     closing: Option<u64>,
@@ -354,6 +359,7 @@ impl World {
                 fire_now: Vec::new(),
                 pause_armed: None,
                 delay_grant: None,
+                slow_renewal: None,
                 pause_now: None,
                 stuck: (0, 0),
                 closing: None,
@@ -593,6 +599,13 @@ impl World {
             Ev::FaultStart(i) => self.fault(i, true),
             Ev::FaultEnd(i) => self.fault(i, false),
             Ev::Resume { node, inc } => self.resume(node, inc),
+            Ev::Unpartition { node } => {
+                if !self.healed {
+                    let p = &mut self.partitions[node];
+                    p[0] = p[0].saturating_sub(1);
+                    p[1] = p[1].saturating_sub(1);
+                }
+            }
             Ev::Restart { node, inc } => {
                 if self.nodes[node].inc == inc && self.nodes[node].engine.is_none() {
                     self.boot(node);
@@ -797,7 +810,7 @@ impl World {
                 let id = term.id;
                 self.on_event(node, Event::Elected { term });
                 let reject = self.p.workload.reject_permille;
-                if self.chance(reject) {
+                if !self.healed && self.chance(reject) {
                     // S7.7: the callback executor refuses `on_elected`:
                     // nobody learns of the term, its task never starts and
                     // its `on_revoked` must not come.
@@ -1400,6 +1413,28 @@ impl World {
                 ..
             }
         );
+        let renewed = matches!(reply, Input::RenewReplied { result: Ok(_), .. });
+        if renewed && self.nodes[node].inc == inc {
+            if let Some(d) = self.nodes[node].slow_renewal.take() {
+                // The renewal succeeded at the backend, but its reply is slow
+                // and the node is then cut off for two leases: its deadline
+                // must count from the send, not from this late arrival.
+                self.partitions[node][0] += 1;
+                self.partitions[node][1] += 1;
+                let cut = nanos(self.p.lease_duration * 2);
+                self.push(self.now + cut, Ev::Unpartition { node });
+                self.push(
+                    self.now + nanos(d),
+                    Ev::ToNode {
+                        node,
+                        inc,
+                        input: reply,
+                    },
+                );
+                self.after_backend();
+                return;
+            }
+        }
         match self.nodes[node].delay_grant {
             Some(d)
                 if won
@@ -1630,6 +1665,9 @@ impl World {
                     self.nodes[node].pause_armed = None;
                 }
             }
+            FaultKind::SlowRenewalThenPartition { node, delay } if node < self.nodes.len() => {
+                self.nodes[node].slow_renewal = start.then_some(delay);
+            }
             FaultKind::DelayedGrant { node } if node < self.nodes.len() => {
                 self.nodes[node].delay_grant = start.then_some(f.duration);
             }
@@ -1675,6 +1713,7 @@ impl World {
         for node in 0..self.nodes.len() {
             self.nodes[node].pause_armed = None;
             self.nodes[node].delay_grant = None;
+            self.nodes[node].slow_renewal = None;
             if self.nodes[node].state == NodeState::Paused {
                 let inc = self.nodes[node].inc;
                 self.resume(node, inc);
