@@ -114,6 +114,8 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
     let hunting = mutant.is_some() || mode.must_fail();
     let progress = std::io::stderr().is_terminal();
     let mut summary = Summary::default();
+    #[allow(clippy::disallowed_methods)] // wall-clock speed, reported only
+    let started = std::time::Instant::now();
     let last = cli
         .first_seed
         .checked_add(n)
@@ -143,6 +145,13 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
     if progress {
         eprintln!();
     }
+    let wall = started.elapsed().as_secs_f64().max(1e-9);
+    println!(
+        "speed: {:.0} seeds/s, {:.0}× real time (single thread, {:.1} s wall)",
+        summary.seeds as f64 / wall,
+        summary.simulated.as_secs_f64() / wall,
+        wall
+    );
     println!("{summary}");
     if hunting {
         let what = mutant.map_or(mode.name(), Mutant::name);

@@ -56,6 +56,8 @@ pub struct RunReport {
     pub unfenced_anomalies: u64,
     /// Writes the fenced register refused (stale tokens).
     pub fenced_rejections: u64,
+    /// `SessionLeaseShortened` events (S8.4).
+    pub leases_shortened: u64,
     /// `on_elected` calls the callback executor refused (S7.7).
     pub rejected: u64,
     /// Warnings the engines logged.
@@ -271,6 +273,7 @@ struct Node {
     stuck: (u64, u32),
     closing: Option<u64>,
     closed: bool,
+    shortened: std::collections::BTreeSet<SessionId>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -364,6 +367,7 @@ impl World {
                 stuck: (0, 0),
                 closing: None,
                 closed: false,
+                shortened: std::collections::BTreeSet::new(),
             })
             .collect();
         let heal_at = nanos(params.safety_phase);
@@ -1060,9 +1064,17 @@ impl World {
                 Level::Error => self.violation("error log", format!("node {node}: {message}")),
                 Level::Warn => self.report.warnings += 1,
             },
-            Event::SessionStateChanged { .. }
-            | Event::SessionLeaseShortened { .. }
-            | Event::BackendFailed { .. } => self.mix(206),
+            Event::SessionLeaseShortened { session, .. } => {
+                self.mix(207);
+                self.report.leases_shortened += 1;
+                if !self.nodes[node].shortened.insert(session) {
+                    self.violation(
+                        "lease shortened (S8.4)",
+                        format!("node {node}: SessionLeaseShortened twice for one session"),
+                    );
+                }
+            }
+            Event::SessionStateChanged { .. } | Event::BackendFailed { .. } => self.mix(206),
         }
     }
 
