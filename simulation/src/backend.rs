@@ -272,6 +272,24 @@ impl SimBackend {
         self.leases.get(name).copied()
     }
 
+    /// Every lease, in name order: `(name, owner, token)` (for inspection).
+    pub fn leases(&self) -> Vec<(LeaseName, SessionId, Token)> {
+        self.leases
+            .iter()
+            .map(|(n, (s, t))| (n.clone(), *s, *t))
+            .collect()
+    }
+
+    /// Every live session with the time it has left at backend time `now`.
+    pub fn sessions(&self, now: u64) -> Vec<(SessionId, Duration)> {
+        let now = self.read(now);
+        self.sessions
+            .iter()
+            .filter(|(_, s)| s.expires_at > now)
+            .map(|(id, s)| (*id, self.remaining(s.expires_at, now)))
+            .collect()
+    }
+
     /// How many sessions are alive (for tests).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
