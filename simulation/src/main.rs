@@ -16,6 +16,14 @@ use simulation::{run_seed, Summary};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+/// `println!` that ignores a closed stdout (e.g. piped into `head`) instead
+/// of panicking.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Simba's deterministic cluster simulator.
 #[derive(Parser, Debug)]
 #[command(name = "simulation", version, about)]
@@ -67,7 +75,7 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
     let mutant = match cli.mutant.as_deref() {
         Some("list") => {
             for m in Mutant::ALL {
-                println!("{}", m.name());
+                say!("{}", m.name());
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -79,16 +87,16 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
     };
     if let Some(seed) = cli.seed {
         let params = simulation::draw(seed, mode, mutant);
-        println!("{params}");
+        say!("{params}");
         let mut world = simulation::World::new(params);
         if cli.trace {
             world = world.traced();
         }
         let report = world.run();
         for v in &report.violations {
-            println!("violation: {v}");
+            say!("violation: {v}");
         }
-        println!(
+        say!(
             "simulated {:?} in {} steps; terms {}; writes {} (unfenced stale {}, fenced refused {})",
             report.simulated,
             report.steps,
@@ -97,8 +105,8 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
             report.unfenced_anomalies,
             report.fenced_rejections
         );
-        println!("trace hash: {:016x}", report.trace_hash);
-        println!("violations: {}", report.violations.len());
+        say!("trace hash: {:016x}", report.trace_hash);
+        say!("violations: {}", report.violations.len());
         return Ok(if report.violations.is_empty() {
             ExitCode::SUCCESS
         } else {
@@ -134,11 +142,11 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
                 Some(m) => m.name(),
                 None => mode.name(),
             };
-            println!("caught {what} at seed {seed}");
+            say!("caught {what} at seed {seed}");
             if let Some(v) = report.violations.first() {
-                println!("  {v}");
+                say!("  {v}");
             }
-            println!("seeds needed: {}", seed - cli.first_seed + 1);
+            say!("seeds needed: {}", seed - cli.first_seed + 1);
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -146,16 +154,16 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
         eprintln!();
     }
     let wall = started.elapsed().as_secs_f64().max(1e-9);
-    println!(
+    say!(
         "speed: {:.0} seeds/s, {:.0}× real time (single thread, {:.1} s wall)",
         summary.seeds as f64 / wall,
         summary.simulated.as_secs_f64() / wall,
         wall
     );
-    println!("{summary}");
+    say!("{summary}");
     if hunting {
         let what = mutant.map_or(mode.name(), Mutant::name);
-        println!("NOT caught: {what} in {n} seeds");
+        say!("NOT caught: {what} in {n} seeds");
         return Ok(ExitCode::FAILURE);
     }
     Ok(if summary.violations() > 0 {
