@@ -18,6 +18,20 @@
 //!
 //! The safety phase has faults on; then everything heals, and every
 //! contended name must get a leader within [`params::RunParams::liveness_bound`].
+//!
+//! Runs come in [`Mode`]s: the default must pass every checker; the
+//! documented failure modes (drift beyond the bound, a backend clock step,
+//! a backend losing its state) must be caught; `pauses` must pass while the
+//! unfenced register shows stale writes. With a `simba_core::Mutant`
+//! selected, a run must be caught. `docs/FAULTS.md` has the table of
+//! failure modes and the measured figures.
+//!
+//! ```
+//! use simulation::{run_seed, Mode};
+//! let report = run_seed(3, Mode::Default, None);
+//! assert!(report.violations.is_empty());
+//! assert_eq!(report.trace_hash, run_seed(3, Mode::Default, None).trace_hash);
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod backend;
