@@ -7,7 +7,10 @@
 //!
 //! Every method takes the backend clock's reading `now`; nothing reads a clock.
 
-use simba_core::{AcquireOutcome, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token};
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, Token,
+};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -139,7 +142,22 @@ impl SimBackend {
 
     /// Opens a new session (S1.1) with the requested timeout, capped at
     /// `max_grant` (S8.4).
-    pub fn open_session(&mut self, now: u64, lease_duration: Duration) -> SessionGrant {
+    ///
+    /// # Errors
+    /// [`BackendErrorKind::Rejected`] for a lease duration outside
+    /// 1 ms ..= 366 days, as the real backends.
+    pub fn open_session(
+        &mut self,
+        now: u64,
+        lease_duration: Duration,
+    ) -> Result<SessionGrant, BackendError> {
+        const MAX: Duration = Duration::from_secs(366 * 24 * 3600);
+        if lease_duration < Duration::from_millis(1) || lease_duration > MAX {
+            return Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!("lease duration {lease_duration:?} is outside 1 ms ..= 366 days"),
+            ));
+        }
         self.expire(now);
         let now = self.read(now);
         let timeout = match self.options.max_grant {
@@ -158,10 +176,10 @@ impl SimBackend {
                 timeout,
             },
         );
-        SessionGrant {
+        Ok(SessionGrant {
             session: id,
             remaining: self.remaining(expires_at, now),
-        }
+        })
     }
 
     /// Renews `session` (S1.1): its expiry moves to `now + timeout`. The reply
@@ -272,22 +290,40 @@ impl SimBackend {
         self.leases.get(name).copied()
     }
 
-    /// Every lease, in name order: `(name, owner, token)` (for inspection).
-    pub fn leases(&self) -> Vec<(LeaseName, SessionId, Token)> {
-        self.leases
-            .iter()
-            .map(|(n, (s, t))| (n.clone(), *s, *t))
-            .collect()
-    }
-
-    /// Every live session with the time it has left at backend time `now`.
-    pub fn sessions(&self, now: u64) -> Vec<(SessionId, Duration)> {
+    /// What `inspect` shows at backend time `now`: every name that was ever
+    /// acquired whose name starts with `prefix`, in name order, as
+    /// `(name, holder, last token, holder's remaining)`; and every live
+    /// session as `(id, granted timeout, remaining)`.
+    #[allow(clippy::type_complexity)]
+    pub fn inspect(
+        &mut self,
+        now: u64,
+        prefix: Option<&str>,
+    ) -> (
+        Vec<(LeaseName, Option<SessionId>, Token, Option<Duration>)>,
+        Vec<(SessionId, Duration, Duration)>,
+    ) {
+        self.expire(now);
         let now = self.read(now);
-        self.sessions
+        let leases = self
+            .last_token
             .iter()
-            .filter(|(_, s)| s.expires_at > now)
-            .map(|(id, s)| (*id, self.remaining(s.expires_at, now)))
-            .collect()
+            .filter(|(n, _)| prefix.is_none_or(|p| n.as_str().starts_with(p)))
+            .filter_map(|(n, t)| {
+                let token = Token::new(*t)?;
+                let held = self.leases.get(n).map(|(s, _)| *s);
+                let remaining = held
+                    .and_then(|s| self.sessions.get(&s))
+                    .map(|s| self.remaining(s.expires_at, now));
+                Some((n.clone(), held, token, remaining))
+            })
+            .collect();
+        let sessions = self
+            .sessions
+            .iter()
+            .map(|(id, s)| (*id, s.timeout, self.remaining(s.expires_at, now)))
+            .collect();
+        (leases, sessions)
     }
 
     /// How many sessions are alive (for tests).

@@ -1366,7 +1366,7 @@ impl World {
             Command::OpenSession { op, lease_duration } => Input::SessionOpened {
                 op,
                 result: if up {
-                    Ok(self.backend.open_session(b, lease_duration))
+                    self.backend.open_session(b, lease_duration)
                 } else {
                     Err(down())
                 },

@@ -26,8 +26,8 @@ fn won(o: AcquireOutcome) -> Token {
 #[test]
 fn tokens_strictly_increase_per_name_s3_2() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
-    let a = b.open_session(0, Duration::from_secs(10)).session;
-    let c = b.open_session(0, Duration::from_secs(10)).session;
+    let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
+    let c = b.open_session(0, Duration::from_secs(10)).unwrap().session;
     let t1 = won(b.acquire(0, a, &name("x")));
     assert_eq!(
         won(b.acquire(1, a, &name("x"))),
@@ -50,7 +50,7 @@ fn tokens_strictly_increase_per_name_s3_2() {
 #[test]
 fn release_is_token_conditional_s3_5() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
-    let a = b.open_session(0, Duration::from_secs(10)).session;
+    let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
     let t1 = won(b.acquire(0, a, &name("x")));
     assert!(b.release(1, a, &name("x"), t1));
     let t2 = won(b.acquire(2, a, &name("x")));
@@ -68,7 +68,7 @@ fn sessions_expire_by_the_backend_clock_and_never_come_back_s1_2() {
         ..BackendOptions::default()
     };
     let mut b = SimBackend::new(opts, 1);
-    let a = b.open_session(0, Duration::from_secs(3)).session;
+    let a = b.open_session(0, Duration::from_secs(3)).unwrap().session;
     won(b.acquire(0, a, &name("x")));
     let r = b.renew(2 * S, a).unwrap();
     assert_eq!(r.remaining, Duration::from_secs(3));
@@ -92,7 +92,10 @@ fn millisecond_clock_and_rounded_remaining() {
     };
     let mut b = SimBackend::new(opts, 1);
     // Opened at 1.9 ms: the ms clock reads 1 ms, so the session expires at 3.001 s.
-    let a = b.open_session(1_900_000, Duration::from_secs(3)).session;
+    let a = b
+        .open_session(1_900_000, Duration::from_secs(3))
+        .unwrap()
+        .session;
     assert_eq!(b.next_expiry(), Some(3 * S + MS));
     match b.acquire(2 * S + 500_000, a, &name("x")) {
         AcquireOutcome::Won { remaining, .. } => {
@@ -109,14 +112,14 @@ fn grants_are_capped_like_zookeeper_s8_4() {
         ..BackendOptions::default()
     };
     let mut b = SimBackend::new(opts, 1);
-    let g = b.open_session(0, Duration::from_secs(15));
+    let g = b.open_session(0, Duration::from_secs(15)).unwrap();
     assert_eq!(g.remaining, Duration::from_secs(4));
 }
 
 #[test]
 fn close_releases_everything_and_broadcasts_s1_4() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
-    let a = b.open_session(0, Duration::from_secs(10)).session;
+    let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
     won(b.acquire(0, a, &name("x")));
     won(b.acquire(0, a, &name("y")));
     b.close_session(1, a);
@@ -125,16 +128,41 @@ fn close_releases_everything_and_broadcasts_s1_4() {
 }
 
 #[test]
+fn bad_lease_durations_are_rejected() {
+    let mut b = SimBackend::new(BackendOptions::default(), 1);
+    for d in [Duration::ZERO, Duration::from_secs(400 * 24 * 3600)] {
+        let e = b.open_session(0, d).unwrap_err();
+        assert_eq!(e.kind, simba_core::BackendErrorKind::Rejected);
+    }
+}
+
+#[test]
+fn inspect_lists_released_names_with_their_last_token() {
+    let mut b = SimBackend::new(BackendOptions::default(), 1);
+    let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
+    let ta = won(b.acquire(0, a, &name("grp.a")));
+    let tb = won(b.acquire(0, a, &name("grp.b")));
+    won(b.acquire(0, a, &name("other")));
+    assert!(b.release(1, a, &name("grp.b"), tb));
+    let (leases, sessions) = b.inspect(2, Some("grp."));
+    assert_eq!(leases.len(), 2);
+    assert_eq!(leases[0].1, Some(a));
+    assert_eq!(leases[0].2, ta);
+    assert_eq!(leases[1], (name("grp.b"), None, tb, None));
+    assert_eq!(sessions[0].1, Duration::from_secs(10));
+}
+
+#[test]
 fn restart_keeps_or_loses_state() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
-    let a = b.open_session(0, Duration::from_secs(10)).session;
+    let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
     let t = won(b.acquire(0, a, &name("x")));
     b.restart(true);
     assert_eq!(b.owner(&name("x")), Some((a, t)));
     b.restart(false);
     assert_eq!(b.owner(&name("x")), None);
     assert_eq!(b.renew(1, a), Err(RenewError::Expired));
-    let c = b.open_session(1, Duration::from_secs(10)).session;
+    let c = b.open_session(1, Duration::from_secs(10)).unwrap().session;
     assert_ne!(c, a, "session ids are never reused (S1.3)");
     assert_eq!(
         won(b.acquire(1, c, &name("x"))).get(),
