@@ -69,7 +69,7 @@ impl Sql {
                 "UPDATE {s} SET expires_us = {NOW} + lease_us WHERE id = ? AND expires_us > {NOW}"
             ),
             renew_read: format!(
-                "SELECT s.lease_us, l.name, l.token FROM {s} s \
+                "SELECT s.lease_us, CAST(l.name AS CHAR), l.token FROM {s} s \
                  LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ?"
             ),
             ensure: format!(
@@ -94,7 +94,7 @@ impl Sql {
                 "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
             ),
             inspect_leases: format!(
-                "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
+                "SELECT CAST(l.name AS CHAR), l.token, h.id, h.expires_us - {NOW} FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE LEFT(l.name, ?) = ?"
             ),
