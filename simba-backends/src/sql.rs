@@ -19,7 +19,15 @@ pub(crate) fn map_err(backend: &str, what: &str, e: sqlx::Error) -> BackendError
         | E::ColumnIndexOutOfBounds { .. }
         | E::TypeNotFound { .. }
         | E::RowNotFound => BackendErrorKind::Malformed,
-        E::Database(db) => db_kind(db.code().as_deref().unwrap_or(""), db.message()),
+        E::Database(db) => {
+            // MySQL reports a generic SQLSTATE; its error number says more.
+            #[cfg(feature = "mysql")]
+            if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                let kind = db_kind(&my.number().to_string(), db.message());
+                return BackendError::new(kind, redact(&format!("{backend} {what}: {e}")));
+            }
+            db_kind(db.code().as_deref().unwrap_or(""), db.message())
+        }
         _ => BackendErrorKind::Other,
     };
     BackendError::new(kind, redact(&format!("{backend} {what}: {e}")))
