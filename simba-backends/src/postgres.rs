@@ -235,11 +235,14 @@ impl PgBackend {
             .map_err(|e| map_err(NAME, "test helper", e))?;
         let err = |e| map_err(NAME, "test helper", e);
         blocker.execute("BEGIN").await.map_err(err)?;
-        sqlx::query(&format!("SELECT 1 FROM {} WHERE id = $1 FOR UPDATE", self.sql.sessions))
-            .bind(&session.to_bytes()[..])
-            .execute(&mut blocker)
-            .await
-            .map_err(err)?;
+        sqlx::query(&format!(
+            "SELECT 1 FROM {} WHERE id = $1 FOR UPDATE",
+            self.sql.sessions
+        ))
+        .bind(&session.to_bytes()[..])
+        .execute(&mut blocker)
+        .await
+        .map_err(err)?;
         // Polled from a connection of its own: inside the blocker's
         // transaction, pg_stat_activity would show one cached snapshot.
         let mut watcher = sqlx::PgConnection::connect_with(&opts).await.map_err(err)?;
@@ -422,7 +425,8 @@ impl Backend for PgBackend {
                 let token: i64 = r.try_get(1).map_err(get)?;
                 let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
                 let rem: Option<i64> = r.try_get(3).map_err(get)?;
-                out.leases.push(lease_info(NAME, &name, token, holder, rem)?);
+                out.leases
+                    .push(lease_info(NAME, &name, token, holder, rem)?);
             }
             out.sessions.sort_by_key(|s| s.session);
             out.leases.sort_by(|a, b| a.name.cmp(&b.name));

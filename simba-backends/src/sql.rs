@@ -67,7 +67,10 @@ pub(crate) fn session_from(backend: &str, bytes: &[u8]) -> Result<SessionId, Bac
     let arr: [u8; 16] = bytes.try_into().map_err(|_| {
         malformed(
             backend,
-            format!("a session id of {} bytes in a row (expected 16)", bytes.len()),
+            format!(
+                "a session id of {} bytes in a row (expected 16)",
+                bytes.len()
+            ),
         )
     })?;
     Ok(SessionId::from_bytes(arr))
@@ -161,7 +164,10 @@ pub(crate) fn lease_info(
     };
     Ok(LeaseInfo {
         name: name_from(backend, name)?,
-        holder: holder.as_deref().map(|h| session_from(backend, h)).transpose()?,
+        holder: holder
+            .as_deref()
+            .map(|h| session_from(backend, h))
+            .transpose()?,
         token,
         remaining: remaining_us.map(micros),
     })
@@ -181,7 +187,10 @@ pub(crate) fn held_outcome(
     let Some(mine_us) = mine_us else {
         return Ok(AcquireOutcome::Expired);
     };
-    let holder = holder.as_deref().map(|h| session_from(backend, h)).transpose()?;
+    let holder = holder
+        .as_deref()
+        .map(|h| session_from(backend, h))
+        .transpose()?;
     match (holder, token) {
         (Some(h), Some(t)) if h == session => Ok(AcquireOutcome::Won {
             // A concurrent acquire by the same session won it.

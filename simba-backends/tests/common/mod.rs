@@ -40,7 +40,13 @@ pub struct MemoryFactory(Mutex<HashMap<String, MemoryBackend>>);
 impl Factory for MemoryFactory {
     type Backend = MemoryBackend;
     fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<MemoryBackend, BackendError>> {
-        let b = self.0.lock().unwrap().entry(ns.to_owned()).or_default().clone();
+        let b = self
+            .0
+            .lock()
+            .unwrap()
+            .entry(ns.to_owned())
+            .or_default()
+            .clone();
         async move { Ok(b) }.boxed()
     }
     fn acquire_while_killed<'a>(
@@ -132,9 +138,7 @@ impl Factory for PgFactory {
         session: SessionId,
         name: &'a LeaseName,
     ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
-        Some(
-            async move { backend.acquire_while_killed(session, name).await? }.boxed(),
-        )
+        Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
     }
 }
 
@@ -156,9 +160,7 @@ impl Factory for MysqlFactory {
         session: SessionId,
         name: &'a LeaseName,
     ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
-        Some(
-            async move { backend.acquire_while_killed(session, name).await? }.boxed(),
-        )
+        Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
     }
 }
 
