@@ -5,7 +5,7 @@
 //! `cargo bench -p simba-backends --all-features --bench sql`
 //! (env `SIMBA_BENCH_PG`, `SIMBA_BENCH_MYSQL` override the server URLs;
 //! `SIMBA_BENCH_ITERS` the iteration count, default 1000).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use simba_backends::{Backend, BackendConfig};
 use simba_core::LeaseName;

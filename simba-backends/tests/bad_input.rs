@@ -1,7 +1,7 @@
 //! Bad input: wrong URLs, unreachable servers, missing privileges, foreign
 //! tables and out-of-range rows give typed errors naming the problem; nothing
 //! panics and nothing is half-written.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 

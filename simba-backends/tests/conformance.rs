@@ -1,7 +1,7 @@
 //! The conformance suite against every backend: memory, an SQLite file,
 //! PostgreSQL and MariaDB/MySQL (servers on 127.0.0.1; required when `CI=true`).
 #![cfg(feature = "testkit")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 

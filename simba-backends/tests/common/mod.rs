@@ -1,5 +1,5 @@
 //! Factories and server checks shared by the integration tests.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
 use futures::future::{BoxFuture, FutureExt};
 use simba_backends::testkit::Factory;
