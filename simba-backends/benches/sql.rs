@@ -139,6 +139,7 @@ async fn bench<B: Backend, D: Db>(label: &str, backend: &B, db: &D, leases_table
     // medians, so a noisy neighbour (shared disk, other builds) hits them
     // alike and bursts do not skew the figures.
     let (mut sel, mut wr, mut cyc) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut acq, mut rel) = (Vec::new(), Vec::new());
     for i in 0..(n + n / 10) {
         let t0 = Instant::now();
         db.select1().await;
@@ -149,6 +150,7 @@ async fn bench<B: Backend, D: Db>(label: &str, backend: &B, db: &D, leases_table
             simba_core::AcquireOutcome::Won { token, .. } => token,
             other => panic!("{other:?}"),
         };
+        let ta = Instant::now();
         backend.release(s, &name, token).await.unwrap();
         let t3 = Instant::now();
         if i >= n / 10 {
@@ -156,15 +158,20 @@ async fn bench<B: Backend, D: Db>(label: &str, backend: &B, db: &D, leases_table
             sel.push(t1 - t0);
             wr.push(t2 - t1);
             cyc.push(t3 - t2);
+            acq.push(ta - t2);
+            rel.push(t3 - ta);
         }
     }
     let (sel, wr, cyc) = (median(sel), median(wr), median(cyc));
+    let (acq, rel) = (median(acq), median(rel));
     println!(
         "{label:9} SELECT 1 {:8.1} us | write floor {:8.1} us | acquire+release {:8.1} us \
-         | cycle/SELECT1 = {:5.2}x | cycle/write = {:5.2}x",
+         (acquire {:8.1} + release {:8.1}) | cycle/SELECT1 = {:5.2}x | cycle/write = {:5.2}x",
         us(sel),
         us(wr),
         us(cyc),
+        us(acq),
+        us(rel),
         cyc.as_secs_f64() / sel.as_secs_f64(),
         cyc.as_secs_f64() / wr.as_secs_f64()
     );
