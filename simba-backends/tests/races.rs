@@ -165,5 +165,5 @@ async fn sqlite_takeover_waits_for_a_renewal_in_flight() {
         renewal.execute("COMMIT").await.unwrap();
     })
     .await;
-    let _ = std::fs::remove_file(path);
+    remove_db(&path);
 }
