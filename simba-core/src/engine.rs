@@ -829,6 +829,17 @@ impl Engine {
         }
         orphans.extend_from_slice(&owned[i..]);
         for name in lost {
+            // S3.2, S4.3: the backend says this session no longer owns the
+            // term's token, so no later grant of it may become a new term.
+            let token = self
+                .entries
+                .get(&name)
+                .and_then(|e| e.held.as_ref())
+                .map(|h| h.term.token);
+            if let Some(token) = token {
+                let max = self.released.entry(name.clone()).or_insert(token);
+                *max = (*max).max(token);
+            }
             if self.revoke(&name, RevokeReason::TakenOver) {
                 self.after_involuntary_loss(&name);
             }
