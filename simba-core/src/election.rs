@@ -142,7 +142,10 @@ impl Entry {
                     }
                 }
             }
-            Status::CoolingDown => consider(self.cooldown_until),
+            // The cooldown ends only once the handover is done; finishing
+            // it re-arms this timer.
+            Status::CoolingDown if self.handover.is_none() => consider(self.cooldown_until),
+            Status::CoolingDown => {}
             Status::Leader | Status::Stopped => {}
         }
         wake
