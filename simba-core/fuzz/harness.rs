@@ -138,7 +138,7 @@ pub enum Action {
     Drop(u16),
     /// Deliver an already delivered input again.
     Replay(u16),
-    /// A reply with an op id that no command carries (or an old one).
+    /// A reply with an op id that no command carries: 0, or `u64::MAX - op`.
     Unknown {
         /// 0..5: which reply type.
         kind: u8,
@@ -458,7 +458,9 @@ impl Harness {
                 self.deliver(input)?;
             }
             Action::Unknown { kind, op, answer } => {
-                let op = OpId(*op);
+                // 0 or an id far beyond any issued: stale and duplicated
+                // ids of real commands come from `Replay` and `Reply { keep }`.
+                let op = OpId(if *op == 0 { 0 } else { u64::MAX - op });
                 let session = self.session.unwrap_or(RIVAL);
                 let name = self.name(*kind);
                 let cmd = match kind % 5 {
