@@ -51,7 +51,7 @@ pub enum TokenPick {
     Current,
     /// That many below the latest (at least 1): a stale token.
     Stale(u8),
-    /// Any value (0 becomes 1).
+    /// Any value below 2^40 (0 becomes 1).
     Raw(u64),
 }
 
@@ -211,7 +211,8 @@ impl Model {
             TokenPick::Fresh => return (self.bump(name), false),
             TokenPick::Current => current,
             TokenPick::Stale(k) => current.saturating_sub(u64::from(k)),
-            TokenPick::Raw(v) => v,
+            // Kept far below u64::MAX, so an honest counter never wraps.
+            TokenPick::Raw(v) => v % (1 << 40),
         };
         let value = value.max(1);
         if value > current {
