@@ -80,6 +80,9 @@ pub(crate) struct Held {
 #[derive(Clone, Debug)]
 pub(crate) struct Handover {
     pub(crate) term: Term,
+    /// The session deadline when the term was revoked: a task that ignores
+    /// its interruption delays the release at most until then (S6.2).
+    pub(crate) until: Timestamp,
 }
 
 /// One election or lock of the engine.
@@ -129,6 +132,9 @@ impl Entry {
                 wake = Some(wake.map_or(t, |w| w.min(t)));
             }
         };
+        if let Some(h) = &self.handover {
+            consider(Some(h.until));
+        }
         match self.status {
             Status::Candidate => {
                 if let Some(a) = &self.attempt {
@@ -142,8 +148,7 @@ impl Entry {
                     }
                 }
             }
-            // The cooldown ends only once the handover is done; finishing
-            // it re-arms this timer.
+            // The cooldown ends only once any handover has completed.
             Status::CoolingDown if self.handover.is_none() => consider(self.cooldown_until),
             Status::CoolingDown => {}
             Status::Leader | Status::Stopped => {}

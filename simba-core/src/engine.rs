@@ -878,6 +878,10 @@ impl Engine {
             }
             self.after_handover_step(name);
         }
+        if self.session.state == SessionState::Closed {
+            // A close finished while the terms ended: nothing to reopen.
+            return;
+        }
         if reason == RevokeReason::DeadlinePassed {
             if let Some(old) = old {
                 // The backend may still count the session alive: close it so
@@ -964,6 +968,16 @@ impl Engine {
         let now = self.now;
         let can_acquire = self.can_acquire();
         let timeout = self.call_timeout();
+        if self
+            .entries
+            .get(name)
+            .and_then(|e| e.handover.as_ref())
+            .is_some_and(|h| h.until <= now)
+        {
+            // S6.2: the task ignored its interruption for the term's whole
+            // remaining time; release without it.
+            self.complete_handover(name);
+        }
         let Some(entry) = self.entries.get_mut(name) else {
             return;
         };
@@ -1244,16 +1258,37 @@ impl Engine {
             return true;
         }
         if held.task_running && !deadline_passed {
-            // 3. hold the lease until the task exits or the deadline passes.
+            // 3. hold the lease until the task exits or the deadline (as of
+            //    now) passes.
+            let until = self.session.deadline.unwrap_or(self.now);
             if let Some(entry) = self.entries.get_mut(name) {
-                entry.handover = Some(Handover { term });
+                entry.handover = Some(Handover { term, until });
             }
         } else {
             // 4. release with the term's token.
             self.term_names.remove(&term.id);
-            self.release(term.session, term.name, term.token);
+            self.release_voluntarily(term);
         }
         true
+    }
+
+    /// Releases a voluntarily ended term, unless the client is closing: then
+    /// the one `CloseSession` releases every lease at once (S1.4).
+    fn release_voluntarily(&mut self, term: Term) {
+        if !self.closing {
+            self.release(term.session, term.name, term.token);
+        }
+    }
+
+    /// S6.1 steps 4–5: the wait is over; release, then resolve what waited.
+    fn complete_handover(&mut self, name: &LeaseName) {
+        let Some(h) = self.entries.get_mut(name).and_then(|e| e.handover.take()) else {
+            return;
+        };
+        self.term_names.remove(&h.term.id);
+        self.release_voluntarily(h.term);
+        self.dirty.insert(name.clone());
+        self.after_handover_step(name);
     }
 
     /// After an involuntary loss of a term: a lock is gone for good (S5.3);
@@ -1311,12 +1346,9 @@ impl Engine {
             held.task_running = false;
             return;
         }
-        if let Some(h) = entry.handover.take_if(|h| h.term.id == term) {
-            self.term_names.remove(&term);
+        if entry.handover.as_ref().is_some_and(|h| h.term.id == term) {
             // S6.1 step 4: the task has exited; release with the term's token.
-            self.release(h.term.session, h.term.name, h.term.token);
-            self.dirty.insert(name.clone());
-            self.after_handover_step(&name);
+            self.complete_handover(&name);
         }
     }
 

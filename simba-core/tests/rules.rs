@@ -1,0 +1,1072 @@
+//! One test per single-node rule of the SPEC, named by its rule id.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod harness;
+
+use harness::*;
+use simba_core::*;
+use std::time::Duration;
+
+// ----- S1 sessions --------------------------------------------------------
+
+#[test]
+fn s1_1_one_renewal_per_interval_however_many_leases() {
+    let mut h = H::live(fast_config());
+    for i in 0..50 {
+        h.elect(&format!("lease-{i}"), 1, false);
+    }
+    assert_eq!(h.held().len(), 50);
+    let mut renewals = 0;
+    for _ in 0..10 {
+        let out = h.advance(secs(1));
+        renewals += count(&out, is_renew);
+        h.renew_truthfully();
+    }
+    // 10 s at a 1 s interval: one call per interval, not one per lease.
+    assert_eq!(renewals, 10);
+    assert_eq!(h.held().len(), 50);
+}
+
+#[test]
+fn s1_2_an_expired_session_never_comes_back() {
+    let mut h = H::live(fast_config());
+    let term = h.elect("a", 1, false);
+    h.advance(secs(1));
+    let op = h.take_renew();
+    let out = h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Expired),
+    });
+    assert_eq!(
+        revoked(&out),
+        vec![(term.clone(), RevokeReason::SessionExpired)]
+    );
+    assert_eq!(h.engine.session_state(), SessionState::Opening);
+    assert!(count(&out, is_open) == 1, "a new session is opened at once");
+    // The old session is never renewed again; the new one competes afresh.
+    h.grant_open(secs(3));
+    let out = h.advance(ms(10));
+    assert!(out.iter().all(|o| !matches!(o, Output::Command(Command::Renew { session, .. }) if *session == term.session)));
+    let acquire = h.take(|c| matches!(c, Command::Acquire { .. }));
+    match acquire {
+        Command::Acquire { session, .. } => assert_ne!(session, term.session),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn s1_3_each_new_session_uses_the_id_the_backend_granted() {
+    let mut h = H::live(fast_config());
+    let first = h.engine.session_deadline().unwrap().0;
+    h.advance(secs(1));
+    let op = h.take_renew();
+    h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Expired),
+    });
+    h.grant_open(secs(3));
+    let second = h.engine.session_deadline().unwrap().0;
+    assert_ne!(first, second);
+    let out = h.advance(secs(1));
+    assert!(out.iter().any(
+        |o| matches!(o, Output::Command(Command::Renew { session, .. }) if *session == second)
+    ));
+}
+
+#[test]
+fn s1_4_close_revokes_everything_and_closes_the_session_once() {
+    let mut h = H::live(fast_config());
+    let a = h.elect("a", 1, false);
+    let b = h.elect("b", 4, false);
+    h.engine.close(h.now);
+    let out = h.drain();
+    let r = revoked(&out);
+    assert_eq!(
+        r,
+        vec![(a, RevokeReason::Stopped), (b, RevokeReason::Stopped)]
+    );
+    // One call releases every lease at once.
+    assert!(releases(&out).is_empty());
+    let close = h.take(|c| matches!(c, Command::CloseSession { .. }));
+    let out = h.input(Input::SessionClosed {
+        op: close.op(),
+        result: Ok(()),
+    });
+    assert!(events(&out).contains(&Event::Closed));
+    assert_eq!(h.engine.session_state(), SessionState::Closed);
+    assert_eq!(
+        h.engine.start_election(h.now, name("c"), false),
+        Err(ApiError::Closed)
+    );
+}
+
+#[test]
+fn s1_5_snapshot_reports_opening_live_suspended_closed() {
+    let mut h = H::new(fast_config());
+    assert_eq!(
+        h.engine.snapshot(h.now).session.state,
+        SessionState::Opening
+    );
+    h.grant_open(secs(3));
+    let snap = h.engine.snapshot(h.now);
+    assert_eq!(snap.session.state, SessionState::Live);
+    assert_eq!(snap.session.id, Some(SID));
+    assert_eq!(snap.session.time_to_deadline, Some(ms(2960)));
+    h.advance(secs(1));
+    let op = h.take_renew();
+    h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Backend(BackendError::new(
+            BackendErrorKind::Unavailable,
+            "down",
+        ))),
+    });
+    assert_eq!(
+        h.engine.snapshot(h.now).session.state,
+        SessionState::Suspended
+    );
+    h.advance(secs(1));
+    h.renew_truthfully();
+    assert_eq!(h.engine.snapshot(h.now).session.state, SessionState::Live);
+    h.engine.close(h.now);
+    h.drain();
+    let close = h.take(|c| matches!(c, Command::CloseSession { .. }));
+    h.input(Input::SessionClosed {
+        op: close.op(),
+        result: Ok(()),
+    });
+    assert_eq!(h.engine.snapshot(h.now).session.state, SessionState::Closed);
+}
+
+// ----- S2 local deadlines -----------------------------------------------
+
+#[test]
+fn s2_1_deadline_counts_from_the_send_with_drift_and_margin() {
+    let mut h = H::live(fast_config());
+    h.advance(secs(1));
+    let sent_at = h.now;
+    let op = h.take_renew();
+    // The reply is slow: it arrives 700 ms later.
+    h.now = h.now + ms(700);
+    h.input(Input::RenewReplied {
+        op,
+        result: Ok(Renewal {
+            remaining: secs(3),
+            owned: vec![],
+        }),
+    });
+    // sent_at + 3 s × 0.99 − 10 ms, not arrival + …
+    assert_eq!(h.deadline(), sent_at + ms(2960));
+    assert_eq!(
+        h.deadline(),
+        local_deadline(sent_at, secs(3), Fraction::ONE, 0.01, ms(10))
+    );
+}
+
+#[test]
+fn s2_3_a_reply_after_the_deadline_does_not_extend_it() {
+    let mut h = H::live(fast_config());
+    let term = h.elect("a", 1, false);
+    let deadline = h.deadline();
+    // Renewals go unanswered until past the deadline.
+    let mut last_renew = None;
+    while h.now < deadline {
+        h.step();
+        if let Some(c) = h
+            .pending
+            .iter()
+            .rev()
+            .find(|c| matches!(c, Command::Renew { .. }))
+        {
+            last_renew = Some(c.op());
+        }
+    }
+    let r = revoked(&h.log);
+    assert_eq!(r, vec![(term, RevokeReason::DeadlinePassed)]);
+    let deadline_events = count(&h.log, |o| {
+        matches!(o, Output::Event(Event::DeadlineChanged { .. }))
+    });
+    let out = h.input(Input::RenewReplied {
+        op: last_renew.unwrap(),
+        result: Ok(Renewal {
+            remaining: secs(3),
+            owned: vec![(name("a"), tok(1))],
+        }),
+    });
+    assert!(!out.iter().any(|o| matches!(
+        o,
+        Output::Event(Event::DeadlineChanged { .. }) | Output::Event(Event::Elected { .. })
+    )));
+    assert_eq!(
+        count(&h.log, |o| matches!(
+            o,
+            Output::Event(Event::DeadlineChanged { .. })
+        )),
+        deadline_events
+    );
+    assert_eq!(h.engine.session_state(), SessionState::Opening);
+    assert!(h.engine.stats().stale_replies >= 1);
+}
+
+#[test]
+fn s2_4_every_call_times_out_after_the_renewal_period() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let first_acquire = h.take_acquire("a");
+    // Nothing answers: after one renewal period (1 s) both the acquire and
+    // the renew in flight count as failed and are retried.
+    let out = h.advance(secs(1));
+    assert!(count(&out, is_renew) == 1);
+    let renew_sent = h.now;
+    let out = h.advance(secs(1));
+    assert!(
+        events(&out).iter().any(|e| matches!(e, Event::BackendFailed { command: "renew", error } if error.kind == BackendErrorKind::Timeout)),
+        "{out:?}"
+    );
+    assert_eq!(h.engine.session_state(), SessionState::Suspended);
+    assert!(h.now >= renew_sent + h.engine.call_timeout());
+    // The abandoned acquire was followed by a new attempt.
+    let acquires: Vec<OpId> = h
+        .pending
+        .iter()
+        .filter(|c| matches!(c, Command::Acquire { .. }))
+        .map(|c| c.op())
+        .collect();
+    assert!(acquires.iter().any(|op| *op != first_acquire));
+    // And the stale acquire reply, when it finally comes, releases what it won.
+    let out = h.input(Input::AcquireReplied {
+        op: first_acquire,
+        result: Ok(AcquireOutcome::Won {
+            token: tok(9),
+            remaining: secs(3),
+        }),
+    });
+    assert_eq!(releases(&out), vec![(name("a"), tok(9))]);
+    assert!(elected(&out).is_none());
+}
+
+// ----- S3 leases, terms and tokens ---------------------------------------
+
+#[test]
+fn s3_1_names_are_validated_before_any_io() {
+    assert!(matches!(
+        LeaseName::new("a/b"),
+        Err(NameError::InvalidChar { .. })
+    ));
+    assert!(matches!(LeaseName::new(""), Err(NameError::Empty)));
+    assert!(matches!(
+        LeaseName::new("x".repeat(129)),
+        Err(NameError::TooLong { .. })
+    ));
+    assert!(matches!(LeaseName::new(".."), Err(NameError::DotName)));
+    assert!(LeaseName::new("Az09._:-").is_ok());
+    // The engine only takes validated names, so nothing invalid reaches a command.
+}
+
+#[test]
+fn s3_2_winning_a_name_twice_gives_two_distinct_terms() {
+    let mut h = H::live(fast_config());
+    let first = h.elect("a", 3, false);
+    h.engine
+        .step_down(h.now, &name("a"), Duration::ZERO)
+        .unwrap();
+    h.drain();
+    h.advance(ms(1));
+    let out = h.won("a", 4);
+    let second = elected(&out).unwrap();
+    assert_ne!(first.id, second.id);
+    assert!(second.token > first.token);
+}
+
+#[test]
+fn s3_3_validity_is_a_pure_function_of_deadline_and_clock() {
+    let mut h = H::live(fast_config());
+    let _term = h.elect("a", 1, false);
+    let deadline = h.deadline();
+    // A process waking from a long pause reads false on its first call,
+    // before the engine has handled any timer.
+    let after_pause = h.now + secs(60);
+    assert!(!term_is_valid(deadline, false, after_pause));
+    assert_eq!(term_remaining(deadline, false, after_pause), Duration::ZERO);
+    assert!(term_is_valid(deadline, false, h.now));
+    assert_eq!(term_remaining(deadline, false, h.now), deadline - h.now);
+    // A revoked term is never valid again.
+    assert!(!term_is_valid(deadline, true, h.now));
+}
+
+#[test]
+fn s3_4_each_revoke_reason() {
+    // Stopped
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 1, false);
+    h.engine.stop(h.now, &name("a")).unwrap();
+    assert_eq!(revoked(&h.drain()), vec![(t, RevokeReason::Stopped)]);
+    // SteppedDown
+    let t = h.elect("b", 1, false);
+    h.engine.step_down(h.now, &name("b"), secs(5)).unwrap();
+    assert_eq!(revoked(&h.drain()), vec![(t, RevokeReason::SteppedDown)]);
+    // TakenOver: a renewal sent after the term was won no longer lists it.
+    let t = h.elect("c", 1, false);
+    h.advance(secs(1));
+    let out = h.renew_ok(secs(3), vec![]);
+    assert_eq!(revoked(&out), vec![(t, RevokeReason::TakenOver)]);
+    // SessionExpired
+    let t = h.elect("d", 1, false);
+    h.advance(secs(1));
+    let op = h.take_renew();
+    let out = h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Expired),
+    });
+    assert_eq!(revoked(&out), vec![(t, RevokeReason::SessionExpired)]);
+    // DeadlinePassed
+    let mut h = H::live(fast_config());
+    let t = h.elect("e", 1, false);
+    let out = h.advance(secs(4));
+    assert_eq!(revoked(&out), vec![(t, RevokeReason::DeadlinePassed)]);
+}
+
+#[test]
+fn s3_4_taken_over_ignores_terms_won_after_the_renewal_was_sent() {
+    let mut h = H::live(fast_config());
+    h.advance(ms(500));
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    h.advance(ms(500)); // a renewal is now in flight
+    assert!(h.has_pending(|c| matches!(c, Command::Renew { .. })));
+    let out = h.won("a", 1);
+    assert!(elected(&out).is_some());
+    // The renewal may have been processed before the acquire: not listed, not lost.
+    let out = h.renew_ok(secs(3), vec![]);
+    assert!(revoked(&out).is_empty());
+}
+
+#[test]
+fn s3_5_revoke_comes_before_the_release_and_the_release_carries_the_token() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 42, false);
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    let revoke_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Event(Event::Revoked { .. })))
+        .unwrap();
+    let release_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Command(Command::Release { .. })))
+        .unwrap();
+    assert!(revoke_at < release_at);
+    assert_eq!(releases(&out), vec![(t.name, t.token)]);
+}
+
+// ----- S4 becoming leader -------------------------------------------------
+
+#[test]
+fn s4_1_candidates_retry_at_half_interval_plus_jitter_one_attempt_at_a_time() {
+    let config = fast_config();
+    let (half, jitter) = (config.renew_interval() / 2, config.retry_jitter());
+    let mut h = H::live(config);
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let mut last = h.now;
+    for _ in 0..20 {
+        // At most one attempt in flight: nothing new until this one is answered.
+        assert_eq!(
+            h.pending
+                .iter()
+                .filter(|c| matches!(c, Command::Acquire { .. }))
+                .count(),
+            1
+        );
+        h.acquire_reply(
+            "a",
+            AcquireOutcome::Held {
+                holder: Some(SessionId::from_u128(99)),
+                token: Some(tok(5)),
+            },
+        );
+        let replied = h.now;
+        while !h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
+            h.step();
+            if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+                h.renew_truthfully();
+            }
+        }
+        let delay = h.now - replied;
+        assert!(
+            delay >= half && delay < half + jitter,
+            "retry after {delay:?}"
+        );
+        assert!(h.now > last);
+        last = h.now;
+    }
+}
+
+#[test]
+fn s4_2_a_release_broadcast_makes_candidates_try_at_once() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    h.acquire_reply(
+        "a",
+        AcquireOutcome::Held {
+            holder: None,
+            token: None,
+        },
+    );
+    let out = h.input(Input::ReleaseBroadcast { name: name("a") });
+    assert_eq!(count(&out, is_acquire), 1);
+}
+
+#[test]
+fn s4_3_a_stale_attempt_releases_what_it_won() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let stale = h.take_acquire("a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    let out = h.input(Input::AcquireReplied {
+        op: stale,
+        result: Ok(AcquireOutcome::Won {
+            token: tok(3),
+            remaining: secs(3),
+        }),
+    });
+    assert!(elected(&out).is_none());
+    assert_eq!(releases(&out), vec![(name("a"), tok(3))]);
+}
+
+#[test]
+fn s4_3_a_win_arriving_after_the_deadline_is_not_a_term() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let op = h.take_acquire("a");
+    // Time jumps past the deadline before the reply is handled.
+    h.now = h.deadline() + ms(1);
+    let out = h.input(Input::AcquireReplied {
+        op,
+        result: Ok(AcquireOutcome::Won {
+            token: tok(1),
+            remaining: secs(3),
+        }),
+    });
+    assert!(elected(&out).is_none());
+    assert_eq!(h.engine.session_state(), SessionState::Opening);
+}
+
+#[test]
+fn s4_3_a_token_not_above_a_released_one_is_not_a_term() {
+    let mut h = H::live(fast_config());
+    h.elect("a", 5, false);
+    h.engine
+        .step_down(h.now, &name("a"), Duration::ZERO)
+        .unwrap();
+    let out = h.drain();
+    assert_eq!(releases(&out), vec![(name("a"), tok(5))]);
+    h.advance(ms(1));
+    // The new attempt reaches the backend before the release: it answers
+    // with the old token, which must not become a term again.
+    let out = h.won("a", 5);
+    assert!(elected(&out).is_none());
+    assert_eq!(h.status("a"), Some(Status::Candidate));
+    // A later attempt with a fresh token wins.
+    while !h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert!(elected(&h.won("a", 6)).is_some());
+}
+
+// ----- S5 election lifecycle ---------------------------------------------
+
+#[test]
+fn s5_1_the_four_states() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), true).unwrap();
+    h.drain();
+    assert_eq!(h.status("a"), Some(Status::Candidate));
+    let t = elected(&h.won("a", 1)).unwrap();
+    assert_eq!(h.status("a"), Some(Status::Leader));
+    h.engine.step_down(h.now, &name("a"), secs(2)).unwrap();
+    h.drain();
+    assert_eq!(h.status("a"), Some(Status::CoolingDown));
+    h.input(Input::TaskExited { term: t.id });
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    // Stopped with nothing pending: the name is free.
+    assert_eq!(h.status("a"), None);
+    let snap = h.engine.snapshot(h.now);
+    assert!(snap.entries.is_empty());
+}
+
+#[test]
+fn s5_2_an_involuntary_loss_goes_straight_back_to_candidate() {
+    let mut h = H::live(fast_config());
+    h.elect("a", 1, false);
+    h.advance(secs(1));
+    let out = h.renew_ok(secs(3), vec![]);
+    assert_eq!(revoked(&out)[0].1, RevokeReason::TakenOver);
+    assert_eq!(h.status("a"), Some(Status::Candidate));
+    assert_eq!(count(&out, is_acquire), 1, "competes again at once");
+}
+
+#[test]
+fn s5_3_a_lock_takes_one_term_only() {
+    let mut h = H::live(fast_config());
+    h.engine
+        .acquire_lock(h.now, name("l"), LockWait::Forever, false)
+        .unwrap();
+    h.drain();
+    assert!(elected(&h.won("l", 1)).is_some());
+    h.advance(secs(1));
+    let out = h.renew_ok(secs(3), vec![]);
+    assert_eq!(revoked(&out)[0].1, RevokeReason::TakenOver);
+    assert_eq!(h.status("l"), None, "the lock is gone for good");
+    let out = h.advance(secs(5));
+    assert_eq!(count(&out, is_acquire), 0);
+}
+
+#[test]
+fn s5_3_try_and_timed_locks_give_up() {
+    let mut h = H::live(fast_config());
+    h.engine
+        .acquire_lock(h.now, name("t"), LockWait::Try, false)
+        .unwrap();
+    h.drain();
+    let out = h.acquire_reply(
+        "t",
+        AcquireOutcome::Held {
+            holder: None,
+            token: None,
+        },
+    );
+    assert!(events(&out).contains(&Event::LockFailed { name: name("t") }));
+    let until = h.now + ms(1500);
+    h.engine
+        .acquire_lock(h.now, name("u"), LockWait::Until(until), false)
+        .unwrap();
+    h.drain();
+    h.acquire_reply(
+        "u",
+        AcquireOutcome::Held {
+            holder: None,
+            token: None,
+        },
+    );
+    let mut failed = false;
+    while h.now < until + secs(1) && !failed {
+        let out = h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+        if h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
+            h.acquire_reply(
+                "u",
+                AcquireOutcome::Held {
+                    holder: None,
+                    token: None,
+                },
+            );
+        }
+        failed = events(&out).contains(&Event::LockFailed { name: name("u") });
+        if failed {
+            assert_eq!(h.now, until);
+        }
+    }
+    assert!(failed);
+}
+
+// ----- S6 handover order --------------------------------------------------
+
+#[test]
+fn s6_1_stop_revokes_interrupts_waits_for_the_task_then_releases() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 7, true);
+    assert!(h
+        .log
+        .iter()
+        .any(|o| matches!(o, Output::Task(TaskOrder::Start { term }) if *term == t)));
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert_eq!(
+        out,
+        vec![
+            Output::Event(Event::Revoked {
+                term: t.clone(),
+                reason: RevokeReason::Stopped
+            }),
+            Output::Task(TaskOrder::Interrupt { term: t.clone() }),
+        ]
+    );
+    // The lease is held while the task runs (renewals keep it).
+    h.advance(ms(500));
+    assert!(releases(&h.log).is_empty());
+    h.now = h.now + ms(10);
+    let out = h.input(Input::TaskExited { term: t.id });
+    assert_eq!(releases(&out), vec![(name("a"), tok(7))]);
+    let release_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Command(Command::Release { .. })))
+        .unwrap();
+    let completed_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Event(Event::Completed { .. })))
+        .unwrap();
+    assert!(release_at < completed_at);
+}
+
+#[test]
+fn s6_2_a_task_ignoring_interruption_delays_handover_by_at_most_the_remaining_time() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 7, true);
+    let deadline_at_stop = h.deadline();
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    // Renewals succeed (the deadline moves on), the task never exits.
+    let mut released_at = None;
+    while released_at.is_none() {
+        let out = h.step();
+        if !releases(&out).is_empty() {
+            released_at = Some(h.now);
+        }
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert_eq!(released_at, Some(deadline_at_stop));
+    assert!(events(&h.log).contains(&Event::Completed { name: name("a") }));
+    let _ = t;
+}
+
+#[test]
+fn s6_2_a_term_without_task_is_released_at_once() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 2, false);
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert_eq!(releases(&out), vec![(t.name, t.token)]);
+    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+}
+
+#[test]
+fn s6_3_a_term_lost_otherwise_does_not_wait() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 2, true);
+    h.advance(secs(1));
+    let out = h.renew_ok(secs(3), vec![]);
+    let first = out
+        .iter()
+        .position(|o| matches!(o, Output::Event(Event::Revoked { .. })))
+        .unwrap();
+    assert_eq!(
+        out[first..first + 2],
+        [
+            Output::Event(Event::Revoked {
+                term: t.clone(),
+                reason: RevokeReason::TakenOver
+            }),
+            Output::Task(TaskOrder::Interrupt { term: t.clone() }),
+        ]
+    );
+    // Not ours any more: no release, and the election competes at once,
+    // without waiting for the task.
+    assert!(releases(&out).is_empty());
+    assert_eq!(count(&out, is_acquire), 1);
+}
+
+#[test]
+fn s6_4_step_down_keeps_the_election_but_stops_competing_for_the_cooldown() {
+    let mut h = H::live(fast_config());
+    h.elect("a", 1, false);
+    h.engine.step_down(h.now, &name("a"), secs(4)).unwrap();
+    let stepped_at = h.now;
+    h.drain();
+    let mut first_attempt = None;
+    while first_attempt.is_none() {
+        let out = h.step();
+        if count(&out, is_acquire) > 0 {
+            first_attempt = Some(h.now);
+        }
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert_eq!(first_attempt, Some(stepped_at + secs(4)));
+    assert_eq!(h.status("a"), Some(Status::Candidate));
+    // stop() ends it.
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    assert_eq!(h.status("a"), None);
+}
+
+// ----- S7 callbacks ---------------------------------------------------------
+
+#[test]
+fn s7_1_every_elected_is_followed_by_exactly_one_revoked() {
+    let mut h = H::live(fast_config());
+    h.elect("a", 1, false);
+    h.engine
+        .step_down(h.now, &name("a"), Duration::ZERO)
+        .unwrap();
+    h.advance(ms(1));
+    h.won("a", 2);
+    h.advance(secs(1));
+    h.renew_ok(secs(3), vec![]); // TakenOver
+    h.won("a", 3);
+    h.engine.close(h.now);
+    h.drain();
+    let mut open: Vec<TermId> = Vec::new();
+    let mut revokes = 0;
+    for e in h.events() {
+        match e {
+            Event::Elected { term } => open.push(term.id),
+            Event::Revoked { term, .. } => {
+                let i = open
+                    .iter()
+                    .position(|t| *t == term.id)
+                    .expect("Revoked without Elected");
+                open.remove(i);
+                revokes += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty());
+    assert_eq!(revokes, 3);
+}
+
+#[test]
+fn s7_7_a_refused_on_elected_steps_down_for_one_lease_without_on_revoked() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), true).unwrap();
+    h.drain();
+    // The driver hands Elected to the executor, which refuses it, before it
+    // acts on the next output (the task start).
+    let op = h.take_acquire("a");
+    h.engine.handle(
+        h.now,
+        Input::AcquireReplied {
+            op,
+            result: Ok(AcquireOutcome::Won {
+                token: tok(3),
+                remaining: secs(3),
+            }),
+        },
+    );
+    let term = match h.engine.poll_output() {
+        Some(Output::Event(Event::Elected { term })) => term,
+        other => panic!("expected Elected, got {other:?}"),
+    };
+    h.engine
+        .handle(h.now, Input::ElectedRejected { term: term.id });
+    let out = h.drain();
+    assert!(!out
+        .iter()
+        .any(|o| matches!(o, Output::Task(TaskOrder::Start { .. }))));
+    assert!(revoked(&out).is_empty());
+    assert_eq!(releases(&out), vec![(name("a"), tok(3))]);
+    assert_eq!(h.status("a"), Some(Status::CoolingDown));
+    let rejected_at = h.now;
+    let mut next_attempt = None;
+    while next_attempt.is_none() {
+        let out = h.step();
+        if count(&out, is_acquire) > 0 {
+            next_attempt = Some(h.now);
+        }
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert_eq!(next_attempt, Some(rejected_at + secs(3)));
+    assert!(revoked(&h.log).is_empty());
+}
+
+#[test]
+fn s7_4_a_name_started_twice_is_refused() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    assert_eq!(
+        h.engine.start_election(h.now, name("a"), false),
+        Err(ApiError::AlreadyStarted(name("a")))
+    );
+    assert_eq!(
+        h.engine
+            .acquire_lock(h.now, name("a"), LockWait::Try, false),
+        Err(ApiError::AlreadyStarted(name("a")))
+    );
+}
+
+// ----- S8 timing -------------------------------------------------------------
+
+#[test]
+fn s8_1_builder_defaults_to_builder_and_errors_naming_the_inequality() {
+    let c = SimbaConfig::default();
+    assert_eq!(c.lease_duration(), secs(15));
+    assert_eq!(c.renew_interval(), secs(5));
+    assert_eq!(c.drift(), 0.01);
+    assert_eq!(c.margin(), ms(50));
+    assert_eq!(c.retry_jitter(), ms(2500));
+    assert_eq!(c.min_backoff(), ms(100));
+    assert_eq!(SimbaConfig::builder().build().unwrap(), c);
+    let v = c.to_builder().margin(ms(5)).build().unwrap();
+    assert_eq!(v.margin(), ms(5));
+    assert_eq!(v.lease_duration(), secs(15));
+
+    let e = SimbaConfig::builder()
+        .lease_duration(secs(10))
+        .renew_interval(secs(6))
+        .build()
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("renew_interval × 2 ≤ lease_duration"),
+        "{e}"
+    );
+    let e = SimbaConfig::builder()
+        .lease_duration(secs(10))
+        .renew_interval(secs(5))
+        .margin(secs(5))
+        .build()
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("lease_duration × (1 − drift) − margin > renew_interval"),
+        "{e}"
+    );
+    assert!(matches!(
+        SimbaConfig::builder().drift(0.5).build(),
+        Err(ConfigError::DriftOutOfRange(_))
+    ));
+    assert!(matches!(
+        SimbaConfig::builder().drift(f64::NAN).build(),
+        Err(ConfigError::DriftOutOfRange(_))
+    ));
+    assert!(matches!(
+        SimbaConfig::builder()
+            .lease_duration(Duration::ZERO)
+            .build(),
+        Err(ConfigError::Zero("lease_duration"))
+    ));
+}
+
+#[test]
+fn s8_3_failed_renewals_back_off_by_halves_between_the_floor_and_the_period() {
+    let config = SimbaConfig::builder()
+        .lease_duration(secs(15))
+        .seed(1)
+        .build()
+        .unwrap();
+    let mut h = H::live(config);
+    let deadline = h.deadline();
+    let mut sends = Vec::new();
+    h.advance(secs(5));
+    while h.now < deadline {
+        if let Some(i) = h
+            .pending
+            .iter()
+            .position(|c| matches!(c, Command::Renew { .. }))
+        {
+            let op = h.pending.remove(i).op();
+            sends.push(h.now);
+            h.input(Input::RenewReplied {
+                op,
+                result: Err(RenewError::Backend(BackendError::new(
+                    BackendErrorKind::Unavailable,
+                    "refused",
+                ))),
+            });
+        }
+        h.step();
+    }
+    for pair in sends.windows(2) {
+        let gap = pair[1] - pair[0];
+        let left = deadline - pair[0];
+        assert_eq!(
+            gap,
+            renewal_backoff(left, secs(5), ms(100)),
+            "at {}",
+            pair[0]
+        );
+        assert!(gap <= secs(5) && gap >= ms(100));
+    }
+    // Halving: 9.8 s left → 4.9 s, then 2.45 s, … down to the 100 ms floor.
+    assert!(sends.len() >= 6, "{sends:?}");
+    assert_eq!(sends[1] - sends[0], ms(4900));
+}
+
+#[test]
+fn s8_4_a_short_grant_renews_every_third_and_reports_it_once_per_session() {
+    let mut h = H::new(fast_config());
+    h.grant_open(ms(1500)); // validity 1.475 s < 2 × 1 s
+    let shortened = |h: &H| {
+        count(&h.log, |o| {
+            matches!(o, Output::Event(Event::SessionLeaseShortened { .. }))
+        })
+    };
+    assert_eq!(shortened(&h), 1);
+    let period = h.engine.call_timeout();
+    assert_eq!(
+        period,
+        local_validity(ms(1500), Fraction::ONE, 0.01, ms(10)) / 3
+    );
+    let mut renewals = 0;
+    for _ in 0..6 {
+        let out = h.advance(period);
+        renewals += count(&out, is_renew);
+        h.renew_ok(ms(1500), vec![]);
+    }
+    assert_eq!(renewals, 6);
+    assert_eq!(shortened(&h), 1, "one event per session");
+    assert!(revoked(&h.log).is_empty());
+    // A new session reports it again, once.
+    h.advance(period);
+    let op = h.take_renew();
+    h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Expired),
+    });
+    h.grant_open(ms(1500));
+    assert_eq!(shortened(&h), 2);
+}
+
+#[test]
+fn s8_5_the_backend_supplies_the_fraction_a_renewal_proves() {
+    let zk = BackendProfile {
+        renewal_proves: Fraction::new(5, 12).unwrap(),
+    };
+    let mut h = H::with_profile(SimbaConfig::default(), zk);
+    let sent = h.now;
+    h.grant_open(secs(15));
+    // 15 s × 5/12 = 6.25 s; × 0.99 − 50 ms = 6.1375 s; a third ≈ 2.05 s.
+    assert_eq!(h.deadline(), sent + Duration::from_micros(6_137_500));
+    assert_eq!(
+        h.engine.call_timeout(),
+        Duration::from_micros(6_137_500) / 3
+    );
+    assert!(
+        count(&h.log, |o| matches!(
+            o,
+            Output::Event(Event::SessionLeaseShortened { .. })
+        )) == 1
+    );
+}
+
+// ----- the time contract -------------------------------------------------------
+
+#[test]
+fn now_going_backwards_is_clamped() {
+    let mut h = H::live(fast_config());
+    h.elect("a", 1, false);
+    let deadline = h.deadline();
+    h.advance(secs(1));
+    let renew_sent = h.now;
+    let op = h.take_renew();
+    // A reply handed in with an earlier `now` is handled at the latest seen.
+    h.engine.handle(
+        Timestamp::ZERO,
+        Input::RenewReplied {
+            op,
+            result: Ok(Renewal {
+                remaining: secs(3),
+                owned: vec![(name("a"), tok(1))],
+            }),
+        },
+    );
+    h.drain();
+    assert_eq!(h.deadline(), renew_sent + ms(2960));
+    assert!(h.deadline() > deadline);
+    assert!(h.engine.poll_timeout().unwrap() > h.now);
+}
+
+#[test]
+fn garbage_replies_are_counted_and_dropped() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 1, false);
+    let before = h.engine.stats().stale_replies;
+    let out = h.input(Input::AcquireReplied {
+        op: OpId(9999),
+        result: Ok(AcquireOutcome::Won {
+            token: tok(1),
+            remaining: secs(3),
+        }),
+    });
+    assert!(out.is_empty());
+    h.input(Input::RenewReplied {
+        op: OpId(12345),
+        result: Err(RenewError::Expired),
+    });
+    h.input(Input::TaskExited { term: TermId(777) });
+    h.input(Input::ElectedRejected { term: TermId(777) });
+    assert_eq!(h.engine.stats().stale_replies, before + 2);
+    assert_eq!(h.held(), vec![(t.name, t.token)]);
+}
+
+#[test]
+fn s2_2_within_the_drift_bound_the_local_deadline_comes_before_the_backend_expiry() {
+    // The backend counts `remaining` from some instant between send and
+    // receive; the node's clock runs at a rate in [1 − drift, 1 + drift]
+    // relative to the backend's. Check the worst cases on a grid.
+    let drift = 0.01;
+    let margin = ms(50);
+    for remaining_ms in [200u64, 1_000, 6_250, 15_000, 60_000] {
+        let remaining = ms(remaining_ms);
+        for rate in [1.0 - drift, 1.0, 1.0 + drift] {
+            for delay_ms in [0u64, 1, 100, 2_000] {
+                let sent_local = Timestamp::from_nanos(10_000_000_000);
+                let deadline = local_deadline(sent_local, remaining, Fraction::ONE, drift, margin);
+                // True (backend) time: the node's local time advances `rate`
+                // times as fast; the backend starts counting at send + delay.
+                let local_validity = deadline - sent_local;
+                let true_validity = local_validity.as_secs_f64() / rate;
+                let backend_expiry = (delay_ms as f64 / 1000.0) + remaining.as_secs_f64();
+                assert!(
+                    true_validity < backend_expiry,
+                    "remaining {remaining:?}, rate {rate}, delay {delay_ms} ms"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn s6_4_a_cooldown_shorter_than_the_handover_waits_for_it_without_spinning() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 1, true);
+    h.engine.step_down(h.now, &name("a"), ms(100)).unwrap();
+    h.drain();
+    // The cooldown ends while the task still runs: the harness asserts every
+    // handled deadline moves forward.
+    h.advance(ms(300));
+    assert_eq!(h.status("a"), Some(Status::CoolingDown));
+    assert!(!h.has_pending(|c| matches!(c, Command::Acquire { .. })));
+    let out = h.input(Input::TaskExited { term: t.id });
+    assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
+    assert_eq!(count(&out, is_acquire), 1);
+    assert!(!events(&h.log).iter().any(|e| matches!(
+        e,
+        Event::Diagnostic {
+            level: Level::Error,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn s1_4_a_close_whose_handover_outlives_the_deadline_ends_closed() {
+    let mut h = H::live(fast_config());
+    let _t = h.elect("a", 1, true);
+    h.engine.close(h.now);
+    h.drain();
+    // No renewal is answered and the task never exits.
+    let out = h.advance(secs(5));
+    assert!(events(&out).contains(&Event::Closed));
+    assert_eq!(h.engine.session_state(), SessionState::Closed);
+    let after = h.advance(secs(5));
+    assert!(!after.iter().any(is_open));
+    assert_eq!(count(&h.log, |o| *o == Output::Event(Event::Closed)), 1);
+}
