@@ -251,8 +251,11 @@ struct TermInfo {
     task_started: bool,
     task_exited: bool,
     /// Voluntarily revoked while its task ran: the lease is held until the
-    /// task exits or the deadline passes (S6.1 step 3).
+    /// task exits or the deadline passes (S6.1 step 3), at most until the
+    /// deadline in force at the revoke (S6.2).
     handover_wait: bool,
+    /// The session deadline when the term was revoked.
+    revoked_deadline: Option<Timestamp>,
 }
 
 /// What the step being checked is.
@@ -810,9 +813,13 @@ impl Harness {
                                     t.id
                                 ));
                             }
+                            let until = match (deadline, info.revoked_deadline) {
+                                (Some(d), Some(r)) => Some(d.min(r)),
+                                (d, r) => d.or(r),
+                            };
                             if info.handover_wait
                                 && !info.task_exited
-                                && deadline.is_some_and(|d| now < d)
+                                && until.is_some_and(|d| now < d)
                             {
                                 return self.violation(&format!(
                                     "release of {} before its task exited or the deadline passed (S6.1)",
@@ -848,6 +855,7 @@ impl Harness {
                         ));
                     }
                     info.state = TermState::Revoked(reason);
+                    info.revoked_deadline = self.deadlines.get(&term.session).copied();
                     info.handover_wait =
                         reason.is_voluntary() && info.task_started && !info.task_exited;
                 }
@@ -961,6 +969,7 @@ impl Harness {
                 task_started: false,
                 task_exited: false,
                 handover_wait: false,
+                revoked_deadline: None,
             },
         );
         if self.reject_next {
