@@ -29,6 +29,9 @@ pub struct Setup {
     pub zookeeper: bool,
     /// The engine's seed (retry jitter).
     pub seed: u64,
+    /// With the `mutants` feature, `n > 0` runs the engine with
+    /// `Mutant::ALL[n - 1]`, to show that the checks catch it.
+    pub mutant: u8,
 }
 
 /// How a lock waits (`LockWait`), with `Until` relative to the current time.
@@ -104,6 +107,9 @@ pub enum TimeMove {
     Back(u32),
     /// Jump to `poll_timeout()` (if any).
     ToTimeout,
+    /// Forward by milliseconds without telling the engine: the next input
+    /// arrives late, before the driver's timer fired.
+    Silent(u32),
 }
 
 /// One step of a stream.
@@ -319,6 +325,12 @@ impl Harness {
     pub fn new(setup: &Setup) -> Harness {
         let ms = Duration::from_millis;
         let builder = SimbaConfig::builder().seed(setup.seed);
+        #[cfg(feature = "mutants")]
+        let builder = builder.mutant(
+            usize::from(setup.mutant)
+                .checked_sub(1)
+                .and_then(|i| simba_core::Mutant::ALL.get(i).copied()),
+        );
         let config = match setup.config % 3 {
             0 => builder.build(),
             1 => builder.lease_duration(ms(3000)).build(),
@@ -532,6 +544,10 @@ impl Harness {
                         if let Some(at) = self.engine.poll_timeout() {
                             self.clock = self.clock.max(at.as_nanos());
                         }
+                    }
+                    TimeMove::Silent(ms) => {
+                        self.clock = self.clock.saturating_add(u64::from(*ms) * 1_000_000);
+                        return Ok(());
                     }
                 }
                 let t = self.ts();

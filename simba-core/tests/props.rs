@@ -27,6 +27,7 @@ fn setup() -> impl Strategy<Value = Setup> {
         config,
         zookeeper,
         seed,
+        mutant: 0,
     })
 }
 
@@ -72,6 +73,7 @@ fn time_move() -> impl Strategy<Value = TimeMove> {
         1 => Just(TimeMove::Still),
         1 => (0u32..5_000).prop_map(TimeMove::Back),
         3 => Just(TimeMove::ToTimeout),
+        2 => (0u32..20_000).prop_map(TimeMove::Silent),
     ]
 }
 
@@ -148,6 +150,7 @@ fn a_truthful_stream_elects_and_revokes() {
         config: 0,
         zookeeper: false,
         seed: 1,
+        mutant: 0,
     };
     let reply = Action::Reply {
         pick: 0,
@@ -221,6 +224,7 @@ fn regression_taken_over_token_is_not_reused() {
         config: 0,
         zookeeper: false,
         seed: 0,
+        mutant: 0,
     };
     let actions = [
         reply(Answer::Held), // the session opens
@@ -249,6 +253,7 @@ fn regression_cooldown_ending_during_handover_does_not_spin() {
         config: 0,
         zookeeper: false,
         seed: 0,
+        mutant: 0,
     };
     let actions = [
         Action::Start {
@@ -262,6 +267,68 @@ fn regression_cooldown_ending_during_handover_does_not_spin() {
         Action::Time(TimeMove::Forward(10)),
         Action::TaskExited(TermPick::Seen(0)),
         Action::Time(TimeMove::ToTimeout),
+    ];
+    harness::run_traced(&setup, &actions).unwrap();
+}
+
+/// A checker that never fired proves nothing: with each deliberately broken
+/// engine that the invariants here can see, some generated stream fails.
+/// `cargo test -p simba-core --features mutants --test props`
+#[cfg(feature = "mutants")]
+#[test]
+fn the_checks_catch_the_safety_mutants() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use simba_core::Mutant;
+    // Visible to these checks; drift, margin and arrival-time mutants only
+    // matter against the backend's clock (the simulation's job).
+    let visible = [
+        Mutant::LateReplyExtends,
+        Mutant::AcceptLateAcquire,
+        Mutant::SkipReleasedTokenCheck,
+        Mutant::ReleaseBeforeRevoke,
+        Mutant::AcceptAbandonedAttempts,
+    ];
+    for (i, mutant) in Mutant::ALL.iter().enumerate() {
+        let mut runner = TestRunner::deterministic();
+        let strategy = (setup(), prop::collection::vec(action(), 1..160));
+        let caught = (0..20_000).find_map(|case| {
+            let (mut setup, actions) = strategy.new_tree(&mut runner).unwrap().current();
+            setup.mutant = u8::try_from(i + 1).unwrap();
+            harness::run(&setup, &actions)
+                .err()
+                .map(|e| (case, e.lines().next().unwrap_or_default().to_owned()))
+        });
+        eprintln!("{mutant}: {caught:?}");
+        if visible.contains(mutant) {
+            assert!(caught.is_some(), "{mutant} was not caught");
+        }
+    }
+}
+
+/// Found by the property test: an API call that fails (here `AlreadyStarted`)
+/// at a `now` past a due deadline returned without running it, so
+/// `poll_timeout()` was not after `now`.
+#[test]
+fn regression_failed_api_call_still_runs_due_deadlines() {
+    let setup = Setup {
+        config: 0,
+        zookeeper: false,
+        seed: 0,
+        mutant: 0,
+    };
+    let start = Action::Start {
+        name: 1,
+        lock: None,
+        runs_task: false,
+    };
+    let actions = [
+        start.clone(),
+        Action::Time(TimeMove::Silent(5000)), // the open call times out now
+        start,                                // AlreadyStarted
+        Action::Stop(2),                      // NotStarted
+        Action::Time(TimeMove::Silent(5000)),
+        Action::StepDown(2, 0), // NotStarted
     ];
     harness::run_traced(&setup, &actions).unwrap();
 }

@@ -51,11 +51,12 @@ fn term_pick(u: &mut Unstructured<'_>) -> Result<TermPick> {
 }
 
 fn time_move(u: &mut Unstructured<'_>) -> Result<TimeMove> {
-    Ok(match u.int_in_range(0u8..=9)? {
+    Ok(match u.int_in_range(0u8..=11)? {
         0..=3 => TimeMove::Forward(u.int_in_range(0u32..=3_000)?),
         4 => TimeMove::Forward(u.int_in_range(0u32..=60_000)?),
         5 => TimeMove::Still,
         6 => TimeMove::Back(u.int_in_range(0u32..=5_000)?),
+        7 | 8 => TimeMove::Silent(u.int_in_range(0u32..=20_000)?),
         _ => TimeMove::ToTimeout,
     })
 }
@@ -109,6 +110,7 @@ fn stream(data: &[u8]) -> Result<(Setup, Vec<Action>)> {
         config: u.int_in_range(0u8..=2)?,
         zookeeper: u.arbitrary()?,
         seed: u.arbitrary()?,
+        mutant: 0,
     };
     let mut actions = Vec::new();
     while !u.is_empty() && actions.len() < 300 {
