@@ -269,6 +269,9 @@ struct TermInfo {
 struct StepCtx {
     /// An `AcquireReplied` for the acquire in flight of this name.
     current_acquire: Option<LeaseName>,
+    /// The latest deadline S2.1 allows from the renewal or grant being
+    /// handled: its send time + remaining × proven fraction × (1 − drift) − margin.
+    deadline_bound: Option<Timestamp>,
 }
 
 /// The engine, the model backend, the driver's state and the checker.
@@ -294,6 +297,9 @@ pub struct Harness {
     session: Option<SessionId>,
     inflight: BTreeMap<LeaseName, (OpId, Timestamp)>,
     acquire_names: BTreeMap<OpId, LeaseName>,
+    /// When each OpenSession / Renew was sent (engine time).
+    session_ops: BTreeMap<OpId, Timestamp>,
+    zookeeper: bool,
     last_op: u64,
     closed: bool,
     ctx: StepCtx,
@@ -375,6 +381,8 @@ impl Harness {
             session: None,
             inflight: BTreeMap::new(),
             acquire_names: BTreeMap::new(),
+            session_ops: BTreeMap::new(),
+            zookeeper: setup.zookeeper,
             last_op: 0,
             closed: false,
             ctx: StepCtx::default(),
@@ -558,6 +566,18 @@ impl Harness {
         self.after_step()
     }
 
+    /// `remaining × proven × (1 − drift) − margin`, plus 1 µs for rounding.
+    fn validity_bound(&self, remaining: Duration) -> Duration {
+        let config = self.engine.config();
+        let proven = if self.zookeeper {
+            remaining.as_secs_f64() * 5.0 / 12.0
+        } else {
+            remaining.as_secs_f64()
+        };
+        let scaled = proven * (1.0 - config.drift()) - config.margin().as_secs_f64();
+        Duration::try_from_secs_f64(scaled.max(0.0) + 1e-6).unwrap_or(Duration::MAX)
+    }
+
     fn term_pick(&self, pick: TermPick) -> TermId {
         match pick {
             TermPick::Seen(i) if !self.seen_terms.is_empty() => {
@@ -590,6 +610,18 @@ impl Harness {
                         self.inflight.remove(&name);
                         self.ctx.current_acquire = Some(name);
                     }
+                }
+            }
+            Input::SessionOpened {
+                op,
+                result: Ok(SessionGrant { remaining, .. }),
+            }
+            | Input::RenewReplied {
+                op,
+                result: Ok(Renewal { remaining, .. }),
+            } => {
+                if let Some(sent) = self.session_ops.get(op) {
+                    self.ctx.deadline_bound = Some(*sent + self.validity_bound(*remaining));
                 }
             }
             Input::TaskExited { term } => {
@@ -811,6 +843,9 @@ impl Harness {
                         self.inflight.insert(name.clone(), (*op, now));
                         self.acquire_names.insert(*op, name.clone());
                     }
+                    Command::OpenSession { op, .. } | Command::Renew { op, .. } => {
+                        self.session_ops.insert(*op, now);
+                    }
                     Command::Release {
                         session,
                         name,
@@ -876,6 +911,15 @@ impl Harness {
                         reason.is_voluntary() && info.task_started && !info.task_exited;
                 }
                 Event::DeadlineChanged { session, deadline } => {
+                    // S2.1: counted from the send, shortened by drift and margin.
+                    match self.ctx.deadline_bound {
+                        Some(bound) if deadline <= bound => {}
+                        bound => {
+                            return self.violation(&format!(
+                                "deadline {deadline:?} later than S2.1 allows ({bound:?})"
+                            ))
+                        }
+                    }
                     if self.ended.contains(&session) {
                         return self.violation(&format!(
                             "deadline of ended session {session:?} moved (S2.3)"
