@@ -281,10 +281,14 @@ impl Engine {
         wait: LockWait,
     ) -> Result<(), ApiError> {
         self.advance(now);
+        // Every path runs `finish`, errors too: the deadlines due at `now`
+        // fire, so `poll_timeout` stays later than `now`.
         if self.closing {
+            self.finish();
             return Err(ApiError::Closed);
         }
         if self.entries.contains_key(&name) {
+            self.finish();
             return Err(ApiError::AlreadyStarted(name));
         }
         self.entries
@@ -303,9 +307,11 @@ impl Engine {
     pub fn stop(&mut self, now: Timestamp, name: &LeaseName) -> Result<(), ApiError> {
         self.advance(now);
         let Some(entry) = self.entries.get_mut(name) else {
+            self.finish();
             return Err(ApiError::NotStarted(name.clone()));
         };
         if entry.stopping {
+            self.finish();
             return Ok(());
         }
         entry.stopping = true;
@@ -332,16 +338,20 @@ impl Engine {
         self.advance(now);
         let until = self.now + cooldown;
         let Some(entry) = self.entries.get_mut(name) else {
+            self.finish();
             return Err(ApiError::NotStarted(name.clone()));
         };
         if entry.kind != Kind::Election {
-            return Err(ApiError::WrongKind {
+            let error = ApiError::WrongKind {
                 name: name.clone(),
                 expected: Kind::Election.as_str(),
                 actual: entry.kind.as_str(),
-            });
+            };
+            self.finish();
+            return Err(error);
         }
         if entry.stopping {
+            self.finish();
             return Ok(());
         }
         entry.status = Status::CoolingDown;
@@ -360,6 +370,7 @@ impl Engine {
     pub fn close(&mut self, now: Timestamp) {
         self.advance(now);
         if self.closing {
+            self.finish();
             return;
         }
         self.closing = true;
@@ -829,6 +840,17 @@ impl Engine {
         }
         orphans.extend_from_slice(&owned[i..]);
         for name in lost {
+            // S3.2, S4.3: the backend says this session no longer owns the
+            // term's token, so no later grant of it may become a new term.
+            let token = self
+                .entries
+                .get(&name)
+                .and_then(|e| e.held.as_ref())
+                .map(|h| h.term.token);
+            if let Some(token) = token {
+                let max = self.released.entry(name.clone()).or_insert(token);
+                *max = (*max).max(token);
+            }
             if self.revoke(&name, RevokeReason::TakenOver) {
                 self.after_involuntary_loss(&name);
             }
