@@ -113,14 +113,14 @@ impl fmt::Display for Summary {
 }
 
 /// Prints the speed of the simulator for 5 nodes and 3 election names at
-/// default timing (15 s leases), no faults and with faults: simulated time
+/// default timing (15 s leases), without faults and with a partition, pause
+/// or crash every two minutes: simulated time
 /// per wall-clock second, single-threaded.
 #[allow(clippy::disallowed_methods)] // measuring wall-clock speed is the point
 pub fn speed_report() {
-    use crate::params::{scenario, Mode};
+    use crate::params::scenario;
     for (label, faults) in [("fault-free", false), ("faulty", true)] {
         let mut p = scenario(1, 5);
-        let d = draw(7, Mode::Default, None);
         p.elections = (0..3)
             .map(|i| {
                 simba_core::LeaseName::new(format!("e{i}"))
@@ -138,7 +138,27 @@ pub fn speed_report() {
         p.workload.write_period = Duration::from_secs(1);
         p.safety_phase = Duration::from_secs(3600);
         if faults {
-            p.faults = d.faults;
+            // Every 2 minutes a partition, pause or crash of one node.
+            use crate::params::{Direction, Fault, FaultKind};
+            p.faults = (0..30u64)
+                .map(|i| Fault {
+                    at: Duration::from_secs(60 + 120 * i),
+                    duration: Duration::from_secs(5 + 7 * (i % 5)),
+                    kind: match i % 3 {
+                        0 => FaultKind::Partition {
+                            node: (i % 5) as usize,
+                            direction: Direction::Both,
+                        },
+                        1 => FaultKind::Pause {
+                            node: (i % 5) as usize,
+                            after_send: true,
+                        },
+                        _ => FaultKind::Crash {
+                            node: (i % 5) as usize,
+                        },
+                    },
+                })
+                .collect();
         }
         let start = std::time::Instant::now();
         let r = World::new(p).run();
