@@ -289,6 +289,8 @@ pub struct RunParams {
     pub safety_phase: Duration,
     /// Scripted API calls (hand-written scenarios), on top of the random ones.
     pub script: Vec<Scripted>,
+    /// Replaces the derived liveness bound (to prove the liveness checker fires).
+    pub liveness_override: Option<Duration>,
 }
 
 impl RunParams {
@@ -317,6 +319,9 @@ impl RunParams {
     /// the renewal interval, `J` the retry jitter, `T` the call timeout (one
     /// renewal interval, S2.4) and `D` the healed network's largest one-way delay.
     pub fn liveness_bound(&self) -> Duration {
+        if let Some(b) = self.liveness_override {
+            return b;
+        }
         let backend_err = self.backend_rate_ppb.abs_diff(PPB) as f64 / PPB as f64;
         let d = self.drift.max(backend_err);
         let l = self.lease_duration.mul_f64(2.0 * (1.0 + 2.0 * d));
@@ -536,6 +541,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         faults,
         safety_phase,
         script: Vec::new(),
+        liveness_override: None,
     }
 }
 
