@@ -374,7 +374,11 @@ pub async fn handover_order(env: Env) {
     let b_start: Arc<Mutex<Option<Instant>>> = Arc::default();
     let a_started = Arc::new(AtomicBool::new(false));
     let valid_when_cancelled = Arc::new(AtomicBool::new(true));
-    let (ae, started, vc) = (a_exit.clone(), a_started.clone(), valid_when_cancelled.clone());
+    let (ae, started, vc) = (
+        a_exit.clone(),
+        a_started.clone(),
+        valid_when_cancelled.clone(),
+    );
     let ta = a
         .election("suite.handover")
         .run_blocking_while_leader(move |term, cancel| {
