@@ -741,19 +741,18 @@ fn unreachable_after_revoke(_reason: RevokeReason) {}
 #[macro_export]
 macro_rules! adapter_suite {
     ($adapter:literal, $block_on:path, $runtime:expr) => {
-        $crate::adapter_suite!(@kind memory, Memory, $adapter, $block_on, $runtime;
-            one_leader_among_five, failover_after_close, failover_after_drop,
-            step_down_with_cooldown, handover_order,
-            stubborn_task_delays_handover_at_most_remaining, callbacks_paired_and_serial,
-            stop_resolves_after_last_on_revoked, lock_try_and_timeout, already_started,
-            blocking_close_from_callback, blocking_close_from_inline_callback,
-            refused_on_elected_cools_down, leader_task_term_and_revoked_future);
-        $crate::adapter_suite!(@kind sqlite, Sqlite, $adapter, $block_on, $runtime;
-            one_leader_among_five, failover_after_close, failover_after_drop,
-            step_down_with_cooldown, handover_order, lock_try_and_timeout);
-        $crate::adapter_suite!(@kind postgres, Postgres, $adapter, $block_on, $runtime;
-            one_leader_among_five, failover_after_close, failover_after_drop,
-            step_down_with_cooldown, handover_order, lock_try_and_timeout);
+        $crate::adapter_suite!(@each $adapter, $block_on, $runtime; memory Memory, sqlite Sqlite, postgres Postgres);
+    };
+    (@each $adapter:literal, $block_on:path, $runtime:expr; $($m:ident $kind:ident),*) => {
+        $(
+            $crate::adapter_suite!(@kind $m, $kind, $adapter, $block_on, $runtime;
+                one_leader_among_five, failover_after_close, failover_after_drop,
+                step_down_with_cooldown, handover_order,
+                stubborn_task_delays_handover_at_most_remaining, callbacks_paired_and_serial,
+                stop_resolves_after_last_on_revoked, lock_try_and_timeout, already_started,
+                blocking_close_from_callback, blocking_close_from_inline_callback,
+                refused_on_elected_cools_down, leader_task_term_and_revoked_future);
+        )*
     };
     (@kind $m:ident, $kind:ident, $adapter:literal, $block_on:path, $runtime:expr; $($test:ident),* $(,)?) => {
         mod $m {
