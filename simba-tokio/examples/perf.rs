@@ -105,7 +105,11 @@ fn process_cpu() -> Option<Duration> {
     let mut any = false;
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
-            if let Some(ns) = s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()) {
+            if let Some(ns) = s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+            {
                 total += ns;
                 any = true;
             }
