@@ -10,10 +10,18 @@ use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+const REASONS: [RevokeReason; 5] = [
+    RevokeReason::Stopped,
+    RevokeReason::SteppedDown,
+    RevokeReason::DeadlinePassed,
+    RevokeReason::SessionExpired,
+    RevokeReason::TakenOver,
+];
 
 /// The local deadline of one session, shared by the driver (which moves it
 /// on every `DeadlineChanged`) and every term of that session (S2.1, S3.3).
@@ -53,6 +61,8 @@ struct TermInner {
     token: Token,
     deadline: Arc<SessionDeadline>,
     revoked: AtomicBool,
+    /// The revoke reason as `1 + index` in [`REASONS`], 0 while live.
+    reason_code: AtomicU8,
     reason: Shared<oneshot::Receiver<RevokeReason>>,
     clock: Clock,
 }
@@ -78,6 +88,16 @@ pub(crate) struct TermControl {
 impl TermControl {
     /// S6.1 step 1: `is_valid()` turns false, `revoked()` resolves.
     pub(crate) fn revoke(&mut self, reason: RevokeReason) {
+        let code = REASONS
+            .iter()
+            .position(|r| *r == reason)
+            .map_or(0, |i| i + 1);
+        let _ = self.term.inner.reason_code.compare_exchange(
+            0,
+            u8::try_from(code).unwrap_or(0),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         self.term.inner.revoked.store(true, Ordering::Release);
         if let Some(tx) = self.reason_tx.take() {
             let _ = tx.send(reason);
@@ -100,6 +120,7 @@ impl Term {
                     token,
                     deadline,
                     revoked: AtomicBool::new(false),
+                    reason_code: AtomicU8::new(0),
                     reason: rx.shared(),
                     clock,
                 }),
@@ -173,12 +194,10 @@ impl Term {
         async move { reason.await.unwrap_or(RevokeReason::Stopped) }
     }
 
-    /// The reason, if the term has ended.
+    /// The reason, once the term has been revoked (no waiting needed).
     pub fn revoke_reason(&self) -> Option<RevokeReason> {
-        self.inner
-            .reason
-            .peek()
-            .map(|r| *r.as_ref().unwrap_or(&RevokeReason::Stopped))
+        let code = usize::from(self.inner.reason_code.load(Ordering::Acquire));
+        code.checked_sub(1).and_then(|i| REASONS.get(i).copied())
     }
 }
 

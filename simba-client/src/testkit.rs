@@ -723,8 +723,10 @@ pub async fn leader_task_term_and_revoked_future(env: Env) {
     let (term, remaining) = seen.lock().unwrap().clone().unwrap();
     assert!(remaining > Duration::ZERO && remaining <= LEASE);
     assert!(term.is_valid());
+    assert_eq!(term.revoke_reason(), None);
     task.stop().await;
     assert!(!term.is_valid());
+    assert_eq!(term.revoke_reason(), Some(RevokeReason::Stopped));
     assert_eq!(term.revoked().await, RevokeReason::Stopped);
     assert_eq!(term.revoke_reason(), Some(RevokeReason::Stopped));
     simba.close().await;
