@@ -1,1 +1,329 @@
-//! Placeholder until its issue lands: see the workspace README.
+//! Simba's backends: the contract every backend fulfils, a conformance suite
+//! that checks it, and the SQL backends (PostgreSQL, MySQL/MariaDB, SQLite).
+//!
+//! A backend stores sessions and leases (SPEC S1, S3). The engine in
+//! `simba-core` decides *when* to call it; a [`Backend`] only answers each call
+//! atomically, on the backend's own clock:
+//!
+//! | call | answer |
+//! |---|---|
+//! | [`Backend::open_session`] | a new session id (128 random bits, S1.3) and its remaining time |
+//! | [`Backend::renew`] | remaining time and every lease the session still owns, or `Expired` (S1.1, S1.2) |
+//! | [`Backend::acquire`] | `Won { token, remaining }`, `Held { holder, token }` or `Expired` |
+//! | [`Backend::release`] | frees the lease only if that session still owns it with that token (S3.5) |
+//! | [`Backend::close_session`] | ends the session and frees all of its leases (S1.4) |
+//! | [`Backend::inspect`] | leases and live sessions, for `simba status` |
+//! | [`Backend::subscribe_releases`] | a stream of freed names, where the backend broadcasts (S4.2) |
+//!
+//! Features: `sqlite` (default), `postgres`, `mysql`, `testkit` (the
+//! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
+//! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
+//! available.
+//!
+//! ```
+//! use simba_backends::{Backend, MemoryBackend};
+//! use simba_core::{AcquireOutcome, LeaseName};
+//! use std::time::Duration;
+//!
+//! # futures::executor::block_on(async {
+//! let backend = MemoryBackend::new();
+//! let grant = backend.open_session(Duration::from_secs(15)).await.unwrap();
+//! let name = LeaseName::new("billing.leader").unwrap();
+//! let won = backend.acquire(grant.session, &name).await.unwrap();
+//! assert!(matches!(won, AcquireOutcome::Won { .. }));
+//! # });
+//! ```
+#![forbid(unsafe_code)]
+
+mod config;
+pub mod fencing;
+mod memory;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod sql;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+#[cfg(feature = "mysql")]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_PREFIX};
+pub use memory::MemoryBackend;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, Token,
+};
+use std::time::Duration;
+
+/// What a backend must do (see the crate docs and `docs/BACKENDS.md`).
+///
+/// The trait is dyn-compatible (`Box<dyn Backend>`) and runtime-agnostic: its
+/// futures need no particular executor beyond what the backend's driver (sqlx's
+/// runtime feature) needs. Every method is one atomic operation on the
+/// backend, and all expiry arithmetic happens on the backend's clock: the
+/// client never sends a time of its own, only durations.
+pub trait Backend: Send + Sync + 'static {
+    /// Opens a new session that the backend expires `lease_duration` after its
+    /// last renewal (S1.1); its id is 128 random bits (S1.3).
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed (nothing was created, or the
+    /// created session is never returned and simply expires).
+    fn open_session(&self, lease_duration: Duration)
+        -> BoxFuture<'_, Result<SessionGrant, BackendError>>;
+
+    /// Renews `session` for another lease duration, in one backend call
+    /// however many leases it holds (S1.1), and lists the leases it still owns.
+    ///
+    /// # Errors
+    /// [`RenewError::Expired`] once the backend has expired the session: it
+    /// never comes back (S1.2). [`RenewError::Backend`] if the call failed.
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>>;
+
+    /// Tries to acquire `name` for `session`. A free lease, or one whose holder
+    /// has expired, is won with a token greater than every earlier token of
+    /// that name; the owning session acquiring again gets `Won` with the same
+    /// token (idempotent).
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed; the outcome is then unknown.
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>>;
+
+    /// Frees `name` if `session` still owns it with `token`; otherwise a
+    /// no-op (S3.5). The token counter of the name is kept.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed.
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>>;
+
+    /// Ends `session` and frees all of its leases at once (S1.4). Closing an
+    /// unknown or expired session is `Ok`.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed.
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>>;
+
+    /// Lists the leases whose name starts with `prefix` (all if `None`) and
+    /// the live sessions, for `simba status` and, later, partitioned groups.
+    ///
+    /// # Errors
+    /// [`BackendErrorKind::Rejected`] before any I/O if `prefix` holds a
+    /// character no lease name may contain (S3.1); a [`BackendError`] if the
+    /// call failed.
+    fn inspect<'a>(&'a self, prefix: Option<&'a str>)
+        -> BoxFuture<'a, Result<Inspection, BackendError>>;
+
+    /// Subscribes to release broadcasts (S4.2): the returned stream yields the
+    /// name of every lease freed by a release or a close from the moment the
+    /// future resolves. `Ok(None)` where the backend has no broadcast (the
+    /// engine's retry takes over). A broadcast is a hint: it may be lost (for
+    /// instance while the listener reconnects) and never replaces renewals.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if subscribing failed.
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>>;
+
+    /// Whether [`Backend::subscribe_releases`] can yield anything.
+    fn broadcasts_releases(&self) -> bool {
+        false
+    }
+
+    /// Which part of the granted remaining time one renewal proves (S8.5):
+    /// the whole of it on every backend here.
+    fn renewal_proves(&self) -> Fraction {
+        Fraction::ONE
+    }
+
+    /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`.
+    fn name(&self) -> &'static str;
+}
+
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        (**self).open_session(lease_duration)
+    }
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        (**self).renew(session)
+    }
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        (**self).acquire(session, name)
+    }
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        (**self).release(session, name, token)
+    }
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        (**self).close_session(session)
+    }
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        (**self).inspect(prefix)
+    }
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        (**self).subscribe_releases()
+    }
+    fn broadcasts_releases(&self) -> bool {
+        (**self).broadcasts_releases()
+    }
+    fn renewal_proves(&self) -> Fraction {
+        (**self).renewal_proves()
+    }
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+}
+
+/// What [`Backend::inspect`] saw, at one instant of the backend's clock.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inspection {
+    /// Leases by name (ascending), held or not. A lease that was never
+    /// acquired is absent.
+    pub leases: Vec<LeaseInfo>,
+    /// Sessions the backend has not expired, by id (ascending).
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// One lease in an [`Inspection`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseInfo {
+    /// The lease name.
+    pub name: LeaseName,
+    /// The live session owning it, or `None` if it is free (released, or its
+    /// holder expired or closed).
+    pub holder: Option<SessionId>,
+    /// The latest token handed out for this name (the current term's token if
+    /// held); `None` if the backend keeps the name without ever having handed
+    /// one out.
+    pub token: Option<Token>,
+    /// The holder's remaining time by the backend clock; `None` if free.
+    pub remaining: Option<Duration>,
+}
+
+/// One live session in an [`Inspection`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The session id.
+    pub session: SessionId,
+    /// Time until the backend expires it, by the backend clock.
+    pub remaining: Duration,
+    /// The lease duration each renewal grants.
+    pub lease_duration: Duration,
+}
+
+/// A fresh session id: 128 random bits from the operating system (S1.3).
+///
+/// # Errors
+/// [`BackendErrorKind::Other`] if the OS has no randomness to give.
+pub fn random_session_id() -> Result<SessionId, BackendError> {
+    let mut bytes = [0u8; 16];
+    getrandom::getrandom(&mut bytes).map_err(|e| {
+        BackendError::new(
+            BackendErrorKind::Other,
+            format!("no OS randomness for a session id: {e}"),
+        )
+    })?;
+    Ok(SessionId::from_bytes(bytes))
+}
+
+/// Checks an [`Backend::inspect`] prefix before any I/O: every character must
+/// be one a lease name may contain (S3.1), and it is at most 128 long.
+///
+/// # Errors
+/// [`BackendErrorKind::Rejected`] naming the offending character.
+pub fn check_prefix(prefix: &str) -> Result<(), BackendError> {
+    if prefix.len() > simba_core::MAX_NAME_LEN {
+        return Err(BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "invalid lease name prefix: {} characters, more than the 128 allowed",
+                prefix.chars().count()
+            ),
+        ));
+    }
+    if let Some((index, ch)) = prefix
+        .chars()
+        .enumerate()
+        .find(|&(_, c)| !simba_core::is_name_char(c))
+    {
+        return Err(BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "invalid lease name prefix: character {ch:?} at index {index} is not one of [A-Za-z0-9._:-]"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A lease duration the SQL backends and the memory backend accept: at least
+/// one millisecond and at most one year (so the backend's arithmetic in
+/// microseconds never overflows).
+///
+/// # Errors
+/// [`BackendErrorKind::Rejected`] naming the duration.
+pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendError> {
+    const MAX: Duration = Duration::from_secs(366 * 24 * 3600);
+    if lease_duration < Duration::from_millis(1) || lease_duration > MAX {
+        return Err(BackendError::new(
+            BackendErrorKind::Rejected,
+            format!("lease duration {lease_duration:?} is outside 1 ms ..= 366 days"),
+        ));
+    }
+    i64::try_from(lease_duration.as_micros()).map_err(|_| {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!("lease duration {lease_duration:?} is too long"),
+        )
+    })
+}
+
+/// Connects to the backend that `url` names (`sqlite://path`,
+/// `postgres://…`, `mysql://…`), creating its tables if they are missing.
+/// See [`BackendConfig`] for the options.
+///
+/// # Errors
+/// [`BackendErrorKind::Rejected`] for a bad URL or a backend whose feature is
+/// off, [`BackendErrorKind::Unavailable`] if the server cannot be reached, and
+/// whatever [`BackendConfig::connect`] reports; credentials are never shown.
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let err = simba_backends::connect("redis://u:secret@host/").await.err().unwrap();
+/// assert!(!err.to_string().contains("secret"));
+/// # });
+/// ```
+pub async fn connect(url: &str) -> Result<Box<dyn Backend>, BackendError> {
+    BackendConfig::parse(url)?.connect().await
+}

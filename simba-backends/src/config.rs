@@ -1,0 +1,368 @@
+//! Backend URLs and options.
+
+use crate::Backend;
+use simba_core::{BackendError, BackendErrorKind};
+use std::fmt;
+use std::time::Duration;
+
+/// The table prefix used unless configured otherwise.
+pub const DEFAULT_TABLE_PREFIX: &str = "simba_";
+
+/// Which kind of backend a URL names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendKind {
+    /// `sqlite://path` or `sqlite::memory:` (feature `sqlite`).
+    Sqlite,
+    /// `postgres://…` or `postgresql://…` (feature `postgres`).
+    Postgres,
+    /// `mysql://…` or `mariadb://…` (feature `mysql`).
+    Mysql,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Postgres => "postgres",
+            BackendKind::Mysql => "mysql",
+        })
+    }
+}
+
+/// Why a backend URL or option was refused. Credentials are redacted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The URL's scheme names no known backend.
+    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres:// or mysql://")]
+    UnknownScheme {
+        /// The URL, credentials redacted.
+        url: String,
+    },
+    /// The backend's cargo feature is not enabled in this build.
+    #[error("the {kind} backend is not compiled in: enable the simba-backends feature `{kind}`")]
+    FeatureDisabled {
+        /// The backend asked for.
+        kind: BackendKind,
+    },
+    /// The table prefix is not `[a-z][a-z0-9_]{0,31}` (or empty).
+    #[error("invalid table prefix {prefix:?}: expected at most 32 of [a-z0-9_], starting with a letter")]
+    InvalidPrefix {
+        /// The refused prefix.
+        prefix: String,
+    },
+    /// A query parameter Simba reads has a bad value.
+    #[error("invalid value for `{key}` in `{url}`")]
+    InvalidParameter {
+        /// The parameter.
+        key: &'static str,
+        /// The URL, credentials redacted.
+        url: String,
+    },
+}
+
+impl From<ConfigError> for BackendError {
+    fn from(e: ConfigError) -> Self {
+        BackendError::new(BackendErrorKind::Rejected, e.to_string())
+    }
+}
+
+/// How to reach a backend: its URL plus Simba's options.
+///
+/// Simba reads and strips two query parameters from the URL:
+/// `simba_table_prefix` (default [`DEFAULT_TABLE_PREFIX`]) and
+/// `simba_max_connections`; the rest goes to the driver.
+///
+/// ```
+/// use simba_backends::{BackendConfig, BackendKind};
+/// let c = BackendConfig::parse("postgres://app:pw@db/simba?simba_table_prefix=jobs_").unwrap();
+/// assert_eq!(c.kind(), BackendKind::Postgres);
+/// assert_eq!(c.table_prefix(), "jobs_");
+/// assert_eq!(c.redacted_url(), "postgres://app:***@db/simba");
+/// assert!(BackendConfig::parse("ftp://x").is_err());
+/// ```
+#[derive(Clone)]
+pub struct BackendConfig {
+    kind: BackendKind,
+    url: String,
+    table_prefix: String,
+    max_connections: u32,
+    connect_timeout: Duration,
+    create_schema: bool,
+}
+
+impl fmt::Debug for BackendConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendConfig")
+            .field("kind", &self.kind)
+            .field("url", &self.redacted_url())
+            .field("table_prefix", &self.table_prefix)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("create_schema", &self.create_schema)
+            .finish()
+    }
+}
+
+impl BackendConfig {
+    /// Parses a backend URL.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an unknown scheme or a bad Simba parameter.
+    pub fn parse(url: &str) -> Result<BackendConfig, ConfigError> {
+        let lower = url.to_ascii_lowercase();
+        let kind = if lower.starts_with("sqlite:") {
+            BackendKind::Sqlite
+        } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            BackendKind::Postgres
+        } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
+            BackendKind::Mysql
+        } else {
+            return Err(ConfigError::UnknownScheme { url: redact(url) });
+        };
+        let mut driver_url = if kind == BackendKind::Mysql && lower.starts_with("mariadb://") {
+            format!("mysql://{}", &url["mariadb://".len()..])
+        } else {
+            url.to_owned()
+        };
+        let mut table_prefix = DEFAULT_TABLE_PREFIX.to_owned();
+        let mut max_connections = 10;
+        if let Some(q) = driver_url.find('?') {
+            let (base, query) = driver_url.split_at(q);
+            let mut kept = Vec::new();
+            for pair in query[1..].split('&').filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                match k {
+                    "simba_table_prefix" => table_prefix = v.to_owned(),
+                    "simba_max_connections" => {
+                        max_connections = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                            ConfigError::InvalidParameter {
+                                key: "simba_max_connections",
+                                url: redact(url),
+                            }
+                        })?;
+                    }
+                    _ => kept.push(pair),
+                }
+            }
+            driver_url = if kept.is_empty() {
+                base.to_owned()
+            } else {
+                format!("{base}?{}", kept.join("&"))
+            };
+        }
+        check_table_prefix(&table_prefix)?;
+        Ok(BackendConfig {
+            kind,
+            url: driver_url,
+            table_prefix,
+            max_connections,
+            connect_timeout: Duration::from_secs(5),
+            create_schema: true,
+        })
+    }
+
+    /// The backend kind.
+    pub fn kind(&self) -> BackendKind {
+        self.kind
+    }
+
+    /// The URL handed to the driver (Simba's parameters stripped). It may
+    /// hold credentials: log [`BackendConfig::redacted_url`] instead.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL with any password replaced by `***`.
+    pub fn redacted_url(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// The prefix of Simba's table names.
+    pub fn table_prefix(&self) -> &str {
+        &self.table_prefix
+    }
+
+    /// Sets the prefix of Simba's table names (`[a-z][a-z0-9_]{0,31}` or empty).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidPrefix`].
+    pub fn with_table_prefix(mut self, prefix: &str) -> Result<Self, ConfigError> {
+        check_table_prefix(prefix)?;
+        self.table_prefix = prefix.to_owned();
+        Ok(self)
+    }
+
+    /// The pool's maximum number of connections.
+    pub fn max_connections(&self) -> u32 {
+        self.max_connections
+    }
+
+    /// Sets the pool's maximum number of connections (at least 1).
+    pub fn with_max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// How long connecting (or waiting for a pooled connection) may take.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// Sets how long connecting (or waiting for a pooled connection) may take.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Whether connecting creates missing tables (default `true`).
+    pub fn create_schema(&self) -> bool {
+        self.create_schema
+    }
+
+    /// Sets whether connecting creates missing tables. When `false`, connect
+    /// only checks them, so a user without `CREATE` privilege gets a clear
+    /// error about the missing table instead of a privilege error.
+    pub fn with_create_schema(mut self, create: bool) -> Self {
+        self.create_schema = create;
+        self
+    }
+
+    /// Connects to the backend, checking (and by default creating) its
+    /// tables.
+    ///
+    /// # Errors
+    /// [`ConfigError::FeatureDisabled`] (as `Rejected`) if the backend's
+    /// feature is off; otherwise the backend's `connect` errors.
+    pub async fn connect(&self) -> Result<Box<dyn Backend>, BackendError> {
+        match self.kind {
+            #[cfg(feature = "sqlite")]
+            BackendKind::Sqlite => Ok(Box::new(crate::sqlite::SqliteBackend::connect(self).await?)),
+            #[cfg(feature = "postgres")]
+            BackendKind::Postgres => {
+                Ok(Box::new(crate::postgres::PgBackend::connect(self).await?))
+            }
+            #[cfg(feature = "mysql")]
+            BackendKind::Mysql => Ok(Box::new(crate::mysql::MysqlBackend::connect(self).await?)),
+            #[allow(unreachable_patterns)]
+            kind => Err(ConfigError::FeatureDisabled { kind }.into()),
+        }
+    }
+}
+
+fn check_table_prefix(prefix: &str) -> Result<(), ConfigError> {
+    let ok = prefix.is_empty()
+        || (prefix.len() <= 32
+            && prefix.starts_with(|c: char| c.is_ascii_lowercase())
+            && prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidPrefix {
+            prefix: prefix.to_owned(),
+        })
+    }
+}
+
+/// Replaces the password of every `scheme://user:password@host` in `text`
+/// with `***`; also any `password=` query value. Used on every error message.
+///
+/// ```
+/// assert_eq!(
+///     simba_backends::redact("error for mysql://root:hunter2@db:3306/x?password=p&a=1"),
+///     "error for mysql://root:***@db:3306/x?password=***&a=1"
+/// );
+/// ```
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                let userinfo = &authority[..at];
+                match userinfo.find(':') {
+                    Some(colon) => {
+                        out.push_str(&userinfo[..colon]);
+                        out.push_str(":***");
+                    }
+                    None => out.push_str(userinfo),
+                }
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    redact_password_params(&out)
+}
+
+fn redact_password_params(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("password=") {
+        let (head, tail) = rest.split_at(i + "password=".len());
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '&' || c == '#' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        out.push_str("***");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn parses_every_scheme_and_strips_simba_parameters() {
+        let c = BackendConfig::parse("sqlite:///tmp/x.db?mode=rwc&simba_table_prefix=a_").unwrap();
+        assert_eq!(c.kind(), BackendKind::Sqlite);
+        assert_eq!(c.url(), "sqlite:///tmp/x.db?mode=rwc");
+        assert_eq!(c.table_prefix(), "a_");
+        let c = BackendConfig::parse("mariadb://root@h/db?simba_max_connections=3").unwrap();
+        assert_eq!(c.kind(), BackendKind::Mysql);
+        assert_eq!(c.url(), "mysql://root@h/db");
+        assert_eq!(c.max_connections(), 3);
+        assert_eq!(
+            BackendConfig::parse("postgresql://h/db").unwrap().kind(),
+            BackendKind::Postgres
+        );
+    }
+
+    #[test]
+    fn bad_urls_give_typed_errors_without_credentials() {
+        let e = BackendConfig::parse("oracle://scott:tiger@h/x").err().unwrap();
+        assert!(matches!(e, ConfigError::UnknownScheme { .. }));
+        assert!(!e.to_string().contains("tiger"), "{e}");
+        let e = BackendConfig::parse("postgres://u:pw@h/x?simba_table_prefix=Bad-Prefix")
+            .err()
+            .unwrap();
+        assert!(matches!(e, ConfigError::InvalidPrefix { .. }));
+        let e = BackendConfig::parse("postgres://u:pw@h/x?simba_max_connections=0")
+            .err()
+            .unwrap();
+        assert!(!e.to_string().contains("pw@"), "{e}");
+    }
+
+    #[test]
+    fn redact_hides_passwords_only() {
+        assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("a postgres://u:p@h b"), "a postgres://u:***@h b");
+        assert_eq!(redact("x://u:p:q@h"), "x://u:***@h");
+    }
+}

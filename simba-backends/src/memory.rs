@@ -1,0 +1,293 @@
+//! An in-memory backend: the reference model of the contract, for tests and
+//! single-process use. Its clock is the process's monotonic clock.
+
+use crate::{
+    check_lease_duration, check_prefix, random_session_id, Backend, Inspection, LeaseInfo,
+    SessionInfo,
+};
+use futures::channel::mpsc;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, Token,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// An in-memory [`Backend`] whose clock is [`Instant`]. Clones share one state,
+/// like clients of one server. It broadcasts releases, and can inject
+/// failures ([`MemoryBackend::fail_next_calls`]) to test error paths.
+///
+/// It is the reference implementation of the contract: it runs the same
+/// conformance suite as the SQL backends.
+#[derive(Clone, Default)]
+pub struct MemoryBackend {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Default)]
+struct State {
+    sessions: HashMap<SessionId, Session>,
+    leases: BTreeMap<LeaseName, Lease>,
+    subscribers: Vec<mpsc::UnboundedSender<LeaseName>>,
+    fail_next: u32,
+}
+
+struct Session {
+    expires: Instant,
+    lease_duration: Duration,
+}
+
+struct Lease {
+    holder: Option<SessionId>,
+    token: u64,
+}
+
+impl State {
+    /// The remaining time of a live session; forgets it once expired (S1.2).
+    fn live(&mut self, session: SessionId, now: Instant) -> Option<Duration> {
+        let expires = self.sessions.get(&session)?.expires;
+        if expires > now {
+            Some(expires - now)
+        } else {
+            self.sessions.remove(&session);
+            None
+        }
+    }
+
+    fn injected_failure(&mut self) -> Result<(), BackendError> {
+        if self.fail_next > 0 {
+            self.fail_next -= 1;
+            Err(BackendError::new(
+                BackendErrorKind::Unavailable,
+                "memory backend: injected connection failure",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn broadcast(&mut self, name: &LeaseName) {
+        self.subscribers
+            .retain(|tx| tx.unbounded_send(name.clone()).is_ok());
+    }
+}
+
+impl MemoryBackend {
+    /// An empty backend.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes the next `n` calls fail with [`BackendErrorKind::Unavailable`]
+    /// without touching the state, as a broken connection would.
+    pub fn fail_next_calls(&self, n: u32) {
+        self.lock().fail_next = n;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        let result = (|| {
+            check_lease_duration(lease_duration)?;
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let session = random_session_id()?;
+            let now = Instant::now();
+            st.sessions.retain(|_, s| s.expires > now);
+            st.sessions.insert(
+                session,
+                Session {
+                    expires: now + lease_duration,
+                    lease_duration,
+                },
+            );
+            Ok(SessionGrant {
+                session,
+                remaining: lease_duration,
+            })
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let now = Instant::now();
+            if st.live(session, now).is_none() {
+                return Err(RenewError::Expired);
+            }
+            let remaining = match st.sessions.get_mut(&session) {
+                Some(s) => {
+                    s.expires = now + s.lease_duration;
+                    s.lease_duration
+                }
+                None => return Err(RenewError::Expired),
+            };
+            let owned = st
+                .leases
+                .iter()
+                .filter(|(_, l)| l.holder == Some(session))
+                .filter_map(|(n, l)| Some((n.clone(), Token::new(l.token)?)))
+                .collect();
+            Ok(Renewal { remaining, owned })
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let now = Instant::now();
+            let Some(remaining) = st.live(session, now) else {
+                return Ok(AcquireOutcome::Expired);
+            };
+            let holder = st.leases.get(name).and_then(|l| l.holder);
+            let holder_live = match holder {
+                Some(h) if h != session => st.live(h, now).is_some(),
+                _ => false,
+            };
+            let lease = st.leases.entry(name.clone()).or_insert(Lease {
+                holder: None,
+                token: 0,
+            });
+            if lease.holder == Some(session) {
+                // Idempotent: the owner acquiring again keeps its term.
+            } else if holder_live {
+                return Ok(AcquireOutcome::Held {
+                    holder: lease.holder,
+                    token: Token::new(lease.token),
+                });
+            } else {
+                lease.holder = Some(session);
+                lease.token = lease.token.checked_add(1).ok_or_else(|| {
+                    BackendError::new(
+                        BackendErrorKind::Malformed,
+                        format!("token of lease `{name}` would overflow"),
+                    )
+                })?;
+            }
+            let token = Token::new(lease.token).ok_or_else(|| {
+                BackendError::new(BackendErrorKind::Malformed, "token 0 for an owned lease")
+            })?;
+            Ok(AcquireOutcome::Won { token, remaining })
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let released = match st.leases.get_mut(name) {
+                Some(l) if l.holder == Some(session) && l.token == token.get() => {
+                    l.holder = None;
+                    true
+                }
+                _ => false,
+            };
+            if released {
+                st.broadcast(name);
+            }
+            Ok(())
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            st.sessions.remove(&session);
+            let mut freed = Vec::new();
+            for (name, lease) in st.leases.iter_mut() {
+                if lease.holder == Some(session) {
+                    lease.holder = None;
+                    freed.push(name.clone());
+                }
+            }
+            for name in &freed {
+                st.broadcast(name);
+            }
+            Ok(())
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        let result = (|| {
+            let prefix = prefix.unwrap_or("");
+            check_prefix(prefix)?;
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let now = Instant::now();
+            st.sessions.retain(|_, s| s.expires > now);
+            let mut sessions: Vec<SessionInfo> = st
+                .sessions
+                .iter()
+                .map(|(id, s)| SessionInfo {
+                    session: *id,
+                    remaining: s.expires - now,
+                    lease_duration: s.lease_duration,
+                })
+                .collect();
+            sessions.sort_by_key(|s| s.session);
+            let leases = st
+                .leases
+                .iter()
+                .filter(|(n, _)| n.as_str().starts_with(prefix))
+                .map(|(name, l)| {
+                    let live = l.holder.and_then(|h| st.sessions.get(&h).map(|s| (h, s)));
+                    LeaseInfo {
+                        name: name.clone(),
+                        holder: live.map(|(h, _)| h),
+                        token: Token::new(l.token),
+                        remaining: live.map(|(_, s)| s.expires - now),
+                    }
+                })
+                .collect();
+            Ok(Inspection { leases, sessions })
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        let (tx, rx) = mpsc::unbounded();
+        self.lock().subscribers.push(tx);
+        futures::future::ready(Ok(Some(rx.boxed()))).boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+}

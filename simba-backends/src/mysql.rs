@@ -1,0 +1,478 @@
+//! The MySQL / MariaDB backend (feature `mysql`). No release broadcast: the
+//! engine's retry takes over (S4.2).
+//!
+//! MySQL has no `UPDATE … RETURNING`, so the operations that must read and
+//! decide are one short InnoDB transaction of *locking* reads: a locking read
+//! (`FOR UPDATE`, `LOCK IN SHARE MODE`) always reads the latest committed row
+//! and holds its lock to the commit, whatever the isolation level, so the
+//! decision cannot be based on a stale row. The other operations are single
+//! statements. Times are microseconds of `NOW(6)` on the server (session time
+//! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
+
+use crate::sql::{
+    check_shape, held_outcome, lease_info, malformed, map_err, micros, name_from, session_from,
+    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+};
+use crate::{
+    check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
+    SessionInfo,
+};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::FutureExt;
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, Token,
+};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::Row;
+use std::str::FromStr;
+use std::time::Duration;
+
+const NAME: &str = "mysql";
+/// Now, in microseconds since the epoch, on the server's clock.
+const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
+
+/// The MySQL / MariaDB backend. Cheap to clone (a pool handle).
+#[derive(Clone, Debug)]
+pub struct MysqlBackend {
+    pool: MySqlPool,
+    sql: Sql,
+}
+
+#[derive(Clone, Debug)]
+struct Sql {
+    prefix: String,
+    sessions: String,
+    leases: String,
+    open: String,
+    gc: String,
+    renew: String,
+    renew_read: String,
+    ensure: String,
+    decide: String,
+    take: String,
+    release: String,
+    close: String,
+    inspect_sessions: String,
+    inspect_leases: String,
+}
+
+impl Sql {
+    fn new(prefix: &str) -> Sql {
+        let s = format!("{prefix}sessions");
+        let l = format!("{prefix}leases");
+        Sql {
+            open: format!("INSERT INTO {s} (id, lease_us, expires_us) VALUES (?, ?, {NOW} + ?)"),
+            gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
+            renew: format!(
+                "UPDATE {s} SET expires_us = {NOW} + lease_us WHERE id = ? AND expires_us > {NOW}"
+            ),
+            renew_read: format!(
+                "SELECT s.lease_us, l.name, l.token FROM {s} s \
+                 LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ?"
+            ),
+            ensure: format!(
+                "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
+                 ON DUPLICATE KEY UPDATE token = token"
+            ),
+            decide: format!(
+                "SELECT me.expires_us - {NOW}, l.session, l.token, \
+                   CAST(h.expires_us > {NOW} AS SIGNED) \
+                 FROM {l} l LEFT JOIN {s} me ON me.id = ? LEFT JOIN {s} h ON h.id = l.session \
+                 WHERE l.name = ? LOCK IN SHARE MODE"
+            ),
+            take: format!(
+                "UPDATE {l} SET session = ?, token = token + 1, acquired_us = {NOW} WHERE name = ?"
+            ),
+            release: format!(
+                "UPDATE {l} SET session = NULL, acquired_us = NULL \
+                 WHERE name = ? AND session = ? AND token = ?"
+            ),
+            close: format!("DELETE FROM {s} WHERE id = ?"),
+            inspect_sessions: format!(
+                "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
+            ),
+            inspect_leases: format!(
+                "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE LEFT(l.name, ?) = ?"
+            ),
+            prefix: prefix.to_owned(),
+            sessions: s,
+            leases: l,
+        }
+    }
+}
+
+impl MysqlBackend {
+    /// Connects to the server that `config` names and checks (by default
+    /// creates) the tables.
+    ///
+    /// # Errors
+    /// `Rejected` for a bad URL, missing privileges or a foreign table of the
+    /// same name; `Unavailable`/`Timeout` if the server cannot be reached.
+    pub async fn connect(config: &BackendConfig) -> Result<MysqlBackend, BackendError> {
+        let opts = MySqlConnectOptions::from_str(config.url())
+            .map_err(|e| map_err(NAME, "URL", e))?
+            .timezone(Some("+00:00".to_owned()));
+        let pool = MySqlPoolOptions::new()
+            .max_connections(config.max_connections())
+            .acquire_timeout(config.connect_timeout())
+            .connect_with(opts)
+            .await
+            .map_err(|e| map_err(NAME, &format!("connect to {}", config.redacted_url()), e))?;
+        let backend = MysqlBackend {
+            pool,
+            sql: Sql::new(config.table_prefix()),
+        };
+        if config.create_schema() {
+            backend.migrate().await?;
+        } else if backend.check_tables().await? < 2 {
+            return Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!(
+                    "mysql: tables `{}` / `{}` are missing; run migrate()",
+                    backend.sql.sessions, backend.sql.leases
+                ),
+            ));
+        }
+        Ok(backend)
+    }
+
+    /// Creates the tables if they are missing; refuses (without changing
+    /// anything) tables of the same names that Simba did not create.
+    ///
+    /// # Errors
+    /// `Rejected` naming a foreign table or a missing privilege.
+    pub async fn migrate(&self) -> Result<(), BackendError> {
+        if self.check_tables().await? == 2 {
+            return Ok(());
+        }
+        let s = &self.sql.sessions;
+        let l = &self.sql.leases;
+        for ddl in [
+            format!(
+                "CREATE TABLE IF NOT EXISTS {s} (id BINARY(16) NOT NULL PRIMARY KEY, \
+                   lease_us BIGINT NOT NULL, expires_us BIGINT NOT NULL) ENGINE=InnoDB"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {l} (name VARCHAR(128) CHARACTER SET ascii \
+                   COLLATE ascii_bin NOT NULL PRIMARY KEY, session BINARY(16) NULL, \
+                   token BIGINT NOT NULL, acquired_us BIGINT NULL, \
+                   KEY {l}_session (session)) ENGINE=InnoDB"
+            ),
+        ] {
+            sqlx::raw_sql(&ddl)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "create tables", e))?;
+        }
+        // A table created meanwhile by someone else must still be ours.
+        self.check_tables().await?;
+        Ok(())
+    }
+
+    async fn check_tables(&self) -> Result<usize, BackendError> {
+        let mut present = 0;
+        for (table, cols) in [
+            (&self.sql.sessions, SESSION_COLUMNS),
+            (&self.sql.leases, LEASE_COLUMNS),
+        ] {
+            let found: Vec<String> = sqlx::query_scalar(
+                "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+                 WHERE table_schema = DATABASE() AND table_name = ?",
+            )
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err(NAME, "read schema", e))?;
+            if !found.is_empty() {
+                check_shape(NAME, table, &found, cols)?;
+                present += 1;
+            }
+        }
+        Ok(present)
+    }
+
+    /// The underlying pool (for fencing tables kept in the same database).
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// For the conformance suite: runs `acquire(session, name)` while another
+    /// connection holds `session`'s row locked, then kills the server
+    /// connection serving the acquire while it waits, and returns what the
+    /// acquire returned.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the helper connection failed.
+    #[cfg(feature = "testkit")]
+    pub async fn acquire_while_killed(
+        &self,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<Result<AcquireOutcome, BackendError>, BackendError> {
+        use sqlx::{Connection, Executor};
+        let opts = self.pool.connect_options();
+        let err = |e| map_err(NAME, "test helper", e);
+        let mut blocker = sqlx::MySqlConnection::connect_with(&opts).await.map_err(err)?;
+        blocker.execute("BEGIN").await.map_err(err)?;
+        sqlx::query(&format!("SELECT 1 FROM {} WHERE id = ? FOR UPDATE", self.sql.sessions))
+            .bind(&session.to_bytes()[..])
+            .execute(&mut blocker)
+            .await
+            .map_err(err)?;
+        let pattern = format!("%{}leases l LEFT JOIN%", self.sql.prefix);
+        let killer = async {
+            for _ in 0..250 {
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \
+                     WHERE INFO LIKE ? AND ID <> CONNECTION_ID()",
+                )
+                .bind(&pattern)
+                .fetch_all(&mut blocker)
+                .await
+                .map_err(err)?;
+                if let Some(id) = ids.first() {
+                    blocker.execute(format!("KILL {id}").as_str()).await.map_err(err)?;
+                    return Ok(());
+                }
+                futures_timer::Delay::new(Duration::from_millis(20)).await;
+            }
+            Err(BackendError::new(
+                BackendErrorKind::Other,
+                "test helper: the acquire never waited on the lock",
+            ))
+        };
+        let (result, killed) = futures::join!(self.acquire(session, name), killer);
+        blocker.execute("ROLLBACK").await.map_err(err)?;
+        let _ = blocker.close().await;
+        killed?;
+        Ok(result)
+    }
+
+    async fn acquire_tx(
+        &self,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let get = |e| map_err(NAME, "acquire", e);
+        let id = session.to_bytes();
+        let mut tx = self.pool.begin().await.map_err(get)?;
+        // 1. The lease row exists from now on, locked exclusively by us.
+        sqlx::query(&self.sql.ensure)
+            .bind(name.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(get)?;
+        // 2. Latest versions of our session and the holder's, share-locked:
+        //    a concurrent renewal or close commits before or after, not during.
+        let row = sqlx::query(&self.sql.decide)
+            .bind(&id[..])
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(get)?;
+        let mine: Option<i64> = row.try_get(0).map_err(get)?;
+        let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
+        let token: i64 = row.try_get(2).map_err(get)?;
+        let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
+        let Some(mine) = mine.filter(|m| *m > 0) else {
+            tx.rollback().await.map_err(get)?;
+            return Ok(AcquireOutcome::Expired);
+        };
+        let holder_id = holder.as_deref().map(|h| session_from(NAME, h)).transpose()?;
+        let free = match holder_id {
+            None => true,
+            Some(h) if h == session => {
+                tx.commit().await.map_err(get)?;
+                return Ok(AcquireOutcome::Won {
+                    token: token_from(NAME, name.as_str(), token)?,
+                    remaining: micros(mine),
+                });
+            }
+            Some(_) => holder_live != Some(1),
+        };
+        if !free {
+            tx.rollback().await.map_err(get)?;
+            return held_outcome(NAME, session, name, Some(mine), holder, Some(token), true);
+        }
+        // 3. Take it with the next token.
+        let next = token
+            .checked_add(1)
+            .filter(|t| *t > 0)
+            .ok_or_else(|| malformed(NAME, format!("token {token} of lease `{name}`")))?;
+        sqlx::query(&self.sql.take)
+            .bind(&id[..])
+            .bind(name.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(get)?;
+        tx.commit().await.map_err(get)?;
+        Ok(AcquireOutcome::Won {
+            token: token_from(NAME, name.as_str(), next)?,
+            remaining: micros(mine),
+        })
+    }
+
+    async fn renew_tx(&self, session: SessionId) -> Result<Renewal, RenewError> {
+        let get = |e| map_err(NAME, "renew", e);
+        let id = session.to_bytes();
+        let mut tx = self.pool.begin().await.map_err(get)?;
+        let done = sqlx::query(&self.sql.renew)
+            .bind(&id[..])
+            .execute(&mut *tx)
+            .await
+            .map_err(get)?;
+        if done.rows_affected() == 0 {
+            tx.rollback().await.map_err(get)?;
+            return Err(RenewError::Expired);
+        }
+        let rows = sqlx::query(&self.sql.renew_read)
+            .bind(&id[..])
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(get)?;
+        tx.commit().await.map_err(get)?;
+        let mut remaining = Duration::ZERO;
+        let mut owned = Vec::with_capacity(rows.len());
+        for r in rows {
+            let lease_us: i64 = r.try_get(0).map_err(get)?;
+            remaining = micros(lease_us);
+            let name: Option<String> = r.try_get(1).map_err(get)?;
+            let token: Option<i64> = r.try_get(2).map_err(get)?;
+            if let (Some(n), Some(t)) = (name, token) {
+                owned.push((name_from(NAME, &n)?, token_from(NAME, &n, t)?));
+            }
+        }
+        Ok(Renewal { remaining, owned })
+    }
+}
+
+impl Backend for MysqlBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        async move {
+            let lease_us = check_lease_duration(lease_duration)?;
+            let session = random_session_id()?;
+            sqlx::query(&self.sql.open)
+                .bind(&session.to_bytes()[..])
+                .bind(lease_us)
+                .bind(lease_us)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "open session", e))?;
+            // Housekeeping: forget expired sessions (ids are never reused, and
+            // an unknown session is an expired one). A failure changes nothing.
+            let _ = sqlx::query(&self.sql.gc).execute(&self.pool).await;
+            Ok(SessionGrant {
+                session,
+                remaining: lease_duration,
+            })
+        }
+        .boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        self.renew_tx(session).boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        self.acquire_tx(session, name).boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let token = i64::try_from(token.get())
+                .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+            sqlx::query(&self.sql.release)
+                .bind(name.as_str())
+                .bind(&session.to_bytes()[..])
+                .bind(token)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "release", e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        async move {
+            sqlx::query(&self.sql.close)
+                .bind(&session.to_bytes()[..])
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "close session", e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        async move {
+            let prefix = prefix.unwrap_or("");
+            check_prefix(prefix)?;
+            let get = |e| map_err(NAME, "inspect", e);
+            let mut tx = self.pool.begin().await.map_err(get)?;
+            let srows = sqlx::query(&self.sql.inspect_sessions)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(get)?;
+            let lrows = sqlx::query(&self.sql.inspect_leases)
+                .bind(i64::try_from(prefix.len()).unwrap_or(0))
+                .bind(prefix)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(get)?;
+            tx.commit().await.map_err(get)?;
+            let mut out = Inspection::default();
+            for r in srows {
+                let id: Vec<u8> = r.try_get(0).map_err(get)?;
+                let lease_us: i64 = r.try_get(1).map_err(get)?;
+                let rem: i64 = r.try_get(2).map_err(get)?;
+                out.sessions.push(SessionInfo {
+                    session: session_from(NAME, &id)?,
+                    remaining: micros(rem),
+                    lease_duration: micros(lease_us),
+                });
+            }
+            for r in lrows {
+                let name: String = r.try_get(0).map_err(get)?;
+                let token: i64 = r.try_get(1).map_err(get)?;
+                let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
+                let rem: Option<i64> = r.try_get(3).map_err(get)?;
+                out.leases.push(lease_info(NAME, &name, token, holder, rem)?);
+            }
+            out.sessions.sort_by_key(|s| s.session);
+            out.leases.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        futures::future::ready(Ok(None)).boxed()
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}

@@ -1,0 +1,462 @@
+//! The PostgreSQL backend (feature `postgres`), with release broadcasts over
+//! LISTEN/NOTIFY.
+//!
+//! Every operation is one statement, run in its own transaction at
+//! PostgreSQL's default isolation, READ COMMITTED. Where a decision depends on
+//! another row (is my session live? is the holder's session live?), the
+//! statement *locks* that row (`FOR SHARE`): a row lock waits for a concurrent
+//! renewal or close to commit and then reads the row's latest version, never
+//! a stale snapshot. Times are microseconds of `clock_timestamp()`, read once
+//! per statement. See `docs/BACKENDS.md` for the argument in full.
+
+use crate::sql::{
+    check_shape, held_outcome, lease_info, malformed, map_err, micros, parse_owned, session_from,
+    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+};
+use crate::{
+    check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
+    SessionInfo,
+};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, Token,
+};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::Row;
+use std::str::FromStr;
+use std::time::Duration;
+
+const NAME: &str = "postgres";
+/// Now, in microseconds since the epoch, on the server's clock.
+const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
+
+/// The PostgreSQL backend. Cheap to clone (a pool handle).
+#[derive(Clone, Debug)]
+pub struct PgBackend {
+    pool: PgPool,
+    sql: Sql,
+}
+
+#[derive(Clone, Debug)]
+struct Sql {
+    prefix: String,
+    sessions: String,
+    leases: String,
+    channel: String,
+    open: String,
+    renew: String,
+    acquire: String,
+    release: String,
+    close: String,
+    inspect_sessions: String,
+    inspect_leases: String,
+}
+
+impl Sql {
+    fn new(prefix: &str) -> Sql {
+        let s = format!("{prefix}sessions");
+        let l = format!("{prefix}leases");
+        Sql {
+            open: format!(
+                "WITH now AS (SELECT {NOW} AS t), \
+                 gc AS (DELETE FROM {s} WHERE id IN (SELECT x.id FROM {s} x, now \
+                        WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED)) \
+                 INSERT INTO {s} (id, lease_us, expires_us) SELECT $1, $2, now.t + $2 FROM now"
+            ),
+            renew: format!(
+                "WITH now AS (SELECT {NOW} AS t), \
+                 r AS (UPDATE {s} SET expires_us = now.t + lease_us FROM now \
+                       WHERE id = $1 AND expires_us > now.t RETURNING lease_us) \
+                 SELECT r.lease_us, \
+                   (SELECT string_agg(name || '=' || token, ',') FROM {l} WHERE session = $1) \
+                 FROM r"
+            ),
+            acquire: format!(
+                "WITH now AS (SELECT {NOW} AS t), \
+                 me AS (SELECT expires_us FROM {s} WHERE id = $1 FOR SHARE), \
+                 ins AS ( \
+                   INSERT INTO {l} AS l (name, session, token, acquired_us) \
+                   SELECT $2, $1, 1, now.t FROM me, now WHERE me.expires_us > now.t \
+                   ON CONFLICT (name) DO UPDATE SET \
+                     token = CASE WHEN l.session = EXCLUDED.session THEN l.token ELSE l.token + 1 END, \
+                     acquired_us = CASE WHEN l.session = EXCLUDED.session THEN l.acquired_us ELSE EXCLUDED.acquired_us END, \
+                     session = EXCLUDED.session \
+                   WHERE l.session IS NULL OR l.session = EXCLUDED.session \
+                     OR COALESCE((SELECT h.expires_us FROM {s} h WHERE h.id = l.session FOR SHARE), 0) \
+                        <= (SELECT t FROM now) \
+                   RETURNING l.token) \
+                 SELECT (SELECT token FROM ins), (SELECT me.expires_us - now.t FROM me, now), \
+                   l.session, l.token, \
+                   (SELECT h.expires_us > now.t FROM {s} h, now WHERE h.id = l.session) \
+                 FROM (SELECT 1) one LEFT JOIN {l} l ON l.name = $2"
+            ),
+            release: format!(
+                "WITH r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
+                   WHERE name = $2 AND session = $1 AND token = $3 RETURNING name) \
+                 SELECT pg_notify($4, name) FROM r"
+            ),
+            close: format!(
+                "WITH d AS (DELETE FROM {s} WHERE id = $1 RETURNING id) \
+                 SELECT pg_notify($2, l.name) FROM {l} l, d WHERE l.session = d.id"
+            ),
+            inspect_sessions: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 SELECT id, lease_us, expires_us - now.t FROM {s}, now WHERE expires_us > now.t"
+            ),
+            inspect_leases: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 SELECT l.name, l.token, h.id, h.expires_us - now.t \
+                 FROM now, {l} l LEFT JOIN {s} h ON h.id = l.session \
+                   AND h.expires_us > (SELECT t FROM now) \
+                 WHERE left(l.name, $1) = $2"
+            ),
+            channel: format!("{prefix}released"),
+            prefix: prefix.to_owned(),
+            sessions: s,
+            leases: l,
+        }
+    }
+}
+
+impl PgBackend {
+    /// Connects to the server that `config` names and checks (by default
+    /// creates) the tables.
+    ///
+    /// # Errors
+    /// `Rejected` for a bad URL, missing privileges or a foreign table of the
+    /// same name; `Unavailable`/`Timeout` if the server cannot be reached.
+    pub async fn connect(config: &BackendConfig) -> Result<PgBackend, BackendError> {
+        let opts = PgConnectOptions::from_str(config.url())
+            .map_err(|e| map_err(NAME, "URL", e))?
+            .application_name("simba");
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections())
+            .acquire_timeout(config.connect_timeout())
+            .connect_with(opts)
+            .await
+            .map_err(|e| map_err(NAME, &format!("connect to {}", config.redacted_url()), e))?;
+        let backend = PgBackend {
+            pool,
+            sql: Sql::new(config.table_prefix()),
+        };
+        if config.create_schema() {
+            backend.migrate().await?;
+        } else if backend.check_tables().await? < 2 {
+            return Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!(
+                    "postgres: tables `{}` / `{}` are missing; run migrate()",
+                    backend.sql.sessions, backend.sql.leases
+                ),
+            ));
+        }
+        Ok(backend)
+    }
+
+    /// Creates the tables if they are missing; refuses (without changing
+    /// anything) tables of the same names that Simba did not create.
+    ///
+    /// # Errors
+    /// `Rejected` naming a foreign table or a missing privilege.
+    pub async fn migrate(&self) -> Result<(), BackendError> {
+        if self.check_tables().await? == 2 {
+            return Ok(());
+        }
+        let s = &self.sql.sessions;
+        let l = &self.sql.leases;
+        let ddl = format!(
+            "CREATE TABLE IF NOT EXISTS {s} (id bytea PRIMARY KEY, \
+               lease_us bigint NOT NULL, expires_us bigint NOT NULL); \
+             CREATE TABLE IF NOT EXISTS {l} (name varchar(128) PRIMARY KEY, session bytea, \
+               token bigint NOT NULL CHECK (token >= 0), acquired_us bigint); \
+             CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);"
+        );
+        if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
+            // Another process may have created them at the same moment.
+            if self.check_tables().await? < 2 {
+                return Err(map_err(NAME, "create tables", e));
+            }
+        }
+        Ok(())
+    }
+
+    async fn check_tables(&self) -> Result<usize, BackendError> {
+        let mut present = 0;
+        for (table, cols) in [
+            (&self.sql.sessions, SESSION_COLUMNS),
+            (&self.sql.leases, LEASE_COLUMNS),
+        ] {
+            let found: Vec<String> = sqlx::query_scalar(
+                "SELECT column_name::text FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = $1",
+            )
+            .bind(table)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err(NAME, "read schema", e))?;
+            if !found.is_empty() {
+                check_shape(NAME, table, &found, cols)?;
+                present += 1;
+            }
+        }
+        Ok(present)
+    }
+
+    /// The underlying pool (e.g. for [`crate::fencing::PgFence`]).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The NOTIFY channel releases are broadcast on (`<prefix>released`).
+    pub fn channel(&self) -> &str {
+        &self.sql.channel
+    }
+
+    /// For the conformance suite: runs `acquire(session, name)` while another
+    /// connection holds `session`'s row locked, then terminates the server
+    /// process serving the acquire while it waits, and returns what the
+    /// acquire returned.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the helper connection failed.
+    #[cfg(feature = "testkit")]
+    pub async fn acquire_while_killed(
+        &self,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<Result<AcquireOutcome, BackendError>, BackendError> {
+        use sqlx::{Connection, Executor};
+        let opts = self.pool.connect_options();
+        let mut blocker = sqlx::PgConnection::connect_with(&opts)
+            .await
+            .map_err(|e| map_err(NAME, "test helper", e))?;
+        let err = |e| map_err(NAME, "test helper", e);
+        blocker.execute("BEGIN").await.map_err(err)?;
+        sqlx::query(&format!("SELECT 1 FROM {} WHERE id = $1 FOR UPDATE", self.sql.sessions))
+            .bind(&session.to_bytes()[..])
+            .execute(&mut blocker)
+            .await
+            .map_err(err)?;
+        let pattern = format!("%{}leases%", self.sql.prefix);
+        let killer = async {
+            for _ in 0..250 {
+                let pids: Vec<i32> = sqlx::query_scalar(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                     AND query LIKE $1 AND pid <> pg_backend_pid()",
+                )
+                .bind(&pattern)
+                .fetch_all(&mut blocker)
+                .await
+                .map_err(err)?;
+                if let Some(pid) = pids.first() {
+                    sqlx::query("SELECT pg_terminate_backend($1)")
+                        .bind(pid)
+                        .execute(&mut blocker)
+                        .await
+                        .map_err(err)?;
+                    return Ok(());
+                }
+                futures_timer::Delay::new(Duration::from_millis(20)).await;
+            }
+            Err(BackendError::new(
+                BackendErrorKind::Other,
+                "test helper: the acquire never waited on the lock",
+            ))
+        };
+        let (result, killed) = futures::join!(self.acquire(session, name), killer);
+        blocker.execute("ROLLBACK").await.map_err(err)?;
+        let _ = blocker.close().await;
+        killed?;
+        Ok(result)
+    }
+}
+
+impl Backend for PgBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        async move {
+            let lease_us = check_lease_duration(lease_duration)?;
+            let session = random_session_id()?;
+            sqlx::query(&self.sql.open)
+                .bind(&session.to_bytes()[..])
+                .bind(lease_us)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "open session", e))?;
+            Ok(SessionGrant {
+                session,
+                remaining: lease_duration,
+            })
+        }
+        .boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        async move {
+            let get = |e| map_err(NAME, "renew", e);
+            let row = sqlx::query(&self.sql.renew)
+                .bind(&session.to_bytes()[..])
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(get)?;
+            let Some(row) = row else {
+                return Err(RenewError::Expired);
+            };
+            let lease_us: i64 = row.try_get(0).map_err(get)?;
+            let owned: Option<String> = row.try_get(1).map_err(get)?;
+            Ok(Renewal {
+                remaining: micros(lease_us),
+                owned: parse_owned(NAME, owned.as_deref())?,
+            })
+        }
+        .boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        async move {
+            let get = |e| map_err(NAME, "acquire", e);
+            let row = sqlx::query(&self.sql.acquire)
+                .bind(&session.to_bytes()[..])
+                .bind(name.as_str())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(get)?;
+            let won: Option<i64> = row.try_get(0).map_err(get)?;
+            let mine: Option<i64> = row.try_get(1).map_err(get)?;
+            let mine = mine.filter(|m| *m > 0);
+            if let Some(token) = won {
+                return Ok(AcquireOutcome::Won {
+                    token: token_from(NAME, name.as_str(), token)?,
+                    remaining: micros(mine.unwrap_or(0)),
+                });
+            }
+            let holder: Option<Vec<u8>> = row.try_get(2).map_err(get)?;
+            let token: Option<i64> = row.try_get(3).map_err(get)?;
+            let live: Option<bool> = row.try_get(4).map_err(get)?;
+            held_outcome(NAME, session, name, mine, holder, token, live == Some(true))
+        }
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let token = i64::try_from(token.get())
+                .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+            sqlx::query(&self.sql.release)
+                .bind(&session.to_bytes()[..])
+                .bind(name.as_str())
+                .bind(token)
+                .bind(&self.sql.channel)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "release", e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        async move {
+            sqlx::query(&self.sql.close)
+                .bind(&session.to_bytes()[..])
+                .bind(&self.sql.channel)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "close session", e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        async move {
+            let prefix = prefix.unwrap_or("");
+            check_prefix(prefix)?;
+            let get = |e| map_err(NAME, "inspect", e);
+            let mut tx = self.pool.begin().await.map_err(get)?;
+            let srows = sqlx::query(&self.sql.inspect_sessions)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(get)?;
+            let lrows = sqlx::query(&self.sql.inspect_leases)
+                .bind(i32::try_from(prefix.len()).unwrap_or(0))
+                .bind(prefix)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(get)?;
+            tx.commit().await.map_err(get)?;
+            let mut out = Inspection::default();
+            for r in srows {
+                let id: Vec<u8> = r.try_get(0).map_err(get)?;
+                let lease_us: i64 = r.try_get(1).map_err(get)?;
+                let rem: i64 = r.try_get(2).map_err(get)?;
+                out.sessions.push(SessionInfo {
+                    session: session_from(NAME, &id)?,
+                    remaining: micros(rem),
+                    lease_duration: micros(lease_us),
+                });
+            }
+            for r in lrows {
+                let name: String = r.try_get(0).map_err(get)?;
+                let token: i64 = r.try_get(1).map_err(get)?;
+                let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
+                let rem: Option<i64> = r.try_get(3).map_err(get)?;
+                out.leases.push(lease_info(NAME, &name, token, holder, rem)?);
+            }
+            out.sessions.sort_by_key(|s| s.session);
+            out.leases.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        async move {
+            let get = |e| map_err(NAME, "listen", e);
+            let mut listener = PgListener::connect_with(&self.pool).await.map_err(get)?;
+            listener.listen(&self.sql.channel).await.map_err(get)?;
+            let stream = futures::stream::unfold(listener, |mut listener| async move {
+                loop {
+                    match listener.recv().await {
+                        Ok(n) => match LeaseName::new(n.payload()) {
+                            Ok(name) => return Some((name, listener)),
+                            Err(_) => continue, // not ours: ignore
+                        },
+                        // The listener reconnects on the next recv; notifications
+                        // sent meanwhile are lost (the engine's retry covers it).
+                        Err(_) => futures_timer::Delay::new(Duration::from_millis(250)).await,
+                    }
+                }
+            });
+            Ok(Some(stream.boxed()))
+        }
+        .boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}

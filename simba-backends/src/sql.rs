@@ -1,0 +1,193 @@
+//! What the SQL backends share: error mapping, row decoding, schema checks.
+
+use crate::{redact, LeaseInfo};
+use simba_core::AcquireOutcome;
+use simba_core::{BackendError, BackendErrorKind, LeaseName, SessionId, Token};
+use std::time::Duration;
+
+/// Turns a driver error into a typed [`BackendError`] (credentials redacted).
+pub(crate) fn map_err(backend: &str, what: &str, e: sqlx::Error) -> BackendError {
+    use sqlx::Error as E;
+    let kind = match &e {
+        E::Io(_) | E::Tls(_) | E::PoolClosed | E::WorkerCrashed => BackendErrorKind::Unavailable,
+        E::PoolTimedOut => BackendErrorKind::Timeout,
+        E::Configuration(_) => BackendErrorKind::Rejected,
+        E::Protocol(_)
+        | E::ColumnDecode { .. }
+        | E::Decode(_)
+        | E::ColumnNotFound(_)
+        | E::ColumnIndexOutOfBounds { .. }
+        | E::TypeNotFound { .. }
+        | E::RowNotFound => BackendErrorKind::Malformed,
+        E::Database(db) => db_kind(db.code().as_deref().unwrap_or(""), db.message()),
+        _ => BackendErrorKind::Other,
+    };
+    BackendError::new(kind, redact(&format!("{backend} {what}: {e}")))
+}
+
+/// Classifies a database error by its SQLSTATE / vendor code.
+fn db_kind(code: &str, message: &str) -> BackendErrorKind {
+    match code {
+        // PostgreSQL: connection exceptions, admin shutdown / termination,
+        // cannot connect now.
+        c if c.starts_with("08") => BackendErrorKind::Unavailable,
+        "57P01" | "57P02" | "57P03" | "53300" => BackendErrorKind::Unavailable,
+        // PostgreSQL: privileges, undefined objects, constraint violations.
+        "42501" | "42P01" | "42703" | "42883" => BackendErrorKind::Rejected,
+        c if c.starts_with("23") => BackendErrorKind::Rejected,
+        // PostgreSQL statement timeout / lock timeout.
+        "57014" | "55P03" => BackendErrorKind::Timeout,
+        // MySQL/MariaDB: access denied, unknown table/column, server gone.
+        "1044" | "1045" | "1142" | "1143" | "1146" | "1054" => BackendErrorKind::Rejected,
+        "1927" | "2006" | "2013" | "1053" => BackendErrorKind::Unavailable,
+        "1205" => BackendErrorKind::Timeout,
+        // SQLite: busy / locked (after busy_timeout), read-only, I/O.
+        "5" | "6" | "261" | "517" => BackendErrorKind::Timeout,
+        "8" | "10" | "14" | "23" => BackendErrorKind::Rejected,
+        _ if message.contains("no such table") => BackendErrorKind::Rejected,
+        _ => BackendErrorKind::Other,
+    }
+}
+
+/// A value out of range in a row.
+pub(crate) fn malformed(backend: &str, what: String) -> BackendError {
+    BackendError::new(BackendErrorKind::Malformed, format!("{backend}: {what}"))
+}
+
+/// A session id column: exactly 16 bytes.
+pub(crate) fn session_from(backend: &str, bytes: &[u8]) -> Result<SessionId, BackendError> {
+    let arr: [u8; 16] = bytes.try_into().map_err(|_| {
+        malformed(
+            backend,
+            format!("a session id of {} bytes in a row (expected 16)", bytes.len()),
+        )
+    })?;
+    Ok(SessionId::from_bytes(arr))
+}
+
+/// A token column of an owned lease: > 0.
+pub(crate) fn token_from(backend: &str, name: &str, v: i64) -> Result<Token, BackendError> {
+    u64::try_from(v)
+        .ok()
+        .and_then(Token::new)
+        .ok_or_else(|| malformed(backend, format!("token {v} of lease `{name}` is not > 0")))
+}
+
+/// A remaining time in microseconds; negative values clamp to zero (the
+/// session expired while the statement ran).
+pub(crate) fn micros(v: i64) -> Duration {
+    Duration::from_micros(u64::try_from(v).unwrap_or(0))
+}
+
+/// A lease name column.
+pub(crate) fn name_from(backend: &str, s: &str) -> Result<LeaseName, BackendError> {
+    LeaseName::new(s).map_err(|e| malformed(backend, format!("lease name {s:?} in a row: {e}")))
+}
+
+/// `name=token,name=token` as built by the renew statements (names cannot
+/// hold `=` or `,`, S3.1).
+pub(crate) fn parse_owned(
+    backend: &str,
+    list: Option<&str>,
+) -> Result<Vec<(LeaseName, Token)>, BackendError> {
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    list.split(',')
+        .map(|item| {
+            let (n, t) = item.split_once('=').ok_or_else(|| {
+                malformed(backend, format!("owned lease entry {item:?} in a renewal"))
+            })?;
+            let t: i64 = t
+                .parse()
+                .map_err(|_| malformed(backend, format!("token {t:?} of lease `{n}`")))?;
+            Ok((name_from(backend, n)?, token_from(backend, n, t)?))
+        })
+        .collect()
+}
+
+/// Checks that an existing table has exactly the columns Simba creates; a
+/// foreign table of the same name is reported, never altered.
+pub(crate) fn check_shape(
+    backend: &str,
+    table: &str,
+    found: &[String],
+    expected: &[&str],
+) -> Result<(), BackendError> {
+    let mut f: Vec<String> = found.iter().map(|c| c.to_ascii_lowercase()).collect();
+    f.sort();
+    let mut e: Vec<String> = expected.iter().map(|c| (*c).to_owned()).collect();
+    e.sort();
+    if f == e {
+        Ok(())
+    } else {
+        Err(BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: table `{table}` exists but is not a Simba table \
+                 (columns [{}], expected [{}]); choose another table prefix",
+                f.join(", "),
+                e.join(", ")
+            ),
+        ))
+    }
+}
+
+/// The columns of the sessions table.
+pub(crate) const SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us"];
+/// The columns of the leases table.
+pub(crate) const LEASE_COLUMNS: &[&str] = &["name", "session", "token", "acquired_us"];
+
+/// Builds an [`Inspection`] lease row.
+pub(crate) fn lease_info(
+    backend: &str,
+    name: &str,
+    token: i64,
+    holder: Option<Vec<u8>>,
+    remaining_us: Option<i64>,
+) -> Result<LeaseInfo, BackendError> {
+    let token = if token == 0 {
+        None
+    } else {
+        Some(token_from(backend, name, token)?)
+    };
+    Ok(LeaseInfo {
+        name: name_from(backend, name)?,
+        holder: holder.as_deref().map(|h| session_from(backend, h)).transpose()?,
+        token,
+        remaining: remaining_us.map(micros),
+    })
+}
+
+/// The outcome of an acquire that did not win, from a read after it:
+/// `mine_us` is the caller's remaining time (`None` once expired).
+pub(crate) fn held_outcome(
+    backend: &str,
+    session: SessionId,
+    name: &LeaseName,
+    mine_us: Option<i64>,
+    holder: Option<Vec<u8>>,
+    token: Option<i64>,
+    holder_live: bool,
+) -> Result<AcquireOutcome, BackendError> {
+    let Some(mine_us) = mine_us else {
+        return Ok(AcquireOutcome::Expired);
+    };
+    let holder = holder.as_deref().map(|h| session_from(backend, h)).transpose()?;
+    match (holder, token) {
+        (Some(h), Some(t)) if h == session => Ok(AcquireOutcome::Won {
+            // A concurrent acquire by the same session won it.
+            token: token_from(backend, name.as_str(), t)?,
+            remaining: micros(mine_us),
+        }),
+        (Some(h), Some(t)) if holder_live => Ok(AcquireOutcome::Held {
+            holder: Some(h),
+            token: Some(token_from(backend, name.as_str(), t)?),
+        }),
+        // Freed or expired since the decision: someone else raced us.
+        _ => Ok(AcquireOutcome::Held {
+            holder: None,
+            token: None,
+        }),
+    }
+}

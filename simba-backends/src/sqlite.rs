@@ -1,0 +1,386 @@
+//! The SQLite backend (feature `sqlite`): the embedded default, for the
+//! processes of one host sharing one database file.
+//!
+//! Every decision is one SQL statement. SQLite runs a writing statement
+//! inside a write transaction that takes the database's single write lock
+//! before it reads anything (WAL mode, `busy_timeout` to wait for it), so
+//! each statement sees and changes the database alone: writers are fully
+//! serialized across every process on the host. Times are microseconds of
+//! SQLite's clock (`unixepoch('subsec')`, fixed within one statement), which
+//! on one host is the clock all processes share. See `docs/BACKENDS.md`.
+
+use crate::sql::{
+    check_shape, held_outcome, lease_info, malformed, map_err, micros, parse_owned, session_from,
+    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+};
+use crate::{
+    check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
+    SessionInfo,
+};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::FutureExt;
+use simba_core::{
+    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token,
+};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::Row;
+use std::str::FromStr;
+use std::time::Duration;
+
+const NAME: &str = "sqlite";
+/// Now, in microseconds since the epoch, on SQLite's clock.
+const NOW: &str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
+
+/// The SQLite backend. Cheap to clone (a pool handle).
+#[derive(Clone, Debug)]
+pub struct SqliteBackend {
+    pool: SqlitePool,
+    sql: Sql,
+}
+
+#[derive(Clone, Debug)]
+struct Sql {
+    sessions: String,
+    leases: String,
+    open: String,
+    gc: String,
+    renew: String,
+    acquire: String,
+    acquire_lost: String,
+    release: String,
+    close: String,
+    inspect_sessions: String,
+    inspect_leases: String,
+}
+
+impl Sql {
+    fn new(prefix: &str) -> Sql {
+        let s = format!("{prefix}sessions");
+        let l = format!("{prefix}leases");
+        Sql {
+            open: format!(
+                "INSERT INTO {s} (id, lease_us, expires_us) VALUES (?1, ?2, {NOW} + ?2)"
+            ),
+            gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW}"),
+            renew: format!(
+                "UPDATE {s} SET expires_us = {NOW} + lease_us \
+                 WHERE id = ?1 AND expires_us > {NOW} \
+                 RETURNING lease_us, \
+                 (SELECT group_concat(name || '=' || token, ',') FROM {l} WHERE session = ?1)"
+            ),
+            acquire: format!(
+                "INSERT INTO {l} (name, session, token, acquired_us) \
+                 SELECT ?2, ?1, 1, {NOW} FROM {s} WHERE id = ?1 AND expires_us > {NOW} \
+                 ON CONFLICT (name) DO UPDATE SET \
+                   token = CASE WHEN {l}.session = excluded.session THEN {l}.token ELSE {l}.token + 1 END, \
+                   acquired_us = CASE WHEN {l}.session = excluded.session THEN {l}.acquired_us ELSE excluded.acquired_us END, \
+                   session = excluded.session \
+                 WHERE {l}.session IS NULL OR {l}.session = excluded.session \
+                   OR NOT EXISTS (SELECT 1 FROM {s} h WHERE h.id = {l}.session AND h.expires_us > {NOW}) \
+                 RETURNING token, (SELECT expires_us FROM {s} WHERE id = ?1) - {NOW}"
+            ),
+            acquire_lost: format!(
+                "SELECT (SELECT expires_us - {NOW} FROM {s} WHERE id = ?1 AND expires_us > {NOW}), \
+                        l.session, l.token, \
+                        (SELECT 1 FROM {s} h WHERE h.id = l.session AND h.expires_us > {NOW}) \
+                 FROM (SELECT 1) LEFT JOIN {l} l ON l.name = ?2"
+            ),
+            release: format!(
+                "UPDATE {l} SET session = NULL, acquired_us = NULL \
+                 WHERE name = ?2 AND session = ?1 AND token = ?3"
+            ),
+            close: format!("DELETE FROM {s} WHERE id = ?1"),
+            inspect_sessions: format!(
+                "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
+            ),
+            inspect_leases: format!(
+                "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE substr(l.name, 1, ?1) = ?2"
+            ),
+            sessions: s,
+            leases: l,
+        }
+    }
+}
+
+impl SqliteBackend {
+    /// Opens (creating if needed) the database file that `config` names, in
+    /// WAL mode with a 5 s busy timeout, and checks or creates the tables.
+    ///
+    /// # Errors
+    /// `Rejected` for a bad URL, an unwritable file or a foreign table of the
+    /// same name; `Unavailable`/`Timeout` if the file cannot be opened.
+    pub async fn connect(config: &BackendConfig) -> Result<SqliteBackend, BackendError> {
+        let opts = SqliteConnectOptions::from_str(config.url())
+            .map_err(|e| map_err(NAME, "URL", e))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(5));
+        let in_memory = config.url().contains(":memory:") || config.url().contains("mode=memory");
+        let mut pool = SqlitePoolOptions::new().acquire_timeout(config.connect_timeout());
+        pool = if in_memory {
+            // One private database per connection: keep exactly one, forever.
+            pool.max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+        } else {
+            pool.max_connections(config.max_connections())
+        };
+        let pool = pool
+            .connect_with(opts)
+            .await
+            .map_err(|e| map_err(NAME, &format!("open {}", config.redacted_url()), e))?;
+        let backend = SqliteBackend {
+            pool,
+            sql: Sql::new(config.table_prefix()),
+        };
+        if config.create_schema() {
+            backend.migrate().await?;
+        } else {
+            backend.check_schema().await?;
+        }
+        Ok(backend)
+    }
+
+    /// Creates the tables if they are missing; refuses (without changing
+    /// anything) tables of the same names that Simba did not create.
+    ///
+    /// # Errors
+    /// `Rejected` naming a foreign table, or the driver's error.
+    pub async fn migrate(&self) -> Result<(), BackendError> {
+        let s = &self.sql.sessions;
+        let l = &self.sql.leases;
+        let present = self.check_tables().await?;
+        if present < 2 {
+            let ddl = format!(
+                "CREATE TABLE IF NOT EXISTS {s} (id BLOB PRIMARY KEY NOT NULL, \
+                   lease_us INTEGER NOT NULL, expires_us INTEGER NOT NULL); \
+                 CREATE TABLE IF NOT EXISTS {l} (name TEXT PRIMARY KEY NOT NULL, session BLOB, \
+                   token INTEGER NOT NULL, acquired_us INTEGER); \
+                 CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);"
+            );
+            sqlx::raw_sql(&ddl)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "create tables", e))?;
+        }
+        Ok(())
+    }
+
+    async fn check_schema(&self) -> Result<(), BackendError> {
+        if self.check_tables().await? < 2 {
+            return Err(BackendError::new(
+                simba_core::BackendErrorKind::Rejected,
+                format!(
+                    "sqlite: tables `{}` / `{}` are missing; run migrate()",
+                    self.sql.sessions, self.sql.leases
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How many of Simba's tables exist; errors on a foreign shape.
+    async fn check_tables(&self) -> Result<usize, BackendError> {
+        let mut present = 0;
+        for (table, cols) in [
+            (&self.sql.sessions, SESSION_COLUMNS),
+            (&self.sql.leases, LEASE_COLUMNS),
+        ] {
+            let found: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
+                .bind(table)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "read schema", e))?;
+            if !found.is_empty() {
+                check_shape(NAME, table, &found, cols)?;
+                present += 1;
+            }
+        }
+        Ok(present)
+    }
+
+    /// The underlying pool (for fencing tables kept in the same database).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        async move {
+            let lease_us = check_lease_duration(lease_duration)?;
+            let session = random_session_id()?;
+            sqlx::query(&self.sql.open)
+                .bind(&session.to_bytes()[..])
+                .bind(lease_us)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "open session", e))?;
+            // Housekeeping: forget expired sessions (their ids are never
+            // reused, and an unknown session is an expired one). Failure here
+            // changes nothing the contract promises.
+            let _ = sqlx::query(&self.sql.gc).execute(&self.pool).await;
+            Ok(SessionGrant {
+                session,
+                remaining: lease_duration,
+            })
+        }
+        .boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        async move {
+            let row = sqlx::query(&self.sql.renew)
+                .bind(&session.to_bytes()[..])
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "renew", e))?;
+            let Some(row) = row else {
+                return Err(RenewError::Expired);
+            };
+            let lease_us: i64 = row.try_get(0).map_err(|e| map_err(NAME, "renew", e))?;
+            let owned: Option<String> = row.try_get(1).map_err(|e| map_err(NAME, "renew", e))?;
+            Ok(Renewal {
+                remaining: micros(lease_us),
+                owned: parse_owned(NAME, owned.as_deref())?,
+            })
+        }
+        .boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        async move {
+            let id = session.to_bytes();
+            let won = sqlx::query(&self.sql.acquire)
+                .bind(&id[..])
+                .bind(name.as_str())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "acquire", e))?;
+            if let Some(row) = won {
+                let token: i64 = row.try_get(0).map_err(|e| map_err(NAME, "acquire", e))?;
+                let rem: Option<i64> = row.try_get(1).map_err(|e| map_err(NAME, "acquire", e))?;
+                return Ok(AcquireOutcome::Won {
+                    token: token_from(NAME, name.as_str(), token)?,
+                    remaining: micros(rem.unwrap_or(0)),
+                });
+            }
+            // Not won. The decision is made; this read only says why.
+            let row = sqlx::query(&self.sql.acquire_lost)
+                .bind(&id[..])
+                .bind(name.as_str())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "acquire", e))?;
+            let get = |e| map_err(NAME, "acquire", e);
+            let mine: Option<i64> = row.try_get(0).map_err(get)?;
+            let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
+            let token: Option<i64> = row.try_get(2).map_err(get)?;
+            let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
+            held_outcome(NAME, session, name, mine, holder, token, holder_live.is_some())
+        }
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let token = i64::try_from(token.get())
+                .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+            sqlx::query(&self.sql.release)
+                .bind(&session.to_bytes()[..])
+                .bind(name.as_str())
+                .bind(token)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "release", e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        async move {
+            sqlx::query(&self.sql.close)
+                .bind(&session.to_bytes()[..])
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "close session", e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        async move {
+            let prefix = prefix.unwrap_or("");
+            check_prefix(prefix)?;
+            let get = |e| map_err(NAME, "inspect", e);
+            let mut tx = self.pool.begin().await.map_err(get)?;
+            let srows = sqlx::query(&self.sql.inspect_sessions)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(get)?;
+            let lrows = sqlx::query(&self.sql.inspect_leases)
+                .bind(i64::try_from(prefix.len()).unwrap_or(0))
+                .bind(prefix)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(get)?;
+            tx.commit().await.map_err(get)?;
+            let mut out = Inspection::default();
+            for r in srows {
+                let id: Vec<u8> = r.try_get(0).map_err(get)?;
+                let lease_us: i64 = r.try_get(1).map_err(get)?;
+                let rem: i64 = r.try_get(2).map_err(get)?;
+                out.sessions.push(SessionInfo {
+                    session: session_from(NAME, &id)?,
+                    remaining: micros(rem),
+                    lease_duration: micros(lease_us),
+                });
+            }
+            for r in lrows {
+                let name: String = r.try_get(0).map_err(get)?;
+                let token: i64 = r.try_get(1).map_err(get)?;
+                let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
+                let rem: Option<i64> = r.try_get(3).map_err(get)?;
+                out.leases.push(lease_info(NAME, &name, token, holder, rem)?);
+            }
+            out.sessions.sort_by_key(|s| s.session);
+            out.leases.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        futures::future::ready(Ok(None)).boxed()
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}

@@ -1,0 +1,724 @@
+//! The conformance suite (feature `testkit`): one set of cases that every
+//! backend must pass, the in-memory one included. It is runtime-agnostic
+//! (timers from `futures-timer`), so any crate's tests can run it:
+//!
+//! ```
+//! use simba_backends::testkit::{run_all, Factory};
+//! use simba_backends::MemoryBackend;
+//! use simba_core::BackendError;
+//! use futures::future::{BoxFuture, FutureExt};
+//! use std::collections::HashMap;
+//! use std::sync::Mutex;
+//!
+//! /// One shared in-memory state per namespace.
+//! #[derive(Default)]
+//! struct Memory(Mutex<HashMap<String, MemoryBackend>>);
+//!
+//! impl Factory for Memory {
+//!     type Backend = MemoryBackend;
+//!     fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<MemoryBackend, BackendError>> {
+//!         let b = self.0.lock().unwrap().entry(ns.to_owned()).or_default().clone();
+//!         async move { Ok(b) }.boxed()
+//!     }
+//! }
+//!
+//! # let slow = true; // the suite sleeps through a few 1 s leases
+//! # if !slow {
+//! let report = futures::executor::block_on(run_all(&Memory::default()));
+//! report.assert_passed();
+//! # }
+//! ```
+//!
+//! Each case runs in its own namespace (a fresh table prefix on SQL), uses
+//! leases of 1–2 s where it needs expiry, and checks only bounds that a busy
+//! machine cannot break (a slow machine only makes sleeps longer).
+
+use crate::Backend;
+use futures::future::{BoxFuture, FutureExt};
+use futures::StreamExt;
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, SessionId, Token,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How the suite gets clients of the backend under test.
+pub trait Factory: Send + Sync {
+    /// The backend under test.
+    type Backend: Backend;
+
+    /// A new client of namespace `ns`. Clients of one namespace share state
+    /// (like processes sharing a database); different namespaces never see
+    /// each other (on SQL: different table prefixes). `ns` is short
+    /// (`[a-z0-9]`, at most 4 characters); make it unique per run yourself if
+    /// the state outlives the run (e.g. prefix it with a random tag).
+    ///
+    /// # Errors
+    /// A [`BackendError`] if connecting failed; the case fails with it.
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>>;
+
+    /// Runs `backend.acquire(session, name)` while killing the connection
+    /// that serves it (in the middle of the call), and returns what the
+    /// acquire returned. `None` if this backend cannot do that; the case is
+    /// then skipped.
+    fn acquire_while_killed<'a>(
+        &'a self,
+        backend: &'a Self::Backend,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
+        let _ = (backend, session, name);
+        None
+    }
+}
+
+/// How one case ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every check held.
+    Passed,
+    /// A check failed, with what was seen.
+    Failed(String),
+    /// The backend cannot run this case (e.g. it has no release broadcast).
+    Skipped(String),
+}
+
+/// The result of one case.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// The case's name (it cites the SPEC rule it checks).
+    pub case: &'static str,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+/// The results of a suite run.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The backend's [`Backend::name`], once a client connected.
+    pub backend: String,
+    /// One entry per case, in order.
+    pub results: Vec<CaseResult>,
+}
+
+impl Report {
+    /// The failed cases.
+    pub fn failures(&self) -> Vec<&CaseResult> {
+        self.results
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Failed(_)))
+            .collect()
+    }
+
+    /// Fails the calling test, listing every failed case.
+    ///
+    /// # Panics
+    /// If any case failed (this is a test helper).
+    pub fn assert_passed(&self) {
+        assert!(self.failures().is_empty(), "conformance failures:\n{self}");
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for r in &self.results {
+            let (tag, detail) = match &r.outcome {
+                Outcome::Passed => ("ok", String::new()),
+                Outcome::Failed(m) => ("FAILED", format!(": {m}")),
+                Outcome::Skipped(m) => ("skipped", format!(": {m}")),
+            };
+            writeln!(
+                f,
+                "[{}] {} ... {tag} ({:.2?}){detail}",
+                self.backend, r.case, r.elapsed
+            )?;
+        }
+        Ok(())
+    }
+}
+
+type CaseFn<F> = for<'a> fn(&'a F, &'a str) -> BoxFuture<'a, Result<(), Step>>;
+
+/// Why a case stopped early.
+#[derive(Debug)]
+pub enum Step {
+    /// A check failed.
+    Fail(String),
+    /// The backend cannot run the case.
+    Skip(String),
+}
+
+impl From<BackendError> for Step {
+    fn from(e: BackendError) -> Self {
+        Step::Fail(format!("unexpected backend error: {e}"))
+    }
+}
+
+impl From<RenewError> for Step {
+    fn from(e: RenewError) -> Self {
+        Step::Fail(format!("unexpected renew error: {e}"))
+    }
+}
+
+macro_rules! check {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(Step::Fail(format!($($msg)+)));
+        }
+    };
+}
+
+/// The names of all cases, in the order [`run_all`] runs them.
+pub fn case_names<F: Factory>() -> Vec<&'static str> {
+    cases::<F>().into_iter().map(|(n, _)| n).collect()
+}
+
+fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
+    vec![
+        ("s1_open_renew_expire_on_backend_clock_and_no_resurrection", |f, ns| {
+            open_renew_expire(f, ns).boxed()
+        }),
+        ("s3_acquire_contention_and_idempotent_reacquire", |f, ns| {
+            contention(f, ns).boxed()
+        }),
+        ("s1_2_takeover_after_expiry_with_a_higher_token", |f, ns| {
+            takeover_after_expiry(f, ns).boxed()
+        }),
+        ("s3_2_tokens_strictly_increase_across_releases_closes_and_terms", |f, ns| {
+            token_monotonicity(f, ns).boxed()
+        }),
+        ("s3_5_stale_release_is_a_no_op", |f, ns| stale_release(f, ns).boxed()),
+        ("s1_4_close_releases_everything", |f, ns| close_releases_all(f, ns).boxed()),
+        ("s3_1_names_at_the_limits", |f, ns| names_at_limits(f, ns).boxed()),
+        ("s1_1_renew_lists_every_owned_lease", |f, ns| renew_lists_owned(f, ns).boxed()),
+        ("inspect_lists_leases_by_prefix_and_live_sessions", |f, ns| {
+            inspect_case(f, ns).boxed()
+        }),
+        ("bad_lease_durations_are_refused", |f, ns| bad_durations(f, ns).boxed()),
+        ("sixteen_clients_never_see_two_winners", |f, ns| sixteen_clients(f, ns).boxed()),
+        ("s4_2_release_notifications_arrive", |f, ns| notifications(f, ns).boxed()),
+        ("connection_killed_mid_call_gives_a_typed_error_then_recovers", |f, ns| {
+            killed_mid_call(f, ns).boxed()
+        }),
+    ]
+}
+
+/// Runs every case, one after the other, each in its own namespace, and
+/// reports each case's outcome (a case never stops the others).
+pub async fn run_all<F: Factory>(factory: &F) -> Report {
+    run_selected(factory, |_| true).await
+}
+
+/// Runs the cases whose name `select` accepts.
+pub async fn run_selected<F: Factory>(factory: &F, select: impl Fn(&str) -> bool) -> Report {
+    let mut report = Report::default();
+    for (i, (case, run)) in cases::<F>().into_iter().enumerate() {
+        if !select(case) {
+            continue;
+        }
+        let ns = format!("k{i:02}");
+        let started = std::time::Instant::now();
+        let timed = futures::future::select(run(factory, &ns), sleep(Duration::from_secs(60)).boxed());
+        let outcome = match timed.await {
+            futures::future::Either::Left((Ok(()), _)) => Outcome::Passed,
+            futures::future::Either::Left((Err(Step::Fail(m)), _)) => Outcome::Failed(m),
+            futures::future::Either::Left((Err(Step::Skip(m)), _)) => Outcome::Skipped(m),
+            futures::future::Either::Right(_) => Outcome::Failed("timed out after 60 s".into()),
+        };
+        if report.backend.is_empty() {
+            if let Ok(b) = factory.connect(&ns).await {
+                report.backend = b.name().to_owned();
+            }
+        }
+        report.results.push(CaseResult {
+            case,
+            outcome,
+            elapsed: started.elapsed(),
+        });
+    }
+    report
+}
+
+/// A runtime-agnostic sleep.
+pub async fn sleep(d: Duration) {
+    futures_timer::Delay::new(d).await;
+}
+
+const LONG: Duration = Duration::from_secs(30);
+const SHORT: Duration = Duration::from_secs(1);
+/// Longer than [`SHORT`] by a margin no clock-rate difference can eat.
+const PAST_SHORT: Duration = Duration::from_millis(1600);
+
+fn name(s: &str) -> Result<LeaseName, Step> {
+    LeaseName::new(s).map_err(|e| Step::Fail(format!("test name {s:?}: {e}")))
+}
+
+async fn won<B: Backend>(b: &B, s: SessionId, n: &LeaseName) -> Result<Token, Step> {
+    match b.acquire(s, n).await? {
+        AcquireOutcome::Won { token, remaining } => {
+            check!(
+                remaining > Duration::ZERO && remaining <= LONG,
+                "acquire of `{n}` won with remaining {remaining:?}"
+            );
+            Ok(token)
+        }
+        other => Err(Step::Fail(format!("acquire of `{n}` should win, got {other:?}"))),
+    }
+}
+
+async fn held<B: Backend>(
+    b: &B,
+    s: SessionId,
+    n: &LeaseName,
+    by: SessionId,
+    token: Token,
+) -> Result<(), Step> {
+    match b.acquire(s, n).await? {
+        AcquireOutcome::Held { holder, token: t } => {
+            check!(
+                holder.is_none_or(|h| h == by),
+                "`{n}` held by {holder:?}, expected {by}"
+            );
+            check!(
+                t.is_none_or(|t| t == token),
+                "`{n}` held with token {t:?}, expected {token}"
+            );
+            Ok(())
+        }
+        other => Err(Step::Fail(format!("acquire of `{n}` should be held, got {other:?}"))),
+    }
+}
+
+async fn owned<B: Backend>(b: &B, s: SessionId) -> Result<BTreeMap<LeaseName, Token>, Step> {
+    Ok(b.renew(s).await?.owned.into_iter().collect())
+}
+
+async fn open_renew_expire<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let g = b.open_session(SHORT).await?;
+    check!(
+        g.remaining > Duration::from_millis(500) && g.remaining <= SHORT,
+        "open granted {:?} of a {SHORT:?} lease",
+        g.remaining
+    );
+    sleep(Duration::from_millis(400)).await;
+    let r = b.renew(g.session).await?;
+    check!(
+        r.remaining > Duration::from_millis(500) && r.remaining <= SHORT,
+        "renew after 400 ms granted {:?}: it must restart the full lease on the backend clock",
+        r.remaining
+    );
+    check!(r.owned.is_empty(), "a new session owns {:?}", r.owned);
+    let live = b.inspect(None).await?;
+    check!(
+        live.sessions.iter().any(|s| s.session == g.session),
+        "inspect does not list the live session"
+    );
+    sleep(PAST_SHORT).await;
+    check!(
+        matches!(b.renew(g.session).await, Err(RenewError::Expired)),
+        "renew 1.6 s after the last renewal of a 1 s lease must be Expired (S1.2)"
+    );
+    // No resurrection: it stays expired, for every call and every client.
+    check!(
+        matches!(b.renew(g.session).await, Err(RenewError::Expired)),
+        "a second late renew revived the session (S1.2)"
+    );
+    let n = name("resurrect")?;
+    let other = f.connect(ns).await?;
+    check!(
+        matches!(other.acquire(g.session, &n).await?, AcquireOutcome::Expired),
+        "acquire by an expired session must answer Expired (S1.2)"
+    );
+    check!(
+        matches!(other.renew(g.session).await, Err(RenewError::Expired)),
+        "another client revived the expired session"
+    );
+    let seen = b.inspect(None).await?;
+    check!(
+        seen.sessions.iter().all(|s| s.session != g.session),
+        "inspect lists an expired session"
+    );
+    Ok(())
+}
+
+async fn contention<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let c = f.connect(ns).await?;
+    let a = b.open_session(LONG).await?.session;
+    let o = c.open_session(LONG).await?.session;
+    check!(a != o, "two sessions got the same id");
+    let n = name("contended")?;
+    let t = won(&b, a, &n).await?;
+    let again = won(&b, a, &n).await?;
+    check!(again == t, "re-acquire by the owner changed the token {t} -> {again}");
+    held(&c, o, &n, a, t).await?;
+    let mine = owned(&b, a).await?;
+    check!(mine.get(&n) == Some(&t), "owner's renewal lists {mine:?}");
+    let theirs = owned(&c, o).await?;
+    check!(theirs.is_empty(), "loser's renewal lists {theirs:?}");
+    Ok(())
+}
+
+async fn takeover_after_expiry<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let a = b.open_session(SHORT).await?.session;
+    let o = b.open_session(LONG).await?.session;
+    let n = name("takeover")?;
+    let t1 = won(&b, a, &n).await?;
+    held(&b, o, &n, a, t1).await?;
+    sleep(PAST_SHORT).await;
+    let t2 = won(&b, o, &n).await?;
+    check!(t2 > t1, "takeover token {t2} is not above the expired holder's {t1}");
+    check!(
+        matches!(b.renew(a).await, Err(RenewError::Expired)),
+        "the expired holder renewed"
+    );
+    check!(
+        matches!(b.acquire(a, &n).await?, AcquireOutcome::Expired),
+        "the expired holder acquired"
+    );
+    b.release(a, &n, t1).await?;
+    let still = owned(&b, o).await?;
+    check!(still.get(&n) == Some(&t2), "late release by the expired holder freed the new term: {still:?}");
+    Ok(())
+}
+
+async fn token_monotonicity<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let n = name("terms")?;
+    let mut last: Option<Token> = None;
+    let mut s = b.open_session(LONG).await?.session;
+    for i in 0..30 {
+        let t = won(&b, s, &n).await?;
+        check!(
+            last.is_none_or(|l| t > l),
+            "term {i}: token {t} is not above the previous {last:?}"
+        );
+        last = Some(t);
+        match i % 3 {
+            0 => b.release(s, &n, t).await?,
+            1 => {
+                b.close_session(s).await?;
+                s = b.open_session(LONG).await?.session;
+            }
+            _ => {
+                // Switch session without releasing: the next acquire is held,
+                // until the holder releases.
+                let next = b.open_session(LONG).await?.session;
+                held(&b, next, &n, s, t).await?;
+                b.release(s, &n, t).await?;
+                s = next;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn stale_release<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let a = b.open_session(LONG).await?.session;
+    let o = b.open_session(LONG).await?.session;
+    let n = name("stale")?;
+    let t1 = won(&b, a, &n).await?;
+    b.release(a, &n, t1).await?;
+    b.release(a, &n, t1).await?; // twice: still fine
+    let t2 = won(&b, o, &n).await?;
+    check!(t2 > t1, "token after release {t2} not above {t1}");
+    b.release(a, &n, t1).await?; // the old term's late release
+    b.release(a, &n, t2).await?; // right token, wrong session
+    if let Some(wrong) = Token::new(t2.get() + 1) {
+        b.release(o, &n, wrong).await?; // right session, wrong token
+    }
+    let still = owned(&b, o).await?;
+    check!(still.get(&n) == Some(&t2), "a stale release freed the lease: {still:?}");
+    held(&b, a, &n, o, t2).await?;
+    Ok(())
+}
+
+async fn close_releases_all<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let a = b.open_session(LONG).await?.session;
+    let o = b.open_session(LONG).await?.session;
+    let names = [name("close.x")?, name("close.y")?, name("close.z")?];
+    let mut tokens = Vec::new();
+    for n in &names {
+        tokens.push(won(&b, a, n).await?);
+    }
+    b.close_session(a).await?;
+    b.close_session(a).await?; // closing twice is fine
+    check!(
+        matches!(b.renew(a).await, Err(RenewError::Expired)),
+        "a closed session renewed"
+    );
+    check!(
+        matches!(b.acquire(a, &names[0]).await?, AcquireOutcome::Expired),
+        "a closed session acquired"
+    );
+    for (n, t) in names.iter().zip(&tokens) {
+        let t2 = won(&b, o, n).await?;
+        check!(t2 > *t, "`{n}` after close: token {t2} not above {t}");
+    }
+    let seen = b.inspect(None).await?;
+    check!(
+        seen.sessions.iter().all(|s| s.session != a),
+        "inspect lists the closed session"
+    );
+    Ok(())
+}
+
+async fn names_at_limits<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let s = b.open_session(LONG).await?.session;
+    let every: String = ('a'..='z')
+        .chain('A'..='Z')
+        .chain('0'..='9')
+        .chain(['.', '_', ':', '-'])
+        .collect();
+    let names = [
+        name(&every)?,
+        name("x")?,
+        name(&"y".repeat(128))?,
+        name(&"Y".repeat(128))?, // differs only in case: a different lease
+        name("...")?,
+        name("a_b")?,
+        name("axb")?,
+    ];
+    let mut want = BTreeMap::new();
+    for n in &names {
+        let t = won(&b, s, n).await?;
+        want.insert(n.clone(), t);
+    }
+    let got = owned(&b, s).await?;
+    check!(got == want, "renew lists {got:?}, expected {want:?}");
+    // `_` is a SQL LIKE wildcard; a prefix filter must not treat it so.
+    let seen = b.inspect(Some("a_")).await?;
+    let listed: Vec<&str> = seen.leases.iter().map(|l| l.name.as_str()).collect();
+    check!(listed == ["a_b"], "inspect(\"a_\") lists {listed:?}");
+    let seen = b.inspect(Some("y")).await?;
+    check!(seen.leases.len() == 1, "inspect(\"y\") lists {:?}", seen.leases);
+    // Invalid names cannot even be built (S3.1), and an invalid inspect
+    // prefix is refused before any I/O.
+    for bad in ["", ".", "..", "a b", "a/b", "é"] {
+        check!(LeaseName::new(bad).is_err(), "{bad:?} accepted as a name");
+    }
+    check!(LeaseName::new("z".repeat(129)).is_err(), "129 characters accepted");
+    match b.inspect(Some("a b")).await {
+        Err(e) if e.kind == BackendErrorKind::Rejected => {}
+        other => return Err(Step::Fail(format!("inspect(\"a b\") gave {other:?}"))),
+    }
+    Ok(())
+}
+
+async fn renew_lists_owned<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let s = b.open_session(LONG).await?.session;
+    let o = b.open_session(LONG).await?.session;
+    let mut want = BTreeMap::new();
+    for i in 0..40 {
+        let n = name(&format!("owned.{i}"))?;
+        let t = won(&b, s, &n).await?;
+        want.insert(n, t);
+    }
+    let theirs = name("owned.theirs")?;
+    won(&b, o, &theirs).await?;
+    let r = b.renew(s).await?;
+    check!(r.owned.len() == want.len(), "renew lists {} leases, expected 40", r.owned.len());
+    let got: BTreeMap<_, _> = r.owned.into_iter().collect();
+    check!(got == want, "renew lists the wrong leases");
+    Ok(())
+}
+
+async fn inspect_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let a = b.open_session(LONG).await?.session;
+    let o = b.open_session(Duration::from_secs(20)).await?.session;
+    let ga = name("grp.a")?;
+    let gb = name("grp.b")?;
+    let other = name("other")?;
+    let ta = won(&b, a, &ga).await?;
+    let tb = won(&b, a, &gb).await?;
+    won(&b, o, &other).await?;
+    b.release(a, &gb, tb).await?;
+    let seen = b.inspect(Some("grp.")).await?;
+    let names: Vec<&str> = seen.leases.iter().map(|l| l.name.as_str()).collect();
+    check!(names == ["grp.a", "grp.b"], "inspect(\"grp.\") lists {names:?}");
+    let la = &seen.leases[0];
+    check!(
+        la.holder == Some(a) && la.token == Some(ta),
+        "grp.a shows {la:?}"
+    );
+    check!(
+        la.remaining.is_some_and(|r| r > Duration::ZERO && r <= LONG),
+        "grp.a remaining {:?}",
+        la.remaining
+    );
+    let lb = &seen.leases[1];
+    check!(
+        lb.holder.is_none() && lb.remaining.is_none() && lb.token == Some(tb),
+        "released grp.b shows {lb:?}"
+    );
+    let sa = seen.sessions.iter().find(|s| s.session == a);
+    check!(
+        sa.is_some_and(|s| s.lease_duration == LONG && s.remaining <= LONG),
+        "session a shows {sa:?}"
+    );
+    check!(
+        seen.sessions.iter().any(|s| s.session == o && s.lease_duration == Duration::from_secs(20)),
+        "inspect misses session o"
+    );
+    Ok(())
+}
+
+async fn bad_durations<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    for d in [Duration::ZERO, Duration::from_secs(400 * 24 * 3600)] {
+        match b.open_session(d).await {
+            Err(e) if e.kind == BackendErrorKind::Rejected => {}
+            other => return Err(Step::Fail(format!("open_session({d:?}) gave {other:?}"))),
+        }
+    }
+    Ok(())
+}
+
+async fn sixteen_clients<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    const CLIENTS: usize = 16;
+    const ROUNDS: usize = 10;
+    let names = [name("race.0")?, name("race.1")?, name("race.2")?];
+    // Four connections (pools), four sessions on each.
+    let mut backends = Vec::new();
+    for _ in 0..4 {
+        backends.push(f.connect(ns).await?);
+    }
+    let mut sessions = Vec::new();
+    for i in 0..CLIENTS {
+        sessions.push(backends[i % 4].open_session(LONG).await?.session);
+    }
+    // Who believes it holds each name right now, and every token won.
+    let inside: Arc<Mutex<HashMap<LeaseName, SessionId>>> = Arc::default();
+    let wins: Arc<Mutex<Vec<(LeaseName, Token, SessionId)>>> = Arc::default();
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let clients = (0..CLIENTS).map(|i| {
+        let b = &backends[i % 4];
+        let s = sessions[i];
+        let names = &names;
+        let inside = inside.clone();
+        let wins = wins.clone();
+        let errors = errors.clone();
+        async move {
+            for round in 0..ROUNDS {
+                let n = &names[(i + round) % names.len()];
+                match b.acquire(s, n).await {
+                    Ok(AcquireOutcome::Won { token, .. }) => {
+                        {
+                            let mut map = inside.lock().unwrap_or_else(|p| p.into_inner());
+                            if let Some(other) = map.insert(n.clone(), s) {
+                                errors
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .push(format!("`{n}`: {s} won token {token} while {other} held it"));
+                            }
+                        }
+                        wins.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push((n.clone(), token, s));
+                        sleep(Duration::from_millis(2)).await;
+                        inside.lock().unwrap_or_else(|p| p.into_inner()).remove(n);
+                        if let Err(e) = b.release(s, n, token).await {
+                            errors
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .push(format!("release: {e}"));
+                        }
+                    }
+                    Ok(AcquireOutcome::Held { .. }) => sleep(Duration::from_millis(1)).await,
+                    Ok(AcquireOutcome::Expired) => errors
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(format!("session {s} expired")),
+                    Err(e) => errors
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(format!("acquire: {e}")),
+                }
+            }
+        }
+    });
+    futures::future::join_all(clients).await;
+    let errors = std::mem::take(&mut *errors.lock().unwrap_or_else(|p| p.into_inner()));
+    check!(errors.is_empty(), "{} problems, first: {:?}", errors.len(), errors.first());
+    let wins = std::mem::take(&mut *wins.lock().unwrap_or_else(|p| p.into_inner()));
+    check!(wins.len() >= 3, "only {} wins in {} attempts", wins.len(), CLIENTS * ROUNDS);
+    let mut seen: HashMap<(LeaseName, Token), SessionId> = HashMap::new();
+    for (n, t, s) in &wins {
+        if let Some(other) = seen.insert((n.clone(), *t), *s) {
+            return Err(Step::Fail(format!("`{n}` token {t} won by both {other} and {s}")));
+        }
+    }
+    Ok(())
+}
+
+async fn notifications<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let sub = b.subscribe_releases().await?;
+    let Some(mut stream) = sub else {
+        check!(
+            !b.broadcasts_releases(),
+            "broadcasts_releases() is true but subscribe_releases() gave None"
+        );
+        return Err(Step::Skip("this backend does not broadcast releases".into()));
+    };
+    let s = b.open_session(LONG).await?.session;
+    let n = name("notified")?;
+    let t = won(&b, s, &n).await?;
+    b.release(s, &n, t).await?;
+    let got = next_release(&mut stream, "a release").await?;
+    check!(got == n, "notified `{got}` after releasing `{n}`");
+    won(&b, s, &n).await?;
+    b.close_session(s).await?;
+    let got = next_release(&mut stream, "a close").await?;
+    check!(got == n, "notified `{got}` after closing the holder of `{n}`");
+    Ok(())
+}
+
+async fn next_release(
+    stream: &mut futures::stream::BoxStream<'static, LeaseName>,
+    what: &str,
+) -> Result<LeaseName, Step> {
+    match futures::future::select(stream.next(), sleep(Duration::from_secs(5)).boxed()).await {
+        futures::future::Either::Left((Some(got), _)) => Ok(got),
+        futures::future::Either::Left((None, _)) => {
+            Err(Step::Fail(format!("release stream ended before {what}")))
+        }
+        futures::future::Either::Right(_) => {
+            Err(Step::Fail(format!("no notification within 5 s after {what}")))
+        }
+    }
+}
+
+async fn killed_mid_call<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let s = b.open_session(LONG).await?.session;
+    let n = name("killed")?;
+    let Some(call) = f.acquire_while_killed(&b, s, &n) else {
+        return Err(Step::Skip("the factory cannot kill a connection mid-call".into()));
+    };
+    match call.await {
+        Err(e) if matches!(e.kind, BackendErrorKind::Unavailable | BackendErrorKind::Timeout) => {}
+        other => {
+            return Err(Step::Fail(format!(
+                "acquire on a killed connection gave {other:?}, expected an Unavailable error"
+            )))
+        }
+    }
+    // The next call recovers (a fresh connection), and nothing was half-written.
+    let t = won(&b, s, &n).await?;
+    let again = won(&b, s, &n).await?;
+    check!(t == again, "token changed on re-acquire after recovery");
+    b.renew(s).await?;
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! Factories and server checks shared by the integration tests.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use futures::future::{BoxFuture, FutureExt};
+use simba_backends::testkit::Factory;
+use simba_backends::{BackendConfig, MemoryBackend};
+use simba_core::{AcquireOutcome, BackendError, LeaseName, SessionId};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+pub const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// A short random tag so that parallel and repeated runs never share tables.
+pub fn tag() -> String {
+    let id = simba_backends::random_session_id().unwrap();
+    format!("t{}", &id.to_string()[..8])
+}
+
+/// Whether a test that needs `what` may run. In CI (`CI=true`) a missing
+/// server fails the test; elsewhere the test is skipped, loudly.
+pub fn server_available(what: &str, probe: Result<(), BackendError>) -> bool {
+    match probe {
+        Ok(()) => true,
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{what} is required in CI but unavailable: {e}");
+            }
+            eprintln!("\n!!!!!!!! SKIPPING: {what} unavailable ({e}); set CI=true to fail instead !!!!!!!!\n");
+            false
+        }
+    }
+}
+
+/// In-memory clients, one shared state per namespace; a "killed" call is an
+/// injected connection failure.
+#[derive(Default)]
+pub struct MemoryFactory(Mutex<HashMap<String, MemoryBackend>>);
+
+impl Factory for MemoryFactory {
+    type Backend = MemoryBackend;
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<MemoryBackend, BackendError>> {
+        let b = self.0.lock().unwrap().entry(ns.to_owned()).or_default().clone();
+        async move { Ok(b) }.boxed()
+    }
+    fn acquire_while_killed<'a>(
+        &'a self,
+        backend: &'a MemoryBackend,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
+        use simba_backends::Backend;
+        backend.fail_next_calls(1);
+        Some(backend.acquire(session, name))
+    }
+}
+
+/// Whether the PostgreSQL test server answers (without creating anything).
+#[cfg(feature = "postgres")]
+pub async fn pg_probe() -> Result<(), BackendError> {
+    use sqlx::Connection;
+    sqlx::PgConnection::connect(PG_URL)
+        .await
+        .map(|_| ())
+        .map_err(|e| BackendError::new(simba_core::BackendErrorKind::Unavailable, e.to_string()))
+}
+
+/// Whether the MariaDB/MySQL test server answers (without creating anything).
+#[cfg(feature = "mysql")]
+pub async fn mysql_probe() -> Result<(), BackendError> {
+    use sqlx::Connection;
+    sqlx::MySqlConnection::connect(MYSQL_URL)
+        .await
+        .map(|_| ())
+        .map_err(|e| BackendError::new(simba_core::BackendErrorKind::Unavailable, e.to_string()))
+}
+
+/// A config for namespace `ns` under run tag `tag`, small pools.
+pub fn config(url: &str, tag: &str, ns: &str) -> BackendConfig {
+    BackendConfig::parse(url)
+        .unwrap()
+        .with_table_prefix(&format!("{tag}_{ns}_"))
+        .unwrap()
+        .with_max_connections(4)
+}
+
+#[cfg(feature = "sqlite")]
+pub struct SqliteFactory {
+    pub url: String,
+    pub tag: String,
+}
+
+#[cfg(feature = "sqlite")]
+impl SqliteFactory {
+    pub fn new() -> (SqliteFactory, std::path::PathBuf) {
+        let tag = tag();
+        let path = std::env::temp_dir().join(format!("simba-{tag}.db"));
+        (
+            SqliteFactory {
+                url: format!("sqlite://{}", path.display()),
+                tag,
+            },
+            path,
+        )
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl Factory for SqliteFactory {
+    type Backend = simba_backends::sqlite::SqliteBackend;
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
+        let c = config(&self.url, &self.tag, ns);
+        async move { simba_backends::sqlite::SqliteBackend::connect(&c).await }.boxed()
+    }
+}
+
+#[cfg(feature = "postgres")]
+pub struct PgFactory {
+    pub tag: String,
+}
+
+#[cfg(feature = "postgres")]
+impl Factory for PgFactory {
+    type Backend = simba_backends::postgres::PgBackend;
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
+        let c = config(PG_URL, &self.tag, ns);
+        async move { simba_backends::postgres::PgBackend::connect(&c).await }.boxed()
+    }
+    fn acquire_while_killed<'a>(
+        &'a self,
+        backend: &'a Self::Backend,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
+        Some(
+            async move { backend.acquire_while_killed(session, name).await? }.boxed(),
+        )
+    }
+}
+
+#[cfg(feature = "mysql")]
+pub struct MysqlFactory {
+    pub tag: String,
+}
+
+#[cfg(feature = "mysql")]
+impl Factory for MysqlFactory {
+    type Backend = simba_backends::mysql::MysqlBackend;
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
+        let c = config(MYSQL_URL, &self.tag, ns);
+        async move { simba_backends::mysql::MysqlBackend::connect(&c).await }.boxed()
+    }
+    fn acquire_while_killed<'a>(
+        &'a self,
+        backend: &'a Self::Backend,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
+        Some(
+            async move { backend.acquire_while_killed(session, name).await? }.boxed(),
+        )
+    }
+}
+
+/// Drops every table whose name starts with `tag` (PostgreSQL).
+#[cfg(feature = "postgres")]
+pub async fn drop_pg_tables(tag: &str) {
+    let pool = sqlx::PgPool::connect(PG_URL).await.unwrap();
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables \
+         WHERE table_schema = current_schema() AND table_name LIKE $1",
+    )
+    .bind(format!("{tag}%"))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for t in tables {
+        sqlx::query(&format!("DROP TABLE IF EXISTS {t}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+}
+
+/// Drops every table whose name starts with `tag` (MySQL).
+#[cfg(feature = "mysql")]
+pub async fn drop_mysql_tables(tag: &str) {
+    let pool = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name LIKE ?",
+    )
+    .bind(format!("{tag}%"))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for t in tables {
+        sqlx::query(&format!("DROP TABLE IF EXISTS {t}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+}

@@ -1,0 +1,156 @@
+//! Fencing (SPEC S9): a resource refuses a write carrying a token lower than
+//! the highest it has seen — the PostgreSQL helper and the documented SQL
+//! patterns for SQLite and MySQL.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+#[allow(unused_imports)]
+use common::*;
+use simba_core::Token;
+
+fn t(v: u64) -> Token {
+    Token::new(v).unwrap()
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn s9_postgres_fence_refuses_a_stale_token() {
+    use simba_backends::fencing::PgFence;
+    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let pool = sqlx::PgPool::connect(PG_URL).await.unwrap();
+    sqlx::query(&format!("CREATE TABLE {tag}_ledger (id int PRIMARY KEY, writer bigint)"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!("INSERT INTO {tag}_ledger VALUES (1, 0)"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let fence = PgFence::create(pool.clone(), &format!("{tag}_fence")).await.unwrap();
+    // A guarded write: the check and the write commit together.
+    let write = |token: Token| {
+        let pool = pool.clone();
+        let fence = fence.clone();
+        let tag = tag.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            if !fence.admit_in(&mut tx, "ledger", token).await.unwrap() {
+                return false;
+            }
+            sqlx::query(&format!("UPDATE {tag}_ledger SET writer = $1 WHERE id = 1"))
+                .bind(token.get() as i64)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            true
+        }
+    };
+    assert!(write(t(5)).await, "first writer admitted");
+    assert!(write(t(5)).await, "the same term may write again");
+    assert!(write(t(7)).await, "a later term is admitted");
+    assert!(!write(t(6)).await, "a stale token is refused");
+    assert!(!fence.admit("ledger", t(1)).await.unwrap());
+    assert!(fence.admit("other", t(1)).await.unwrap(), "resources are independent");
+    let writer: i64 = sqlx::query_scalar(&format!("SELECT writer FROM {tag}_ledger"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(writer, 7, "the stale write never landed");
+    assert!(PgFence::create(pool.clone(), "Bad Name").await.is_err());
+    drop_pg_tables(&tag).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn s9_sqlite_pattern_refuses_a_stale_token() {
+    let (factory, path) = SqliteFactory::new();
+    let pool = sqlx::SqlitePool::connect(&format!("{}?mode=rwc", factory.url))
+        .await
+        .unwrap();
+    sqlx::query("CREATE TABLE IF NOT EXISTS fence (resource TEXT PRIMARY KEY, token INTEGER NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let admit = |token: Token| {
+        let pool = pool.clone();
+        async move {
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            let done = sqlx::query(
+                "INSERT INTO fence (resource, token) VALUES (?1, ?2) \
+                 ON CONFLICT (resource) DO UPDATE SET token = excluded.token \
+                 WHERE excluded.token >= fence.token",
+            )
+            .bind("ledger")
+            .bind(token.get() as i64)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+            let ok = done.rows_affected() == 1;
+            tx.commit().await.unwrap();
+            ok
+        }
+    };
+    assert!(admit(t(3)).await);
+    assert!(admit(t(3)).await);
+    assert!(admit(t(4)).await);
+    assert!(!admit(t(2)).await, "a stale token is refused");
+    pool.close().await;
+    let _ = std::fs::remove_file(path);
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn s9_mysql_pattern_refuses_a_stale_token() {
+    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let pool = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
+    let table = format!("{tag}_fence");
+    sqlx::query(&format!(
+        "CREATE TABLE {table} (resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL)"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let admit = |token: Token| {
+        let pool = pool.clone();
+        let table = table.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query(&format!(
+                "INSERT INTO {table} (resource, token) VALUES (?, ?) \
+                 ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))"
+            ))
+            .bind("ledger")
+            .bind(token.get() as i64)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+            let seen: i64 = sqlx::query_scalar(&format!(
+                "SELECT token FROM {table} WHERE resource = ?"
+            ))
+            .bind("ledger")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+            let ok = seen == token.get() as i64;
+            if ok {
+                tx.commit().await.unwrap();
+            } else {
+                tx.rollback().await.unwrap();
+            }
+            ok
+        }
+    };
+    assert!(admit(t(3)).await);
+    assert!(admit(t(3)).await);
+    assert!(admit(t(9)).await);
+    assert!(!admit(t(8)).await, "a stale token is refused");
+    drop_mysql_tables(&tag).await;
+}
