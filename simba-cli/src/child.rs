@@ -5,6 +5,13 @@
 //! The child runs in its own process group, so that a stop reaches its whole
 //! tree (a shell and what it started), and so that a Ctrl-C on the terminal
 //! reaches simba alone, which then stops the child in order (S6.1).
+//!
+//! A crash of simba itself (SIGKILL, OOM) must not leave the child running
+//! without a lease. Next to each child simba starts a **guard**: a copy of
+//! itself (`simba __guard PGID`, hidden) reading a pipe from simba. When
+//! simba stops the child normally it tells the guard `done`; if the pipe
+//! closes without that, simba died, and the guard SIGKILLs the child's
+//! process group at once (a lost term does not wait, S6.3).
 
 use crate::error::CliError;
 use rustix::process::{kill_process_group, Pid, Signal};
@@ -46,6 +53,7 @@ pub struct TermEnv {
 pub struct Running {
     child: Child,
     pgid: Option<Pid>,
+    guard: Option<Child>,
 }
 
 impl ChildSpec {
@@ -87,8 +95,54 @@ impl ChildSpec {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .and_then(Pid::from_raw);
-        Ok(Running { child, pgid })
+        let guard = pgid.and_then(spawn_guard);
+        Ok(Running { child, pgid, guard })
     }
+}
+
+/// Starts `simba __guard PGID` with a pipe on its stdin; `None` (and a
+/// warning) if it cannot be started.
+fn spawn_guard(pgid: Pid) -> Option<Child> {
+    let exe = std::env::current_exe().ok()?;
+    let spawned = Command::new(exe)
+        .arg(GUARD_COMMAND)
+        .arg(pgid.as_raw_nonzero().get().to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    match spawned {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            let mut err = anstream::stderr();
+            let _ = std::io::Write::write_fmt(
+                &mut err,
+                format_args!(
+                    "simba: {} cannot start the crash guard ({e}): if simba is killed, the command may outlive it\n",
+                    crate::style::warn("warning:")
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The hidden subcommand of the guard process.
+pub const GUARD_COMMAND: &str = "__guard";
+
+/// The guard process's main: waits for its stdin to close; unless simba
+/// wrote `done` first, SIGKILLs the process group `pgid`. Returns the exit code.
+pub fn guard_main(pgid: &str) -> u8 {
+    use std::io::Read;
+    let Some(pgid) = pgid.parse::<i32>().ok().and_then(Pid::from_raw) else {
+        return crate::error::EXIT_USAGE;
+    };
+    let mut said = Vec::new();
+    let _ = std::io::stdin().take(64).read_to_end(&mut said);
+    if !said.starts_with(b"done") {
+        let _ = kill_process_group(pgid, Signal::KILL);
+    }
+    crate::error::EXIT_OK
 }
 
 impl Running {
@@ -97,7 +151,11 @@ impl Running {
     /// # Errors
     /// An I/O error from waiting.
     pub async fn wait(&mut self) -> Result<ExitStatus, CliError> {
-        Ok(self.child.wait().await?)
+        let status = self.child.wait().await?;
+        // Whatever the command left behind in its group goes with it.
+        self.signal(Signal::KILL);
+        self.dismiss_guard().await;
+        Ok(status)
     }
 
     /// Stops the child: SIGTERM to its process group, then SIGKILL once
@@ -109,6 +167,7 @@ impl Running {
     pub async fn stop(&mut self, grace: Duration) -> Result<ExitStatus, CliError> {
         if let Ok(Some(status)) = self.child.try_wait() {
             self.signal(Signal::KILL); // leftovers of its group, if any
+            self.dismiss_guard().await;
             return Ok(status);
         }
         self.signal(Signal::TERM);
@@ -121,7 +180,20 @@ impl Running {
         };
         // The leader process is gone; make sure nothing it started lives on.
         self.signal(Signal::KILL);
+        self.dismiss_guard().await;
         Ok(status)
+    }
+
+    /// Tells the guard the child was stopped normally, and reaps it.
+    async fn dismiss_guard(&mut self) {
+        use tokio::io::AsyncWriteExt;
+        if let Some(mut guard) = self.guard.take() {
+            if let Some(mut stdin) = guard.stdin.take() {
+                let _ = stdin.write_all(b"done\n").await;
+                let _ = stdin.shutdown().await;
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(2), guard.wait()).await;
+        }
     }
 
     fn signal(&self, sig: Signal) {

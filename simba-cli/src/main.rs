@@ -55,6 +55,11 @@ use simba_backends::{Backend, BackendConfig};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(child::GUARD_COMMAND)) {
+        let pgid = args.next().unwrap_or_default();
+        return ExitCode::from(child::guard_main(&pgid.to_string_lossy()));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

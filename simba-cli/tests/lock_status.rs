@@ -1,0 +1,94 @@
+//! `simba lock` and `simba status` end to end.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+#[test]
+fn lock_mirrors_the_exit_status_and_gives_the_token() {
+    let b = TestBackend::sqlite();
+    let name = unique("mirror");
+    let out = b
+        .simba()
+        .args(["lock", &name, "--", "sh", "-c", "echo \"$SIMBA_LEASE_NAME $SIMBA_FENCING_TOKEN $SIMBA_SESSION_ID\"; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<&str> = stdout.split_whitespace().collect();
+    assert_eq!(v[0], name);
+    assert!(v[1].parse::<u64>().unwrap() > 0);
+    assert_eq!(v.len(), 3, "session id given: {stdout}");
+}
+
+fn lock_wait_times_out_with_75(b: &TestBackend) {
+    let name = unique("wait");
+    let mark = b.path("holder");
+    let mut holder = b
+        .simba()
+        .args(["lock", &name, "--", "sh", "-c", MARK_AND_SLEEP])
+        .env("MARK", &mark)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&mark, Duration::from_secs(30));
+
+    // While it is held: status --json parses and shows the holder and token.
+    let out = b.simba().args(["status", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (token, _) = read_mark(&mark);
+    let lease = json["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("lease {name} listed: {json}"));
+    assert_eq!(lease["token"], token);
+    assert!(lease["holder"].is_string());
+    assert!(lease["remaining_ms"].as_u64().unwrap() > 0);
+    assert!(!json["sessions"].as_array().unwrap().is_empty());
+    let table = b.simba().arg("status").output().unwrap();
+    assert!(String::from_utf8_lossy(&table.stdout).contains(&name));
+
+    let started = Instant::now();
+    let out = b
+        .simba()
+        .args(["lock", &name, "--wait", "1s", "--", "true"])
+        .output()
+        .unwrap();
+    let waited = started.elapsed();
+    assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(waited >= Duration::from_secs(1), "gave up after {waited:?}");
+    assert!(waited < Duration::from_secs(10), "gave up after {waited:?}");
+    eprintln!("[{}] lock --wait 1s gave up after {waited:?}", b.kind);
+
+    sigterm(&holder);
+    assert_eq!(wait_exit(&mut holder, Duration::from_secs(20)).code(), Some(143));
+}
+
+#[test]
+fn sqlite_lock_wait_times_out_with_75_and_status_json_parses() {
+    lock_wait_times_out_with_75(&TestBackend::sqlite());
+}
+
+#[test]
+fn postgres_lock_wait_times_out_with_75_and_status_json_parses() {
+    if let Some(b) = TestBackend::postgres("wait") {
+        lock_wait_times_out_with_75(&b);
+    }
+}
+
+#[test]
+fn migrate_then_status_on_an_empty_backend() {
+    let b = TestBackend::sqlite();
+    let out = b.simba().arg("migrate").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = b.simba().args(["status", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["backend"], "sqlite");
+    assert_eq!(json["leases"].as_array().unwrap().len(), 0);
+}
