@@ -240,6 +240,9 @@ impl PgBackend {
             .execute(&mut blocker)
             .await
             .map_err(err)?;
+        // Polled from a connection of its own: inside the blocker's
+        // transaction, pg_stat_activity would show one cached snapshot.
+        let mut watcher = sqlx::PgConnection::connect_with(&opts).await.map_err(err)?;
         let pattern = format!("%{}leases%", self.sql.prefix);
         let killer = async {
             for _ in 0..250 {
@@ -248,13 +251,13 @@ impl PgBackend {
                      AND query LIKE $1 AND pid <> pg_backend_pid()",
                 )
                 .bind(&pattern)
-                .fetch_all(&mut blocker)
+                .fetch_all(&mut watcher)
                 .await
                 .map_err(err)?;
                 if let Some(pid) = pids.first() {
                     sqlx::query("SELECT pg_terminate_backend($1)")
                         .bind(pid)
-                        .execute(&mut blocker)
+                        .execute(&mut watcher)
                         .await
                         .map_err(err)?;
                     return Ok(());
@@ -269,6 +272,7 @@ impl PgBackend {
         let (result, killed) = futures::join!(self.acquire(session, name), killer);
         blocker.execute("ROLLBACK").await.map_err(err)?;
         let _ = blocker.close().await;
+        let _ = watcher.close().await;
         killed?;
         Ok(result)
     }
