@@ -1,1 +1,93 @@
-//! Placeholder until its issue lands: see the workspace README.
+//! # simba-tokio: Simba on tokio
+//!
+//! Leader elections, locks and leader-only tasks for processes on many
+//! machines, through a shared backend, on the tokio runtime. This crate is
+//! glue: a [`Runtime`] implementation over tokio and the API of
+//! [`simba_client`], re-exported. Use backends built with sqlx's
+//! `runtime-tokio` feature (the default of `simba-backends`).
+//!
+//! ```
+//! use simba_tokio::{MemoryBackend, SimbaConfig};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = SimbaConfig::builder().lease_duration(Duration::from_secs(3)).build()?;
+//! let simba = simba_tokio::builder(MemoryBackend::new()).config(config).build()?;
+//! let lock = simba.lock("invoice-42").acquire().await?;
+//! assert!(lock.is_valid());
+//! println!("writing with fencing token {}", lock.token());
+//! lock.release().await;
+//! simba.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Time
+//!
+//! The driver sleeps with `tokio::time` and reads `tokio::time::Instant`, so
+//! a paused test clock moves the engine's timers and [`Term::is_valid`].
+//! The backends keep their own clock (the in-memory backend reads
+//! `std::time::Instant`, SQL backends the database's clock), so paused time
+//! does not expire their sessions: tests with real backends use real time.
+#![forbid(unsafe_code)]
+
+pub use simba_client::*;
+
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// [`Runtime`] over a tokio runtime handle.
+#[derive(Clone, Debug)]
+pub struct TokioRuntime {
+    handle: tokio::runtime::Handle,
+}
+
+impl TokioRuntime {
+    /// The runtime of the calling context, if inside one.
+    pub fn try_current() -> Option<TokioRuntime> {
+        tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|handle| TokioRuntime { handle })
+    }
+
+    /// A runtime over `handle`.
+    pub fn from_handle(handle: tokio::runtime::Handle) -> TokioRuntime {
+        TokioRuntime { handle }
+    }
+}
+
+impl Runtime for TokioRuntime {
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        drop(self.handle.spawn(task));
+    }
+
+    fn spawn_blocking(&self, work: Box<dyn FnOnce() + Send>) {
+        drop(self.handle.spawn_blocking(work));
+    }
+
+    fn sleep_until(&self, at: Instant) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(at)))
+    }
+
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
+/// A client builder over `backend` on the tokio runtime of the calling
+/// context. `build()` fails with [`BuildError::NoRuntime`] outside one.
+pub fn builder(backend: impl Backend) -> SimbaBuilder {
+    builder_dyn(Arc::new(backend))
+}
+
+/// As [`builder`], for a shared or boxed backend (such as the one
+/// `simba_backends::connect` returns: `Arc::from(boxed)`).
+pub fn builder_dyn(backend: Arc<dyn Backend>) -> SimbaBuilder {
+    let b = Simba::builder_dyn(backend);
+    match TokioRuntime::try_current() {
+        Some(rt) => b.runtime(Arc::new(rt)),
+        None => b,
+    }
+}

@@ -1,0 +1,200 @@
+//! `SimbaConfig` from configuration: a serde section (the original's
+//! `simba.session.*` properties) and `SIMBA_SESSION_*` environment variables
+//! (S8.1), with humane durations such as `"15s"` or `"500ms"`.
+
+use crate::error::ConfigSectionError;
+use serde::{Deserialize, Serialize};
+use simba_core::SimbaConfig;
+use std::time::Duration;
+
+/// The `simba.session` configuration section. Every field is optional; a
+/// missing one takes its S8 default (`renew_interval` and `retry_jitter`
+/// derive from the others as [`SimbaConfig::builder`] documents).
+///
+/// ```
+/// use simba_client::ConfigSection;
+/// use std::time::Duration;
+/// let section: ConfigSection =
+///     serde_json::from_str(r#"{ "lease_duration": "6s", "margin": "100ms" }"#)?;
+/// let config = section.to_config()?;
+/// assert_eq!(config.lease_duration(), Duration::from_secs(6));
+/// assert_eq!(config.renew_interval(), Duration::from_secs(2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConfigSection {
+    /// `lease_duration` (S8): the backend expires a session this long after its last renewal.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub lease_duration: Option<Duration>,
+    /// `renew_interval` (S8): the renewal period.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub renew_interval: Option<Duration>,
+    /// `drift` (S8): bound on the clock rate difference, in `[0, 0.5)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<f64>,
+    /// `margin` (S8): extra safety subtracted from every deadline.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub margin: Option<Duration>,
+    /// `retry_jitter` (S8): random extra delay of a candidate's retries.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub retry_jitter: Option<Duration>,
+    /// `min_backoff` (S8): floor of the back-off after a failed renewal.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub min_backoff: Option<Duration>,
+}
+
+/// The environment variables [`ConfigSection::from_env`] reads.
+pub const ENV_VARS: [&str; 6] = [
+    "SIMBA_SESSION_LEASE_DURATION",
+    "SIMBA_SESSION_RENEW_INTERVAL",
+    "SIMBA_SESSION_DRIFT",
+    "SIMBA_SESSION_MARGIN",
+    "SIMBA_SESSION_RETRY_JITTER",
+    "SIMBA_SESSION_MIN_BACKOFF",
+];
+
+impl ConfigSection {
+    /// Reads the `SIMBA_SESSION_*` variables of the process environment
+    /// (see [`ENV_VARS`]); unset variables stay `None`.
+    ///
+    /// # Errors
+    /// [`ConfigSectionError::Env`] naming a variable whose value does not parse.
+    pub fn from_env() -> Result<ConfigSection, ConfigSectionError> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// As [`ConfigSection::from_env`], from any list of `(name, value)` pairs.
+    ///
+    /// ```
+    /// use simba_client::ConfigSection;
+    /// use std::time::Duration;
+    /// let section = ConfigSection::from_vars([
+    ///     ("SIMBA_SESSION_LEASE_DURATION", "3s"),
+    ///     ("SIMBA_SESSION_DRIFT", "0.02"),
+    ///     ("PATH", "/bin"),
+    /// ])?;
+    /// assert_eq!(section.lease_duration, Some(Duration::from_secs(3)));
+    /// assert_eq!(section.drift, Some(0.02));
+    /// assert!(ConfigSection::from_vars([("SIMBA_SESSION_MARGIN", "soon")]).is_err());
+    /// # Ok::<(), simba_client::ConfigSectionError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigSectionError::Env`] naming a variable whose value does not parse.
+    pub fn from_vars<K, V>(
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<ConfigSection, ConfigSectionError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut section = ConfigSection::default();
+        for (key, value) in vars {
+            let (key, value) = (key.as_ref(), value.as_ref().trim());
+            let duration = || {
+                humantime::parse_duration(value).map_err(|e| ConfigSectionError::Env {
+                    var: key.to_owned(),
+                    message: format!("{value:?} is not a duration such as \"15s\": {e}"),
+                })
+            };
+            match key {
+                "SIMBA_SESSION_LEASE_DURATION" => section.lease_duration = Some(duration()?),
+                "SIMBA_SESSION_RENEW_INTERVAL" => section.renew_interval = Some(duration()?),
+                "SIMBA_SESSION_MARGIN" => section.margin = Some(duration()?),
+                "SIMBA_SESSION_RETRY_JITTER" => section.retry_jitter = Some(duration()?),
+                "SIMBA_SESSION_MIN_BACKOFF" => section.min_backoff = Some(duration()?),
+                "SIMBA_SESSION_DRIFT" => {
+                    section.drift =
+                        Some(value.parse::<f64>().map_err(|e| ConfigSectionError::Env {
+                            var: key.to_owned(),
+                            message: format!("{value:?} is not a number such as 0.01: {e}"),
+                        })?)
+                }
+                _ => {}
+            }
+        }
+        Ok(section)
+    }
+
+    /// This section with every value set in `other` taking precedence (for
+    /// example a file section overridden by the environment).
+    pub fn merged_with(mut self, other: &ConfigSection) -> ConfigSection {
+        self.lease_duration = other.lease_duration.or(self.lease_duration);
+        self.renew_interval = other.renew_interval.or(self.renew_interval);
+        self.drift = other.drift.or(self.drift);
+        self.margin = other.margin.or(self.margin);
+        self.retry_jitter = other.retry_jitter.or(self.retry_jitter);
+        self.min_backoff = other.min_backoff.or(self.min_backoff);
+        self
+    }
+
+    /// Builds the [`SimbaConfig`], checking the rules of S8.1.
+    ///
+    /// # Errors
+    /// [`ConfigSectionError::Invalid`] when a rule of S8.1 is broken.
+    pub fn to_config(&self) -> Result<SimbaConfig, ConfigSectionError> {
+        let mut b = SimbaConfig::builder();
+        if let Some(d) = self.lease_duration {
+            b = b.lease_duration(d);
+        }
+        if let Some(d) = self.renew_interval {
+            b = b.renew_interval(d);
+        }
+        if let Some(d) = self.drift {
+            b = b.drift(d);
+        }
+        if let Some(d) = self.margin {
+            b = b.margin(d);
+        }
+        if let Some(d) = self.retry_jitter {
+            b = b.retry_jitter(d);
+        }
+        if let Some(d) = self.min_backoff {
+            b = b.min_backoff(d);
+        }
+        Ok(b.build()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn s8_1_section_rejects_renew_interval_longer_than_half_the_lease() {
+        let section = ConfigSection::from_vars([
+            ("SIMBA_SESSION_LEASE_DURATION", "4s"),
+            ("SIMBA_SESSION_RENEW_INTERVAL", "3s"),
+        ])
+        .unwrap();
+        assert!(matches!(
+            section.to_config(),
+            Err(ConfigSectionError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn s8_1_environment_overrides_file_section() {
+        let file: ConfigSection = serde_json::from_str(r#"{"lease_duration":"30s"}"#).unwrap();
+        let env = ConfigSection::from_vars([("SIMBA_SESSION_LEASE_DURATION", "9s")]).unwrap();
+        let config = file.merged_with(&env).to_config().unwrap();
+        assert_eq!(config.lease_duration(), Duration::from_secs(9));
+        assert_eq!(config.renew_interval(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn s8_1_section_round_trips_with_humane_durations() {
+        let section = ConfigSection {
+            margin: Some(Duration::from_millis(75)),
+            ..ConfigSection::default()
+        };
+        let text = serde_json::to_string(&section).unwrap();
+        assert_eq!(text, r#"{"margin":"75ms"}"#);
+        assert_eq!(
+            serde_json::from_str::<ConfigSection>(&text).unwrap(),
+            section
+        );
+    }
+}

@@ -1,0 +1,802 @@
+//! The driver: one task per client that owns the [`Engine`], runs its
+//! commands against the backend, delivers its events and starts and
+//! interrupts leader tasks. It holds no protocol logic: every decision is
+//! the engine's; this file only carries facts in and orders out, following
+//! the drive loop of the `simba-core` crate documentation.
+
+use crate::client::{CallbackExecutor, ClientEvent, ElectionListener};
+use crate::observe;
+use crate::term::{
+    CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl,
+};
+use futures::channel::{mpsc, oneshot};
+use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
+use futures::StreamExt;
+use simba_backends::Backend;
+use simba_core::{
+    ApiError, BackendError, BackendErrorKind, Command, Engine, Event, Input, Kind, LeaseName,
+    Level, LockWait, Output, RenewError, RevokeReason, SessionId, Snapshot, TaskOrder, TermId,
+    Timestamp,
+};
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// An async leader task: called with each new term.
+pub(crate) type AsyncTask = Arc<dyn Fn(Term) -> BoxFuture<'static, ()> + Send + Sync>;
+/// A blocking leader task: called on a blocking thread with each new term.
+pub(crate) type BlockingTask = Arc<dyn Fn(Term, CancellationToken) + Send + Sync>;
+
+#[derive(Clone)]
+pub(crate) enum TaskFactory {
+    Async(AsyncTask),
+    Blocking(BlockingTask),
+}
+
+/// Why a lock attempt ended without a term.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LockFailure {
+    Held,
+    TimedOut,
+    Closed,
+}
+
+pub(crate) enum Spec {
+    Election {
+        listener: Option<Arc<dyn ElectionListener>>,
+        task: Option<TaskFactory>,
+    },
+    Lock {
+        /// `None`: try once; `Some(None)`: forever; `Some(Some(d))`: for `d`.
+        wait: Option<Option<Duration>>,
+        reply: oneshot::Sender<Result<Term, LockFailure>>,
+    },
+}
+
+/// What the API handles and the spawned calls send to the driver.
+pub(crate) enum Msg {
+    Start {
+        name: LeaseName,
+        entry: u64,
+        spec: Spec,
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    },
+    Stop {
+        name: LeaseName,
+        entry: u64,
+        done: Option<oneshot::Sender<()>>,
+    },
+    StepDown {
+        name: LeaseName,
+        entry: u64,
+        cooldown: Duration,
+        done: oneshot::Sender<Result<(), ApiError>>,
+    },
+    Close {
+        done: Option<oneshot::Sender<()>>,
+    },
+    Snapshot {
+        reply: oneshot::Sender<Snapshot>,
+    },
+    Subscribe {
+        tx: mpsc::UnboundedSender<ClientEvent>,
+    },
+    Input(Input),
+}
+
+/// What to deliver to an election's listener.
+enum What {
+    Elected(Term),
+    Revoked(Term, RevokeReason),
+    Notify(oneshot::Sender<()>),
+}
+
+/// One callback, with its listener, for the serial queue (S7.2).
+enum Job {
+    Elected(Arc<dyn ElectionListener>, Term),
+    Revoked(Arc<dyn ElectionListener>, Term, RevokeReason),
+    Notify(oneshot::Sender<()>),
+}
+
+/// The serial callback queue of one election (S7.2).
+struct Queue {
+    tx: mpsc::UnboundedSender<Job>,
+    pending: Arc<AtomicUsize>,
+}
+
+struct DEntry {
+    id: u64,
+    kind: Kind,
+    listener: Option<Arc<dyn ElectionListener>>,
+    queue: Option<Queue>,
+    task: Option<TaskFactory>,
+    lock_reply: Option<oneshot::Sender<Result<Term, LockFailure>>>,
+    lock_try: bool,
+    waiters: Vec<oneshot::Sender<()>>,
+    stopping: bool,
+}
+
+enum Running {
+    Async(AbortHandle),
+    Blocking(CancellationToken),
+}
+
+pub(crate) struct Driver {
+    engine: Engine,
+    backend: Arc<dyn Backend>,
+    clock: Clock,
+    tx: mpsc::UnboundedSender<Msg>,
+    executor: CallbackExecutor,
+    entries: HashMap<LeaseName, DEntry>,
+    terms: HashMap<TermId, TermControl>,
+    tasks: HashMap<TermId, Running>,
+    elected_at: HashMap<TermId, Instant>,
+    handover_from: HashMap<LeaseName, Instant>,
+    deadline: Option<(SessionId, Arc<SessionDeadline>)>,
+    subscribers: Vec<mpsc::UnboundedSender<ClientEvent>>,
+    close_waiters: Vec<oneshot::Sender<()>>,
+    workers_done: Vec<oneshot::Receiver<()>>,
+    closed: bool,
+    span: tracing::Span,
+}
+
+impl Driver {
+    pub(crate) fn new(
+        engine: Engine,
+        backend: Arc<dyn Backend>,
+        clock: Clock,
+        tx: mpsc::UnboundedSender<Msg>,
+        executor: CallbackExecutor,
+    ) -> Driver {
+        let span = tracing::info_span!("simba_client", backend = backend.name());
+        Driver {
+            engine,
+            backend,
+            clock,
+            tx,
+            executor,
+            entries: HashMap::new(),
+            terms: HashMap::new(),
+            tasks: HashMap::new(),
+            elected_at: HashMap::new(),
+            handover_from: HashMap::new(),
+            deadline: None,
+            subscribers: Vec::new(),
+            close_waiters: Vec::new(),
+            workers_done: Vec::new(),
+            closed: false,
+            span,
+        }
+    }
+
+    /// The drive loop: drain outputs, sleep until the next deadline or
+    /// message, tell the engine what happened, repeat until closed.
+    pub(crate) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        let runtime = self.clock.runtime.clone();
+        let mut sleep: Option<(Timestamp, BoxFuture<'static, ()>)> = None;
+        loop {
+            {
+                let _enter = self.span.clone().entered();
+                self.drain();
+            }
+            if self.closed {
+                break;
+            }
+            let next = self.engine.poll_timeout();
+            match next {
+                Some(at) if sleep.as_ref().map(|(t, _)| *t) != Some(at) => {
+                    sleep = Some((at, runtime.sleep_until(self.clock.instant(at))));
+                }
+                None => sleep = None,
+                _ => {}
+            }
+            let woke = futures::future::poll_fn(|cx| {
+                if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
+                    return Poll::Ready(Either::Left(msg));
+                }
+                if let Some((_, s)) = sleep.as_mut() {
+                    if s.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Either::Right(()));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            let _enter = self.span.clone().entered();
+            match woke {
+                Either::Left(Some(msg)) => {
+                    self.on_msg(msg);
+                    // Take whatever else is already queued before draining.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.drain();
+                        self.on_msg(msg);
+                    }
+                }
+                Either::Left(None) => break,
+                Either::Right(()) => {
+                    sleep = None;
+                    self.engine.handle_timeout(self.clock.now());
+                }
+            }
+        }
+        tracing::debug!(parent: &self.span, "simba driver stopped");
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        let now = self.clock.now();
+        match msg {
+            Msg::Input(input) => {
+                if let Input::TaskExited { term } = &input {
+                    self.tasks.remove(term);
+                }
+                self.engine.handle(now, input);
+            }
+            Msg::Start {
+                name,
+                entry,
+                spec,
+                reply,
+            } => self.start(now, name, entry, spec, reply),
+            Msg::Stop { name, entry, done } => {
+                let Some(e) = self.entries.get_mut(&name).filter(|e| e.id == entry) else {
+                    if let Some(done) = done {
+                        let _ = done.send(());
+                    }
+                    return;
+                };
+                e.stopping = true;
+                e.waiters.extend(done);
+                if self.engine.stop(now, &name).is_err() {
+                    self.remove_entry(&name);
+                }
+            }
+            Msg::StepDown {
+                name,
+                entry,
+                cooldown,
+                done,
+            } => {
+                let Some(e) = self.entries.get_mut(&name).filter(|e| e.id == entry) else {
+                    let _ = done.send(Err(ApiError::NotStarted(name)));
+                    return;
+                };
+                match self.engine.step_down(now, &name, cooldown) {
+                    Ok(()) => {
+                        let (tx, rx) = oneshot::channel();
+                        e.waiters.push(tx);
+                        self.clock.runtime.spawn(Box::pin(async move {
+                            let _ = rx.await;
+                            let _ = done.send(Ok(()));
+                        }));
+                    }
+                    Err(err) => {
+                        let _ = done.send(Err(err));
+                    }
+                }
+            }
+            Msg::Close { done } => {
+                self.close_waiters.extend(done);
+                tracing::info!("closing the Simba client");
+                self.engine.close(now);
+            }
+            Msg::Snapshot { reply } => {
+                let _ = reply.send(self.engine.snapshot(now));
+            }
+            Msg::Subscribe { tx } => self.subscribers.push(tx),
+        }
+    }
+
+    fn start(
+        &mut self,
+        now: Timestamp,
+        name: LeaseName,
+        entry: u64,
+        spec: Spec,
+        reply: oneshot::Sender<Result<(), ApiError>>,
+    ) {
+        let result = match &spec {
+            Spec::Election { task, .. } => {
+                self.engine
+                    .start_election(now, name.clone(), task.is_some())
+            }
+            Spec::Lock { wait, .. } => {
+                let wait = match wait {
+                    None => LockWait::Try,
+                    Some(None) => LockWait::Forever,
+                    Some(Some(d)) => LockWait::Until(now + *d),
+                };
+                self.engine.acquire_lock(now, name.clone(), wait, false)
+            }
+        };
+        if let Err(err) = result {
+            let _ = reply.send(Err(err));
+            return;
+        }
+        let d = match spec {
+            Spec::Election { listener, task } => {
+                let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
+                DEntry {
+                    id: entry,
+                    kind: Kind::Election,
+                    listener,
+                    queue,
+                    task,
+                    lock_reply: None,
+                    lock_try: false,
+                    waiters: Vec::new(),
+                    stopping: false,
+                }
+            }
+            Spec::Lock { wait, reply } => DEntry {
+                id: entry,
+                kind: Kind::Lock,
+                listener: None,
+                queue: None,
+                task: None,
+                lock_reply: Some(reply),
+                lock_try: wait.is_none(),
+                waiters: Vec::new(),
+                stopping: false,
+            },
+        };
+        tracing::info!(name = %name, kind = ?d.kind, "started");
+        self.entries.insert(name, d);
+        let _ = reply.send(Ok(()));
+    }
+
+    /// A serial callback worker for one election (S7.2), unless inline.
+    fn new_queue(&mut self, name: &LeaseName) -> Option<Queue> {
+        let (tx, mut rx) = mpsc::unbounded::<Job>();
+        let pending = Arc::new(AtomicUsize::new(0));
+        let (done_tx, done_rx) = oneshot::channel();
+        let counter = pending.clone();
+        let span = tracing::info_span!(parent: &self.span, "simba_callbacks", name = %name);
+        match self.executor {
+            CallbackExecutor::Inline => return None,
+            CallbackExecutor::Spawned | CallbackExecutor::SpawnedBounded(_) => {}
+        }
+        self.workers_done
+            .retain_mut(|rx| matches!(rx.try_recv(), Ok(None)));
+        self.workers_done.push(done_rx);
+        self.clock.runtime.spawn(Box::pin(async move {
+            while let Some(job) = rx.next().await {
+                let _enter = span.enter();
+                run_job(job);
+                counter.fetch_sub(1, Ordering::AcqRel);
+            }
+            let _ = done_tx.send(());
+        }));
+        Some(Queue { tx, pending })
+    }
+
+    /// Queues (or, inline, runs) one callback of `name`'s election.
+    fn push(&mut self, name: &LeaseName, what: What) {
+        let Some(e) = self.entries.get(name) else {
+            if let What::Notify(tx) = what {
+                let _ = tx.send(());
+            }
+            return;
+        };
+        let job = match (what, e.listener.clone()) {
+            (What::Notify(tx), _) => Job::Notify(tx),
+            (_, None) => return,
+            (What::Elected(t), Some(l)) => Job::Elected(l, t),
+            (What::Revoked(t, r), Some(l)) => Job::Revoked(l, t, r),
+        };
+        match &e.queue {
+            Some(q) => {
+                q.pending.fetch_add(1, Ordering::AcqRel);
+                if let Err(err) = q.tx.unbounded_send(job) {
+                    run_job(err.into_inner());
+                }
+            }
+            None => run_job(job),
+        }
+    }
+
+    fn drain(&mut self) {
+        while let Some(output) = self.engine.poll_output() {
+            match output {
+                Output::Command(cmd) => self.run_command(cmd),
+                Output::Event(event) => self.on_event(event),
+                Output::Task(order) => self.on_task(order),
+            }
+        }
+    }
+
+    /// Runs one backend command as its own future, cancelled after
+    /// `call_timeout()` (S2.4); its reply comes back as a message.
+    fn run_command(&mut self, cmd: Command) {
+        let backend = self.backend.clone();
+        let tx = self.tx.clone();
+        let timeout = self.engine.call_timeout();
+        let runtime = &self.clock.runtime;
+        let sleep = runtime.sleep_until(runtime.now() + timeout);
+        tracing::trace!(command = ?cmd, "backend call");
+        if matches!(cmd, Command::Renew { .. }) {
+            observe::renewal();
+        }
+        let timed_out = timeout_reply(&cmd, timeout);
+        let call: BoxFuture<'static, Input> = match cmd {
+            Command::OpenSession { op, lease_duration } => Box::pin(async move {
+                let result = backend.open_session(lease_duration).await;
+                Input::SessionOpened { op, result }
+            }),
+            Command::Renew { op, session } => Box::pin(async move {
+                let result = backend.renew(session).await;
+                Input::RenewReplied { op, result }
+            }),
+            Command::Acquire { op, session, name } => Box::pin(async move {
+                let result = backend.acquire(session, &name).await;
+                Input::AcquireReplied { op, result }
+            }),
+            Command::Release {
+                op,
+                session,
+                name,
+                token,
+            } => Box::pin(async move {
+                let result = backend.release(session, &name, token).await;
+                Input::ReleaseReplied { op, result }
+            }),
+            Command::CloseSession { op, session } => Box::pin(async move {
+                let result = backend.close_session(session).await;
+                Input::SessionClosed { op, result }
+            }),
+        };
+        runtime.spawn(Box::pin(async move {
+            let input = match futures::future::select(call, sleep).await {
+                Either::Left((input, _)) => input,
+                Either::Right(((), _)) => timed_out,
+            };
+            let _ = tx.unbounded_send(Msg::Input(input));
+        }));
+    }
+
+    fn publish(&mut self, event: ClientEvent) {
+        self.subscribers
+            .retain(|s| s.unbounded_send(event.clone()).is_ok());
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Elected { term } => self.on_elected(term),
+            Event::Revoked { term, reason } => {
+                let now = self.clock.runtime.now();
+                let kind = self.entries.get(&term.name).map(|e| e.kind);
+                tracing::info!(name = %term.name, token = %term.token, %reason, "term revoked");
+                observe::term_ended(term.name.as_str(), reason);
+                if let Some(since) = self.elected_at.remove(&term.id) {
+                    observe::leader_time(term.name.as_str(), now.saturating_duration_since(since));
+                }
+                if reason.is_voluntary() {
+                    self.handover_from.insert(term.name.clone(), now);
+                }
+                let handle = self.terms.remove(&term.id).map(|mut control| {
+                    control.revoke(reason);
+                    control.term
+                });
+                self.publish(ClientEvent::Revoked {
+                    name: term.name.to_string(),
+                    token: term.token.get(),
+                    reason,
+                });
+                if let Some(handle) = handle {
+                    self.push(&term.name, What::Revoked(handle, reason));
+                }
+                if kind == Some(Kind::Lock) && !reason.is_voluntary() {
+                    // S5.3: a lock lost involuntarily is gone for good.
+                    if self.entries.get(&term.name).is_some_and(|e| !e.stopping) {
+                        self.remove_entry(&term.name);
+                    }
+                }
+            }
+            Event::Completed { name } => {
+                if let Some(from) = self.handover_from.remove(&name) {
+                    let took = self.clock.runtime.now().saturating_duration_since(from);
+                    observe::handover(name.as_str(), took);
+                    tracing::debug!(name = %name, ?took, "handover complete");
+                }
+                let Some(e) = self.entries.get_mut(&name) else {
+                    return;
+                };
+                let waiters = std::mem::take(&mut e.waiters);
+                let stopping = e.stopping;
+                // S6.1 step 5: resolve after the last on_revoked has run.
+                for w in waiters {
+                    self.push(&name, What::Notify(w));
+                }
+                if stopping {
+                    self.remove_entry(&name);
+                }
+            }
+            Event::LockFailed { name } => {
+                if let Some(e) = self.entries.remove(&name) {
+                    let failure = if e.lock_try {
+                        LockFailure::Held
+                    } else {
+                        LockFailure::TimedOut
+                    };
+                    if let Some(reply) = e.lock_reply {
+                        let _ = reply.send(Err(
+                            if self.engine.session_state() == simba_core::SessionState::Closed {
+                                LockFailure::Closed
+                            } else {
+                                failure
+                            },
+                        ));
+                    }
+                    for w in e.waiters {
+                        let _ = w.send(());
+                    }
+                }
+            }
+            Event::SessionStateChanged { state, session } => {
+                tracing::info!(%state, session = ?session, "session state changed");
+                observe::session_state(state);
+                self.publish(ClientEvent::SessionState { state });
+            }
+            Event::DeadlineChanged { session, deadline } => match &self.deadline {
+                Some((s, shared)) if *s == session => shared.set(deadline),
+                _ => self.deadline = Some((session, SessionDeadline::new(deadline))),
+            },
+            Event::SessionLeaseShortened {
+                session: _,
+                validity,
+                renew_period,
+            } => {
+                tracing::warn!(
+                    ?validity,
+                    ?renew_period,
+                    "the backend grants a shortened lease (S8.4)"
+                );
+                self.publish(ClientEvent::SessionLeaseShortened {
+                    validity,
+                    renew_period,
+                });
+            }
+            Event::BackendFailed { command, error } => {
+                tracing::warn!(command, %error, "backend call failed");
+                observe::backend_failure(command);
+                self.publish(ClientEvent::BackendFailed { command, error });
+            }
+            Event::Closed => {
+                tracing::info!("Simba client closed");
+                self.publish(ClientEvent::Closed);
+                self.closed = true;
+                // Lock attempts still waiting can never succeed now.
+                let names: Vec<LeaseName> = self.entries.keys().cloned().collect();
+                for name in names {
+                    self.remove_entry(&name);
+                }
+                let waiters = std::mem::take(&mut self.close_waiters);
+                let workers = std::mem::take(&mut self.workers_done);
+                // S7.3: resolve once every queued callback has run.
+                self.clock.runtime.spawn(Box::pin(async move {
+                    for w in workers {
+                        let _ = w.await;
+                    }
+                    for w in waiters {
+                        let _ = w.send(());
+                    }
+                }));
+            }
+            Event::Diagnostic { level, message } => match level {
+                Level::Warn => tracing::warn!("{message}"),
+                _ => tracing::error!("{message}"),
+            },
+        }
+    }
+
+    fn on_elected(&mut self, term: simba_core::Term) {
+        let deadline = match &self.deadline {
+            Some((s, d)) if *s == term.session => d.clone(),
+            // Cannot happen (a session's deadline is known before any term
+            // of it); an unknown deadline makes the term invalid, never valid.
+            _ => SessionDeadline::new(Timestamp::ZERO),
+        };
+        let control = Term::new(term.name.clone(), term.token, deadline, self.clock.clone());
+        let handle = control.term.clone();
+        let Some(e) = self.entries.get_mut(&term.name) else {
+            return;
+        };
+        // S7.7: a bounded callback executor with a full queue refuses the
+        // on_elected; nobody learns of the term.
+        if let (CallbackExecutor::SpawnedBounded(max), Some(q)) = (&self.executor, &e.queue) {
+            if q.pending.load(Ordering::Acquire) >= *max {
+                tracing::warn!(name = %term.name, token = %term.token, "callback executor refused on_elected (S7.7)");
+                let mut control = control;
+                control.revoke(RevokeReason::SteppedDown);
+                let now = self.clock.now();
+                self.engine
+                    .handle(now, Input::ElectedRejected { term: term.id });
+                return;
+            }
+        }
+        if e.kind == Kind::Lock {
+            let delivered = match e.lock_reply.take() {
+                Some(reply) => reply.send(Ok(handle.clone())).is_ok(),
+                None => false,
+            };
+            if !delivered {
+                // Whoever asked is gone: give the lock straight back.
+                e.stopping = true;
+                let now = self.clock.now();
+                let _ = self.engine.stop(now, &term.name);
+            }
+        }
+        tracing::info!(name = %term.name, token = %term.token, "elected");
+        observe::term_started(term.name.as_str());
+        self.elected_at.insert(term.id, self.clock.runtime.now());
+        self.terms.insert(term.id, control);
+        self.publish(ClientEvent::Elected {
+            name: term.name.to_string(),
+            token: term.token.get(),
+        });
+        self.push(&term.name, What::Elected(handle));
+    }
+
+    fn on_task(&mut self, order: TaskOrder) {
+        match order {
+            TaskOrder::Start { term } => {
+                let factory = self.entries.get(&term.name).and_then(|e| e.task.clone());
+                let handle = self.terms.get(&term.id).map(|c| c.term.clone());
+                let (Some(factory), Some(handle)) = (factory, handle) else {
+                    // Nothing to run: report the exit so a handover never waits.
+                    let now = self.clock.now();
+                    self.engine.handle(now, Input::TaskExited { term: term.id });
+                    return;
+                };
+                let tx = self.tx.clone();
+                let id = term.id;
+                let span = tracing::info_span!(parent: &self.span, "simba_leader_task", name = %term.name, token = %term.token);
+                match factory {
+                    TaskFactory::Async(f) => {
+                        let (abort, reg) = AbortHandle::new_pair();
+                        let fut = Abortable::new(InContext(Box::pin(f(handle))), reg);
+                        self.tasks.insert(id, Running::Async(abort));
+                        self.clock.runtime.spawn(Box::pin(
+                            async move {
+                                tracing::debug!("leader task started");
+                                if AssertUnwindSafe(fut).catch_unwind().await.is_err() {
+                                    tracing::error!("leader task panicked");
+                                }
+                                tracing::debug!("leader task exited");
+                                let _ =
+                                    tx.unbounded_send(Msg::Input(Input::TaskExited { term: id }));
+                            }
+                            .instrument(span),
+                        ));
+                    }
+                    TaskFactory::Blocking(f) => {
+                        let token = CancellationToken::new();
+                        self.tasks.insert(id, Running::Blocking(token.clone()));
+                        self.clock.runtime.spawn_blocking(Box::new(move || {
+                            let _enter = span.enter();
+                            let _ctx = ContextGuard::enter();
+                            tracing::debug!("blocking leader task started");
+                            let run =
+                                std::panic::catch_unwind(AssertUnwindSafe(|| f(handle, token)));
+                            if run.is_err() {
+                                tracing::error!("blocking leader task panicked");
+                            }
+                            tracing::debug!("blocking leader task exited");
+                            let _ = tx.unbounded_send(Msg::Input(Input::TaskExited { term: id }));
+                        }));
+                    }
+                }
+            }
+            TaskOrder::Interrupt { term } => match self.tasks.get(&term.id) {
+                Some(Running::Async(abort)) => abort.abort(),
+                Some(Running::Blocking(token)) => token.cancel(),
+                None => {}
+            },
+        }
+    }
+
+    /// Forgets an entry the engine no longer has, resolving what waits on it.
+    fn remove_entry(&mut self, name: &LeaseName) {
+        if let Some(e) = self.entries.remove(name) {
+            if let Some(reply) = e.lock_reply {
+                let _ = reply.send(Err(LockFailure::Closed));
+            }
+            match e.queue {
+                Some(q) => {
+                    for w in e.waiters {
+                        q.pending.fetch_add(1, Ordering::AcqRel);
+                        if let Err(err) = q.tx.unbounded_send(Job::Notify(w)) {
+                            run_job(err.into_inner());
+                        }
+                    }
+                }
+                None => {
+                    for w in e.waiters {
+                        let _ = w.send(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs one callback job on the current thread, marked as callback context
+/// (S7.5); a panicking listener is logged, never propagated.
+fn run_job(job: Job) {
+    let _ctx = ContextGuard::enter();
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| match job {
+        Job::Elected(l, t) => l.on_elected(&t),
+        Job::Revoked(l, t, r) => l.on_revoked(&t, r),
+        Job::Notify(tx) => {
+            let _ = tx.send(());
+        }
+    }));
+    if result.is_err() {
+        tracing::error!("an election listener panicked");
+    }
+}
+
+fn timeout_reply(cmd: &Command, timeout: Duration) -> Input {
+    let error = |what: &str| {
+        BackendError::new(
+            BackendErrorKind::Timeout,
+            format!("{what} call did not finish within {timeout:?} (S2.4)"),
+        )
+    };
+    match cmd {
+        Command::OpenSession { op, .. } => Input::SessionOpened {
+            op: *op,
+            result: Err(error("open")),
+        },
+        Command::Renew { op, .. } => Input::RenewReplied {
+            op: *op,
+            result: Err(RenewError::Backend(error("renew"))),
+        },
+        Command::Acquire { op, .. } => Input::AcquireReplied {
+            op: *op,
+            result: Err(error("acquire")),
+        },
+        Command::Release { op, .. } => Input::ReleaseReplied {
+            op: *op,
+            result: Err(error("release")),
+        },
+        Command::CloseSession { op, .. } => Input::SessionClosed {
+            op: *op,
+            result: Err(error("close")),
+        },
+    }
+}
+
+/// Subscribes to the backend's release broadcasts (S4.2) and forwards each
+/// freed name to the driver until it stops.
+pub(crate) fn forward_releases(
+    backend: Arc<dyn Backend>,
+    tx: mpsc::UnboundedSender<Msg>,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        if !backend.broadcasts_releases() {
+            return;
+        }
+        match backend.subscribe_releases().await {
+            Ok(Some(mut stream)) => {
+                while let Some(name) = stream.next().await {
+                    if tx
+                        .unbounded_send(Msg::Input(Input::ReleaseBroadcast { name }))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(%error, "cannot subscribe to release broadcasts; candidates rely on retries (S4.1)")
+            }
+        }
+    })
+}

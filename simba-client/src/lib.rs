@@ -1,0 +1,76 @@
+//! # simba-client: Simba's application API over any async runtime
+//!
+//! Elections, locks and leader-only tasks for processes on many machines,
+//! driven by the sans-IO engine of `simba-core` over a [`Backend`]. This
+//! crate holds the whole API and the one runtime-agnostic driver; the
+//! runtime adapters `simba-tokio` and `simba-async-std` only implement the
+//! small [`Runtime`] trait (spawn, spawn blocking, sleep until, now) and
+//! re-export this crate. Applications normally depend on an adapter.
+//!
+//! ## How it runs
+//!
+//! One driver task per client owns the engine. It receives API requests and
+//! backend replies over a channel, sleeps until the engine's one next
+//! deadline, runs each backend command as its own task cancelled after the
+//! renewal period in force (S2.4), forwards release broadcasts (S4.2), and
+//! delivers events to listeners serially per election (S7.2). It makes no
+//! decision of its own: every rule of the specification lives in the engine.
+//!
+//! A [`Term`] shares its session's local deadline (an atomic the driver moves
+//! on every renewal) and a revoked flag, so [`Term::is_valid`] is a pure read
+//! of the monotonic clock: no background task has to run first (S3.3).
+//!
+//! ## Example (with `simba-tokio`)
+//!
+//! ```ignore
+//! let backend = simba_backends::connect("postgres://simba@db/simba").await?;
+//! let simba = simba_tokio::builder_dyn(backend.into()).config(config).build()?;
+//! let task = simba.run_while_leader("billing.leader", |term| async move {
+//!     while term.is_valid() {
+//!         bill_next_batch(term.token()).await;
+//!     }
+//! }).await?;
+//! // …
+//! task.stop().await; // revoke, cancel the task, release after it exited (S6.1)
+//! simba.close().await;
+//! ```
+//!
+//! ## Blocking calls and callbacks
+//!
+//! `close_blocking`, `stop_blocking` and `release_blocking` refuse to wait
+//! when called from a callback or a leader task (S7.5, S7.6): they start the
+//! action and return `WouldWaitOnItself` instead of deadlocking.
+//!
+//! ## Observability
+//!
+//! `tracing` spans (`simba_client`, `simba_callbacks`, `simba_leader_task`)
+//! and events for every state change; metrics through the `metrics` facade,
+//! listed in the table below, with bounded label cardinality.
+//!
+#![doc = include_str!("metrics.md")]
+#![forbid(unsafe_code)]
+
+mod client;
+mod config;
+mod driver;
+mod error;
+mod observe;
+mod runtime;
+mod term;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+pub use client::{
+    CallbackExecutor, ClientEvent, Election, ElectionBuilder, ElectionListener, LeaderTask, Lock,
+    LockTerm, NoListener, Simba, SimbaBuilder,
+};
+pub use config::{ConfigSection, ENV_VARS};
+pub use error::{BuildError, ClientError, ConfigSectionError, ElectionError, LockError, TermError};
+pub use runtime::Runtime;
+pub use term::{in_callback_or_task, CancellationToken, Term};
+
+pub use simba_backends::{Backend, MemoryBackend};
+pub use simba_core::{
+    EntrySnapshot, Kind, LeaseName, RevokeReason, SessionSnapshot, SessionState, SimbaConfig,
+    SimbaConfigBuilder, Snapshot, Status,
+};

@@ -1,0 +1,284 @@
+//! Terms (S3.2), the cooperative cancellation token of blocking leader tasks,
+//! and the "am I inside a callback or leader task" marker (S7.5, S7.6).
+
+use crate::error::TermError;
+use crate::runtime::Runtime;
+use futures::channel::oneshot;
+use futures::future::{FutureExt, Shared};
+use simba_core::{term_is_valid, term_remaining, LeaseName, RevokeReason, Timestamp, Token};
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// The local deadline of one session, shared by the driver (which moves it
+/// on every `DeadlineChanged`) and every term of that session (S2.1, S3.3).
+#[derive(Debug)]
+pub(crate) struct SessionDeadline(AtomicU64);
+
+impl SessionDeadline {
+    pub(crate) fn new(deadline: Timestamp) -> Arc<Self> {
+        Arc::new(SessionDeadline(AtomicU64::new(deadline.as_nanos())))
+    }
+    pub(crate) fn set(&self, deadline: Timestamp) {
+        self.0.store(deadline.as_nanos(), Ordering::Release);
+    }
+    fn get(&self) -> Timestamp {
+        Timestamp::from_nanos(self.0.load(Ordering::Acquire))
+    }
+}
+
+/// The clock of one client: its runtime and the instant its timestamps count from.
+#[derive(Clone)]
+pub(crate) struct Clock {
+    pub(crate) runtime: Arc<dyn Runtime>,
+    pub(crate) base: Instant,
+}
+
+impl Clock {
+    pub(crate) fn now(&self) -> Timestamp {
+        Timestamp::from_duration(self.runtime.now().saturating_duration_since(self.base))
+    }
+    pub(crate) fn instant(&self, at: Timestamp) -> Instant {
+        self.base + at.as_duration()
+    }
+}
+
+struct TermInner {
+    name: LeaseName,
+    token: Token,
+    deadline: Arc<SessionDeadline>,
+    revoked: AtomicBool,
+    reason: Shared<oneshot::Receiver<RevokeReason>>,
+    clock: Clock,
+}
+
+/// One period in which this client owns a lease (S3.2).
+///
+/// Cheap to clone. `is_valid()` and `remaining()` read the runtime's
+/// monotonic clock and the session's shared local deadline, so they need no
+/// background task and turn false at once after a long pause (S3.3). An ended
+/// term never becomes valid again, even if the client is elected again: the
+/// next term is a different `Term` with a higher [`token`](Term::token).
+#[derive(Clone)]
+pub struct Term {
+    inner: Arc<TermInner>,
+}
+
+/// The driver's side of a term: it revokes it.
+pub(crate) struct TermControl {
+    pub(crate) term: Term,
+    reason_tx: Option<oneshot::Sender<RevokeReason>>,
+}
+
+impl TermControl {
+    /// S6.1 step 1: `is_valid()` turns false, `revoked()` resolves.
+    pub(crate) fn revoke(&mut self, reason: RevokeReason) {
+        self.term.inner.revoked.store(true, Ordering::Release);
+        if let Some(tx) = self.reason_tx.take() {
+            let _ = tx.send(reason);
+        }
+    }
+}
+
+impl Term {
+    pub(crate) fn new(
+        name: LeaseName,
+        token: Token,
+        deadline: Arc<SessionDeadline>,
+        clock: Clock,
+    ) -> TermControl {
+        let (tx, rx) = oneshot::channel();
+        TermControl {
+            term: Term {
+                inner: Arc::new(TermInner {
+                    name,
+                    token,
+                    deadline,
+                    revoked: AtomicBool::new(false),
+                    reason: rx.shared(),
+                    clock,
+                }),
+            },
+            reason_tx: Some(tx),
+        }
+    }
+
+    /// The lease name.
+    pub fn name(&self) -> &str {
+        self.inner.name.as_str()
+    }
+
+    /// The fencing token: > 0, constant within the term, strictly increasing
+    /// across the terms of one name (S3.2). Send it with every write to a
+    /// fenced resource (see `simba_backends::fencing`).
+    pub fn token(&self) -> u64 {
+        self.inner.token.get()
+    }
+
+    /// The fencing token as `simba-core`'s [`Token`], for the fencing
+    /// helpers of `simba_backends::fencing`.
+    pub fn fencing_token(&self) -> Token {
+        self.inner.token
+    }
+
+    /// Not revoked, and the session's local deadline has not passed (S3.3).
+    pub fn is_valid(&self) -> bool {
+        let i = &self.inner;
+        term_is_valid(
+            i.deadline.get(),
+            i.revoked.load(Ordering::Acquire),
+            i.clock.now(),
+        )
+    }
+
+    /// Time until the local deadline; zero once the term is over (S3.2).
+    pub fn remaining(&self) -> Duration {
+        let i = &self.inner;
+        term_remaining(
+            i.deadline.get(),
+            i.revoked.load(Ordering::Acquire),
+            i.clock.now(),
+        )
+    }
+
+    /// `Ok` only if the term stays valid for more than `min_remaining` (S3.2).
+    ///
+    /// # Errors
+    /// [`TermError::TermExpired`] otherwise.
+    pub fn ensure_valid(&self, min_remaining: Duration) -> Result<(), TermError> {
+        let remaining = self.remaining();
+        if remaining > min_remaining {
+            Ok(())
+        } else {
+            Err(TermError::TermExpired {
+                name: self.name().to_owned(),
+                token: self.token(),
+                remaining,
+                required: min_remaining,
+            })
+        }
+    }
+
+    /// A future that resolves, with the reason, once the term has ended
+    /// (S3.2, S3.4). Every call returns a future resolving to the same reason.
+    /// If the client is gone without revoking the term, it resolves with
+    /// [`RevokeReason::Stopped`].
+    pub fn revoked(&self) -> impl Future<Output = RevokeReason> + Send + 'static {
+        let reason = self.inner.reason.clone();
+        async move { reason.await.unwrap_or(RevokeReason::Stopped) }
+    }
+
+    /// The reason, if the term has ended.
+    pub fn revoke_reason(&self) -> Option<RevokeReason> {
+        self.inner
+            .reason
+            .peek()
+            .map(|r| *r.as_ref().unwrap_or(&RevokeReason::Stopped))
+    }
+}
+
+impl fmt::Debug for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Term")
+            .field("name", &self.name())
+            .field("token", &self.token())
+            .field("valid", &self.is_valid())
+            .finish()
+    }
+}
+
+impl PartialEq for Term {
+    fn eq(&self, other: &Term) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+impl Eq for Term {}
+
+/// The cooperative cancellation token of a blocking leader task
+/// ([`crate::ElectionBuilder::run_blocking_while_leader`]): the task should
+/// return soon after [`is_cancelled`](CancellationToken::is_cancelled) turns true.
+///
+/// ```
+/// use simba_client::CancellationToken;
+/// use std::time::Duration;
+/// let token = CancellationToken::new();
+/// assert!(!token.sleep(Duration::from_millis(1)));
+/// token.cancel();
+/// assert!(token.is_cancelled());
+/// assert!(token.sleep(Duration::from_secs(3600))); // returns at once
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct CancellationToken {
+    inner: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl CancellationToken {
+    /// A token not yet cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels the token and wakes every [`sleep`](CancellationToken::sleep).
+    pub fn cancel(&self) {
+        let (lock, cv) = &*self.inner;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Whether the token was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        *self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks the thread for `d` or until cancelled; returns whether it was cancelled.
+    pub fn sleep(&self, d: Duration) -> bool {
+        let (lock, cv) = &*self.inner;
+        let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, d, |cancelled| !*cancelled)
+            .unwrap_or_else(|p| p.into_inner());
+        *guard
+    }
+}
+
+thread_local! {
+    static IN_SIMBA_CONTEXT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether the current thread is running a Simba callback or leader task,
+/// where a blocking wait on the client would wait on itself (S7.5, S7.6).
+pub fn in_callback_or_task() -> bool {
+    IN_SIMBA_CONTEXT.with(|c| c.get() > 0)
+}
+
+/// Marks the current thread as inside a callback or leader task while alive.
+pub(crate) struct ContextGuard(());
+
+impl ContextGuard {
+    pub(crate) fn enter() -> ContextGuard {
+        IN_SIMBA_CONTEXT.with(|c| c.set(c.get() + 1));
+        ContextGuard(())
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        IN_SIMBA_CONTEXT.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// A future that marks every poll of its inner future as leader-task context.
+pub(crate) struct InContext<F>(pub(crate) Pin<Box<F>>);
+
+impl<F: Future> Future for InContext<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _guard = ContextGuard::enter();
+        self.0.as_mut().poll(cx)
+    }
+}

@@ -1,0 +1,769 @@
+//! The integration suite every runtime adapter runs, written once (feature
+//! `testkit`). Each scenario is an async function of a [`Runtime`] and a
+//! shared backend; [`adapter_suite!`](crate::adapter_suite) turns them into
+//! `#[test]`s per backend (in-memory, SQLite, PostgreSQL).
+//!
+//! Timing: leases of 1.5 s renewed every 0.5 s, with generous bounds, since
+//! the suite runs on shared machines. PostgreSQL is read from
+//! `SIMBA_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
+//! when it is unreachable the PostgreSQL tests fail if `CI=true` and are
+//! skipped loudly otherwise.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use crate::{
+    CallbackExecutor, ClientError, ElectionError, ElectionListener, LockError, RevokeReason,
+    Runtime, Simba, SimbaConfig, Status, Term,
+};
+use simba_backends::{Backend, BackendConfig, MemoryBackend};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Which backend a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    Memory,
+    Sqlite,
+    Postgres,
+}
+
+/// The lease used by the suite.
+pub const LEASE: Duration = Duration::from_millis(1500);
+/// The renewal interval used by the suite.
+pub const RENEW: Duration = Duration::from_millis(500);
+/// A generous bound for anything that should take about one lease.
+pub const PATIENCE: Duration = Duration::from_secs(15);
+
+/// The suite's configuration: short leases.
+pub fn config() -> SimbaConfig {
+    SimbaConfig::builder()
+        .lease_duration(LEASE)
+        .renew_interval(RENEW)
+        .margin(Duration::from_millis(50))
+        .build()
+        .expect("valid test config")
+}
+
+fn short_hash(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// A backend for one test, or `None` to skip (PostgreSQL absent, not CI).
+pub async fn backend(kind: BackendKind, adapter: &str, test: &str) -> Option<Arc<dyn Backend>> {
+    let prefix = format!("s{}_{:08x}_", &adapter[..1], short_hash(test));
+    match kind {
+        BackendKind::Memory => Some(Arc::new(MemoryBackend::new())),
+        BackendKind::Sqlite => {
+            let path = std::env::temp_dir()
+                .join(format!("simba-{adapter}-{test}-{}.db", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            let url = format!("sqlite://{}", path.display());
+            let b = BackendConfig::parse(&url)
+                .expect("sqlite url")
+                .connect()
+                .await
+                .expect("open sqlite");
+            Some(Arc::from(b))
+        }
+        BackendKind::Postgres => {
+            let url = std::env::var("SIMBA_TEST_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+            let config = BackendConfig::parse(&url)
+                .expect("postgres url")
+                .with_table_prefix(&prefix)
+                .expect("prefix");
+            match config.connect().await {
+                Ok(b) => Some(Arc::from(b)),
+                Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
+                    panic!("PostgreSQL is required when CI=true: {e}")
+                }
+                Err(e) => {
+                    eprintln!(
+                        "SKIPPED {test}: PostgreSQL unreachable ({e}); set CI=true to fail instead"
+                    );
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Everything a scenario gets.
+#[derive(Clone)]
+pub struct Env {
+    pub runtime: Arc<dyn Runtime>,
+    pub backend: Arc<dyn Backend>,
+}
+
+impl Env {
+    pub fn client(&self) -> Simba {
+        self.client_with(CallbackExecutor::Spawned)
+    }
+
+    pub fn client_with(&self, executor: CallbackExecutor) -> Simba {
+        Simba::builder_dyn(self.backend.clone())
+            .config(config())
+            .callback_executor(executor)
+            .runtime(self.runtime.clone())
+            .build()
+            .expect("client")
+    }
+
+    pub async fn sleep(&self, d: Duration) {
+        self.runtime.sleep_until(self.runtime.now() + d).await
+    }
+
+    /// Polls `cond` every 20 ms until it holds; panics after `limit`.
+    pub async fn wait_for<F, Fut>(&self, what: &str, limit: Duration, mut cond: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let start = Instant::now();
+        while !cond().await {
+            assert!(
+                start.elapsed() < limit,
+                "timed out after {limit:?} waiting for {what}"
+            );
+            self.sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn status(e: &crate::Election) -> Option<Status> {
+    e.snapshot().await.ok().flatten().map(|s| s.status)
+}
+
+/// Records callbacks; checks that they are paired and never overlap (S7.1, S7.2).
+#[derive(Default)]
+pub struct Recorder {
+    pub log: Mutex<Vec<(bool, u64, Option<RevokeReason>, Instant)>>,
+    busy: AtomicBool,
+    pub overlaps: AtomicUsize,
+    pub leading: Option<Arc<AtomicI32>>,
+    pub max_leading: Option<Arc<AtomicI32>>,
+    pub pause: Duration,
+}
+
+impl Recorder {
+    fn enter(&self) {
+        if self.busy.swap(true, Ordering::AcqRel) {
+            self.overlaps.fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.pause.is_zero() {
+            std::thread::sleep(self.pause);
+        }
+    }
+    pub fn elected(&self) -> usize {
+        self.log.lock().unwrap().iter().filter(|e| e.0).count()
+    }
+    pub fn revoked(&self) -> Vec<RevokeReason> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e.2)
+            .collect()
+    }
+    pub fn tokens(&self) -> Vec<u64> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.0)
+            .map(|e| e.1)
+            .collect()
+    }
+    /// S7.1: elected/revoked alternate, for the same token each time.
+    pub fn assert_paired(&self) {
+        let log = self.log.lock().unwrap();
+        for pair in log.chunks(2) {
+            assert!(pair[0].0, "a term must start with on_elected: {log:?}");
+            if let Some(r) = pair.get(1) {
+                assert!(!r.0, "on_elected twice in a row: {log:?}");
+                assert_eq!(pair[0].1, r.1, "on_revoked for another term: {log:?}");
+            }
+        }
+        assert_eq!(
+            self.overlaps.load(Ordering::Relaxed),
+            0,
+            "callbacks overlapped (S7.2)"
+        );
+    }
+}
+
+impl ElectionListener for Arc<Recorder> {
+    fn on_elected(&self, term: &Term) {
+        self.enter();
+        if let (Some(l), Some(m)) = (&self.leading, &self.max_leading) {
+            let now = l.fetch_add(1, Ordering::AcqRel) + 1;
+            m.fetch_max(now, Ordering::AcqRel);
+        }
+        self.log
+            .lock()
+            .unwrap()
+            .push((true, term.token(), None, Instant::now()));
+        self.busy.store(false, Ordering::Release);
+    }
+    fn on_revoked(&self, term: &Term, reason: RevokeReason) {
+        self.enter();
+        if let Some(l) = &self.leading {
+            l.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.log
+            .lock()
+            .unwrap()
+            .push((false, term.token(), Some(reason), Instant::now()));
+        self.busy.store(false, Ordering::Release);
+    }
+}
+
+// ----- scenarios ---------------------------------------------------------
+
+/// S4, S3.2: five clients on one name, exactly one leader.
+pub async fn one_leader_among_five(env: Env) {
+    let leading = Arc::new(AtomicI32::new(0));
+    let max = Arc::new(AtomicI32::new(0));
+    let mut clients = Vec::new();
+    for _ in 0..5 {
+        let simba = env.client();
+        let rec = Arc::new(Recorder {
+            leading: Some(leading.clone()),
+            max_leading: Some(max.clone()),
+            ..Recorder::default()
+        });
+        let e = simba
+            .election("suite.five")
+            .start(rec.clone())
+            .await
+            .unwrap();
+        clients.push((simba, e, rec));
+    }
+    env.wait_for("a leader", PATIENCE, || {
+        let l = leading.clone();
+        async move { l.load(Ordering::Acquire) == 1 }
+    })
+    .await;
+    env.sleep(RENEW * 4).await;
+    let mut leaders = 0;
+    for (_, e, _) in &clients {
+        if status(e).await == Some(Status::Leader) {
+            leaders += 1;
+        }
+    }
+    assert_eq!(leaders, 1, "exactly one leader among five clients");
+    assert_eq!(max.load(Ordering::Acquire), 1, "never two leaders at once");
+    for (simba, _, rec) in &clients {
+        simba.close().await;
+        rec.assert_paired();
+    }
+}
+
+async fn failover(env: Env, drop_leader: bool) {
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let simba = env.client();
+        let rec = Arc::new(Recorder::default());
+        let e = simba
+            .election("suite.failover")
+            .start(rec.clone())
+            .await
+            .unwrap();
+        clients.push(Some((simba, e, rec)));
+    }
+    let mut leader = None;
+    env.sleep(Duration::ZERO).await;
+    let start = Instant::now();
+    while leader.is_none() {
+        for (i, c) in clients.iter().enumerate() {
+            if let Some((_, e, _)) = c {
+                if status(e).await == Some(Status::Leader) {
+                    leader = Some(i);
+                }
+            }
+        }
+        assert!(start.elapsed() < PATIENCE, "no leader elected");
+        env.sleep(Duration::from_millis(20)).await;
+    }
+    let i = leader.unwrap();
+    let (simba, e, rec) = clients[i].take().unwrap();
+    let old_token = rec.tokens()[0];
+    if drop_leader {
+        drop(e);
+        drop(simba);
+    } else {
+        simba.close().await;
+        assert_eq!(rec.revoked(), vec![RevokeReason::Stopped]);
+    }
+    let t0 = Instant::now();
+    let others: Vec<_> = clients.iter().flatten().map(|c| c.2.clone()).collect();
+    env.wait_for("a new leader", PATIENCE, || {
+        let o = others.clone();
+        async move { o.iter().any(|r| r.elected() == 1) }
+    })
+    .await;
+    let took = t0.elapsed();
+    let new_token = others.iter().flat_map(|r| r.tokens()).max().unwrap();
+    assert!(new_token > old_token, "S3.2: tokens increase across terms");
+    // Closing releases at once (S1.4): the next attempt takes over well
+    // before the old session could have expired.
+    assert!(took < LEASE * 4, "fail-over took {took:?}");
+    for (simba, _, _) in clients.into_iter().flatten() {
+        simba.close().await;
+    }
+}
+
+/// S1.4: the leader's client closes; another takes over.
+pub async fn failover_after_close(env: Env) {
+    failover(env, false).await
+}
+
+/// S1.4: the leader's client is dropped; another takes over.
+pub async fn failover_after_drop(env: Env) {
+    failover(env, true).await
+}
+
+/// S6.4, S7.3: step_down(cooldown) revokes, resolves after on_revoked, and
+/// keeps the election out of the competition for the cooldown.
+pub async fn step_down_with_cooldown(env: Env) {
+    let simba = env.client();
+    let rec = Arc::new(Recorder::default());
+    let e = simba
+        .election("suite.stepdown")
+        .start(rec.clone())
+        .await
+        .unwrap();
+    env.wait_for("elected", PATIENCE, || {
+        let r = rec.clone();
+        async move { r.elected() == 1 }
+    })
+    .await;
+    let cooldown = Duration::from_millis(1500);
+    let t0 = Instant::now();
+    e.step_down(cooldown).await.unwrap();
+    assert_eq!(
+        rec.revoked(),
+        vec![RevokeReason::SteppedDown],
+        "resolved after on_revoked"
+    );
+    assert_eq!(status(&e).await, Some(Status::CoolingDown));
+    env.wait_for("elected again", PATIENCE, || {
+        let r = rec.clone();
+        async move { r.elected() == 2 }
+    })
+    .await;
+    assert!(
+        t0.elapsed() >= cooldown,
+        "re-elected before the cooldown ended"
+    );
+    let tokens = rec.tokens();
+    assert!(tokens[1] > tokens[0]);
+    e.stop().await;
+    rec.assert_paired();
+    simba.close().await;
+}
+
+/// S6.1: the new leader's task starts only after the old leader's task exited.
+pub async fn handover_order(env: Env) {
+    let a = env.client();
+    let b = env.client();
+    let a_exit: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let b_start: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let a_started = Arc::new(AtomicBool::new(false));
+    let (ae, started) = (a_exit.clone(), a_started.clone());
+    let ta = a
+        .election("suite.handover")
+        .run_blocking_while_leader(move |term, cancel| {
+            started.store(true, Ordering::Release);
+            while !cancel.sleep(Duration::from_millis(50)) {}
+            assert!(!term.is_valid(), "S6.1: revoked before interrupted");
+            // Clean up slowly: the lease must stay held meanwhile.
+            std::thread::sleep(Duration::from_millis(300));
+            *ae.lock().unwrap() = Some(Instant::now());
+        })
+        .await
+        .unwrap();
+    env.wait_for("A leads", PATIENCE, || {
+        let s = a_started.clone();
+        async move { s.load(Ordering::Acquire) }
+    })
+    .await;
+    let bs = b_start.clone();
+    let tb = b
+        .run_while_leader("suite.handover", move |_term| {
+            let bs = bs.clone();
+            async move {
+                bs.lock().unwrap().get_or_insert(Instant::now());
+                futures::future::pending::<()>().await;
+            }
+        })
+        .await
+        .unwrap();
+    env.sleep(RENEW).await;
+    ta.stop().await;
+    let exit = a_exit
+        .lock()
+        .unwrap()
+        .expect("A's task exited before stop resolved");
+    env.wait_for("B leads", PATIENCE, || {
+        let s = b_start.clone();
+        async move { s.lock().unwrap().is_some() }
+    })
+    .await;
+    let start = b_start.lock().unwrap().unwrap();
+    assert!(
+        start >= exit,
+        "B's task started {:?} before A's exited",
+        exit - start
+    );
+    tb.stop().await;
+    a.close().await;
+    b.close().await;
+}
+
+/// S6.2: a task that ignores cancellation delays the handover by at most the
+/// term's remaining time.
+pub async fn stubborn_task_delays_handover_at_most_remaining(env: Env) {
+    let a = env.client();
+    let b = env.client();
+    let a_started = Arc::new(AtomicBool::new(false));
+    let a_exited = Arc::new(AtomicBool::new(false));
+    let (s, x) = (a_started.clone(), a_exited.clone());
+    let ta = a
+        .election("suite.stubborn")
+        .run_blocking_while_leader(move |_term, _cancel| {
+            s.store(true, Ordering::Release);
+            std::thread::sleep(LEASE * 3); // ignores the token
+            x.store(true, Ordering::Release);
+        })
+        .await
+        .unwrap();
+    env.wait_for("A leads", PATIENCE, || {
+        let s = a_started.clone();
+        async move { s.load(Ordering::Acquire) }
+    })
+    .await;
+    let rec = Arc::new(Recorder::default());
+    let eb = b
+        .election("suite.stubborn")
+        .start(rec.clone())
+        .await
+        .unwrap();
+    env.sleep(RENEW).await;
+    let t0 = Instant::now();
+    ta.stop().await;
+    let took = t0.elapsed();
+    assert!(
+        took <= LEASE + Duration::from_secs(1),
+        "handover waited {took:?}, more than the term's remaining time"
+    );
+    env.wait_for("B leads", PATIENCE, || {
+        let r = rec.clone();
+        async move { r.elected() == 1 }
+    })
+    .await;
+    assert!(
+        !a_exited.load(Ordering::Acquire),
+        "B should lead while A's task still ignores its cancellation"
+    );
+    eb.stop().await;
+    a.close().await;
+    b.close().await;
+}
+
+/// S7.1, S7.2: callbacks are paired and never overlap, over several terms.
+pub async fn callbacks_paired_and_serial(env: Env) {
+    let simba = env.client();
+    let rec = Arc::new(Recorder {
+        pause: Duration::from_millis(30),
+        ..Recorder::default()
+    });
+    let e = simba
+        .election("suite.serial")
+        .start(rec.clone())
+        .await
+        .unwrap();
+    for round in 1..=3 {
+        env.wait_for("elected", PATIENCE, || {
+            let r = rec.clone();
+            async move { r.elected() == round }
+        })
+        .await;
+        e.step_down(Duration::ZERO).await.unwrap();
+    }
+    e.stop().await;
+    let n = rec.log.lock().unwrap().len();
+    assert!(n >= 6, "three full terms, got {n} callbacks");
+    rec.assert_paired();
+    env.sleep(RENEW).await;
+    assert_eq!(
+        rec.log.lock().unwrap().len(),
+        n,
+        "S7.3: nothing after stop()"
+    );
+    simba.close().await;
+}
+
+/// S7.3: the stop future resolves after the last on_revoked has run.
+pub async fn stop_resolves_after_last_on_revoked(env: Env) {
+    let simba = env.client();
+    let rec = Arc::new(Recorder {
+        pause: Duration::from_millis(300),
+        ..Recorder::default()
+    });
+    let e = simba
+        .election("suite.stopwait")
+        .start(rec.clone())
+        .await
+        .unwrap();
+    env.wait_for("elected", PATIENCE, || {
+        let r = rec.clone();
+        async move { r.elected() == 1 }
+    })
+    .await;
+    e.stop().await;
+    assert_eq!(rec.revoked(), vec![RevokeReason::Stopped]);
+    assert_eq!(status(&e).await, None);
+    simba.close().await;
+}
+
+/// S5.3: try_acquire, acquire_timeout, release on drop, tokens increase.
+pub async fn lock_try_and_timeout(env: Env) {
+    let a = env.client();
+    let b = env.client();
+    let held = a.lock("suite.lock").acquire().await.unwrap();
+    assert!(held.is_valid());
+    assert!(held.ensure_valid(Duration::from_millis(10)).is_ok());
+    let first = held.token();
+    match b.lock("suite.lock").try_acquire().await {
+        Err(LockError::Held(_)) => {}
+        other => panic!("expected Held, got {other:?}"),
+    }
+    let t0 = Instant::now();
+    match b
+        .lock("suite.lock")
+        .acquire_timeout(Duration::from_millis(700))
+        .await
+    {
+        Err(LockError::TimedOut { .. }) => {}
+        other => panic!("expected TimedOut, got {other:?}"),
+    }
+    assert!(t0.elapsed() >= Duration::from_millis(600));
+    let term = held.term().clone();
+    drop(held); // releases (S5.3)
+    assert_eq!(term.revoked().await, RevokeReason::Stopped);
+    assert!(!term.is_valid(), "S3.3: an ended term is never valid again");
+    assert_eq!(term.remaining(), Duration::ZERO);
+    let second = b
+        .lock("suite.lock")
+        .acquire_timeout(PATIENCE)
+        .await
+        .unwrap();
+    assert!(second.token() > first);
+    second.release().await;
+    a.close().await;
+    b.close().await;
+}
+
+/// S7.4: a name started twice on one client is refused.
+pub async fn already_started(env: Env) {
+    let simba = env.client();
+    let e = simba
+        .election("suite.twice")
+        .start(crate::NoListener)
+        .await
+        .unwrap();
+    match simba.election("suite.twice").start(crate::NoListener).await {
+        Err(ElectionError::AlreadyStarted(n)) => assert_eq!(n, "suite.twice"),
+        other => panic!("expected AlreadyStarted, got {other:?}"),
+    }
+    match simba.lock("suite.twice").try_acquire().await {
+        Err(LockError::AlreadyStarted(_)) => {}
+        other => panic!("expected AlreadyStarted, got {other:?}"),
+    }
+    match simba.election("no/slash").start(crate::NoListener).await {
+        Err(ElectionError::InvalidName(_)) => {}
+        other => panic!("expected InvalidName (S3.1), got {other:?}"),
+    }
+    e.stop().await;
+    // Once stopped, the name can be started again.
+    let again = simba
+        .election("suite.twice")
+        .start(crate::NoListener)
+        .await
+        .unwrap();
+    again.stop().await;
+    simba.close().await;
+}
+
+struct CloseFromCallback {
+    client: OnceLock<Simba>,
+    result: Mutex<Option<Result<(), ClientError>>>,
+}
+
+impl ElectionListener for Arc<CloseFromCallback> {
+    fn on_elected(&self, _term: &Term) {
+        if let Some(c) = self.client.get() {
+            *self.result.lock().unwrap() = Some(c.close_blocking());
+        }
+    }
+}
+
+async fn close_from_callback(env: Env, executor: CallbackExecutor) {
+    let simba = env.client_with(executor);
+    let listener = Arc::new(CloseFromCallback {
+        client: OnceLock::new(),
+        result: Mutex::new(None),
+    });
+    let _ = listener.client.set(simba.clone());
+    let mut events = simba.events();
+    let _e = simba
+        .election("suite.closecb")
+        .start(listener.clone())
+        .await
+        .unwrap();
+    env.wait_for("the callback ran", PATIENCE, || {
+        let l = listener.clone();
+        async move { l.result.lock().unwrap().is_some() }
+    })
+    .await;
+    assert_eq!(
+        listener.result.lock().unwrap().clone(),
+        Some(Err(ClientError::WouldWaitOnItself)),
+        "S7.5: a blocking close from a callback does not wait"
+    );
+    // The close it started completes.
+    use futures::StreamExt;
+    let closed = async {
+        while let Some(ev) = events.next().await {
+            if ev == crate::ClientEvent::Closed {
+                return true;
+            }
+        }
+        true
+    };
+    let deadline = env.sleep(PATIENCE);
+    futures::pin_mut!(closed, deadline);
+    assert!(
+        matches!(
+            futures::future::select(closed, deadline).await,
+            futures::future::Either::Left(_)
+        ),
+        "the client did not close"
+    );
+    // Drop the listener's client handle (a cycle otherwise).
+    drop(listener);
+}
+
+/// S7.5: a blocking close from a (spawned) callback does not deadlock.
+pub async fn blocking_close_from_callback(env: Env) {
+    close_from_callback(env, CallbackExecutor::Spawned).await
+}
+
+/// S7.6: with the inline executor, a blocking close is refused, not deadlocked.
+pub async fn blocking_close_from_inline_callback(env: Env) {
+    close_from_callback(env, CallbackExecutor::Inline).await
+}
+
+/// S7.7: a refused on_elected ends the term silently; the election cools down.
+pub async fn refused_on_elected_cools_down(env: Env) {
+    let simba = env.client_with(CallbackExecutor::SpawnedBounded(0));
+    let rec = Arc::new(Recorder::default());
+    let e = simba
+        .election("suite.refused")
+        .start(rec.clone())
+        .await
+        .unwrap();
+    env.wait_for("cooling down", PATIENCE, || {
+        let e = e.clone();
+        async move { status(&e).await == Some(Status::CoolingDown) }
+    })
+    .await;
+    assert_eq!(
+        rec.log.lock().unwrap().len(),
+        0,
+        "neither on_elected nor on_revoked"
+    );
+    e.stop().await;
+    simba.close().await;
+}
+
+/// S3.2, S3.3: a leader task sees a valid term whose revoked() resolves on stop.
+pub async fn leader_task_term_and_revoked_future(env: Env) {
+    let simba = env.client();
+    let seen: Arc<Mutex<Option<(Term, Duration)>>> = Arc::default();
+    let s = seen.clone();
+    let task = simba
+        .run_while_leader("suite.task", move |term| {
+            let s = s.clone();
+            async move {
+                *s.lock().unwrap() = Some((term.clone(), term.remaining()));
+                let reason = term.revoked().await;
+                unreachable_after_revoke(reason);
+            }
+        })
+        .await
+        .unwrap();
+    env.wait_for("task started", PATIENCE, || {
+        let s = seen.clone();
+        async move { s.lock().unwrap().is_some() }
+    })
+    .await;
+    let (term, remaining) = seen.lock().unwrap().clone().unwrap();
+    assert!(remaining > Duration::ZERO && remaining <= LEASE);
+    assert!(term.is_valid());
+    task.stop().await;
+    assert!(!term.is_valid());
+    assert_eq!(term.revoked().await, RevokeReason::Stopped);
+    assert_eq!(term.revoke_reason(), Some(RevokeReason::Stopped));
+    simba.close().await;
+}
+
+/// The task future is dropped on revocation: code after the revoked() await
+/// may run only if the runtime polls it before the abort lands.
+fn unreachable_after_revoke(_reason: RevokeReason) {}
+
+/// Generates the suite's `#[test]`s for one adapter:
+/// `adapter_suite!("tokio", block_on, || runtime)` where `block_on` runs a
+/// future to completion on the adapter's runtime and the closure returns an
+/// `Arc<dyn Runtime>` (called inside `block_on`).
+#[macro_export]
+macro_rules! adapter_suite {
+    ($adapter:literal, $block_on:path, $runtime:expr) => {
+        $crate::adapter_suite!(@kind memory, Memory, $adapter, $block_on, $runtime;
+            one_leader_among_five, failover_after_close, failover_after_drop,
+            step_down_with_cooldown, handover_order,
+            stubborn_task_delays_handover_at_most_remaining, callbacks_paired_and_serial,
+            stop_resolves_after_last_on_revoked, lock_try_and_timeout, already_started,
+            blocking_close_from_callback, blocking_close_from_inline_callback,
+            refused_on_elected_cools_down, leader_task_term_and_revoked_future);
+        $crate::adapter_suite!(@kind sqlite, Sqlite, $adapter, $block_on, $runtime;
+            one_leader_among_five, failover_after_close, failover_after_drop,
+            step_down_with_cooldown, handover_order, lock_try_and_timeout);
+        $crate::adapter_suite!(@kind postgres, Postgres, $adapter, $block_on, $runtime;
+            one_leader_among_five, failover_after_close, failover_after_drop,
+            step_down_with_cooldown, handover_order, lock_try_and_timeout);
+    };
+    (@kind $m:ident, $kind:ident, $adapter:literal, $block_on:path, $runtime:expr; $($test:ident),* $(,)?) => {
+        mod $m {
+            $(
+                #[test]
+                fn $test() {
+                    $block_on(async {
+                        let runtime = ($runtime)();
+                        let name = concat!(stringify!($m), "_", stringify!($test));
+                        let Some(backend) = $crate::testkit::backend(
+                            $crate::testkit::BackendKind::$kind, $adapter, name).await
+                        else {
+                            return;
+                        };
+                        $crate::testkit::$test($crate::testkit::Env { runtime, backend }).await;
+                    })
+                }
+            )*
+        }
+    };
+}

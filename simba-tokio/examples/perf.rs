@@ -1,0 +1,200 @@
+//! Performance figures of the driver (issue 4):
+//!
+//! 1. driver CPU per renewal: process CPU time over many renewals with a
+//!    10 ms renewal interval against the in-memory backend, minus the CPU of
+//!    an idle runtime over the same wall time;
+//! 2. backend calls of 1,000 elections on one client, per renewal interval,
+//!    counted by a decorator around the backend (S1.1).
+//!
+//! ```text
+//! cargo run --release -p simba-tokio --example perf
+//! ```
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use simba_backends::{Backend, Inspection, MemoryBackend};
+use simba_core::{
+    AcquireOutcome, BackendError, Fraction, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, Token,
+};
+use simba_tokio::{NoListener, SimbaConfig, Status};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Counts every call by kind, then delegates.
+#[derive(Default)]
+struct Counting {
+    inner: MemoryBackend,
+    open: AtomicU64,
+    renew: AtomicU64,
+    acquire: AtomicU64,
+    release: AtomicU64,
+    close: AtomicU64,
+}
+
+impl Counting {
+    fn counts(&self) -> [u64; 5] {
+        [
+            &self.open,
+            &self.renew,
+            &self.acquire,
+            &self.release,
+            &self.close,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+impl Backend for Counting {
+    fn open_session(&self, d: Duration) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open.fetch_add(1, Ordering::Relaxed);
+        self.inner.open_session(d)
+    }
+    fn renew(&self, s: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        self.renew.fetch_add(1, Ordering::Relaxed);
+        self.inner.renew(s)
+    }
+    fn acquire<'a>(
+        &'a self,
+        s: SessionId,
+        n: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        self.acquire.fetch_add(1, Ordering::Relaxed);
+        self.inner.acquire(s, n)
+    }
+    fn release<'a>(
+        &'a self,
+        s: SessionId,
+        n: &'a LeaseName,
+        t: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        self.release.fetch_add(1, Ordering::Relaxed);
+        self.inner.release(s, n, t)
+    }
+    fn close_session(&self, s: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.close.fetch_add(1, Ordering::Relaxed);
+        self.inner.close_session(s)
+    }
+    fn inspect<'a>(
+        &'a self,
+        p: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        self.inner.inspect(p)
+    }
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        self.inner.subscribe_releases()
+    }
+    fn broadcasts_releases(&self) -> bool {
+        self.inner.broadcasts_releases()
+    }
+    fn renewal_proves(&self) -> Fraction {
+        self.inner.renewal_proves()
+    }
+    fn name(&self) -> &'static str {
+        "counting-memory"
+    }
+}
+
+/// CPU time of the whole process (all threads), from /proc (Linux).
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // USER_HZ is 100 on Linux.
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+async fn cpu_per_renewal() -> Result<(), Box<dyn std::error::Error>> {
+    let run = Duration::from_secs(10);
+    // Idle baseline: the runtime alone, over the same wall time.
+    let c0 = process_cpu().ok_or("no /proc")?;
+    tokio::time::sleep(run).await;
+    let idle = process_cpu().ok_or("no /proc")? - c0;
+
+    let backend = Arc::new(Counting::default());
+    let config = SimbaConfig::builder()
+        .lease_duration(Duration::from_millis(60))
+        .renew_interval(Duration::from_millis(10))
+        .margin(Duration::from_millis(2))
+        .build()?;
+    let simba = simba_tokio::builder_dyn(backend.clone())
+        .config(config)
+        .build()?;
+    let e = simba.election("perf.one").start(NoListener).await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r0 = backend.counts()[1];
+    let c0 = process_cpu().ok_or("no /proc")?;
+    tokio::time::sleep(run).await;
+    let busy = process_cpu().ok_or("no /proc")? - c0;
+    let renewals = backend.counts()[1] - r0;
+    let per = busy.saturating_sub(idle).as_secs_f64() * 1e6 / renewals.max(1) as f64;
+    println!(
+        "driver CPU per renewal: {per:.1} µs ({renewals} renewals in {run:?}; CPU {busy:?} minus idle {idle:?}; \
+         includes the in-memory backend's own work and the runtime's timer)"
+    );
+    println!("still leader: {:?}", e.snapshot().await?.map(|s| s.status));
+    simba.close().await;
+    Ok(())
+}
+
+async fn thousand_elections() -> Result<(), Box<dyn std::error::Error>> {
+    let backend = Arc::new(Counting::default());
+    let renew = Duration::from_millis(500);
+    let config = SimbaConfig::builder()
+        .lease_duration(Duration::from_millis(1500))
+        .renew_interval(renew)
+        .build()?;
+    let simba = simba_tokio::builder_dyn(backend.clone())
+        .config(config)
+        .build()?;
+    let mut elections = Vec::new();
+    for i in 0..1000 {
+        elections.push(
+            simba
+                .election(format!("perf.e{i}"))
+                .start(NoListener)
+                .await?,
+        );
+    }
+    let t0 = Instant::now();
+    loop {
+        let snap = simba.snapshot().await?;
+        if snap.entries.iter().all(|e| e.status == Status::Leader) {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            return Err("1,000 elections not all won in 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("1,000 elections won in {:?}", t0.elapsed());
+    let before = backend.counts();
+    let intervals = 10;
+    tokio::time::sleep(renew * intervals).await;
+    let after = backend.counts();
+    let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    let total: u64 = d.iter().sum();
+    println!(
+        "1,000 elections, {intervals} renewal intervals: {total} backend calls \
+         (open {}, renew {}, acquire {}, release {}, close {}) = {:.2} per interval",
+        d[0],
+        d[1],
+        d[2],
+        d[3],
+        d[4],
+        total as f64 / f64::from(intervals)
+    );
+    simba.close().await;
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    cpu_per_renewal().await?;
+    thousand_elections().await?;
+    Ok(())
+}
