@@ -160,20 +160,30 @@ impl Running {
 
     /// Stops the child: SIGTERM to its process group, then SIGKILL once
     /// `grace` has passed (the caller caps `grace` by the term's remaining
-    /// time, S6.2), and waits for it to exit.
+    /// time, S6.2) or as soon as `abort` resolves (the term ended, S6.3),
+    /// and waits for it to exit.
     ///
     /// # Errors
     /// An I/O error from waiting.
-    pub async fn stop(&mut self, grace: Duration) -> Result<ExitStatus, CliError> {
+    pub async fn stop(
+        &mut self,
+        grace: Duration,
+        abort: impl std::future::Future,
+    ) -> Result<ExitStatus, CliError> {
         if let Ok(Some(status)) = self.child.try_wait() {
             self.signal(Signal::KILL); // leftovers of its group, if any
             self.dismiss_guard().await;
             return Ok(status);
         }
         self.signal(Signal::TERM);
-        let status = match tokio::time::timeout(grace, self.child.wait()).await {
-            Ok(status) => status?,
-            Err(_) => {
+        let exited = tokio::select! {
+            status = self.child.wait() => Some(status?),
+            _ = tokio::time::sleep(grace) => None,
+            _ = abort => None,
+        };
+        let status = match exited {
+            Some(status) => status,
+            None => {
                 self.signal(Signal::KILL);
                 self.child.wait().await?
             }
@@ -253,7 +263,10 @@ mod tests {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let started = std::time::Instant::now();
-        let status = c.stop(Duration::from_millis(300)).await.unwrap();
+        let status = c
+            .stop(Duration::from_millis(300), std::future::pending::<()>())
+            .await
+            .unwrap();
         assert_eq!(exit_code(status), 128 + 9);
         assert!(started.elapsed() < Duration::from_secs(5));
     }
@@ -262,7 +275,10 @@ mod tests {
     async fn sigterm_reaches_the_whole_group() {
         let mut c = spec(&["sh", "-c", "sleep 30; true"]).spawn(&term()).unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let status = c.stop(Duration::from_secs(5)).await.unwrap();
+        let status = c
+            .stop(Duration::from_secs(5), std::future::pending::<()>())
+            .await
+            .unwrap();
         assert_eq!(exit_code(status), 128 + 15);
     }
 

@@ -42,15 +42,18 @@
 
 mod child;
 mod cli;
+mod demo;
 mod error;
 mod settings;
 mod signals;
 mod status;
 mod style;
+mod supervise;
 
 use clap::Parser;
 use cli::{Cli, Command};
 use error::CliError;
+use signals::StopSignals;
 use simba_backends::{Backend, BackendConfig};
 use std::process::ExitCode;
 
@@ -126,13 +129,53 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             )?;
             Ok(error::EXIT_OK)
         }
-        Command::Run(_) | Command::Lock(_) | Command::Demo(_) => {
-            let _ = settings::timing(&cli.timing, &file)?;
-            Err(CliError::Internal(
-                "this command needs simba-tokio, which is not merged yet".into(),
-            ))
+        Command::Run(args) => {
+            // Everything the user can get wrong is refused before any I/O.
+            simba_core::LeaseName::new(&args.name)?;
+            let config = settings::timing(&cli.timing, &file)?;
+            let spec = child_spec(&args.child)?;
+            let mut signals = StopSignals::install();
+            let simba = client(&url, config).await?;
+            let options = supervise::RunOptions {
+                once: args.once,
+                restart: args.restart,
+            };
+            supervise::run(&simba, &args.name, &spec, &options, &mut signals).await
+        }
+        Command::Lock(args) => {
+            simba_core::LeaseName::new(&args.name)?;
+            let config = settings::timing(&cli.timing, &file)?;
+            let spec = child_spec(&args.child)?;
+            let wait = args
+                .wait
+                .as_deref()
+                .map(|w| settings::parse_duration("--wait", w))
+                .transpose()?;
+            let mut signals = StopSignals::install();
+            let simba = client(&url, config).await?;
+            supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
+        }
+        Command::Demo(args) => {
+            let lease = settings::parse_duration("--lease", &args.lease)?;
+            demo::demo(lease).await
         }
     }
+}
+
+fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
+    Ok(child::ChildSpec {
+        command: args.command.clone(),
+        grace: settings::parse_duration("--grace", &args.grace)?,
+    })
+}
+
+/// Connects to the backend and builds a client on it.
+async fn client(url: &str, config: simba_core::SimbaConfig) -> Result<simba_tokio::Simba, CliError> {
+    let (backend, _) = connect(url, true).await?;
+    simba_tokio::builder_dyn(std::sync::Arc::from(backend))
+        .config(config)
+        .build()
+        .map_err(|e| CliError::Internal(e.to_string()))
 }
 
 /// Parses `url` and connects, creating the tables if `create_schema`.

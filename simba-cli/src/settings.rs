@@ -24,6 +24,7 @@ use crate::cli::TimingArgs;
 use crate::error::CliError;
 use serde::Deserialize;
 use simba_core::SimbaConfig;
+use simba_tokio::ConfigSection;
 use std::path::Path;
 use std::time::Duration;
 
@@ -45,27 +46,9 @@ pub struct FileConfig {
 pub struct SimbaSection {
     /// The backend URL.
     pub backend: Option<String>,
-    /// The `[simba.session]` timing settings.
+    /// The `[simba.session]` timing settings (the client's own section).
     #[serde(default)]
-    pub session: SessionSection,
-}
-
-/// The `[simba.session]` table: every S8 setting, durations as humane strings.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SessionSection {
-    /// `lease_duration`, e.g. `"15s"`.
-    pub lease_duration: Option<String>,
-    /// `renew_interval`, e.g. `"5s"`.
-    pub renew_interval: Option<String>,
-    /// `drift`, a rate in `[0, 0.5)`.
-    pub drift: Option<f64>,
-    /// `margin`, e.g. `"50ms"`.
-    pub margin: Option<String>,
-    /// `retry_jitter`, e.g. `"2500ms"`.
-    pub retry_jitter: Option<String>,
-    /// `min_backoff`, e.g. `"100ms"`.
-    pub min_backoff: Option<String>,
+    pub session: ConfigSection,
 }
 
 /// Reads and parses the configuration file at `path`.
@@ -114,43 +97,34 @@ pub fn backend_url(flag: Option<&str>, file: &FileConfig) -> String {
 /// [`CliError::InvalidTiming`] for a value that does not parse or settings
 /// that break S8.1.
 pub fn timing(args: &TimingArgs, file: &FileConfig) -> Result<SimbaConfig, CliError> {
-    let s = &file.simba.session;
-    let pick = |name: &str, flag: &Option<String>, file: &Option<String>| {
-        flag.as_ref()
-            .or(file.as_ref())
-            .map(|t| parse_duration(name, t))
-            .transpose()
+    let duration = |name: &str, flag: &Option<String>| {
+        flag.as_ref().map(|t| parse_duration(name, t)).transpose()
     };
-    let mut b = SimbaConfig::builder();
-    if let Some(d) = pick("lease_duration", &args.lease_duration, &s.lease_duration)? {
-        b = b.lease_duration(d);
-    }
-    if let Some(d) = pick("renew_interval", &args.renew_interval, &s.renew_interval)? {
-        b = b.renew_interval(d);
-    }
-    if let Some(d) = pick("margin", &args.margin, &s.margin)? {
-        b = b.margin(d);
-    }
-    if let Some(d) = pick("retry_jitter", &args.retry_jitter, &s.retry_jitter)? {
-        b = b.retry_jitter(d);
-    }
-    if let Some(d) = pick("min_backoff", &args.min_backoff, &s.min_backoff)? {
-        b = b.min_backoff(d);
-    }
     let drift = match &args.drift {
         Some(t) => Some(
             t.trim()
                 .parse::<f64>()
                 .map_err(|e| CliError::InvalidTiming(format!("drift = {t:?}: {e}")))?,
         ),
-        None => s.drift,
+        None => None,
     };
-    if let Some(drift) = drift {
-        b = b.drift(drift);
-    }
+    let flags = ConfigSection {
+        lease_duration: duration("lease_duration", &args.lease_duration)?,
+        renew_interval: duration("renew_interval", &args.renew_interval)?,
+        drift,
+        margin: duration("margin", &args.margin)?,
+        retry_jitter: duration("retry_jitter", &args.retry_jitter)?,
+        min_backoff: duration("min_backoff", &args.min_backoff)?,
+    };
+    let config = file
+        .simba
+        .session
+        .clone()
+        .merged_with(&flags)
+        .to_config()
+        .map_err(|e| CliError::InvalidTiming(e.to_string()))?;
     // A seed per process, so candidates of different processes do not retry in step.
-    b = b.seed(process_seed());
-    Ok(b.build()?)
+    Ok(config.to_builder().seed(process_seed()).build()?)
 }
 
 /// A seed that differs between processes and runs (for retry jitter only).
