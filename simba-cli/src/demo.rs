@@ -171,7 +171,13 @@ async fn show_status(backend: &dyn Backend, out: &Out) {
     if let Ok(i) = backend.inspect(Some(LEASE_NAME)).await {
         let table: String = render_table(&i)
             .lines()
-            .map(|l| format!("           {l}\n"))
+            .map(|l| {
+                if l.is_empty() {
+                    "\n".to_owned()
+                } else {
+                    format!("           {l}\n")
+                }
+            })
             .collect();
         out.raw(&table);
     }

@@ -110,11 +110,6 @@ impl CliError {
         }
     }
 
-    /// A backend failure, with any credentials in its text redacted.
-    pub fn backend(e: impl std::fmt::Display) -> CliError {
-        CliError::Backend(simba_backends::redact(&e.to_string()))
-    }
-
     /// Maps a backend error: a refused URL or option is a configuration
     /// error, anything else means the backend is unavailable.
     pub fn from_backend(e: &simba_core::BackendError) -> CliError {
@@ -187,7 +182,10 @@ mod tests {
 
     #[test]
     fn backend_errors_never_show_passwords() {
-        let e = CliError::backend("cannot reach postgres://app:hunter2@db/x");
+        let e = CliError::from_backend(&simba_core::BackendError::new(
+            simba_core::BackendErrorKind::Unavailable,
+            "cannot reach postgres://app:hunter2@db/x",
+        ));
         assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 }

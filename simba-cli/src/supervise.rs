@@ -149,7 +149,6 @@ pub async fn run(
             tokio::select! {
                 status = child.wait() => {
                     let code = exit_code(status?);
-                    last = Some(code);
                     if options.restart && term.is_valid() {
                         note(&format!("{} exited ({code}) while leader: restarting", spec.program()));
                         continue;
