@@ -33,7 +33,7 @@ Exit codes:
   0     success (run/lock: the command exited 0)
   1-125 run/lock: the command's own exit status, mirrored
   2     usage error (bad flags or arguments)
-  65    invalid lease name or invalid timing settings
+  65    invalid lease name (or prefix) or invalid timing settings
   69    backend unreachable or failing
   70    internal error
   74    I/O error of simba itself
@@ -51,6 +51,9 @@ pub enum CliError {
     /// The lease name breaks S3.1.
     #[error("{0}")]
     InvalidName(#[from] simba_core::NameError),
+    /// A lease name prefix holds a character no lease name may contain (S3.1).
+    #[error("{0}")]
+    InvalidPrefix(String),
     /// The timing settings break S8.1, or a timing value does not parse.
     #[error("invalid timing settings: {0}")]
     InvalidTiming(String),
@@ -99,7 +102,9 @@ impl CliError {
     /// The documented exit code of this error (see [`EXIT_CODES_HELP`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::InvalidName(_) | CliError::InvalidTiming(_) => EXIT_DATAERR,
+            CliError::InvalidName(_) | CliError::InvalidPrefix(_) | CliError::InvalidTiming(_) => {
+                EXIT_DATAERR
+            }
             CliError::BadUrl(_) | CliError::BadConfigFile { .. } => EXIT_CONFIG,
             CliError::Backend(_) => EXIT_UNAVAILABLE,
             CliError::CommandNotFound(_) => EXIT_NOT_FOUND,

@@ -30,7 +30,7 @@
 //! | 0 | success (run/lock: the command exited 0) |
 //! | 1–125 | run/lock: the command's own exit status |
 //! | 2 | usage error (bad flags or arguments) |
-//! | 65 | invalid lease name or invalid timing settings |
+//! | 65 | invalid lease name (or `--prefix`) or invalid timing settings |
 //! | 69 | backend unreachable or failing |
 //! | 70 | internal error |
 //! | 74 | I/O error of simba itself |
@@ -104,7 +104,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Status(args) => {
             if let Some(p) = &args.prefix {
-                simba_backends::check_prefix(p).map_err(|e| CliError::Backend(e.message))?;
+                simba_backends::check_prefix(p).map_err(|e| CliError::InvalidPrefix(e.message))?;
             }
             let (backend, _) = connect(&url, false).await?;
             status::status(&*backend, args.prefix.as_deref(), args.json).await?;
@@ -112,6 +112,9 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         }
         Command::Watch(args) => {
             let interval = settings::parse_duration("--interval", &args.interval)?;
+            if let Some(p) = &args.prefix {
+                simba_backends::check_prefix(p).map_err(|e| CliError::InvalidPrefix(e.message))?;
+            }
             let (backend, redacted) = connect(&url, false).await?;
             status::watch(&*backend, args.prefix.as_deref(), interval, &redacted).await?;
             Ok(error::EXIT_OK)
