@@ -273,7 +273,9 @@ mod tests {
 
     #[tokio::test]
     async fn sigterm_reaches_the_whole_group() {
-        let mut c = spec(&["sh", "-c", "sleep 30; true"]).spawn(&term()).unwrap();
+        let mut c = spec(&["sh", "-c", "sleep 30; true"])
+            .spawn(&term())
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let status = c
             .stop(Duration::from_secs(5), std::future::pending::<()>())
@@ -289,7 +291,9 @@ mod tests {
             .build()
             .unwrap();
         let _guard = rt.enter();
-        let e = spec(&["simba-no-such-command-xyz"]).spawn(&term()).unwrap_err();
+        let e = spec(&["simba-no-such-command-xyz"])
+            .spawn(&term())
+            .unwrap_err();
         assert!(matches!(e, CliError::CommandNotFound(_)));
         assert_eq!(e.exit_code(), crate::error::EXIT_NOT_FOUND);
     }

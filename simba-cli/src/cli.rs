@@ -12,7 +12,13 @@ use std::path::PathBuf;
 pub struct Cli {
     /// Backend URL: sqlite://PATH, postgres://…, mysql://… (credentials are never printed).
     /// [default: sqlite://simba.db]
-    #[arg(long, global = true, env = "SIMBA_BACKEND", value_name = "URL", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_BACKEND",
+        value_name = "URL",
+        hide_env_values = true
+    )]
     pub backend: Option<String>,
 
     /// A TOML file with `[simba] backend` and `[simba.session]` timing settings.
@@ -32,22 +38,47 @@ pub struct Cli {
 #[derive(Debug, Default, Clone, Args)]
 pub struct TimingArgs {
     /// How long the backend keeps a session after its last renewal (e.g. 15s).
-    #[arg(long, global = true, env = "SIMBA_SESSION_LEASE_DURATION", value_name = "DURATION")]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_LEASE_DURATION",
+        value_name = "DURATION"
+    )]
     pub lease_duration: Option<String>,
     /// Renewal period [default: lease_duration / 3].
-    #[arg(long, global = true, env = "SIMBA_SESSION_RENEW_INTERVAL", value_name = "DURATION")]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_RENEW_INTERVAL",
+        value_name = "DURATION"
+    )]
     pub renew_interval: Option<String>,
     /// Bound on the clock rate difference, in [0, 0.5) [default: 0.01].
     #[arg(long, global = true, env = "SIMBA_SESSION_DRIFT", value_name = "RATE")]
     pub drift: Option<String>,
     /// Extra safety subtracted from every local deadline [default: 50ms].
-    #[arg(long, global = true, env = "SIMBA_SESSION_MARGIN", value_name = "DURATION")]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_MARGIN",
+        value_name = "DURATION"
+    )]
     pub margin: Option<String>,
     /// Random extra delay of candidate retries [default: renew_interval / 2].
-    #[arg(long, global = true, env = "SIMBA_SESSION_RETRY_JITTER", value_name = "DURATION")]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_RETRY_JITTER",
+        value_name = "DURATION"
+    )]
     pub retry_jitter: Option<String>,
     /// Floor of the back-off after a failed renewal [default: 100ms].
-    #[arg(long, global = true, env = "SIMBA_SESSION_MIN_BACKOFF", value_name = "DURATION")]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_MIN_BACKOFF",
+        value_name = "DURATION"
+    )]
     pub min_backoff: Option<String>,
 }
 

@@ -222,7 +222,10 @@ pub async fn demo(lease: Duration) -> Result<u8, CliError> {
     let mut nodes = Vec::new();
     for n in 0..NODES {
         nodes.push(start_node(n, url.clone(), config.clone(), tx.clone()).await?);
-        out.line(&format!("{} started: a new session, competing", node_name(n)));
+        out.line(&format!(
+            "{} started: a new session, competing",
+            node_name(n)
+        ));
     }
     drop(tx);
     let wait = config.lease_duration() * 5;

@@ -76,7 +76,11 @@ fn main() -> ExitCode {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return fail(&CliError::Internal(format!("cannot start the runtime: {e}"))),
+        Err(e) => {
+            return fail(&CliError::Internal(format!(
+                "cannot start the runtime: {e}"
+            )))
+        }
     };
     let result = runtime.block_on(dispatch(cli));
     // Do not wait for stray blocking tasks (e.g. a hung driver call).
@@ -173,7 +177,10 @@ fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
 }
 
 /// Connects to the backend and builds a client on it.
-async fn client(url: &str, config: simba_core::SimbaConfig) -> Result<simba_tokio::Simba, CliError> {
+async fn client(
+    url: &str,
+    config: simba_core::SimbaConfig,
+) -> Result<simba_tokio::Simba, CliError> {
     let (backend, _) = connect(url, true).await?;
     simba_tokio::builder_dyn(std::sync::Arc::from(backend))
         .config(config)

@@ -148,7 +148,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(backend_url(None, &file), "sqlite://x.db");
-        assert_eq!(backend_url(Some("postgres://h/db"), &file), "postgres://h/db");
+        assert_eq!(
+            backend_url(Some("postgres://h/db"), &file),
+            "postgres://h/db"
+        );
         let args = TimingArgs {
             lease_duration: Some("3s".into()),
             ..TimingArgs::default()
@@ -162,12 +165,18 @@ mod tests {
             renew_interval: Some("2s".into()),
             ..TimingArgs::default()
         };
-        assert!(matches!(timing(&bad, &file), Err(CliError::InvalidTiming(_))));
+        assert!(matches!(
+            timing(&bad, &file),
+            Err(CliError::InvalidTiming(_))
+        ));
         let garbage = TimingArgs {
             margin: Some("soon".into()),
             ..TimingArgs::default()
         };
-        assert!(matches!(timing(&garbage, &file), Err(CliError::InvalidTiming(_))));
+        assert!(matches!(
+            timing(&garbage, &file),
+            Err(CliError::InvalidTiming(_))
+        ));
     }
 
     #[test]

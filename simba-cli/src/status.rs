@@ -154,7 +154,11 @@ fn table(rows: &[[String; 4]], header: bool) -> String {
 ///
 /// # Errors
 /// The backend's error, or an I/O error writing stdout.
-pub async fn status(backend: &dyn Backend, prefix: Option<&str>, json: bool) -> Result<(), CliError> {
+pub async fn status(
+    backend: &dyn Backend,
+    prefix: Option<&str>,
+    json: bool,
+) -> Result<(), CliError> {
     let inspection = backend
         .inspect(prefix)
         .await
@@ -187,7 +191,10 @@ pub async fn watch(
     loop {
         let body = match backend.inspect(prefix).await {
             Ok(i) => render_table(&i),
-            Err(e) => format!("{}\n", style::error(&simba_backends::redact(&e.to_string()))),
+            Err(e) => format!(
+                "{}\n",
+                style::error(&simba_backends::redact(&e.to_string()))
+            ),
         };
         let mut out = anstream::stdout();
         if terminal {

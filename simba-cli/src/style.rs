@@ -25,17 +25,26 @@ pub fn dim(text: &str) -> String {
 
 /// Good news: a node elected, a step that worked.
 pub fn good(text: &str) -> String {
-    paint(Style::new().fg_color(Some(AnsiColor::Green.into())).bold(), text)
+    paint(
+        Style::new().fg_color(Some(AnsiColor::Green.into())).bold(),
+        text,
+    )
 }
 
 /// Bad news: a crash, a lost term.
 pub fn bad(text: &str) -> String {
-    paint(Style::new().fg_color(Some(AnsiColor::Red.into())).bold(), text)
+    paint(
+        Style::new().fg_color(Some(AnsiColor::Red.into())).bold(),
+        text,
+    )
 }
 
 /// A notable value: a token, a measured time.
 pub fn value(text: &str) -> String {
-    paint(Style::new().fg_color(Some(AnsiColor::Cyan.into())).bold(), text)
+    paint(
+        Style::new().fg_color(Some(AnsiColor::Cyan.into())).bold(),
+        text,
+    )
 }
 
 /// A warning.

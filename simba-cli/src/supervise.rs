@@ -68,7 +68,10 @@ async fn term_env(simba: &Simba, term: &Term) -> TermEnv {
 
 /// Closes the client (releasing every lease at once, S1.4), bounded in time.
 async fn close(simba: &Simba) {
-    if tokio::time::timeout(CLOSE_TIMEOUT, simba.close()).await.is_err() {
+    if tokio::time::timeout(CLOSE_TIMEOUT, simba.close())
+        .await
+        .is_err()
+    {
         note("closing the session timed out; it will expire by itself");
     }
 }
@@ -76,7 +79,11 @@ async fn close(simba: &Simba) {
 /// Stops `child` while `term` may still be held: SIGTERM, then SIGKILL after
 /// `grace`, capped by the term's remaining time (S6.2), or at once if the
 /// term ends meanwhile (S6.3).
-async fn stop_child(child: &mut Running, grace: Duration, term: &Term) -> Result<ExitStatus, CliError> {
+async fn stop_child(
+    child: &mut Running,
+    grace: Duration,
+    term: &Term,
+) -> Result<ExitStatus, CliError> {
     let cap = grace.min(term.remaining());
     child.stop(cap, term.revoked()).await
 }

@@ -29,7 +29,11 @@ fn a_bad_url_exits_78_without_its_password() {
 #[test]
 fn an_unreachable_backend_exits_69_without_its_password() {
     let out = simba()
-        .args(["--backend", "postgres://admin:hunter2@127.0.0.1:1/x", "status"])
+        .args([
+            "--backend",
+            "postgres://admin:hunter2@127.0.0.1:1/x",
+            "status",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(69));
@@ -41,7 +45,14 @@ fn an_unreachable_backend_exits_69_without_its_password() {
 fn an_invalid_name_exits_65_before_any_io() {
     // The backend is unreachable: the name is refused before connecting (S3.1).
     let out = simba()
-        .args(["--backend", "postgres://127.0.0.1:1/x", "run", "a/b", "--", "true"])
+        .args([
+            "--backend",
+            "postgres://127.0.0.1:1/x",
+            "run",
+            "a/b",
+            "--",
+            "true",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(65));
@@ -54,7 +65,16 @@ fn settings_that_break_s8_1_exit_65() {
     let b = TestBackend::sqlite();
     let out = b
         .simba()
-        .args(["--lease-duration", "3s", "--renew-interval", "2s", "run", "x", "--", "true"])
+        .args([
+            "--lease-duration",
+            "3s",
+            "--renew-interval",
+            "2s",
+            "run",
+            "x",
+            "--",
+            "true",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(65));

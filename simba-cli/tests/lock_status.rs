@@ -13,10 +13,22 @@ fn lock_mirrors_the_exit_status_and_gives_the_token() {
     let name = unique("mirror");
     let out = b
         .simba()
-        .args(["lock", &name, "--", "sh", "-c", "echo \"$SIMBA_LEASE_NAME $SIMBA_FENCING_TOKEN $SIMBA_SESSION_ID\"; exit 3"])
+        .args([
+            "lock",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            "echo \"$SIMBA_LEASE_NAME $SIMBA_FENCING_TOKEN $SIMBA_SESSION_ID\"; exit 3",
+        ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let v: Vec<&str> = stdout.split_whitespace().collect();
     assert_eq!(v[0], name);
@@ -38,7 +50,12 @@ fn lock_wait_times_out_with_75(b: &TestBackend) {
 
     // While it is held: status --json parses and shows the holder and token.
     let out = b.simba().args(["status", "--json"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (token, _) = read_mark(&mark);
     let lease = json["leases"]
@@ -61,13 +78,21 @@ fn lock_wait_times_out_with_75(b: &TestBackend) {
         .output()
         .unwrap();
     let waited = started.elapsed();
-    assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(75),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(waited >= Duration::from_secs(1), "gave up after {waited:?}");
     assert!(waited < Duration::from_secs(10), "gave up after {waited:?}");
     eprintln!("[{}] lock --wait 1s gave up after {waited:?}", b.kind);
 
     sigterm(&holder);
-    assert_eq!(wait_exit(&mut holder, Duration::from_secs(20)).code(), Some(143));
+    assert_eq!(
+        wait_exit(&mut holder, Duration::from_secs(20)).code(),
+        Some(143)
+    );
 }
 
 #[test]
@@ -86,7 +111,12 @@ fn postgres_lock_wait_times_out_with_75_and_status_json_parses() {
 fn migrate_then_status_on_an_empty_backend() {
     let b = TestBackend::sqlite();
     let out = b.simba().arg("migrate").output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = b.simba().args(["status", "--json"]).output().unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["backend"], "sqlite");

@@ -16,12 +16,22 @@ use std::time::{Duration, Instant};
 fn only_one_child_runs_at_a_time(backend: &TestBackend) {
     let name = unique("excl");
     let out = backend.path("intervals");
-    let script = "s=$(date +%s%N); sleep 0.6; echo \"$SIMBA_FENCING_TOKEN $s $(date +%s%N)\" >> \"$OUT\"";
+    let script =
+        "s=$(date +%s%N); sleep 0.6; echo \"$SIMBA_FENCING_TOKEN $s $(date +%s%N)\" >> \"$OUT\"";
     let mut procs: Vec<_> = (0..3)
         .map(|_| {
             backend
                 .simba()
-                .args(["--lease-duration", "3s", "run", &name, "--", "sh", "-c", script])
+                .args([
+                    "--lease-duration",
+                    "3s",
+                    "run",
+                    &name,
+                    "--",
+                    "sh",
+                    "-c",
+                    script,
+                ])
                 .env("OUT", &out)
                 .stdin(Stdio::null())
                 .spawn()
@@ -30,14 +40,22 @@ fn only_one_child_runs_at_a_time(backend: &TestBackend) {
         .collect();
     for p in &mut procs {
         let status = wait_exit(p, Duration::from_secs(60));
-        assert_eq!(status.code(), Some(0), "simba run mirrors the child's exit 0");
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "simba run mirrors the child's exit 0"
+        );
     }
     let text = std::fs::read_to_string(&out).unwrap();
     let mut runs: Vec<(u64, u128, u128)> = text
         .lines()
         .map(|l| {
             let v: Vec<&str> = l.split_whitespace().collect();
-            (v[0].parse().unwrap(), v[1].parse().unwrap(), v[2].parse().unwrap())
+            (
+                v[0].parse().unwrap(),
+                v[1].parse().unwrap(),
+                v[2].parse().unwrap(),
+            )
         })
         .collect();
     assert_eq!(runs.len(), 3, "every process ran its child once:\n{text}");
@@ -109,7 +127,11 @@ fn sigterm_hands_over_gracefully(backend: &TestBackend) {
     let took_over = wait_for_file(&mark_b, Duration::from_secs(20)) - stopped;
     let status = wait_exit(&mut a, Duration::from_secs(20));
     assert!(process_gone(child_a), "a's child was stopped");
-    assert_eq!(status.code(), Some(143), "a mirrors its child's SIGTERM death");
+    assert_eq!(
+        status.code(),
+        Some(143),
+        "a mirrors its child's SIGTERM death"
+    );
     let (token_b, _) = read_mark(&mark_b);
     eprintln!(
         "[{}] SIGTERM: graceful handover after {:.0} ms; token {token_a} -> {token_b}",

@@ -41,7 +41,11 @@ impl TestBackend {
     pub fn sqlite() -> TestBackend {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("simba.db").display());
-        TestBackend { url, kind: "sqlite", dir }
+        TestBackend {
+            url,
+            kind: "sqlite",
+            dir,
+        }
     }
 
     /// PostgreSQL, or `None` (after saying so loudly) if it is not running;
@@ -56,7 +60,9 @@ impl TestBackend {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("PostgreSQL is not running at {PG_URL} and CI=true");
             }
-            eprintln!("SKIPPED: PostgreSQL is not running at {PG_URL} (set CI=true to fail instead)");
+            eprintln!(
+                "SKIPPED: PostgreSQL is not running at {PG_URL} (set CI=true to fail instead)"
+            );
             return None;
         }
         let prefix = unique(&format!("cli_{tag}_")).to_ascii_lowercase();
@@ -84,7 +90,10 @@ impl TestBackend {
 pub fn wait_for_file(path: &Path, timeout: Duration) -> Instant {
     let start = Instant::now();
     loop {
-        if std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false) {
+        if std::fs::metadata(path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
             return Instant::now();
         }
         assert!(
@@ -136,7 +145,16 @@ pub const MARK_AND_SLEEP: &str = "echo \"$SIMBA_FENCING_TOKEN $$\" > \"$MARK.tmp
 pub fn spawn_marking_leader(backend: &TestBackend, name: &str, mark: &Path) -> Child {
     backend
         .simba()
-        .args(["--lease-duration", "3s", "run", name, "--", "sh", "-c", MARK_AND_SLEEP])
+        .args([
+            "--lease-duration",
+            "3s",
+            "run",
+            name,
+            "--",
+            "sh",
+            "-c",
+            MARK_AND_SLEEP,
+        ])
         .env("MARK", mark)
         .stdin(Stdio::null())
         .spawn()
