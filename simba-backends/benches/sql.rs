@@ -5,7 +5,7 @@
 //! `cargo bench -p simba-backends --all-features --bench sql`
 //! (env `SIMBA_BENCH_PG`, `SIMBA_BENCH_MYSQL` override the server URLs;
 //! `SIMBA_BENCH_ITERS` the iteration count, default 1000).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use simba_backends::{Backend, BackendConfig};
 use simba_core::LeaseName;
@@ -55,13 +55,22 @@ macro_rules! db_impl {
     ($ty:ty, $write:expr, $create:expr, $ph:expr) => {
         impl Db for ($ty, String) {
             async fn select1(&self) {
-                let _: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&self.0).await.unwrap();
+                let _: i32 = sqlx::query_scalar("SELECT 1")
+                    .fetch_one(&self.0)
+                    .await
+                    .unwrap();
             }
             async fn write(&self) {
-                sqlx::query(&format!($write, t = self.1)).execute(&self.0).await.unwrap();
+                sqlx::query(&format!($write, t = self.1))
+                    .execute(&self.0)
+                    .await
+                    .unwrap();
             }
             async fn setup_floor(&self, _table: &str) {
-                sqlx::query(&format!($create, t = self.1)).execute(&self.0).await.unwrap();
+                sqlx::query(&format!($create, t = self.1))
+                    .execute(&self.0)
+                    .await
+                    .unwrap();
                 sqlx::query(&format!("INSERT INTO {} (id, v) VALUES (1, 0)", self.1))
                     .execute(&self.0)
                     .await

@@ -47,7 +47,9 @@ pub enum ConfigError {
         kind: BackendKind,
     },
     /// The table prefix is not `[a-z][a-z0-9_]{0,31}` (or empty).
-    #[error("invalid table prefix {prefix:?}: expected at most 32 of [a-z0-9_], starting with a letter")]
+    #[error(
+        "invalid table prefix {prefix:?}: expected at most 32 of [a-z0-9_], starting with a letter"
+    )]
     InvalidPrefix {
         /// The refused prefix.
         prefix: String,
@@ -240,9 +242,7 @@ impl BackendConfig {
             #[cfg(feature = "sqlite")]
             BackendKind::Sqlite => Ok(Box::new(crate::sqlite::SqliteBackend::connect(self).await?)),
             #[cfg(feature = "postgres")]
-            BackendKind::Postgres => {
-                Ok(Box::new(crate::postgres::PgBackend::connect(self).await?))
-            }
+            BackendKind::Postgres => Ok(Box::new(crate::postgres::PgBackend::connect(self).await?)),
             #[cfg(feature = "mysql")]
             BackendKind::Mysql => Ok(Box::new(crate::mysql::MysqlBackend::connect(self).await?)),
             #[allow(unreachable_patterns)]
@@ -345,7 +345,9 @@ mod tests {
 
     #[test]
     fn bad_urls_give_typed_errors_without_credentials() {
-        let e = BackendConfig::parse("oracle://scott:tiger@h/x").err().unwrap();
+        let e = BackendConfig::parse("oracle://scott:tiger@h/x")
+            .err()
+            .unwrap();
         assert!(matches!(e, ConfigError::UnknownScheme { .. }));
         assert!(!e.to_string().contains("tiger"), "{e}");
         let e = BackendConfig::parse("postgres://u:pw@h/x?simba_table_prefix=Bad-Prefix")

@@ -122,7 +122,10 @@ mod pg {
             token: Token,
         ) -> Result<bool, BackendError> {
             let t = i64::try_from(token.get()).map_err(|_| {
-                BackendError::new(BackendErrorKind::Rejected, format!("token {token} too large"))
+                BackendError::new(
+                    BackendErrorKind::Rejected,
+                    format!("token {token} too large"),
+                )
             })?;
             let row: Option<i64> = sqlx::query_scalar(&self.admit_sql)
                 .bind(resource)

@@ -75,8 +75,10 @@ pub trait Backend: Send + Sync + 'static {
     /// # Errors
     /// A [`BackendError`] if the call failed (nothing was created, or the
     /// created session is never returned and simply expires).
-    fn open_session(&self, lease_duration: Duration)
-        -> BoxFuture<'_, Result<SessionGrant, BackendError>>;
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>>;
 
     /// Renews `session` for another lease duration, in one backend call
     /// however many leases it holds (S1.1), and lists the leases it still owns.
@@ -125,8 +127,10 @@ pub trait Backend: Send + Sync + 'static {
     /// [`BackendErrorKind::Rejected`] before any I/O if `prefix` holds a
     /// character no lease name may contain (S3.1); a [`BackendError`] if the
     /// call failed.
-    fn inspect<'a>(&'a self, prefix: Option<&'a str>)
-        -> BoxFuture<'a, Result<Inspection, BackendError>>;
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>>;
 
     /// Subscribes to release broadcasts (S4.2): the returned stream yields the
     /// name of every lease freed by a release or a close from the moment the

@@ -69,7 +69,7 @@ impl Sql {
                 "UPDATE {s} SET expires_us = {NOW} + lease_us WHERE id = ? AND expires_us > {NOW}"
             ),
             renew_read: format!(
-                "SELECT s.lease_us, l.name, l.token FROM {s} s \
+                "SELECT s.lease_us, CAST(l.name AS CHAR), l.token FROM {s} s \
                  LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ?"
             ),
             ensure: format!(
@@ -94,7 +94,7 @@ impl Sql {
                 "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
             ),
             inspect_leases: format!(
-                "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
+                "SELECT CAST(l.name AS CHAR), l.token, h.id, h.expires_us - {NOW} FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE LEFT(l.name, ?) = ?"
             ),
@@ -216,13 +216,18 @@ impl MysqlBackend {
         use sqlx::{Connection, Executor};
         let opts = self.pool.connect_options();
         let err = |e| map_err(NAME, "test helper", e);
-        let mut blocker = sqlx::MySqlConnection::connect_with(&opts).await.map_err(err)?;
-        blocker.execute("BEGIN").await.map_err(err)?;
-        sqlx::query(&format!("SELECT 1 FROM {} WHERE id = ? FOR UPDATE", self.sql.sessions))
-            .bind(&session.to_bytes()[..])
-            .execute(&mut blocker)
+        let mut blocker = sqlx::MySqlConnection::connect_with(&opts)
             .await
             .map_err(err)?;
+        blocker.execute("BEGIN").await.map_err(err)?;
+        sqlx::query(&format!(
+            "SELECT 1 FROM {} WHERE id = ? FOR UPDATE",
+            self.sql.sessions
+        ))
+        .bind(&session.to_bytes()[..])
+        .execute(&mut blocker)
+        .await
+        .map_err(err)?;
         let pattern = format!("%{}leases l LEFT JOIN%", self.sql.prefix);
         let killer = async {
             for _ in 0..250 {
@@ -235,7 +240,10 @@ impl MysqlBackend {
                 .await
                 .map_err(err)?;
                 if let Some(id) = ids.first() {
-                    blocker.execute(format!("KILL {id}").as_str()).await.map_err(err)?;
+                    blocker
+                        .execute(format!("KILL {id}").as_str())
+                        .await
+                        .map_err(err)?;
                     return Ok(());
                 }
                 futures_timer::Delay::new(Duration::from_millis(20)).await;
@@ -282,7 +290,10 @@ impl MysqlBackend {
             tx.rollback().await.map_err(get)?;
             return Ok(AcquireOutcome::Expired);
         };
-        let holder_id = holder.as_deref().map(|h| session_from(NAME, h)).transpose()?;
+        let holder_id = holder
+            .as_deref()
+            .map(|h| session_from(NAME, h))
+            .transpose()?;
         let free = match holder_id {
             None => true,
             Some(h) if h == session => {
@@ -457,7 +468,8 @@ impl Backend for MysqlBackend {
                 let token: i64 = r.try_get(1).map_err(get)?;
                 let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
                 let rem: Option<i64> = r.try_get(3).map_err(get)?;
-                out.leases.push(lease_info(NAME, &name, token, holder, rem)?);
+                out.leases
+                    .push(lease_info(NAME, &name, token, holder, rem)?);
             }
             out.sessions.sort_by_key(|s| s.session);
             out.leases.sort_by(|a, b| a.name.cmp(&b.name));

@@ -2,12 +2,12 @@
 //! LISTEN/NOTIFY.
 //!
 //! Every operation is one statement, run in its own transaction at
-//! PostgreSQL's default isolation, READ COMMITTED. Where a decision depends on
-//! another row (is my session live? is the holder's session live?), the
-//! statement *locks* that row (`FOR SHARE`): a row lock waits for a concurrent
-//! renewal or close to commit and then reads the row's latest version, never
-//! a stale snapshot. Times are microseconds of `clock_timestamp()`, read once
-//! per statement. See `docs/BACKENDS.md` for the argument in full.
+//! PostgreSQL's default isolation, READ COMMITTED. A takeover depends on
+//! another row (is the holder's session still live?), so acquire *locks* that
+//! row (`FOR SHARE`): a row lock waits for a concurrent renewal or close to
+//! commit and then reads the row's latest version, never a stale snapshot.
+//! Times are microseconds of `clock_timestamp()`, read once per statement.
+//! See `docs/BACKENDS.md` for the argument in full.
 
 use crate::sql::{
     check_shape, held_outcome, lease_info, malformed, map_err, micros, parse_owned, session_from,
@@ -76,7 +76,7 @@ impl Sql {
             ),
             acquire: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
-                 me AS (SELECT expires_us FROM {s} WHERE id = $1 FOR SHARE), \
+                 me AS (SELECT expires_us FROM {s} WHERE id = $1), \
                  ins AS ( \
                    INSERT INTO {l} AS l (name, session, token, acquired_us) \
                    SELECT $2, $1, 1, now.t FROM me, now WHERE me.expires_us > now.t \
@@ -216,7 +216,7 @@ impl PgBackend {
     }
 
     /// For the conformance suite: runs `acquire(session, name)` while another
-    /// connection holds `session`'s row locked, then terminates the server
+    /// connection holds the lease row locked, then terminates the server
     /// process serving the acquire while it waits, and returns what the
     /// acquire returned.
     ///
@@ -235,11 +235,16 @@ impl PgBackend {
             .map_err(|e| map_err(NAME, "test helper", e))?;
         let err = |e| map_err(NAME, "test helper", e);
         blocker.execute("BEGIN").await.map_err(err)?;
-        sqlx::query(&format!("SELECT 1 FROM {} WHERE id = $1 FOR UPDATE", self.sql.sessions))
-            .bind(&session.to_bytes()[..])
-            .execute(&mut blocker)
-            .await
-            .map_err(err)?;
+        // Hold the lease row (inserting it if new) in an open transaction.
+        sqlx::query(&format!(
+            "INSERT INTO {} AS l (name, session, token) VALUES ($1, NULL, 0) \
+             ON CONFLICT (name) DO UPDATE SET token = l.token",
+            self.sql.leases
+        ))
+        .bind(name.as_str())
+        .execute(&mut blocker)
+        .await
+        .map_err(err)?;
         // Polled from a connection of its own: inside the blocker's
         // transaction, pg_stat_activity would show one cached snapshot.
         let mut watcher = sqlx::PgConnection::connect_with(&opts).await.map_err(err)?;
@@ -422,7 +427,8 @@ impl Backend for PgBackend {
                 let token: i64 = r.try_get(1).map_err(get)?;
                 let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
                 let rem: Option<i64> = r.try_get(3).map_err(get)?;
-                out.leases.push(lease_info(NAME, &name, token, holder, rem)?);
+                out.leases
+                    .push(lease_info(NAME, &name, token, holder, rem)?);
             }
             out.sessions.sort_by_key(|s| s.session);
             out.leases.sort_by(|a, b| a.name.cmp(&b.name));

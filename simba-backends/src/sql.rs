@@ -19,7 +19,15 @@ pub(crate) fn map_err(backend: &str, what: &str, e: sqlx::Error) -> BackendError
         | E::ColumnIndexOutOfBounds { .. }
         | E::TypeNotFound { .. }
         | E::RowNotFound => BackendErrorKind::Malformed,
-        E::Database(db) => db_kind(db.code().as_deref().unwrap_or(""), db.message()),
+        E::Database(db) => {
+            // MySQL reports a generic SQLSTATE; its error number says more.
+            #[cfg(feature = "mysql")]
+            if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+                let kind = db_kind(&my.number().to_string(), db.message());
+                return BackendError::new(kind, redact(&format!("{backend} {what}: {e}")));
+            }
+            db_kind(db.code().as_deref().unwrap_or(""), db.message())
+        }
         _ => BackendErrorKind::Other,
     };
     BackendError::new(kind, redact(&format!("{backend} {what}: {e}")))
@@ -59,7 +67,10 @@ pub(crate) fn session_from(backend: &str, bytes: &[u8]) -> Result<SessionId, Bac
     let arr: [u8; 16] = bytes.try_into().map_err(|_| {
         malformed(
             backend,
-            format!("a session id of {} bytes in a row (expected 16)", bytes.len()),
+            format!(
+                "a session id of {} bytes in a row (expected 16)",
+                bytes.len()
+            ),
         )
     })?;
     Ok(SessionId::from_bytes(arr))
@@ -153,7 +164,10 @@ pub(crate) fn lease_info(
     };
     Ok(LeaseInfo {
         name: name_from(backend, name)?,
-        holder: holder.as_deref().map(|h| session_from(backend, h)).transpose()?,
+        holder: holder
+            .as_deref()
+            .map(|h| session_from(backend, h))
+            .transpose()?,
         token,
         remaining: remaining_us.map(micros),
     })
@@ -173,7 +187,10 @@ pub(crate) fn held_outcome(
     let Some(mine_us) = mine_us else {
         return Ok(AcquireOutcome::Expired);
     };
-    let holder = holder.as_deref().map(|h| session_from(backend, h)).transpose()?;
+    let holder = holder
+        .as_deref()
+        .map(|h| session_from(backend, h))
+        .transpose()?;
     match (holder, token) {
         (Some(h), Some(t)) if h == session => Ok(AcquireOutcome::Won {
             // A concurrent acquire by the same session won it.

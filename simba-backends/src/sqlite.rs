@@ -291,7 +291,15 @@ impl Backend for SqliteBackend {
             let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
             let token: Option<i64> = row.try_get(2).map_err(get)?;
             let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
-            held_outcome(NAME, session, name, mine, holder, token, holder_live.is_some())
+            held_outcome(
+                NAME,
+                session,
+                name,
+                mine,
+                holder,
+                token,
+                holder_live.is_some(),
+            )
         }
         .boxed()
     }
@@ -365,7 +373,8 @@ impl Backend for SqliteBackend {
                 let token: i64 = r.try_get(1).map_err(get)?;
                 let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
                 let rem: Option<i64> = r.try_get(3).map_err(get)?;
-                out.leases.push(lease_info(NAME, &name, token, holder, rem)?);
+                out.leases
+                    .push(lease_info(NAME, &name, token, holder, rem)?);
             }
             out.sessions.sort_by_key(|s| s.session);
             out.leases.sort_by(|a, b| a.name.cmp(&b.name));

@@ -179,31 +179,49 @@ pub fn case_names<F: Factory>() -> Vec<&'static str> {
 
 fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
     vec![
-        ("s1_open_renew_expire_on_backend_clock_and_no_resurrection", |f, ns| {
-            open_renew_expire(f, ns).boxed()
-        }),
+        (
+            "s1_open_renew_expire_on_backend_clock_and_no_resurrection",
+            |f, ns| open_renew_expire(f, ns).boxed(),
+        ),
         ("s3_acquire_contention_and_idempotent_reacquire", |f, ns| {
             contention(f, ns).boxed()
         }),
         ("s1_2_takeover_after_expiry_with_a_higher_token", |f, ns| {
             takeover_after_expiry(f, ns).boxed()
         }),
-        ("s3_2_tokens_strictly_increase_across_releases_closes_and_terms", |f, ns| {
-            token_monotonicity(f, ns).boxed()
+        (
+            "s3_2_tokens_strictly_increase_across_releases_closes_and_terms",
+            |f, ns| token_monotonicity(f, ns).boxed(),
+        ),
+        ("s3_5_stale_release_is_a_no_op", |f, ns| {
+            stale_release(f, ns).boxed()
         }),
-        ("s3_5_stale_release_is_a_no_op", |f, ns| stale_release(f, ns).boxed()),
-        ("s1_4_close_releases_everything", |f, ns| close_releases_all(f, ns).boxed()),
-        ("s3_1_names_at_the_limits", |f, ns| names_at_limits(f, ns).boxed()),
-        ("s1_1_renew_lists_every_owned_lease", |f, ns| renew_lists_owned(f, ns).boxed()),
-        ("inspect_lists_leases_by_prefix_and_live_sessions", |f, ns| {
-            inspect_case(f, ns).boxed()
+        ("s1_4_close_releases_everything", |f, ns| {
+            close_releases_all(f, ns).boxed()
         }),
-        ("bad_lease_durations_are_refused", |f, ns| bad_durations(f, ns).boxed()),
-        ("sixteen_clients_never_see_two_winners", |f, ns| sixteen_clients(f, ns).boxed()),
-        ("s4_2_release_notifications_arrive", |f, ns| notifications(f, ns).boxed()),
-        ("connection_killed_mid_call_gives_a_typed_error_then_recovers", |f, ns| {
-            killed_mid_call(f, ns).boxed()
+        ("s3_1_names_at_the_limits", |f, ns| {
+            names_at_limits(f, ns).boxed()
         }),
+        ("s1_1_renew_lists_every_owned_lease", |f, ns| {
+            renew_lists_owned(f, ns).boxed()
+        }),
+        (
+            "inspect_lists_leases_by_prefix_and_live_sessions",
+            |f, ns| inspect_case(f, ns).boxed(),
+        ),
+        ("bad_lease_durations_are_refused", |f, ns| {
+            bad_durations(f, ns).boxed()
+        }),
+        ("sixteen_clients_never_see_two_winners", |f, ns| {
+            sixteen_clients(f, ns).boxed()
+        }),
+        ("s4_2_release_notifications_arrive", |f, ns| {
+            notifications(f, ns).boxed()
+        }),
+        (
+            "connection_killed_mid_call_gives_a_typed_error_then_recovers",
+            |f, ns| killed_mid_call(f, ns).boxed(),
+        ),
     ]
 }
 
@@ -222,7 +240,8 @@ pub async fn run_selected<F: Factory>(factory: &F, select: impl Fn(&str) -> bool
         }
         let ns = format!("k{i:02}");
         let started = std::time::Instant::now();
-        let timed = futures::future::select(run(factory, &ns), sleep(Duration::from_secs(60)).boxed());
+        let timed =
+            futures::future::select(run(factory, &ns), sleep(Duration::from_secs(60)).boxed());
         let outcome = match timed.await {
             futures::future::Either::Left((Ok(()), _)) => Outcome::Passed,
             futures::future::Either::Left((Err(Step::Fail(m)), _)) => Outcome::Failed(m),
@@ -266,7 +285,9 @@ async fn won<B: Backend>(b: &B, s: SessionId, n: &LeaseName) -> Result<Token, St
             );
             Ok(token)
         }
-        other => Err(Step::Fail(format!("acquire of `{n}` should win, got {other:?}"))),
+        other => Err(Step::Fail(format!(
+            "acquire of `{n}` should win, got {other:?}"
+        ))),
     }
 }
 
@@ -289,7 +310,9 @@ async fn held<B: Backend>(
             );
             Ok(())
         }
-        other => Err(Step::Fail(format!("acquire of `{n}` should be held, got {other:?}"))),
+        other => Err(Step::Fail(format!(
+            "acquire of `{n}` should be held, got {other:?}"
+        ))),
     }
 }
 
@@ -355,7 +378,10 @@ async fn contention<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     let n = name("contended")?;
     let t = won(&b, a, &n).await?;
     let again = won(&b, a, &n).await?;
-    check!(again == t, "re-acquire by the owner changed the token {t} -> {again}");
+    check!(
+        again == t,
+        "re-acquire by the owner changed the token {t} -> {again}"
+    );
     held(&c, o, &n, a, t).await?;
     let mine = owned(&b, a).await?;
     check!(mine.get(&n) == Some(&t), "owner's renewal lists {mine:?}");
@@ -373,7 +399,10 @@ async fn takeover_after_expiry<F: Factory>(f: &F, ns: &str) -> Result<(), Step> 
     held(&b, o, &n, a, t1).await?;
     sleep(PAST_SHORT).await;
     let t2 = won(&b, o, &n).await?;
-    check!(t2 > t1, "takeover token {t2} is not above the expired holder's {t1}");
+    check!(
+        t2 > t1,
+        "takeover token {t2} is not above the expired holder's {t1}"
+    );
     check!(
         matches!(b.renew(a).await, Err(RenewError::Expired)),
         "the expired holder renewed"
@@ -384,7 +413,10 @@ async fn takeover_after_expiry<F: Factory>(f: &F, ns: &str) -> Result<(), Step> 
     );
     b.release(a, &n, t1).await?;
     let still = owned(&b, o).await?;
-    check!(still.get(&n) == Some(&t2), "late release by the expired holder freed the new term: {still:?}");
+    check!(
+        still.get(&n) == Some(&t2),
+        "late release by the expired holder freed the new term: {still:?}"
+    );
     Ok(())
 }
 
@@ -435,7 +467,10 @@ async fn stale_release<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
         b.release(o, &n, wrong).await?; // right session, wrong token
     }
     let still = owned(&b, o).await?;
-    check!(still.get(&n) == Some(&t2), "a stale release freed the lease: {still:?}");
+    check!(
+        still.get(&n) == Some(&t2),
+        "a stale release freed the lease: {still:?}"
+    );
     held(&b, a, &n, o, t2).await?;
     Ok(())
 }
@@ -500,13 +535,20 @@ async fn names_at_limits<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     let listed: Vec<&str> = seen.leases.iter().map(|l| l.name.as_str()).collect();
     check!(listed == ["a_b"], "inspect(\"a_\") lists {listed:?}");
     let seen = b.inspect(Some("y")).await?;
-    check!(seen.leases.len() == 1, "inspect(\"y\") lists {:?}", seen.leases);
+    check!(
+        seen.leases.len() == 1,
+        "inspect(\"y\") lists {:?}",
+        seen.leases
+    );
     // Invalid names cannot even be built (S3.1), and an invalid inspect
     // prefix is refused before any I/O.
     for bad in ["", ".", "..", "a b", "a/b", "é"] {
         check!(LeaseName::new(bad).is_err(), "{bad:?} accepted as a name");
     }
-    check!(LeaseName::new("z".repeat(129)).is_err(), "129 characters accepted");
+    check!(
+        LeaseName::new("z".repeat(129)).is_err(),
+        "129 characters accepted"
+    );
     match b.inspect(Some("a b")).await {
         Err(e) if e.kind == BackendErrorKind::Rejected => {}
         other => return Err(Step::Fail(format!("inspect(\"a b\") gave {other:?}"))),
@@ -527,7 +569,11 @@ async fn renew_lists_owned<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     let theirs = name("owned.theirs")?;
     won(&b, o, &theirs).await?;
     let r = b.renew(s).await?;
-    check!(r.owned.len() == want.len(), "renew lists {} leases, expected 40", r.owned.len());
+    check!(
+        r.owned.len() == want.len(),
+        "renew lists {} leases, expected 40",
+        r.owned.len()
+    );
     let got: BTreeMap<_, _> = r.owned.into_iter().collect();
     check!(got == want, "renew lists the wrong leases");
     Ok(())
@@ -546,14 +592,18 @@ async fn inspect_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     b.release(a, &gb, tb).await?;
     let seen = b.inspect(Some("grp.")).await?;
     let names: Vec<&str> = seen.leases.iter().map(|l| l.name.as_str()).collect();
-    check!(names == ["grp.a", "grp.b"], "inspect(\"grp.\") lists {names:?}");
+    check!(
+        names == ["grp.a", "grp.b"],
+        "inspect(\"grp.\") lists {names:?}"
+    );
     let la = &seen.leases[0];
     check!(
         la.holder == Some(a) && la.token == Some(ta),
         "grp.a shows {la:?}"
     );
     check!(
-        la.remaining.is_some_and(|r| r > Duration::ZERO && r <= LONG),
+        la.remaining
+            .is_some_and(|r| r > Duration::ZERO && r <= LONG),
         "grp.a remaining {:?}",
         la.remaining
     );
@@ -568,7 +618,9 @@ async fn inspect_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
         "session a shows {sa:?}"
     );
     check!(
-        seen.sessions.iter().any(|s| s.session == o && s.lease_duration == Duration::from_secs(20)),
+        seen.sessions
+            .iter()
+            .any(|s| s.session == o && s.lease_duration == Duration::from_secs(20)),
         "inspect misses session o"
     );
     Ok(())
@@ -620,7 +672,9 @@ async fn sixteen_clients<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
                                 errors
                                     .lock()
                                     .unwrap_or_else(|p| p.into_inner())
-                                    .push(format!("`{n}`: {s} won token {token} while {other} held it"));
+                                    .push(format!(
+                                        "`{n}`: {s} won token {token} while {other} held it"
+                                    ));
                             }
                         }
                         wins.lock()
@@ -650,13 +704,25 @@ async fn sixteen_clients<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     });
     futures::future::join_all(clients).await;
     let errors = std::mem::take(&mut *errors.lock().unwrap_or_else(|p| p.into_inner()));
-    check!(errors.is_empty(), "{} problems, first: {:?}", errors.len(), errors.first());
+    check!(
+        errors.is_empty(),
+        "{} problems, first: {:?}",
+        errors.len(),
+        errors.first()
+    );
     let wins = std::mem::take(&mut *wins.lock().unwrap_or_else(|p| p.into_inner()));
-    check!(wins.len() >= 3, "only {} wins in {} attempts", wins.len(), CLIENTS * ROUNDS);
+    check!(
+        wins.len() >= 3,
+        "only {} wins in {} attempts",
+        wins.len(),
+        CLIENTS * ROUNDS
+    );
     let mut seen: HashMap<(LeaseName, Token), SessionId> = HashMap::new();
     for (n, t, s) in &wins {
         if let Some(other) = seen.insert((n.clone(), *t), *s) {
-            return Err(Step::Fail(format!("`{n}` token {t} won by both {other} and {s}")));
+            return Err(Step::Fail(format!(
+                "`{n}` token {t} won by both {other} and {s}"
+            )));
         }
     }
     Ok(())
@@ -670,7 +736,9 @@ async fn notifications<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
             !b.broadcasts_releases(),
             "broadcasts_releases() is true but subscribe_releases() gave None"
         );
-        return Err(Step::Skip("this backend does not broadcast releases".into()));
+        return Err(Step::Skip(
+            "this backend does not broadcast releases".into(),
+        ));
     };
     let s = b.open_session(LONG).await?.session;
     let n = name("notified")?;
@@ -681,7 +749,10 @@ async fn notifications<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     won(&b, s, &n).await?;
     b.close_session(s).await?;
     let got = next_release(&mut stream, "a close").await?;
-    check!(got == n, "notified `{got}` after closing the holder of `{n}`");
+    check!(
+        got == n,
+        "notified `{got}` after closing the holder of `{n}`"
+    );
     Ok(())
 }
 
@@ -694,9 +765,9 @@ async fn next_release(
         futures::future::Either::Left((None, _)) => {
             Err(Step::Fail(format!("release stream ended before {what}")))
         }
-        futures::future::Either::Right(_) => {
-            Err(Step::Fail(format!("no notification within 5 s after {what}")))
-        }
+        futures::future::Either::Right(_) => Err(Step::Fail(format!(
+            "no notification within 5 s after {what}"
+        ))),
     }
 }
 
@@ -705,10 +776,16 @@ async fn killed_mid_call<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     let s = b.open_session(LONG).await?.session;
     let n = name("killed")?;
     let Some(call) = f.acquire_while_killed(&b, s, &n) else {
-        return Err(Step::Skip("the factory cannot kill a connection mid-call".into()));
+        return Err(Step::Skip(
+            "the factory cannot kill a connection mid-call".into(),
+        ));
     };
     match call.await {
-        Err(e) if matches!(e.kind, BackendErrorKind::Unavailable | BackendErrorKind::Timeout) => {}
+        Err(e)
+            if matches!(
+                e.kind,
+                BackendErrorKind::Unavailable | BackendErrorKind::Timeout
+            ) => {}
         other => {
             return Err(Step::Fail(format!(
                 "acquire on a killed connection gave {other:?}, expected an Unavailable error"

@@ -1,7 +1,9 @@
 //! Bad input: wrong URLs, unreachable servers, missing privileges, foreign
 //! tables and out-of-range rows give typed errors naming the problem; nothing
 //! panics and nothing is half-written.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Which imports are used depends on the enabled backends.
+#![allow(unused_imports, dead_code)]
 
 mod common;
 
@@ -32,11 +34,17 @@ async fn unreachable_postgres_is_unavailable_and_redacted() {
         .with_connect_timeout(Duration::from_secs(2));
     let e = c.connect().await.err().unwrap();
     assert!(
-        matches!(e.kind, BackendErrorKind::Unavailable | BackendErrorKind::Timeout),
+        matches!(
+            e.kind,
+            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
+        ),
         "{e}"
     );
     assert!(!e.to_string().contains("s3cret"), "{e}");
-    assert!(e.to_string().contains("127.0.0.1:1"), "names the server: {e}");
+    assert!(
+        e.to_string().contains("127.0.0.1:1"),
+        "names the server: {e}"
+    );
 }
 
 #[cfg(feature = "mysql")]
@@ -47,7 +55,10 @@ async fn unreachable_mysql_is_unavailable_and_redacted() {
         .with_connect_timeout(Duration::from_secs(2));
     let e = c.connect().await.err().unwrap();
     assert!(
-        matches!(e.kind, BackendErrorKind::Unavailable | BackendErrorKind::Timeout),
+        matches!(
+            e.kind,
+            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
+        ),
         "{e}"
     );
     assert!(!e.to_string().contains("s3cret"), "{e}");
@@ -71,15 +82,23 @@ async fn sqlite_foreign_table_is_reported_and_left_alone() {
         .await
         .unwrap();
     let prefix = format!("{}_f_", factory.tag);
-    sqlx::query(&format!("CREATE TABLE {prefix}sessions (id INTEGER, owner TEXT)"))
-        .execute(&pool)
+    sqlx::query(&format!(
+        "CREATE TABLE {prefix}sessions (id INTEGER, owner TEXT)"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {prefix}sessions VALUES (1, 'theirs')"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let e = config(&factory.url, &factory.tag, "f")
+        .connect()
         .await
+        .err()
         .unwrap();
-    sqlx::query(&format!("INSERT INTO {prefix}sessions VALUES (1, 'theirs')"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    let e = config(&factory.url, &factory.tag, "f").connect().await.err().unwrap();
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
     assert!(e.message.contains(&format!("{prefix}sessions")), "{e}");
     assert!(e.message.contains("not a Simba table"), "{e}");
@@ -88,13 +107,11 @@ async fn sqlite_foreign_table_is_reported_and_left_alone() {
         .await
         .unwrap();
     assert_eq!(owner, "theirs");
-    let leases: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM sqlite_master WHERE name = ?1",
-    )
-    .bind(format!("{prefix}leases"))
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE name = ?1")
+        .bind(format!("{prefix}leases"))
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(leases, 0, "nothing half-created");
     pool.close().await;
     let _ = std::fs::remove_file(path);
@@ -104,10 +121,15 @@ async fn sqlite_foreign_table_is_reported_and_left_alone() {
 #[tokio::test]
 async fn sqlite_out_of_range_values_are_malformed_not_panics() {
     let (factory, path) = SqliteFactory::new();
-    let b = simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "r"))
+    let b =
+        simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "r"))
+            .await
+            .unwrap();
+    let s = b
+        .open_session(Duration::from_secs(30))
         .await
-        .unwrap();
-    let s = b.open_session(Duration::from_secs(30)).await.unwrap().session;
+        .unwrap()
+        .session;
     let l = format!("{}_r_leases", factory.tag);
     sqlx::query(&format!(
         "INSERT INTO {l} (name, session, token) VALUES ('neg', ?1, -5)"
@@ -133,10 +155,12 @@ async fn sqlite_out_of_range_values_are_malformed_not_panics() {
     // The bad session id belongs to no live session, so it is shown as free;
     // a bad *name* is reported.
     assert!(e.is_none(), "{e:?}");
-    sqlx::query(&format!("UPDATE {l} SET name = 'bad name' WHERE name = 'neg'"))
-        .execute(b.pool())
-        .await
-        .unwrap();
+    sqlx::query(&format!(
+        "UPDATE {l} SET name = 'bad name' WHERE name = 'neg'"
+    ))
+    .execute(b.pool())
+    .await
+    .unwrap();
     let e = b.inspect(None).await.err().unwrap();
     assert_eq!(e.kind, BackendErrorKind::Malformed, "{e}");
     let _ = std::fs::remove_file(path);
@@ -151,7 +175,9 @@ async fn postgres_without_create_privilege_is_rejected_by_name() {
     let admin = sqlx::PgPool::connect(PG_URL).await.unwrap();
     // A role that may connect but not create tables (the default for the
     // public schema since PostgreSQL 15).
-    let _ = sqlx::query("CREATE ROLE simba_noddl LOGIN").execute(&admin).await;
+    let _ = sqlx::query("CREATE ROLE simba_noddl LOGIN")
+        .execute(&admin)
+        .await;
     let tag = tag();
     let url = "postgres://simba_noddl:pw@127.0.0.1:5432/test";
     let e = config(url, &tag, "p").connect().await.err().unwrap();
@@ -177,10 +203,12 @@ async fn postgres_foreign_table_and_bad_rows_are_typed_errors() {
     }
     let tag = tag();
     let admin = sqlx::PgPool::connect(PG_URL).await.unwrap();
-    sqlx::query(&format!("CREATE TABLE {tag}_f_leases (name text, value int)"))
-        .execute(&admin)
-        .await
-        .unwrap();
+    sqlx::query(&format!(
+        "CREATE TABLE {tag}_f_leases (name text, value int)"
+    ))
+    .execute(&admin)
+    .await
+    .unwrap();
     let e = config(PG_URL, &tag, "f").connect().await.err().unwrap();
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
     assert!(e.message.contains(&format!("{tag}_f_leases")), "{e}");
@@ -188,7 +216,11 @@ async fn postgres_foreign_table_and_bad_rows_are_typed_errors() {
     let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "r"))
         .await
         .unwrap();
-    let s = b.open_session(Duration::from_secs(30)).await.unwrap().session;
+    let s = b
+        .open_session(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
     sqlx::query(&format!(
         "INSERT INTO {tag}_r_leases (name, session, token) VALUES ('zero', $1, 0)"
     ))

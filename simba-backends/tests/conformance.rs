@@ -1,7 +1,7 @@
 //! The conformance suite against every backend: memory, an SQLite file,
 //! PostgreSQL and MariaDB/MySQL (servers on 127.0.0.1; required when `CI=true`).
 #![cfg(feature = "testkit")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -69,6 +69,25 @@ fn sqlite_passes_core_cases_on_async_std() {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
+        report.assert_passed();
+    });
+}
+
+/// PostgreSQL, LISTEN/NOTIFY included, on async-std.
+#[cfg(all(feature = "postgres", feature = "runtime-async-std"))]
+#[test]
+fn postgres_passes_core_cases_on_async_std() {
+    async_std::task::block_on(async {
+        if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+            return;
+        }
+        let factory = PgFactory { tag: tag() };
+        let report = simba_backends::testkit::run_selected(&factory, |c| {
+            c.contains("notification") || c.contains("sixteen") || c.contains("killed")
+        })
+        .await;
+        println!("{report}");
+        drop_pg_tables(&factory.tag).await;
         report.assert_passed();
     });
 }

@@ -1,7 +1,9 @@
 //! Fencing (SPEC S9): a resource refuses a write carrying a token lower than
 //! the highest it has seen — the PostgreSQL helper and the documented SQL
 //! patterns for SQLite and MySQL.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Which imports are used depends on the enabled backends.
+#![allow(unused_imports, dead_code)]
 
 mod common;
 
@@ -22,15 +24,19 @@ async fn s9_postgres_fence_refuses_a_stale_token() {
     }
     let tag = tag();
     let pool = sqlx::PgPool::connect(PG_URL).await.unwrap();
-    sqlx::query(&format!("CREATE TABLE {tag}_ledger (id int PRIMARY KEY, writer bigint)"))
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(&format!(
+        "CREATE TABLE {tag}_ledger (id int PRIMARY KEY, writer bigint)"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
     sqlx::query(&format!("INSERT INTO {tag}_ledger VALUES (1, 0)"))
         .execute(&pool)
         .await
         .unwrap();
-    let fence = PgFence::create(pool.clone(), &format!("{tag}_fence")).await.unwrap();
+    let fence = PgFence::create(pool.clone(), &format!("{tag}_fence"))
+        .await
+        .unwrap();
     // A guarded write: the check and the write commit together.
     let write = |token: Token| {
         let pool = pool.clone();
@@ -55,7 +61,10 @@ async fn s9_postgres_fence_refuses_a_stale_token() {
     assert!(write(t(7)).await, "a later term is admitted");
     assert!(!write(t(6)).await, "a stale token is refused");
     assert!(!fence.admit("ledger", t(1)).await.unwrap());
-    assert!(fence.admit("other", t(1)).await.unwrap(), "resources are independent");
+    assert!(
+        fence.admit("other", t(1)).await.unwrap(),
+        "resources are independent"
+    );
     let writer: i64 = sqlx::query_scalar(&format!("SELECT writer FROM {tag}_ledger"))
         .fetch_one(&pool)
         .await
@@ -72,10 +81,12 @@ async fn s9_sqlite_pattern_refuses_a_stale_token() {
     let pool = sqlx::SqlitePool::connect(&format!("{}?mode=rwc", factory.url))
         .await
         .unwrap();
-    sqlx::query("CREATE TABLE IF NOT EXISTS fence (resource TEXT PRIMARY KEY, token INTEGER NOT NULL)")
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS fence (resource TEXT PRIMARY KEY, token INTEGER NOT NULL)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     let admit = |token: Token| {
         let pool = pool.clone();
         async move {
@@ -132,13 +143,12 @@ async fn s9_mysql_pattern_refuses_a_stale_token() {
             .execute(&mut *tx)
             .await
             .unwrap();
-            let seen: i64 = sqlx::query_scalar(&format!(
-                "SELECT token FROM {table} WHERE resource = ?"
-            ))
-            .bind("ledger")
-            .fetch_one(&mut *tx)
-            .await
-            .unwrap();
+            let seen: i64 =
+                sqlx::query_scalar(&format!("SELECT token FROM {table} WHERE resource = ?"))
+                    .bind("ledger")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .unwrap();
             let ok = seen == token.get() as i64;
             if ok {
                 tx.commit().await.unwrap();

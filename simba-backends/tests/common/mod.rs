@@ -1,11 +1,19 @@
 //! Factories and server checks shared by the integration tests.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
 
+#[cfg(feature = "testkit")]
 use futures::future::{BoxFuture, FutureExt};
+#[cfg(feature = "testkit")]
 use simba_backends::testkit::Factory;
-use simba_backends::{BackendConfig, MemoryBackend};
-use simba_core::{AcquireOutcome, BackendError, LeaseName, SessionId};
+use simba_backends::BackendConfig;
+#[cfg(feature = "testkit")]
+use simba_backends::MemoryBackend;
+use simba_core::BackendError;
+#[cfg(feature = "testkit")]
+use simba_core::{AcquireOutcome, LeaseName, SessionId};
+#[cfg(feature = "testkit")]
 use std::collections::HashMap;
+#[cfg(feature = "testkit")]
 use std::sync::Mutex;
 
 pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -34,13 +42,21 @@ pub fn server_available(what: &str, probe: Result<(), BackendError>) -> bool {
 
 /// In-memory clients, one shared state per namespace; a "killed" call is an
 /// injected connection failure.
+#[cfg(feature = "testkit")]
 #[derive(Default)]
 pub struct MemoryFactory(Mutex<HashMap<String, MemoryBackend>>);
 
+#[cfg(feature = "testkit")]
 impl Factory for MemoryFactory {
     type Backend = MemoryBackend;
     fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<MemoryBackend, BackendError>> {
-        let b = self.0.lock().unwrap().entry(ns.to_owned()).or_default().clone();
+        let b = self
+            .0
+            .lock()
+            .unwrap()
+            .entry(ns.to_owned())
+            .or_default()
+            .clone();
         async move { Ok(b) }.boxed()
     }
     fn acquire_while_killed<'a>(
@@ -105,7 +121,7 @@ impl SqliteFactory {
     }
 }
 
-#[cfg(feature = "sqlite")]
+#[cfg(all(feature = "sqlite", feature = "testkit"))]
 impl Factory for SqliteFactory {
     type Backend = simba_backends::sqlite::SqliteBackend;
     fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
@@ -119,7 +135,7 @@ pub struct PgFactory {
     pub tag: String,
 }
 
-#[cfg(feature = "postgres")]
+#[cfg(all(feature = "postgres", feature = "testkit"))]
 impl Factory for PgFactory {
     type Backend = simba_backends::postgres::PgBackend;
     fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
@@ -132,9 +148,7 @@ impl Factory for PgFactory {
         session: SessionId,
         name: &'a LeaseName,
     ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
-        Some(
-            async move { backend.acquire_while_killed(session, name).await? }.boxed(),
-        )
+        Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
     }
 }
 
@@ -143,7 +157,7 @@ pub struct MysqlFactory {
     pub tag: String,
 }
 
-#[cfg(feature = "mysql")]
+#[cfg(all(feature = "mysql", feature = "testkit"))]
 impl Factory for MysqlFactory {
     type Backend = simba_backends::mysql::MysqlBackend;
     fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
@@ -156,9 +170,7 @@ impl Factory for MysqlFactory {
         session: SessionId,
         name: &'a LeaseName,
     ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
-        Some(
-            async move { backend.acquire_while_killed(session, name).await? }.boxed(),
-        )
+        Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
     }
 }
 

@@ -1,0 +1,169 @@
+//! A takeover never races a renewal (S1.2, S3.2): a renewal that the backend
+//! evaluated while the holder was live, but that commits only after the
+//! holder's old expiry, must still win. An acquire that runs meanwhile waits
+//! for it (a locking read of the holder's session, not a stale snapshot) and
+//! answers `Held`. Here another connection plays the in-flight renewal: it
+//! extends the holder's row in an open transaction across the old expiry.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Which imports are used depends on the enabled backends.
+#![allow(unused_imports, dead_code)]
+
+mod common;
+
+#[allow(unused_imports)]
+use common::*;
+use simba_backends::Backend;
+use simba_core::{AcquireOutcome, LeaseName, SessionId};
+use std::time::Duration;
+
+async fn check_held<B: Backend>(
+    b: &B,
+    taker: SessionId,
+    holder: SessionId,
+    name: &LeaseName,
+    commit_renewal: impl std::future::Future<Output = ()>,
+) {
+    let acquire = b.acquire(taker, name);
+    let commit = async {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        commit_renewal.await;
+    };
+    let (outcome, ()) = tokio::join!(acquire, commit);
+    match outcome.unwrap() {
+        AcquireOutcome::Held { holder: h, .. } => {
+            assert!(h.is_none_or(|h| h == holder), "held by {h:?}")
+        }
+        other => panic!("took over a lease whose renewal was in flight: {other:?}"),
+    }
+    let r = b.renew(holder).await.unwrap();
+    assert!(r.owned.iter().any(|(n, _)| n == name), "holder lost {name}");
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_takeover_waits_for_a_renewal_in_flight() {
+    use sqlx::{Connection, Executor};
+    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "x"))
+        .await
+        .unwrap();
+    let h = b
+        .open_session(Duration::from_secs(1))
+        .await
+        .unwrap()
+        .session;
+    let a = b
+        .open_session(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    let n = LeaseName::new("raced").unwrap();
+    assert!(matches!(
+        b.acquire(h, &n).await.unwrap(),
+        AcquireOutcome::Won { .. }
+    ));
+    let mut renewal = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    renewal.execute("BEGIN").await.unwrap();
+    sqlx::query(&format!(
+        "UPDATE {tag}_x_sessions SET expires_us = expires_us + 30000000 WHERE id = $1"
+    ))
+    .bind(&h.to_bytes()[..])
+    .execute(&mut renewal)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1300)).await; // the old expiry passes
+    check_held(&b, a, h, &n, async {
+        renewal.execute("COMMIT").await.unwrap();
+    })
+    .await;
+    drop_pg_tables(&tag).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_takeover_waits_for_a_renewal_in_flight() {
+    use sqlx::{Connection, Executor};
+    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let b = simba_backends::mysql::MysqlBackend::connect(&config(MYSQL_URL, &tag, "x"))
+        .await
+        .unwrap();
+    let h = b
+        .open_session(Duration::from_secs(1))
+        .await
+        .unwrap()
+        .session;
+    let a = b
+        .open_session(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    let n = LeaseName::new("raced").unwrap();
+    assert!(matches!(
+        b.acquire(h, &n).await.unwrap(),
+        AcquireOutcome::Won { .. }
+    ));
+    let mut renewal = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
+    renewal.execute("BEGIN").await.unwrap();
+    sqlx::query(&format!(
+        "UPDATE {tag}_x_sessions SET expires_us = expires_us + 30000000 WHERE id = ?"
+    ))
+    .bind(&h.to_bytes()[..])
+    .execute(&mut renewal)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    check_held(&b, a, h, &n, async {
+        renewal.execute("COMMIT").await.unwrap();
+    })
+    .await;
+    drop_mysql_tables(&tag).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_takeover_waits_for_a_renewal_in_flight() {
+    use sqlx::{Connection, Executor};
+    let (factory, path) = SqliteFactory::new();
+    let b =
+        simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "x"))
+            .await
+            .unwrap();
+    let h = b
+        .open_session(Duration::from_secs(1))
+        .await
+        .unwrap()
+        .session;
+    let a = b
+        .open_session(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    let n = LeaseName::new("raced").unwrap();
+    assert!(matches!(
+        b.acquire(h, &n).await.unwrap(),
+        AcquireOutcome::Won { .. }
+    ));
+    // Another connection, as another process on the host would have.
+    let mut renewal = sqlx::SqliteConnection::connect(&factory.url).await.unwrap();
+    renewal.execute("BEGIN IMMEDIATE").await.unwrap();
+    sqlx::query(&format!(
+        "UPDATE {}_x_sessions SET expires_us = expires_us + 30000000 WHERE id = ?1",
+        factory.tag
+    ))
+    .bind(&h.to_bytes()[..])
+    .execute(&mut renewal)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    check_held(&b, a, h, &n, async {
+        renewal.execute("COMMIT").await.unwrap();
+    })
+    .await;
+    let _ = std::fs::remove_file(path);
+}
