@@ -170,15 +170,17 @@ impl SimbaBuilder {
         };
         let engine = Engine::new(self.config, profile, clock.now());
         let (tx, rx) = mpsc::unbounded();
+        let (exit, driver_exit) = oneshot::channel();
         let driver = Driver::new(
             engine,
             self.backend.clone(),
-            clock.clone(),
+            clock,
             tx.clone(),
             self.executor,
+            exit,
         );
         runtime.spawn(Box::pin(driver.run(rx)));
-        runtime.spawn(forward_releases(self.backend, tx.clone()));
+        runtime.spawn(forward_releases(self.backend, tx.clone(), driver_exit));
         Ok(Simba {
             inner: Arc::new(ClientInner {
                 tx,

@@ -144,6 +144,8 @@ pub(crate) struct Driver {
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
     span: tracing::Span,
+    /// Dropped with the driver: ends the release-broadcast forwarding.
+    _exit: oneshot::Sender<()>,
 }
 
 impl Driver {
@@ -153,6 +155,7 @@ impl Driver {
         clock: Clock,
         tx: mpsc::UnboundedSender<Msg>,
         executor: CallbackExecutor,
+        exit: oneshot::Sender<()>,
     ) -> Driver {
         let span = tracing::info_span!("simba_client", backend = backend.name());
         Driver {
@@ -172,6 +175,7 @@ impl Driver {
             workers_done: Vec::new(),
             closed: false,
             span,
+            _exit: exit,
         }
     }
 
@@ -777,13 +781,15 @@ fn timeout_reply(cmd: &Command, timeout: Duration) -> Input {
 pub(crate) fn forward_releases(
     backend: Arc<dyn Backend>,
     tx: mpsc::UnboundedSender<Msg>,
+    driver_exit: oneshot::Receiver<()>,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
         if !backend.broadcasts_releases() {
             return;
         }
         match backend.subscribe_releases().await {
-            Ok(Some(mut stream)) => {
+            Ok(Some(stream)) => {
+                let mut stream = stream.take_until(driver_exit);
                 while let Some(name) = stream.next().await {
                     if tx
                         .unbounded_send(Msg::Input(Input::ReleaseBroadcast { name }))

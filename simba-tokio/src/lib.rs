@@ -23,6 +23,42 @@
 //! # }
 //! ```
 //!
+//! An election with a listener, and a leader-only task:
+//!
+//! ```
+//! use simba_tokio::{ElectionListener, MemoryBackend, RevokeReason, SimbaConfig, Term};
+//! use std::time::Duration;
+//!
+//! struct Log;
+//! impl ElectionListener for Log {
+//!     fn on_elected(&self, term: &Term) {
+//!         println!("leading {} with token {}", term.name(), term.token());
+//!     }
+//!     fn on_revoked(&self, term: &Term, reason: RevokeReason) {
+//!         println!("term {} of {} ended: {reason}", term.token(), term.name());
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = SimbaConfig::builder().lease_duration(Duration::from_secs(3)).build()?;
+//! let simba = simba_tokio::builder(MemoryBackend::new()).config(config).build()?;
+//! let election = simba.election("scheduler").start(Log).await?;
+//! let task = simba
+//!     .run_while_leader("compactor", |term| async move {
+//!         while term.is_valid() {
+//!             // one unit of leader-only work, fenced with term.token()
+//!             tokio::time::sleep(Duration::from_millis(100)).await;
+//!         }
+//!     })
+//!     .await?;
+//! election.step_down(Duration::from_secs(1)).await?; // S6.4
+//! task.stop().await; // S6.1: revoke, cancel, release once the task is gone
+//! simba.close().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Time
 //!
 //! The driver sleeps with `tokio::time` and reads `tokio::time::Instant`, so
