@@ -122,3 +122,72 @@ fn migrate_then_status_on_an_empty_backend() {
     assert_eq!(json["backend"], "sqlite");
     assert_eq!(json["leases"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn run_restart_reruns_the_command_and_ctrl_c_stops_cleanly() {
+    let b = TestBackend::sqlite();
+    let name = unique("restart");
+    let out = b.path("runs");
+    let mut p = b
+        .simba()
+        .args([
+            "run",
+            &name,
+            "--restart",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$SIMBA_FENCING_TOKEN\" >> \"$OUT\"; sleep 0.2",
+        ])
+        .env("OUT", &out)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&out, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(1500));
+    // Ctrl-C: SIGINT.
+    let pid = rustix::process::Pid::from_raw(i32::try_from(p.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = wait_exit(&mut p, Duration::from_secs(20));
+    assert!(
+        status.code().is_some(),
+        "simba exits by itself on Ctrl-C: {status:?}"
+    );
+    let runs = std::fs::read_to_string(&out).unwrap();
+    let tokens: Vec<&str> = runs.lines().collect();
+    assert!(tokens.len() >= 2, "restarted while leader: {runs:?}");
+    assert!(tokens.iter().all(|t| *t == tokens[0]), "one term: {runs:?}");
+    // The lease was released on the way out.
+    let json = b.simba().args(["status", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let lease = json["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["name"] == name.as_str())
+        .unwrap();
+    assert!(lease["holder"].is_null(), "released: {json}");
+}
+
+#[test]
+fn watch_refreshes_until_stopped() {
+    let b = TestBackend::sqlite();
+    assert_eq!(b.simba().arg("migrate").status().unwrap().code(), Some(0));
+    let mut p = b
+        .simba()
+        .args(["watch", "--interval", "200ms"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sigterm(&p);
+    let status = wait_exit(&mut p, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut p.stdout.take().unwrap(), &mut text).unwrap();
+    assert!(text.matches("no leases").count() >= 2, "refreshed: {text}");
+    assert!(
+        !text.contains('\x1b'),
+        "no escape codes when not a terminal"
+    );
+}
