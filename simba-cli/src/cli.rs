@@ -17,16 +17,23 @@ pub struct Cli {
         global = true,
         env = "SIMBA_BACKEND",
         value_name = "URL",
-        hide_env_values = true
+        hide_env_values = true,
+        help_heading = "Backend"
     )]
     pub backend: Option<String>,
 
     /// A TOML file with `[simba] backend` and `[simba.session]` timing settings.
-    #[arg(long, global = true, env = "SIMBA_CONFIG", value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_CONFIG",
+        value_name = "FILE",
+        help_heading = "Backend"
+    )]
     pub config: Option<PathBuf>,
 
     /// Timing settings (SPEC S8).
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Timing (SPEC S8)")]
     pub timing: TimingArgs,
 
     /// What to do.

@@ -191,3 +191,28 @@ fn watch_refreshes_until_stopped() {
         "no escape codes when not a terminal"
     );
 }
+
+#[test]
+fn the_demo_runs_in_under_30_seconds() {
+    let started = Instant::now();
+    let out = simba().arg("demo").output().unwrap();
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for part in [
+        "elected:",
+        "crash:",
+        "fail-over:",
+        "handover:",
+        "strictly increasing",
+    ] {
+        assert!(text.contains(part), "{part} missing:\n{text}");
+    }
+    assert!(took < Duration::from_secs(30), "the demo took {took:?}");
+    eprintln!("demo took {took:?}");
+}
