@@ -142,7 +142,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             let config = settings::timing(&cli.timing, &file)?;
             let spec = child_spec(&args.child)?;
             let mut signals = StopSignals::install();
-            let simba = client(&url, config).await?;
+            let simba = tokio::select! {
+                simba = client(&url, config) => simba?,
+                sig = signals.recv() => return Ok(128 + sig as u8),
+            };
             let options = supervise::RunOptions {
                 once: args.once,
                 restart: args.restart,
@@ -159,7 +162,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 .map(|w| settings::parse_duration("--wait", w))
                 .transpose()?;
             let mut signals = StopSignals::install();
-            let simba = client(&url, config).await?;
+            let simba = tokio::select! {
+                simba = client(&url, config) => simba?,
+                sig = signals.recv() => return Ok(128 + sig as u8),
+            };
             supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
         }
         Command::Demo(args) => {

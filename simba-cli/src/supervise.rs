@@ -79,13 +79,22 @@ async fn close(simba: &Simba) {
 /// Stops `child` while `term` may still be held: SIGTERM, then SIGKILL after
 /// `grace`, capped by the term's remaining time (S6.2), or at once if the
 /// term ends meanwhile (S6.3).
+/// A second Ctrl-C or SIGTERM meanwhile sends the SIGKILL at once.
 async fn stop_child(
     child: &mut Running,
     grace: Duration,
     term: &Term,
+    signals: &mut StopSignals,
 ) -> Result<ExitStatus, CliError> {
     let cap = grace.min(term.remaining());
-    child.stop(cap, term.revoked()).await
+    let revoked = term.revoked();
+    let abort = async {
+        tokio::select! {
+            _ = revoked => {}
+            _ = signals.recv() => {}
+        }
+    };
+    child.stop(cap, abort).await
 }
 
 fn describe(reason: RevokeReason) -> &'static str {
@@ -168,7 +177,7 @@ pub async fn run(
                 reason = term.revoked() => {
                     note(&format!("{}: term {} over ({}), stopping {}",
                         style::bad("lost"), term.token(), describe(reason), spec.program()));
-                    let code = exit_code(stop_child(&mut child, spec.grace, &term).await?);
+                    let code = exit_code(stop_child(&mut child, spec.grace, &term, signals).await?);
                     last = Some(code);
                     if options.once {
                         election.stop().await;
@@ -180,7 +189,7 @@ pub async fn run(
                 _ = signals.recv() => {
                     note(&format!("stopping {} (grace {}), then releasing `{name}`",
                         spec.program(), human(spec.grace.min(term.remaining()))));
-                    let code = exit_code(stop_child(&mut child, spec.grace, &term).await?);
+                    let code = exit_code(stop_child(&mut child, spec.grace, &term, signals).await?);
                     election.stop().await;
                     close(simba).await;
                     return Ok(code);
@@ -244,9 +253,9 @@ pub async fn lock(
         reason = term.revoked() => {
             note(&format!("{}: lock `{name}` token {} over ({}), stopping {}",
                 style::bad("lost"), term.token(), describe(reason), spec.program()));
-            exit_code(stop_child(&mut child, spec.grace, &term).await?)
+            exit_code(stop_child(&mut child, spec.grace, &term, signals).await?)
         }
-        _ = signals.recv() => exit_code(stop_child(&mut child, spec.grace, &term).await?),
+        _ = signals.recv() => exit_code(stop_child(&mut child, spec.grace, &term, signals).await?),
     };
     held.release().await;
     close(simba).await;
