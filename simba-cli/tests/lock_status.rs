@@ -108,6 +108,13 @@ fn postgres_lock_wait_times_out_with_75_and_status_json_parses() {
 }
 
 #[test]
+fn mysql_lock_wait_times_out_with_75_and_status_json_parses() {
+    if let Some(b) = TestBackend::mysql("wait") {
+        lock_wait_times_out_with_75(&b);
+    }
+}
+
+#[test]
 fn migrate_then_status_on_an_empty_backend() {
     let b = TestBackend::sqlite();
     let out = b.simba().arg("migrate").output().unwrap();

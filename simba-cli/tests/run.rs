@@ -182,3 +182,10 @@ fn postgres_sigterm_hands_over_gracefully_via_notify() {
         sigterm_hands_over_gracefully(&b);
     }
 }
+
+#[test]
+fn mysql_only_one_child_runs_at_a_time() {
+    if let Some(b) = TestBackend::mysql("excl") {
+        only_one_child_runs_at_a_time(&b);
+    }
+}

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 /// The PostgreSQL server the tests use.
 pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// The MySQL/MariaDB server the tests use.
+pub const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 
 /// A `simba` command with no `SIMBA_*` variables inherited from the caller.
 pub fn simba() -> Command {
@@ -51,26 +53,31 @@ impl TestBackend {
     /// PostgreSQL, or `None` (after saying so loudly) if it is not running;
     /// with `CI=true` a missing server fails the test.
     pub fn postgres(tag: &str) -> Option<TestBackend> {
-        let up = std::net::TcpStream::connect_timeout(
-            &"127.0.0.1:5432".parse().unwrap(),
-            Duration::from_secs(2),
-        )
-        .is_ok();
+        Self::server(tag, "postgres", PG_URL, "127.0.0.1:5432")
+    }
+
+    /// MySQL/MariaDB, like [`TestBackend::postgres`].
+    pub fn mysql(tag: &str) -> Option<TestBackend> {
+        Self::server(tag, "mysql", MYSQL_URL, "127.0.0.1:3306")
+    }
+
+    fn server(tag: &str, kind: &'static str, url: &str, addr: &str) -> Option<TestBackend> {
+        let up =
+            std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(2))
+                .is_ok();
         if !up {
             if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("PostgreSQL is not running at {PG_URL} and CI=true");
+                panic!("{kind} is not running at {url} and CI=true");
             }
-            eprintln!(
-                "SKIPPED: PostgreSQL is not running at {PG_URL} (set CI=true to fail instead)"
-            );
+            eprintln!("SKIPPED: {kind} is not running at {url} (set CI=true to fail instead)");
             return None;
         }
         let prefix = unique(&format!("cli_{tag}_")).to_ascii_lowercase();
         let prefix: String = prefix.chars().take(30).collect();
         let dir = tempfile::tempdir().unwrap();
         Some(TestBackend {
-            url: format!("{PG_URL}?simba_table_prefix={prefix}_"),
-            kind: "postgres",
+            url: format!("{url}?simba_table_prefix={prefix}_"),
+            kind,
             dir,
         })
     }
