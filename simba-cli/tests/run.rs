@@ -189,3 +189,47 @@ fn mysql_only_one_child_runs_at_a_time() {
         only_one_child_runs_at_a_time(&b);
     }
 }
+
+/// A paused simba (SIGSTOP longer than the lease) finds its term over when
+/// it wakes (S3.3): its child is stopped at once (S6.3) and, with `--once`,
+/// simba exits instead of competing again.
+#[test]
+fn sqlite_once_exits_after_a_term_lost_to_a_pause() {
+    let b = TestBackend::sqlite();
+    let name = unique("pause");
+    let mark = b.path("a");
+    let mut a = b
+        .simba()
+        .args([
+            "--lease-duration",
+            "3s",
+            "run",
+            "--once",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            MARK_AND_SLEEP,
+        ])
+        .env("MARK", &mark)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&mark, Duration::from_secs(30));
+    let (_, child) = read_mark(&mark);
+    let pid = rustix::process::Pid::from_raw(i32::try_from(a.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    std::thread::sleep(Duration::from_millis(4000));
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let woke = Instant::now();
+    let status = wait_exit(&mut a, Duration::from_secs(20));
+    let took = woke.elapsed();
+    assert!(process_gone(child), "the child was stopped");
+    let code = status.code().unwrap();
+    assert!(
+        code == 143 || code == 137,
+        "mirrors the stopped child: {code}"
+    );
+    eprintln!("[sqlite] after a 4 s pause, --once exited {took:?} after waking (exit {code})");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
