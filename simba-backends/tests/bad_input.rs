@@ -114,7 +114,7 @@ async fn sqlite_foreign_table_is_reported_and_left_alone() {
         .unwrap();
     assert_eq!(leases, 0, "nothing half-created");
     pool.close().await;
-    let _ = std::fs::remove_file(path);
+    remove_db(&path);
 }
 
 #[cfg(feature = "sqlite")]
@@ -163,7 +163,7 @@ async fn sqlite_out_of_range_values_are_malformed_not_panics() {
     .unwrap();
     let e = b.inspect(None).await.err().unwrap();
     assert_eq!(e.kind, BackendErrorKind::Malformed, "{e}");
-    let _ = std::fs::remove_file(path);
+    remove_db(&path);
 }
 
 #[cfg(feature = "postgres")]
