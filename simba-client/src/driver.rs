@@ -605,7 +605,7 @@ impl Driver {
             // of it); an unknown deadline makes the term invalid, never valid.
             _ => SessionDeadline::new(Timestamp::ZERO),
         };
-        let control = Term::new(term.name.clone(), term.token, deadline, self.clock.clone());
+        let control = Term::create(term.name.clone(), term.token, deadline, self.clock.clone());
         let handle = control.term.clone();
         let Some(e) = self.entries.get_mut(&term.name) else {
             return;

@@ -86,7 +86,7 @@ impl TermControl {
 }
 
 impl Term {
-    pub(crate) fn new(
+    pub(crate) fn create(
         name: LeaseName,
         token: Token,
         deadline: Arc<SessionDeadline>,

@@ -137,10 +137,13 @@ async fn status(e: &crate::Election) -> Option<Status> {
     e.snapshot().await.ok().flatten().map(|s| s.status)
 }
 
+/// One recorded callback: (elected?, token, revoke reason, when).
+pub type Entry = (bool, u64, Option<RevokeReason>, Instant);
+
 /// Records callbacks; checks that they are paired and never overlap (S7.1, S7.2).
 #[derive(Default)]
 pub struct Recorder {
-    pub log: Mutex<Vec<(bool, u64, Option<RevokeReason>, Instant)>>,
+    pub log: Mutex<Vec<Entry>>,
     busy: AtomicBool,
     pub overlaps: AtomicUsize,
     pub leading: Option<Arc<AtomicI32>>,
@@ -374,7 +377,11 @@ pub async fn handover_order(env: Env) {
     let b_start: Arc<Mutex<Option<Instant>>> = Arc::default();
     let a_started = Arc::new(AtomicBool::new(false));
     let valid_when_cancelled = Arc::new(AtomicBool::new(true));
-    let (ae, started, vc) = (a_exit.clone(), a_started.clone(), valid_when_cancelled.clone());
+    let (ae, started, vc) = (
+        a_exit.clone(),
+        a_started.clone(),
+        valid_when_cancelled.clone(),
+    );
     let ta = a
         .election("suite.handover")
         .run_blocking_while_leader(move |term, cancel| {

@@ -97,8 +97,23 @@ impl Backend for Counting {
     }
 }
 
-/// CPU time of the whole process (all threads), from /proc (Linux).
+/// CPU time of the whole process (all threads), from /proc (Linux): the sum
+/// of every live thread's `schedstat` run time (nanoseconds), or the
+/// coarser `stat` ticks where `schedstat` is missing.
 fn process_cpu() -> Option<Duration> {
+    let mut total = 0u64;
+    let mut any = false;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
+            if let Some(ns) = s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()) {
+                total += ns;
+                any = true;
+            }
+        }
+    }
+    if any {
+        return Some(Duration::from_nanos(total));
+    }
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let after = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = after.split_whitespace().collect();

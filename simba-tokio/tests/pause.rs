@@ -25,7 +25,10 @@ async fn s3_3_term_is_invalid_on_first_read_after_a_long_pause() {
     let term = lock.term().clone();
     // The only runtime thread stops: no renewal, no driver, no callback.
     std::thread::sleep(Duration::from_millis(1200));
-    assert!(!term.is_valid(), "S3.3: invalid on the first read after the pause");
+    assert!(
+        !term.is_valid(),
+        "S3.3: invalid on the first read after the pause"
+    );
     assert_eq!(term.remaining(), Duration::ZERO);
     // Once the driver runs again, the term ends with DeadlinePassed (S2.3)
     // and never becomes valid again, even though the backend may still
@@ -39,5 +42,8 @@ async fn s3_3_term_is_invalid_on_first_read_after_a_long_pause() {
 #[tokio::test(flavor = "current_thread")]
 async fn build_outside_a_runtime_fails_cleanly() {
     let handle = std::thread::spawn(|| simba_tokio::builder(MemoryBackend::new()).build().err());
-    assert_eq!(handle.join().unwrap(), Some(simba_tokio::BuildError::NoRuntime));
+    assert_eq!(
+        handle.join().unwrap(),
+        Some(simba_tokio::BuildError::NoRuntime)
+    );
 }
