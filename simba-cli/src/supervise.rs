@@ -24,6 +24,9 @@ use tokio::sync::mpsc;
 /// session then expires by itself).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `--restart` starts the command at most this often.
+const RESTART_MIN_INTERVAL: Duration = Duration::from_millis(500);
+
 /// Options of `simba run`.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -154,6 +157,7 @@ pub async fn run(
         ));
         // Leader: run the command (again, with --restart) while the term lasts.
         loop {
+            let started = std::time::Instant::now();
             let mut child = match spec.spawn(&env) {
                 Ok(child) => child,
                 Err(e) => {
@@ -167,7 +171,24 @@ pub async fn run(
                     let code = exit_code(status?);
                     if options.restart && term.is_valid() {
                         note(&format!("{} exited ({code}) while leader: restarting", spec.program()));
-                        continue;
+                        // A command that fails at once is not restarted in a tight loop.
+                        let pause = RESTART_MIN_INTERVAL.saturating_sub(started.elapsed());
+                        tokio::select! {
+                            _ = tokio::time::sleep(pause) => continue,
+                            _ = term.revoked() => {
+                                if options.once {
+                                    election.stop().await;
+                                    close(simba).await;
+                                    return Ok(code);
+                                }
+                                break;
+                            }
+                            _ = signals.recv() => {
+                                election.stop().await;
+                                close(simba).await;
+                                return Ok(code);
+                            }
+                        }
                     }
                     // Release only after the child is gone (S6.1).
                     election.stop().await;
