@@ -207,7 +207,7 @@ pub async fn demo(lease: Duration) -> Result<u8, CliError> {
 
     out.raw(&format!(
         "{}\n  {NODES} nodes compete for the lease `{LEASE_NAME}` on {} (no server).\n  \
-         lease {}, renewal every {}: a node that stops renewing loses the lease after at most {}.\n\n",
+         lease {}, renewal every {}: a node that stops renewing loses the lease {} after its last renewal.\n\n",
         style::bold("Simba demo: leader election with sessions and fencing tokens"),
         db.display(),
         style::value(&human(config.lease_duration())),
