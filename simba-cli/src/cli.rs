@@ -1,0 +1,188 @@
+//! The command line, as clap definitions.
+
+use crate::error::EXIT_CODES_HELP;
+use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Safe mutual exclusion from the shell: run a command only while leader,
+/// take a one-shot lock, inspect leases, with sessions and fencing tokens.
+#[derive(Debug, Parser)]
+#[command(name = "simba", version, after_long_help = EXIT_CODES_HELP, after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    /// Backend URL: sqlite://PATH, postgres://…, mysql://… (credentials are never printed).
+    /// [default: sqlite://simba.db]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_BACKEND",
+        value_name = "URL",
+        hide_env_values = true,
+        help_heading = "Backend"
+    )]
+    pub backend: Option<String>,
+
+    /// A TOML file with `[simba] backend` and `[simba.session]` timing settings.
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_CONFIG",
+        value_name = "FILE",
+        help_heading = "Backend"
+    )]
+    pub config: Option<PathBuf>,
+
+    /// Timing settings (SPEC S8).
+    #[command(flatten, next_help_heading = "Timing (SPEC S8)")]
+    pub timing: TimingArgs,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The timing flags (S8); each also reads a `SIMBA_SESSION_*` variable.
+#[derive(Debug, Default, Clone, Args)]
+pub struct TimingArgs {
+    /// How long the backend keeps a session after its last renewal (e.g. 15s).
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_LEASE_DURATION",
+        value_name = "DURATION"
+    )]
+    pub lease_duration: Option<String>,
+    /// Renewal period [default: lease_duration / 3].
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_RENEW_INTERVAL",
+        value_name = "DURATION"
+    )]
+    pub renew_interval: Option<String>,
+    /// Bound on the clock rate difference, in [0, 0.5) [default: 0.01].
+    #[arg(long, global = true, env = "SIMBA_SESSION_DRIFT", value_name = "RATE")]
+    pub drift: Option<String>,
+    /// Extra safety subtracted from every local deadline [default: 50ms].
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_MARGIN",
+        value_name = "DURATION"
+    )]
+    pub margin: Option<String>,
+    /// Random extra delay of candidate retries [default: renew_interval / 2].
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_RETRY_JITTER",
+        value_name = "DURATION"
+    )]
+    pub retry_jitter: Option<String>,
+    /// Floor of the back-off after a failed renewal [default: 100ms].
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_MIN_BACKOFF",
+        value_name = "DURATION"
+    )]
+    pub min_backoff: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show an election on a temporary SQLite file: 3 nodes, a crash, a fail-over, a handover.
+    Demo(DemoArgs),
+    /// Compete for NAME and run CMD only while leader (SIGTERM, then SIGKILL, when leadership ends).
+    Run(RunArgs),
+    /// Take the one-shot lock NAME, run CMD, release (like flock); exit 75 if not acquired in time.
+    Lock(LockArgs),
+    /// Print the leases (name, holder, token, remaining) and the live sessions.
+    Status(StatusArgs),
+    /// Like status, refreshed in place until interrupted.
+    Watch(WatchArgs),
+    /// Create the SQL schema (tables) of the backend.
+    Migrate,
+}
+
+/// `simba demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// The lease duration of the demo's nodes.
+    #[arg(long = "lease", default_value = "2s", value_name = "DURATION")]
+    pub lease: String,
+}
+
+/// How a child is stopped when leadership ends.
+#[derive(Debug, Clone, Args)]
+pub struct ChildArgs {
+    /// Time between SIGTERM and SIGKILL; never more than the term's remaining time (S6).
+    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    pub grace: String,
+    /// The command and its arguments.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `simba run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The lease name: 1-128 of [A-Za-z0-9._:-].
+    pub name: String,
+    /// Exit after one term (lock semantics) instead of competing again.
+    #[arg(long)]
+    pub once: bool,
+    /// Run CMD again if it exits while still leader.
+    #[arg(long)]
+    pub restart: bool,
+    /// The child and how to stop it.
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+/// `simba lock`.
+#[derive(Debug, Clone, Args)]
+pub struct LockArgs {
+    /// The lease name: 1-128 of [A-Za-z0-9._:-].
+    pub name: String,
+    /// Give up (exit 75) if not acquired within this long [default: wait forever].
+    #[arg(long, value_name = "DURATION")]
+    pub wait: Option<String>,
+    /// The child and how to stop it.
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+/// `simba status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Only leases whose name starts with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Option<String>,
+}
+
+/// `simba watch`.
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// Refresh period.
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub interval: String,
+    /// Only leases whose name starts with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub prefix: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

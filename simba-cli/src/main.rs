@@ -1,0 +1,216 @@
+//! # `simba`: Simba from the shell
+//!
+//! Like `flock`, `consul lock` or `etcdctl lock`/`elect`, with sessions and
+//! fencing tokens:
+//!
+//! | command | what it does |
+//! |---|---|
+//! | `simba demo` | 3 nodes on a temporary SQLite file: who leads, a crash, fail-over, a graceful handover, with tokens and timings |
+//! | `simba run NAME -- CMD …` | competes for NAME and runs CMD only while leader; `--once`, `--restart` |
+//! | `simba lock NAME [--wait D] -- CMD …` | a one-shot lock; exit 75 if not acquired in time |
+//! | `simba status [--json]` | leases (name, holder, token, remaining) and sessions |
+//! | `simba watch` | the same, refreshed in place |
+//! | `simba migrate` | creates the SQL schema |
+//!
+//! The child of `run`/`lock` gets `SIMBA_LEASE_NAME`, `SIMBA_FENCING_TOKEN`
+//! and `SIMBA_SESSION_ID`. When its term ends it gets SIGTERM, then SIGKILL
+//! after `--grace`, never later than the term's remaining time (S6.2). On
+//! Ctrl-C or SIGTERM simba stops the child first, then releases the lease
+//! (a graceful handover, S6.1). simba's exit status mirrors the child's.
+//!
+//! Configuration: `--backend URL` or `SIMBA_BACKEND` (default
+//! `sqlite://simba.db`), timing flags or `SIMBA_SESSION_*` variables, or a
+//! TOML file (`--config`, see [`settings`]). URLs are redacted in every
+//! message.
+//!
+//! ## Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success (run/lock: the command exited 0) |
+//! | 1–125 | run/lock: the command's own exit status |
+//! | 2 | usage error (bad flags or arguments) |
+//! | 65 | invalid lease name (or `--prefix`) or invalid timing settings |
+//! | 69 | backend unreachable or failing |
+//! | 70 | internal error |
+//! | 74 | I/O error of simba itself |
+//! | 75 | `lock`: not acquired within `--wait` (`EX_TEMPFAIL`) |
+//! | 78 | bad backend URL or configuration file |
+//! | 126 | the command cannot be executed |
+//! | 127 | the command does not exist |
+//! | 128+n | run/lock: the command was killed by signal n; or simba was stopped by signal n before any command ran |
+
+mod child;
+mod cli;
+mod demo;
+mod error;
+mod settings;
+mod signals;
+mod status;
+mod style;
+mod supervise;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use error::CliError;
+use signals::StopSignals;
+use simba_backends::{Backend, BackendConfig};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(child::GUARD_COMMAND)) {
+        let pgid = args.next().unwrap_or_default();
+        return ExitCode::from(child::guard_main(&pgid.to_string_lossy()));
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(error::EXIT_USAGE));
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return fail(&CliError::Internal(format!(
+                "cannot start the runtime: {e}"
+            )))
+        }
+    };
+    let result = runtime.block_on(dispatch(cli));
+    // Do not wait for stray blocking tasks (e.g. a hung driver call).
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(e: &CliError) -> ExitCode {
+    let line = simba_backends::redact(&e.to_string().replace('\n', " "));
+    let mut err = anstream::stderr();
+    let _ = std::io::Write::write_fmt(&mut err, format_args!("simba: {}\n", style::error(&line)));
+    ExitCode::from(e.exit_code())
+}
+
+/// Runs one command; `Ok` holds the exit code.
+async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    let file = match &cli.config {
+        Some(path) => settings::read_file(path)?,
+        None => settings::FileConfig::default(),
+    };
+    let url = settings::backend_url(cli.backend.as_deref(), &file);
+    match cli.command {
+        Command::Status(args) => {
+            if let Some(p) = &args.prefix {
+                simba_backends::check_prefix(p).map_err(|e| CliError::InvalidPrefix(e.message))?;
+            }
+            let (backend, _) = connect(&url, false).await?;
+            status::status(&*backend, args.prefix.as_deref(), args.json).await?;
+            Ok(error::EXIT_OK)
+        }
+        Command::Watch(args) => {
+            let interval = settings::parse_duration("--interval", &args.interval)?;
+            if let Some(p) = &args.prefix {
+                simba_backends::check_prefix(p).map_err(|e| CliError::InvalidPrefix(e.message))?;
+            }
+            let (backend, redacted) = connect(&url, false).await?;
+            status::watch(&*backend, args.prefix.as_deref(), interval, &redacted).await?;
+            Ok(error::EXIT_OK)
+        }
+        Command::Migrate => {
+            let (backend, redacted) = connect(&url, true).await?;
+            let mut out = anstream::stdout();
+            std::io::Write::write_fmt(
+                &mut out,
+                format_args!(
+                    "{} the {} schema at {redacted} is ready\n",
+                    style::good("ok:"),
+                    backend.name()
+                ),
+            )?;
+            Ok(error::EXIT_OK)
+        }
+        Command::Run(args) => {
+            // Everything the user can get wrong is refused before any I/O.
+            simba_core::LeaseName::new(&args.name)?;
+            let config = settings::timing(&cli.timing, &file)?;
+            let spec = child_spec(&args.child)?;
+            let mut signals = StopSignals::install();
+            let simba = tokio::select! {
+                simba = client(&url, config) => simba?,
+                sig = signals.recv() => return Ok(128 + sig as u8),
+            };
+            let options = supervise::RunOptions {
+                once: args.once,
+                restart: args.restart,
+            };
+            supervise::run(&simba, &args.name, &spec, &options, &mut signals).await
+        }
+        Command::Lock(args) => {
+            simba_core::LeaseName::new(&args.name)?;
+            let config = settings::timing(&cli.timing, &file)?;
+            let spec = child_spec(&args.child)?;
+            let wait = args
+                .wait
+                .as_deref()
+                .map(|w| settings::parse_duration("--wait", w))
+                .transpose()?;
+            let mut signals = StopSignals::install();
+            let simba = tokio::select! {
+                simba = client(&url, config) => simba?,
+                sig = signals.recv() => return Ok(128 + sig as u8),
+            };
+            supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
+        }
+        Command::Demo(args) => {
+            let lease = settings::parse_duration("--lease", &args.lease)?;
+            demo::demo(lease).await
+        }
+    }
+}
+
+fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
+    Ok(child::ChildSpec {
+        command: args.command.clone(),
+        grace: settings::parse_duration("--grace", &args.grace)?,
+    })
+}
+
+/// Connects to the backend and builds a client on it.
+async fn client(
+    url: &str,
+    config: simba_core::SimbaConfig,
+) -> Result<simba_tokio::Simba, CliError> {
+    let (backend, _) = connect(url, true).await?;
+    simba_tokio::builder_dyn(std::sync::Arc::from(backend))
+        .config(config)
+        .build()
+        .map_err(|e| CliError::Internal(e.to_string()))
+}
+
+/// Parses `url` and connects, creating the tables if `create_schema`.
+/// Returns the backend and its redacted URL.
+///
+/// # Errors
+/// [`CliError::BadUrl`] for a bad URL, [`CliError::Backend`] if the backend
+/// cannot be reached or its tables are missing.
+async fn connect(url: &str, create_schema: bool) -> Result<(Box<dyn Backend>, String), CliError> {
+    let config = BackendConfig::parse(url)?.with_create_schema(create_schema);
+    let redacted = config.redacted_url();
+    let backend = config.connect().await.map_err(|e| {
+        let mut err = CliError::from_backend(&e);
+        if let CliError::Backend(msg) = &mut err {
+            if !create_schema && msg.contains("missing") {
+                msg.push_str(" (create them with `simba migrate`)");
+            }
+        }
+        err
+    })?;
+    Ok((backend, redacted))
+}

@@ -1,0 +1,178 @@
+//! Helpers shared by the end-to-end tests: they spawn the real `simba` binary.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The PostgreSQL server the tests use.
+pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+/// The MySQL/MariaDB server the tests use.
+pub const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// A `simba` command with no `SIMBA_*` variables inherited from the caller.
+pub fn simba() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_simba"));
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("SIMBA_") {
+            c.env_remove(k);
+        }
+    }
+    c.env("NO_COLOR", "1");
+    c
+}
+
+/// A name unique to this test run: `tag` plus process id and a clock reading.
+pub fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{tag}{}x{nanos}", std::process::id())
+}
+
+/// A backend for one test: a SQLite file in a fresh temporary directory, or
+/// PostgreSQL with a table prefix of its own.
+pub struct TestBackend {
+    pub url: String,
+    pub kind: &'static str,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestBackend {
+    pub fn sqlite() -> TestBackend {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("simba.db").display());
+        TestBackend {
+            url,
+            kind: "sqlite",
+            dir,
+        }
+    }
+
+    /// PostgreSQL, or `None` (after saying so loudly) if it is not running;
+    /// with `CI=true` a missing server fails the test.
+    pub fn postgres(tag: &str) -> Option<TestBackend> {
+        Self::server(tag, "postgres", PG_URL, "127.0.0.1:5432")
+    }
+
+    /// MySQL/MariaDB, like [`TestBackend::postgres`].
+    pub fn mysql(tag: &str) -> Option<TestBackend> {
+        Self::server(tag, "mysql", MYSQL_URL, "127.0.0.1:3306")
+    }
+
+    fn server(tag: &str, kind: &'static str, url: &str, addr: &str) -> Option<TestBackend> {
+        let up =
+            std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(2))
+                .is_ok();
+        if !up {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("{kind} is not running at {url} and CI=true");
+            }
+            eprintln!("SKIPPED: {kind} is not running at {url} (set CI=true to fail instead)");
+            return None;
+        }
+        let prefix = unique(&format!("cli_{tag}_")).to_ascii_lowercase();
+        let prefix: String = prefix.chars().take(30).collect();
+        let dir = tempfile::tempdir().unwrap();
+        Some(TestBackend {
+            url: format!("{url}?simba_table_prefix={prefix}_"),
+            kind,
+            dir,
+        })
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+
+    pub fn simba(&self) -> Command {
+        let mut c = simba();
+        c.arg("--backend").arg(&self.url);
+        c
+    }
+}
+
+/// Waits until `path` exists and is non-empty; returns when it appeared.
+pub fn wait_for_file(path: &Path, timeout: Duration) -> Instant {
+    let start = Instant::now();
+    loop {
+        if std::fs::metadata(path)
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
+            return Instant::now();
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "{} did not appear within {timeout:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits for a child process to exit; kills it and fails if it does not.
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            panic!("simba did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends SIGTERM to a process.
+pub fn sigterm(child: &Child) {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+}
+
+/// Whether process `pid` is gone (or a zombie waiting to be reaped).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+    }
+}
+
+/// A shell script for a child that writes `token pid` to `$MARK` then
+/// sleeps until stopped.
+pub const MARK_AND_SLEEP: &str = "echo \"$SIMBA_FENCING_TOKEN $$\" > \"$MARK.tmp\" && mv \"$MARK.tmp\" \"$MARK\" && exec sleep 60";
+
+/// Starts `simba run NAME` with a 3 s lease whose child marks `mark`.
+pub fn spawn_marking_leader(backend: &TestBackend, name: &str, mark: &Path) -> Child {
+    backend
+        .simba()
+        .args([
+            "--lease-duration",
+            "3s",
+            "run",
+            name,
+            "--",
+            "sh",
+            "-c",
+            MARK_AND_SLEEP,
+        ])
+        .env("MARK", mark)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Reads the `token pid` a marking child wrote.
+pub fn read_mark(mark: &Path) -> (u64, u32) {
+    let text = std::fs::read_to_string(mark).unwrap();
+    let mut parts = text.split_whitespace();
+    let token = parts.next().unwrap().parse().unwrap();
+    let pid = parts.next().unwrap().parse().unwrap();
+    (token, pid)
+}

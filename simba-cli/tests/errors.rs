@@ -1,0 +1,128 @@
+//! Every user or backend error: one clear line on stderr, a distinct
+//! documented exit code, no credentials, no panic.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use std::process::Output;
+
+fn one_line_error(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr:?}");
+    assert!(stderr.starts_with("simba: error:"), "{stderr:?}");
+    assert!(!stderr.contains("panicked"), "{stderr:?}");
+    stderr
+}
+
+#[test]
+fn a_bad_url_exits_78_without_its_password() {
+    let out = simba()
+        .args(["--backend", "ftp://admin:hunter2@db/x", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let line = one_line_error(&out);
+    assert!(!line.contains("hunter2"), "{line}");
+}
+
+#[test]
+fn an_unreachable_backend_exits_69_without_its_password() {
+    let out = simba()
+        .args([
+            "--backend",
+            "postgres://admin:hunter2@127.0.0.1:1/x",
+            "status",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    let line = one_line_error(&out);
+    assert!(!line.contains("hunter2"), "{line}");
+}
+
+#[test]
+fn an_invalid_name_exits_65_before_any_io() {
+    // The backend is unreachable: the name is refused before connecting (S3.1).
+    let out = simba()
+        .args([
+            "--backend",
+            "postgres://127.0.0.1:1/x",
+            "run",
+            "a/b",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    let line = one_line_error(&out);
+    assert!(line.contains("invalid lease name"), "{line}");
+}
+
+#[test]
+fn settings_that_break_s8_1_exit_65() {
+    let b = TestBackend::sqlite();
+    let out = b
+        .simba()
+        .args([
+            "--lease-duration",
+            "3s",
+            "--renew-interval",
+            "2s",
+            "run",
+            "x",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    one_line_error(&out);
+    let out = b
+        .simba()
+        .env("SIMBA_SESSION_LEASE_DURATION", "soon")
+        .args(["lock", "x", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    one_line_error(&out);
+}
+
+#[test]
+fn a_missing_config_file_exits_78() {
+    let out = simba()
+        .args(["--config", "/nonexistent/simba.toml", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    one_line_error(&out);
+}
+
+#[test]
+fn a_command_that_does_not_exist_exits_127() {
+    let b = TestBackend::sqlite();
+    let out = b
+        .simba()
+        .args(["lock", &unique("nf"), "--", "simba-no-such-command-xyz"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    one_line_error(&out);
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = simba().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for code in ["65", "69", "75", "78", "127"] {
+        assert!(help.contains(code), "exit code {code} missing from --help");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = simba().args(["run", "x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
