@@ -272,3 +272,14 @@ async fn mysql_without_create_privilege_and_foreign_tables_are_rejected() {
     assert!(e.message.contains(&format!("{tag}_f_sessions")), "{e}");
     drop_mysql_tables(&tag).await;
 }
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_backend_refuses_another_backends_url() {
+    let e = simba_backends::sqlite::SqliteBackend::connect_url("postgres://u:s3cret@h/db")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
+    assert!(!e.message.contains("s3cret"), "{e}");
+}
