@@ -42,6 +42,8 @@ pub struct PgBackend {
 
 #[derive(Clone, Debug)]
 struct Sql {
+    /// Only the testkit's killed-connection helper reads it.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     prefix: String,
     sessions: String,
     leases: String,
