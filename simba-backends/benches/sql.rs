@@ -1,6 +1,7 @@
 //! Backend cost against two floors measured on the same pool in the same run:
 //! `SELECT 1` (a round trip) and a durable one-row write in its own
-//! transaction. Then renewing a session that holds 1, 100 and 10,000 leases.
+//! transaction (medians, interleaved). Then renewing a session that holds 1,
+//! 100 and 10,000 leases (medians).
 //!
 //! `cargo bench -p simba-backends --all-features --bench sql`
 //! (env `SIMBA_BENCH_PG`, `SIMBA_BENCH_MYSQL` override the server URLs;
@@ -23,20 +24,27 @@ fn tag() -> String {
     format!("b{}", &id.to_string()[..8])
 }
 
+/// The median time of `f` over `n` runs, after a warm-up.
 async fn time<F, Fut>(n: u32, mut f: F) -> Duration
 where
     F: FnMut(u32) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    // Warm up (connections, statement caches).
     for i in 0..(n / 10).max(5) {
         f(i).await;
     }
-    let start = Instant::now();
+    let mut v = Vec::with_capacity(n as usize);
     for i in 0..n {
+        let t = Instant::now();
         f(i).await;
+        v.push(t.elapsed());
     }
-    start.elapsed() / n
+    median(v)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
 fn us(d: Duration) -> f64 {
@@ -127,31 +135,43 @@ async fn bench<B: Backend, D: Db>(label: &str, backend: &B, db: &D, leases_table
         .unwrap()
         .session;
     let name = LeaseName::new("bench.cycle").unwrap();
-    // Interleave the three measurements twice, keep the better of each, so a
-    // noisy neighbour hurts them alike.
-    let mut sel = Duration::MAX;
-    let mut wr = Duration::MAX;
-    let mut cyc = Duration::MAX;
-    for _ in 0..2 {
-        sel = sel.min(time(n, |_| db.select1()).await);
-        wr = wr.min(time(n, |_| db.write()).await);
-        cyc = cyc.min(
-            time(n, |_| async {
-                let token = match backend.acquire(s, &name).await.unwrap() {
-                    simba_core::AcquireOutcome::Won { token, .. } => token,
-                    other => panic!("{other:?}"),
-                };
-                backend.release(s, &name, token).await.unwrap();
-            })
-            .await,
-        );
+    // Interleave the three measurements one iteration at a time and compare
+    // medians, so a noisy neighbour (shared disk, other builds) hits them
+    // alike and bursts do not skew the figures.
+    let (mut sel, mut wr, mut cyc) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut acq, mut rel) = (Vec::new(), Vec::new());
+    for i in 0..(n + n / 10) {
+        let t0 = Instant::now();
+        db.select1().await;
+        let t1 = Instant::now();
+        db.write().await;
+        let t2 = Instant::now();
+        let token = match backend.acquire(s, &name).await.unwrap() {
+            simba_core::AcquireOutcome::Won { token, .. } => token,
+            other => panic!("{other:?}"),
+        };
+        let ta = Instant::now();
+        backend.release(s, &name, token).await.unwrap();
+        let t3 = Instant::now();
+        if i >= n / 10 {
+            // (the first tenth warms up connections and statement caches)
+            sel.push(t1 - t0);
+            wr.push(t2 - t1);
+            cyc.push(t3 - t2);
+            acq.push(ta - t2);
+            rel.push(t3 - ta);
+        }
     }
+    let (sel, wr, cyc) = (median(sel), median(wr), median(cyc));
+    let (acq, rel) = (median(acq), median(rel));
     println!(
         "{label:9} SELECT 1 {:8.1} us | write floor {:8.1} us | acquire+release {:8.1} us \
-         | cycle/SELECT1 = {:5.2}x | cycle/write = {:5.2}x",
+         (acquire {:8.1} + release {:8.1}) | cycle/SELECT1 = {:5.2}x | cycle/write = {:5.2}x",
         us(sel),
         us(wr),
         us(cyc),
+        us(acq),
+        us(rel),
         cyc.as_secs_f64() / sel.as_secs_f64(),
         cyc.as_secs_f64() / wr.as_secs_f64()
     );

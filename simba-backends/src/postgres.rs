@@ -122,6 +122,23 @@ impl Sql {
 }
 
 impl PgBackend {
+    /// Connects to `url` with the default options (Simba's URL parameters
+    /// apply, see [`BackendConfig`]).
+    ///
+    /// # Errors
+    /// `Rejected` if `url` names another kind of backend or is malformed;
+    /// otherwise as [`PgBackend::connect`].
+    pub async fn connect_url(url: &str) -> Result<PgBackend, BackendError> {
+        let config = BackendConfig::parse(url)?;
+        if config.kind() != crate::BackendKind::Postgres {
+            return Err(BackendError::new(
+                simba_core::BackendErrorKind::Rejected,
+                format!("{NAME}: `{}` is not a {NAME} URL", config.redacted_url()),
+            ));
+        }
+        Self::connect(&config).await
+    }
+
     /// Connects to the server that `config` names and checks (by default
     /// creates) the tables.
     ///

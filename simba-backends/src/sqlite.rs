@@ -108,6 +108,23 @@ impl Sql {
 }
 
 impl SqliteBackend {
+    /// Connects to `url` with the default options (Simba's URL parameters
+    /// apply, see [`BackendConfig`]).
+    ///
+    /// # Errors
+    /// `Rejected` if `url` names another kind of backend or is malformed;
+    /// otherwise as [`SqliteBackend::connect`].
+    pub async fn connect_url(url: &str) -> Result<SqliteBackend, BackendError> {
+        let config = BackendConfig::parse(url)?;
+        if config.kind() != crate::BackendKind::Sqlite {
+            return Err(BackendError::new(
+                simba_core::BackendErrorKind::Rejected,
+                format!("{NAME}: `{}` is not a {NAME} URL", config.redacted_url()),
+            ));
+        }
+        Self::connect(&config).await
+    }
+
     /// Opens (creating if needed) the database file that `config` names, in
     /// WAL mode with a 5 s busy timeout, and checks or creates the tables.
     ///

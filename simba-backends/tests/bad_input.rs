@@ -114,7 +114,7 @@ async fn sqlite_foreign_table_is_reported_and_left_alone() {
         .unwrap();
     assert_eq!(leases, 0, "nothing half-created");
     pool.close().await;
-    let _ = std::fs::remove_file(path);
+    remove_db(&path);
 }
 
 #[cfg(feature = "sqlite")]
@@ -163,7 +163,7 @@ async fn sqlite_out_of_range_values_are_malformed_not_panics() {
     .unwrap();
     let e = b.inspect(None).await.err().unwrap();
     assert_eq!(e.kind, BackendErrorKind::Malformed, "{e}");
-    let _ = std::fs::remove_file(path);
+    remove_db(&path);
 }
 
 #[cfg(feature = "postgres")]
@@ -271,4 +271,15 @@ async fn mysql_without_create_privilege_and_foreign_tables_are_rejected() {
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
     assert!(e.message.contains(&format!("{tag}_f_sessions")), "{e}");
     drop_mysql_tables(&tag).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn a_backend_refuses_another_backends_url() {
+    let e = simba_backends::sqlite::SqliteBackend::connect_url("postgres://u:s3cret@h/db")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
+    assert!(!e.message.contains("s3cret"), "{e}");
 }

@@ -111,7 +111,7 @@ async fn s9_sqlite_pattern_refuses_a_stale_token() {
     assert!(admit(t(4)).await);
     assert!(!admit(t(2)).await, "a stale token is refused");
     pool.close().await;
-    let _ = std::fs::remove_file(path);
+    remove_db(&path);
 }
 
 #[cfg(feature = "mysql")]

@@ -165,5 +165,137 @@ async fn sqlite_takeover_waits_for_a_renewal_in_flight() {
         renewal.execute("COMMIT").await.unwrap();
     })
     .await;
-    let _ = std::fs::remove_file(path);
+    remove_db(&path);
+}
+
+/// A call cancelled mid-way (the engine times calls out, S2.4) leaves nothing
+/// half-done: its outcome is unknown (a server may still finish the statement
+/// after the client gave up), but afterwards exactly one session owns the
+/// lease, with the first token, and no lock is left behind by a pooled
+/// connection. The acquire is dropped while it waits for a lease row that
+/// another connection holds.
+async fn check_cancelled_acquire_leaves_nothing<B: Backend>(
+    b: &B,
+    (a, o): (SessionId, SessionId),
+    name: &LeaseName,
+    release_blocker: impl std::future::Future<Output = ()>,
+) {
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), b.acquire(a, name)).await;
+    assert!(
+        cancelled.is_err(),
+        "the acquire should have been waiting: {cancelled:?}"
+    );
+    release_blocker.await;
+    tokio::time::timeout(Duration::from_secs(10), b.acquire(o, name))
+        .await
+        .expect("a lock was left behind by the cancelled call")
+        .unwrap();
+    let mut owners = Vec::new();
+    for s in [a, o] {
+        let owned = b.renew(s).await.unwrap().owned;
+        owners.extend(
+            owned
+                .into_iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, t)| (s, t)),
+        );
+    }
+    assert_eq!(
+        owners.len(),
+        1,
+        "owners after a cancelled acquire: {owners:?}"
+    );
+    assert_eq!(owners[0].1.get(), 1, "half-written lease: {owners:?}");
+}
+
+async fn two_sessions<B: Backend>(b: &B) -> (SessionId, SessionId) {
+    (
+        b.open_session(Duration::from_secs(30))
+            .await
+            .unwrap()
+            .session,
+        b.open_session(Duration::from_secs(30))
+            .await
+            .unwrap()
+            .session,
+    )
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_cancelled_call_leaves_nothing_behind() {
+    use sqlx::{Connection, Executor};
+    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "c"))
+        .await
+        .unwrap();
+    let n = LeaseName::new("cancelled").unwrap();
+    let sessions = two_sessions(&b).await;
+    let mut blocker = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    blocker.execute("BEGIN").await.unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {tag}_c_leases (name, session, token) VALUES ($1, NULL, 0)"
+    ))
+    .bind(n.as_str())
+    .execute(&mut blocker)
+    .await
+    .unwrap();
+    check_cancelled_acquire_leaves_nothing(&b, sessions, &n, async {
+        blocker.execute("ROLLBACK").await.unwrap();
+    })
+    .await;
+    drop_pg_tables(&tag).await;
+}
+
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_cancelled_call_leaves_nothing_behind() {
+    use sqlx::{Connection, Executor};
+    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let b = simba_backends::mysql::MysqlBackend::connect(&config(MYSQL_URL, &tag, "c"))
+        .await
+        .unwrap();
+    let n = LeaseName::new("cancelled").unwrap();
+    let sessions = two_sessions(&b).await;
+    let mut blocker = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
+    blocker.execute("BEGIN").await.unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {tag}_c_leases (name, session, token) VALUES (?, NULL, 0)"
+    ))
+    .bind(n.as_str())
+    .execute(&mut blocker)
+    .await
+    .unwrap();
+    check_cancelled_acquire_leaves_nothing(&b, sessions, &n, async {
+        blocker.execute("ROLLBACK").await.unwrap();
+    })
+    .await;
+    drop_mysql_tables(&tag).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_cancelled_call_leaves_nothing_behind() {
+    use sqlx::{Connection, Executor};
+    let (factory, path) = SqliteFactory::new();
+    let b =
+        simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "c"))
+            .await
+            .unwrap();
+    let n = LeaseName::new("cancelled").unwrap();
+    let sessions = two_sessions(&b).await;
+    // Another connection holds SQLite's write lock, as another process would.
+    let mut blocker = sqlx::SqliteConnection::connect(&factory.url).await.unwrap();
+    blocker.execute("BEGIN IMMEDIATE").await.unwrap();
+    check_cancelled_acquire_leaves_nothing(&b, sessions, &n, async {
+        blocker.execute("ROLLBACK").await.unwrap();
+    })
+    .await;
+    remove_db(&path);
 }

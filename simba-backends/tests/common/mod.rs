@@ -100,6 +100,13 @@ pub fn config(url: &str, tag: &str, ns: &str) -> BackendConfig {
         .with_max_connections(4)
 }
 
+/// Removes an SQLite database file and its WAL and shared-memory files.
+pub fn remove_db(path: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
 #[cfg(feature = "sqlite")]
 pub struct SqliteFactory {
     pub url: String,
