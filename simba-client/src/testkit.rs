@@ -444,7 +444,7 @@ pub async fn stubborn_task_delays_handover_at_most_remaining(env: Env) {
         .election("suite.stubborn")
         .run_blocking_while_leader(move |_term, _cancel| {
             s.store(true, Ordering::Release);
-            std::thread::sleep(LEASE * 3); // ignores the token
+            std::thread::sleep(LEASE * 4); // ignores the token
             x.store(true, Ordering::Release);
         })
         .await
