@@ -15,7 +15,7 @@ use crate::protocol::{
 };
 use crate::time::Timestamp;
 use crate::timers::Timers;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// What a backend supplies about itself to the engine.
@@ -118,7 +118,8 @@ pub struct Engine {
     /// The highest token this session released, per name (S4.3).
     released: BTreeMap<LeaseName, Token>,
     timers: Timers<TimerKey>,
-    dirty: BTreeSet<LeaseName>,
+    /// Entries whose timer must be recomputed (duplicates are harmless).
+    dirty: Vec<LeaseName>,
     out: VecDeque<Output>,
     closing: bool,
     stats: Stats,
@@ -159,7 +160,7 @@ impl Engine {
             term_names: BTreeMap::new(),
             released: BTreeMap::new(),
             timers: Timers::new(),
-            dirty: BTreeSet::new(),
+            dirty: Vec::new(),
             out: VecDeque::new(),
             closing: false,
             stats: Stats::default(),
@@ -293,7 +294,7 @@ impl Engine {
         }
         self.entries
             .insert(name.clone(), Entry::new(kind, runs_task, wait, self.now));
-        self.dirty.insert(name);
+        self.dirty.push(name);
         self.finish();
         Ok(())
     }
@@ -463,22 +464,20 @@ impl Engine {
     /// Each handler moves its own timer past `now`, so this terminates; the
     /// bound only turns an engine bug into an ERROR diagnostic, not a hang.
     fn finish(&mut self) {
-        let limit = 16 + 4 * self.entries.len();
+        let limit = 64 + 8 * self.entries.len();
         for _ in 0..limit {
             self.rearm();
-            let due = self.timers.due(self.now);
-            if due.is_empty() {
-                return;
-            }
             // The session first: a passed deadline must end terms before
-            // any entry acts on them.
-            if due.contains(&TimerKey::Session) {
+            // any entry acts on them. Then the earliest due entry, one at a
+            // time (no allocation on the common path).
+            if self.timers.is_due(&TimerKey::Session, self.now) {
                 self.on_session_wake();
+                continue;
             }
-            for key in due {
-                if let TimerKey::Entry(name) = key {
-                    self.on_entry_wake(&name);
-                }
+            match self.timers.first_due(self.now) {
+                Some(TimerKey::Entry(name)) => self.on_entry_wake(&name),
+                Some(TimerKey::Session) => self.on_session_wake(),
+                None => return,
             }
         }
         self.emit(Event::Diagnostic {
@@ -496,8 +495,8 @@ impl Engine {
         self.timers.set(&TimerKey::Session, session_wake);
         let can_acquire = self.can_acquire();
         let timeout = self.call_timeout();
-        let dirty = std::mem::take(&mut self.dirty);
-        for name in dirty {
+        // Draining keeps the buffer's capacity: no allocation per input.
+        for name in self.dirty.drain(..) {
             let wake = self
                 .entries
                 .get(&name)
@@ -990,9 +989,11 @@ impl Engine {
             self.complete_handover(name);
         }
         let Some(entry) = self.entries.get_mut(name) else {
+            // A removed entry's timer: disarm it.
+            self.timers.set(&TimerKey::Entry(name.clone()), None);
             return;
         };
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
         match entry.status {
             Status::CoolingDown => {
                 if entry.cooldown_until.is_some_and(|t| t <= now) && entry.handover.is_none() {
@@ -1052,7 +1053,7 @@ impl Engine {
         );
         self.prune_acquires();
         self.stats.acquires += 1;
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
         self.command(Command::Acquire {
             op,
             session,
@@ -1109,7 +1110,7 @@ impl Engine {
         if let Some(entry) = self.entries.get_mut(&name) {
             entry.attempt = None;
         }
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
         match result {
             Ok(AcquireOutcome::Won {
                 token,
@@ -1204,12 +1205,12 @@ impl Engine {
             return;
         }
         entry.next_attempt = Some(now + delay);
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
     }
 
     fn lock_failed(&mut self, name: &LeaseName) {
         if self.entries.remove(name).is_some() {
-            self.dirty.insert(name.clone());
+            self.dirty.push(name.clone());
             self.emit(Event::LockFailed { name: name.clone() });
             self.maybe_finish_close();
         }
@@ -1220,7 +1221,7 @@ impl Engine {
         if let Some(entry) = self.entries.get_mut(name) {
             if entry.status == Status::Candidate && entry.attempt.is_none() {
                 entry.next_attempt = Some(now);
-                self.dirty.insert(name.clone());
+                self.dirty.push(name.clone());
             }
         }
     }
@@ -1238,7 +1239,7 @@ impl Engine {
         if entry.status == Status::Leader {
             entry.status = Status::Candidate;
         }
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
         let term = held.term;
         if reason.is_voluntary() && self.mutant_is(MutantKind::ReleaseBeforeRevoke) {
             self.release(term.session, term.name.clone(), term.token);
@@ -1298,7 +1299,7 @@ impl Engine {
         };
         self.term_names.remove(&h.term.id);
         self.release_voluntarily(h.term);
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
         self.after_handover_step(name);
     }
 
@@ -1309,7 +1310,7 @@ impl Engine {
         let Some(entry) = self.entries.get_mut(name) else {
             return;
         };
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
         if entry.stopping {
             return;
         }
@@ -1333,12 +1334,12 @@ impl Engine {
         }
         if entry.stopping {
             self.entries.remove(name);
-            self.dirty.insert(name.clone());
+            self.dirty.push(name.clone());
             self.emit(Event::Completed { name: name.clone() });
             self.maybe_finish_close();
         } else if entry.pending_completion {
             entry.pending_completion = false;
-            self.dirty.insert(name.clone());
+            self.dirty.push(name.clone());
             self.emit(Event::Completed { name: name.clone() });
         }
     }
@@ -1387,7 +1388,7 @@ impl Engine {
         self.out
             .retain(|o| !matches!(o, Output::Task(TaskOrder::Start { term: t }) if t.id == term));
         self.release(held.term.session, held.term.name, held.term.token);
-        self.dirty.insert(name.clone());
+        self.dirty.push(name.clone());
         if kind == Kind::Lock {
             self.lock_failed(&name);
         }

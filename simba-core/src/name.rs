@@ -3,6 +3,7 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// The longest lease name, in characters (S3.1).
 pub const MAX_NAME_LEN: usize = 128;
@@ -12,7 +13,8 @@ pub const MAX_NAME_LEN: usize = 128;
 /// and a SQL value.
 ///
 /// Every API that takes a name takes a `LeaseName`, so an invalid name is
-/// refused before any I/O.
+/// refused before any I/O. Cloning one is cheap (a shared, immutable string),
+/// so commands, events and timer keys carry names without allocating.
 ///
 /// ```
 /// use simba_core::{LeaseName, NameError};
@@ -22,7 +24,7 @@ pub const MAX_NAME_LEN: usize = 128;
 /// assert!(matches!(LeaseName::new("a/b"), Err(NameError::InvalidChar { ch: '/', index: 1 })));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LeaseName(Box<str>);
+pub struct LeaseName(Arc<str>);
 
 /// Why a string is not a valid [`LeaseName`] (S3.1).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -39,6 +39,19 @@ impl<K: Ord + Clone> Timers<K> {
         self.queue.first().map(|(at, _)| *at)
     }
 
+    /// Whether `key` is due at `now`.
+    pub(crate) fn is_due(&self, key: &K, now: Timestamp) -> bool {
+        self.by_key.get(key).is_some_and(|at| *at <= now)
+    }
+
+    /// The earliest key due at `now`, if any.
+    pub(crate) fn first_due(&self, now: Timestamp) -> Option<K> {
+        self.queue
+            .first()
+            .filter(|(at, _)| *at <= now)
+            .map(|(_, k)| k.clone())
+    }
+
     /// The keys due at `now`, earliest first.
     pub(crate) fn due(&self, now: Timestamp) -> Vec<K> {
         self.queue
