@@ -10,12 +10,11 @@
 //! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
 
 use crate::sql::{
-    check_shape, held_outcome, lease_info, malformed, map_err, micros, name_from, session_from,
-    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, name_from,
+    session_from, token_from, LEASE_COLUMNS, SESSION_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    SessionInfo,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -471,28 +470,7 @@ impl Backend for MysqlBackend {
                 .await
                 .map_err(get)?;
             tx.commit().await.map_err(get)?;
-            let mut out = Inspection::default();
-            for r in srows {
-                let id: Vec<u8> = r.try_get(0).map_err(get)?;
-                let lease_us: i64 = r.try_get(1).map_err(get)?;
-                let rem: i64 = r.try_get(2).map_err(get)?;
-                out.sessions.push(SessionInfo {
-                    session: session_from(NAME, &id)?,
-                    remaining: micros(rem),
-                    lease_duration: micros(lease_us),
-                });
-            }
-            for r in lrows {
-                let name: String = r.try_get(0).map_err(get)?;
-                let token: i64 = r.try_get(1).map_err(get)?;
-                let holder: Option<Vec<u8>> = r.try_get(2).map_err(get)?;
-                let rem: Option<i64> = r.try_get(3).map_err(get)?;
-                out.leases
-                    .push(lease_info(NAME, &name, token, holder, rem)?);
-            }
-            out.sessions.sort_by_key(|s| s.session);
-            out.leases.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(out)
+            inspection_from_rows(NAME, srows, lrows, get)
         }
         .boxed()
     }

@@ -96,7 +96,8 @@ pub(crate) fn name_from(backend: &str, s: &str) -> Result<LeaseName, BackendErro
 }
 
 /// `name=token,name=token` as built by the renew statements (names cannot
-/// hold `=` or `,`, S3.1).
+/// hold `=` or `,`, S3.1). MySQL lists owned leases as rows instead.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn parse_owned(
     backend: &str,
     list: Option<&str>,
@@ -207,4 +208,45 @@ pub(crate) fn held_outcome(
             token: None,
         }),
     }
+}
+
+/// Decodes the two result sets of an `inspect` (sessions: id, lease µs,
+/// remaining µs; leases: name, token, holder, remaining µs) into an
+/// [`Inspection`](crate::Inspection), sorted by session and by name. Shared
+/// by every SQL backend; `err` maps a driver error the backend's way.
+pub(crate) fn inspection_from_rows<R>(
+    backend: &str,
+    sessions: Vec<R>,
+    leases: Vec<R>,
+    err: impl Fn(sqlx::Error) -> BackendError,
+) -> Result<crate::Inspection, BackendError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let mut out = crate::Inspection::default();
+    for r in sessions {
+        let id: Vec<u8> = r.try_get(0).map_err(&err)?;
+        let lease_us: i64 = r.try_get(1).map_err(&err)?;
+        let rem: i64 = r.try_get(2).map_err(&err)?;
+        out.sessions.push(crate::SessionInfo {
+            session: session_from(backend, &id)?,
+            remaining: micros(rem),
+            lease_duration: micros(lease_us),
+        });
+    }
+    for r in leases {
+        let name: String = r.try_get(0).map_err(&err)?;
+        let token: i64 = r.try_get(1).map_err(&err)?;
+        let holder: Option<Vec<u8>> = r.try_get(2).map_err(&err)?;
+        let rem: Option<i64> = r.try_get(3).map_err(&err)?;
+        out.leases
+            .push(lease_info(backend, &name, token, holder, rem)?);
+    }
+    out.sessions.sort_by_key(|s| s.session);
+    out.leases.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }
