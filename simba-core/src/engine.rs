@@ -1326,6 +1326,7 @@ impl Engine {
     /// Completes what waits on a handover: removes a stopped entry, resolves
     /// `stop()`/`step_down()` with [`Event::Completed`], finishes a close.
     fn after_handover_step(&mut self, name: &LeaseName) {
+        let forget = self.mutant_is(MutantKind::ForgetCompletion);
         let Some(entry) = self.entries.get_mut(name) else {
             return;
         };
@@ -1335,12 +1336,16 @@ impl Engine {
         if entry.stopping {
             self.entries.remove(name);
             self.dirty.push(name.clone());
-            self.emit(Event::Completed { name: name.clone() });
+            if !forget {
+                self.emit(Event::Completed { name: name.clone() });
+            }
             self.maybe_finish_close();
         } else if entry.pending_completion {
             entry.pending_completion = false;
             self.dirty.push(name.clone());
-            self.emit(Event::Completed { name: name.clone() });
+            if !forget {
+                self.emit(Event::Completed { name: name.clone() });
+            }
         }
     }
 
@@ -1429,6 +1434,7 @@ enum MutantKind {
     SkipReleasedTokenCheck,
     ReleaseBeforeRevoke,
     AcceptAbandonedAttempts,
+    ForgetCompletion,
 }
 
 impl Engine {

@@ -24,11 +24,13 @@ pub enum Mutant {
     ReleaseBeforeRevoke,
     /// A reply to an abandoned attempt is accepted as the current one (S4.3).
     AcceptAbandonedAttempts,
+    /// `stop()` and `step_down()` never complete: their [`Event::Completed`](crate::Event::Completed) is dropped (S7.3).
+    ForgetCompletion,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -37,6 +39,7 @@ impl Mutant {
         Mutant::SkipReleasedTokenCheck,
         Mutant::ReleaseBeforeRevoke,
         Mutant::AcceptAbandonedAttempts,
+        Mutant::ForgetCompletion,
     ];
 
     /// The mutant's command-line name.
@@ -50,6 +53,7 @@ impl Mutant {
             Mutant::SkipReleasedTokenCheck => "skip-released-token-check",
             Mutant::ReleaseBeforeRevoke => "release-before-revoke",
             Mutant::AcceptAbandonedAttempts => "accept-abandoned-attempts",
+            Mutant::ForgetCompletion => "forget-completion",
         }
     }
 

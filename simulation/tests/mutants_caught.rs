@@ -82,3 +82,10 @@ fn abandoned_attempt_replies_accepted_are_caught_s4_3() {
         ],
     );
 }
+
+#[test]
+fn forgotten_completions_are_caught_s7_3() {
+    // stop()/step_down() futures that never resolve: the election stays
+    // "stepping down" or "stopping" in the checker's model of the API.
+    caught(Mutant::ForgetCompletion, &["completions", "callbacks"]);
+}
