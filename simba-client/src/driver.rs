@@ -11,6 +11,7 @@ use crate::term::{
 };
 use futures::channel::{mpsc, oneshot};
 use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
+use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use simba_backends::Backend;
 use simba_core::{
@@ -143,6 +144,9 @@ pub(crate) struct Driver {
     close_waiters: Vec<oneshot::Sender<()>>,
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
+    /// Backend calls in flight, polled by the driver task itself (no task
+    /// spawned per call: one wake-up less per renewal).
+    calls: FuturesUnordered<BoxFuture<'static, Input>>,
     span: tracing::Span,
     /// Dropped with the driver: ends the release-broadcast forwarding.
     _exit: oneshot::Sender<()>,
@@ -174,6 +178,7 @@ impl Driver {
             close_waiters: Vec::new(),
             workers_done: Vec::new(),
             closed: false,
+            calls: FuturesUnordered::new(),
             span,
             _exit: exit,
         }
@@ -200,9 +205,14 @@ impl Driver {
                 None => sleep = None,
                 _ => {}
             }
+            let calls = &mut self.calls;
             let woke = futures::future::poll_fn(|cx| {
+                // Requests first: they were sent before any reply now ready.
                 if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
                     return Poll::Ready(Either::Left(msg));
+                }
+                if let Poll::Ready(Some(input)) = calls.poll_next_unpin(cx) {
+                    return Poll::Ready(Either::Left(Some(Msg::Input(input))));
                 }
                 if let Some((_, s)) = sleep.as_mut() {
                     if s.as_mut().poll(cx).is_ready() {
@@ -228,6 +238,13 @@ impl Driver {
                     self.engine.handle_timeout(self.clock.now());
                 }
             }
+        }
+        // Calls still in flight (say, the release of an orphan grant) run to
+        // their end on their own; nobody waits for their replies.
+        for call in std::mem::take(&mut self.calls) {
+            runtime.spawn(Box::pin(async move {
+                let _ = call.await;
+            }));
         }
         tracing::debug!(parent: &self.span, "simba driver stopped");
     }
@@ -418,7 +435,6 @@ impl Driver {
     /// `call_timeout()` (S2.4); its reply comes back as a message.
     fn run_command(&mut self, cmd: Command) {
         let backend = self.backend.clone();
-        let tx = self.tx.clone();
         let timeout = self.engine.call_timeout();
         let runtime = &self.clock.runtime;
         let sleep = runtime.sleep_until(runtime.now() + timeout);
@@ -454,12 +470,11 @@ impl Driver {
                 Input::SessionClosed { op, result }
             }),
         };
-        runtime.spawn(Box::pin(async move {
-            let input = match futures::future::select(call, sleep).await {
+        self.calls.push(Box::pin(async move {
+            match futures::future::select(call, sleep).await {
                 Either::Left((input, _)) => input,
                 Either::Right(((), _)) => timed_out,
-            };
-            let _ = tx.unbounded_send(Msg::Input(input));
+            }
         }));
     }
 
