@@ -270,7 +270,9 @@ impl Simba {
     }
 
     /// A stream of the client's events from now on: terms, session state,
-    /// shortened leases, backend failures. It ends when the client closes.
+    /// shortened leases, backend failures. It starts with the session state
+    /// current when the subscription reaches the driver, so no transition is
+    /// missed, and ends when the client closes.
     pub fn events(&self) -> BoxStream<'static, ClientEvent> {
         let (tx, rx) = mpsc::unbounded();
         let _ = self.inner.send(Msg::Subscribe { tx });

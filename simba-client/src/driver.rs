@@ -309,7 +309,14 @@ impl Driver {
             Msg::Snapshot { reply } => {
                 let _ = reply.send(self.engine.snapshot(now));
             }
-            Msg::Subscribe { tx } => self.subscribers.push(tx),
+            Msg::Subscribe { tx } => {
+                // A new subscriber first learns the state it joins in, so it
+                // never misses a transition that happened before it came.
+                let state = self.engine.session_state();
+                if tx.unbounded_send(ClientEvent::SessionState { state }).is_ok() {
+                    self.subscribers.push(tx);
+                }
+            }
         }
     }
 
