@@ -313,7 +313,10 @@ impl Driver {
                 // A new subscriber first learns the state it joins in, so it
                 // never misses a transition that happened before it came.
                 let state = self.engine.session_state();
-                if tx.unbounded_send(ClientEvent::SessionState { state }).is_ok() {
+                if tx
+                    .unbounded_send(ClientEvent::SessionState { state })
+                    .is_ok()
+                {
                     self.subscribers.push(tx);
                 }
             }
