@@ -13,7 +13,6 @@ use crate::sql::{
     check_shape, decide, inspection_from_rows, malformed, map_err, micros, name_from, token_from,
     Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
 };
-use sqlx::Connection;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
 };
@@ -25,6 +24,7 @@ use simba_core::{
     SessionId, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::Connection;
 use sqlx::Row;
 use std::str::FromStr;
 use std::time::Duration;
@@ -612,23 +612,30 @@ mod hold {
         ) -> BoxFuture<'a, Result<(), BackendError>> {
             async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
         }
-        fn close_session(
-            &mut self,
-            session: SessionId,
-        ) -> BoxFuture<'_, Result<(), BackendError>> {
+        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
             async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
         }
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             async move {
                 let err = |e| map_err(NAME, "test hold", e);
                 for _ in 0..500 {
+                    // InnoDB's lock-wait view; MariaDB does not list a
+                    // wait inside the optimizer's read of a const row (state
+                    // `Statistics`), so a statement on our tables running
+                    // for over a second in an open transaction counts too.
                     let waiting: i64 = sqlx::query_scalar(
-                        "SELECT CAST(COUNT(*) AS SIGNED) \
-                         FROM information_schema.INNODB_LOCK_WAITS w \
-                         JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
-                         WHERE b.trx_mysql_thread_id = ?",
+                        "SELECT CAST(GREATEST( \
+                           (SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w \
+                            JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
+                            WHERE b.trx_mysql_thread_id = ?), \
+                           (SELECT COUNT(*) FROM information_schema.PROCESSLIST p \
+                            JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID \
+                            WHERE p.ID <> ? AND p.COMMAND IN ('Query', 'Execute') AND p.TIME >= 1 \
+                              AND p.INFO LIKE ?)) AS SIGNED)",
                     )
                     .bind(self.id)
+                    .bind(self.id)
+                    .bind(format!("%{}%", self.sql.prefix))
                     .fetch_one(&self.pool)
                     .await
                     .map_err(err)?;
@@ -637,9 +644,24 @@ mod hold {
                     }
                     futures_timer::Delay::new(Duration::from_millis(20)).await;
                 }
+                let trx: Vec<(String, String, i64, String)> = sqlx::query_as(
+                    "SELECT CAST(trx_id AS CHAR), CAST(trx_state AS CHAR), \
+                     CAST(trx_mysql_thread_id AS SIGNED), CAST(COALESCE(trx_query, '') AS CHAR) \
+                     FROM information_schema.INNODB_TRX \
+                 UNION ALL SELECT CAST(ID AS CHAR), CAST(STATE AS CHAR), CAST(TIME AS SIGNED), \
+                 CAST(COALESCE(LEFT(INFO, 60), COMMAND) AS CHAR) FROM information_schema.PROCESSLIST \
+                 WHERE DB = DATABASE() AND COMMAND <> 'Sleep'",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(err)?;
                 Err(BackendError::new(
                     BackendErrorKind::Other,
-                    format!("no {n} call(s) waited behind the hold within 10 s"),
+                    format!(
+                        "no {n} call(s) waited behind the hold (thread {}) within 10 s; \
+                         transactions: {trx:?}",
+                        self.id
+                    ),
                 ))
             }
             .boxed()

@@ -1,17 +1,20 @@
 //! The PostgreSQL backend (feature `postgres`), with release broadcasts over
 //! LISTEN/NOTIFY.
 //!
-//! Every operation is one statement, run in its own transaction at
-//! PostgreSQL's default isolation, READ COMMITTED. A takeover depends on
-//! another row (is the holder's session still live?), so acquire *locks* that
-//! row (`FOR SHARE`): a row lock waits for a concurrent renewal or close to
-//! commit and then reads the row's latest version, never a stale snapshot.
-//! Times are microseconds of `clock_timestamp()`, read once per statement.
-//! See `docs/BACKENDS.md` for the argument in full.
+//! Every operation but acquire is one statement, run in its own transaction
+//! at PostgreSQL's default isolation, READ COMMITTED. Acquire is one
+//! transaction of three statements: lock the lease row; judge the caller's
+//! and the holder's liveness in a *new* statement (its snapshot is taken
+//! after the lock was granted, so it sees whoever wrote the row, and it
+//! share-locks both session rows, waiting for a renewal or close in flight);
+//! then take the lease if it is free. A single statement that waited for the
+//! lease row's lock would judge the holder on a snapshot older than the row
+//! (issue 9). Times are microseconds of `clock_timestamp()`, read once per
+//! statement. See `docs/BACKENDS.md` for the argument in full.
 
 use crate::sql::{
-    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, parse_owned,
-    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+    check_shape, decide, inspection_from_rows, malformed, map_err, micros, parse_owned, token_from,
+    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -24,6 +27,7 @@ use simba_core::{
     SessionId, Token,
 };
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::Connection;
 use sqlx::Row;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +60,8 @@ struct Sql {
     channel: String,
     open: String,
     renew: String,
-    acquire: String,
+    judge: String,
+    take: String,
     release: String,
     close: String,
     /// Locks a lease row (inserting it free if missing) without changing it.
@@ -84,24 +89,16 @@ impl Sql {
                    (SELECT string_agg(name || '=' || token, ',') FROM {l} WHERE session = $1) \
                  FROM r"
             ),
-            acquire: format!(
-                "WITH now AS (SELECT {NOW} AS t), \
-                 me AS (SELECT expires_us FROM {s} WHERE id = $1), \
-                 ins AS ( \
-                   INSERT INTO {l} AS l (name, session, token, acquired_us) \
-                   SELECT $2, $1, 1, now.t FROM me, now WHERE me.expires_us > now.t \
-                   ON CONFLICT (name) DO UPDATE SET \
-                     token = CASE WHEN l.session = EXCLUDED.session THEN l.token ELSE l.token + 1 END, \
-                     acquired_us = CASE WHEN l.session = EXCLUDED.session THEN l.acquired_us ELSE EXCLUDED.acquired_us END, \
-                     session = EXCLUDED.session \
-                   WHERE l.session IS NULL OR l.session = EXCLUDED.session \
-                     OR COALESCE((SELECT h.expires_us FROM {s} h WHERE h.id = l.session FOR SHARE), 0) \
-                        <= (SELECT t FROM now) \
-                   RETURNING l.token) \
-                 SELECT (SELECT token FROM ins), (SELECT me.expires_us - now.t FROM me, now), \
-                   l.session, l.token, \
-                   (SELECT h.expires_us > now.t FROM {s} h, now WHERE h.id = l.session) \
-                 FROM (SELECT 1) one LEFT JOIN {l} l ON l.name = $2"
+            judge: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 SELECT (SELECT me.expires_us - now.t FROM {s} me, now \
+                         WHERE me.id = $1 FOR SHARE OF me), \
+                        (SELECT h.expires_us > now.t FROM {s} h, now \
+                         WHERE h.id = $2 FOR SHARE OF h)"
+            ),
+            take: format!(
+                "UPDATE {l} SET session = $1, token = token + 1, acquired_us = {NOW} \
+                 WHERE name = $2 RETURNING token"
             ),
             release: format!(
                 "WITH r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
@@ -367,6 +364,9 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     })
 }
 
+/// Acquire, in one transaction of three statements (see the module docs and
+/// `docs/BACKENDS.md`): lock the lease row, then judge liveness in a *new*
+/// statement (a snapshot taken after the lock was granted), then take it.
 async fn acquire_on(
     sql: &Sql,
     c: &mut Conn,
@@ -374,25 +374,62 @@ async fn acquire_on(
     name: &LeaseName,
 ) -> Result<AcquireOutcome, BackendError> {
     let get = |e| map_err(NAME, "acquire", e);
-    let row = sqlx::query(&sql.acquire)
-        .bind(&session.to_bytes()[..])
+    let id = session.to_bytes();
+    let mut tx = c.begin().await.map_err(get)?;
+    // 1. Lock the lease row (inserting it free if new). An upsert always
+    //    locks and returns the row's latest committed version, waiting for
+    //    any transaction that holds it.
+    let row = sqlx::query(&sql.lock)
         .bind(name.as_str())
-        .fetch_one(&mut *c)
+        .fetch_one(&mut *tx)
         .await
         .map_err(get)?;
-    let won: Option<i64> = row.try_get(0).map_err(get)?;
-    let mine: Option<i64> = row.try_get(1).map_err(get)?;
-    let mine = mine.filter(|m| *m > 0);
-    if let Some(token) = won {
-        return Ok(AcquireOutcome::Won {
-            token: token_from(NAME, name.as_str(), token)?,
-            remaining: micros(mine.unwrap_or(0)),
-        });
+    let holder: Option<Vec<u8>> = row.try_get(0).map_err(get)?;
+    let token: i64 = row.try_get(1).map_err(get)?;
+    // 2. A new statement takes a new snapshot, after the lock was granted:
+    //    whoever wrote the holder into the row committed before it, so the
+    //    holder's session row is visible. Both session rows are share-locked
+    //    (a renewal or close in flight commits first; the latest version is
+    //    read).
+    let row = sqlx::query(&sql.judge)
+        .bind(&id[..])
+        .bind(holder.as_deref())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(get)?;
+    let live: Option<bool> = row.try_get(1).map_err(get)?;
+    let judged = Judged {
+        mine_us: row.try_get(0).map_err(get)?,
+        holder,
+        token,
+        holder_live: live == Some(true),
+    };
+    match decide(NAME, session, name, judged)? {
+        Decision::Answer(outcome) => {
+            tx.rollback().await.map_err(get)?;
+            Ok(outcome)
+        }
+        // 3. Take it with the next token.
+        Decision::Take { next, remaining } => {
+            let taken: i64 = sqlx::query_scalar(&sql.take)
+                .bind(&id[..])
+                .bind(name.as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(get)?;
+            tx.commit().await.map_err(get)?;
+            if taken != next {
+                return Err(malformed(
+                    NAME,
+                    format!("lease `{name}` taken with token {taken}, expected {next}"),
+                ));
+            }
+            Ok(AcquireOutcome::Won {
+                token: token_from(NAME, name.as_str(), taken)?,
+                remaining,
+            })
+        }
     }
-    let holder: Option<Vec<u8>> = row.try_get(2).map_err(get)?;
-    let token: Option<i64> = row.try_get(3).map_err(get)?;
-    let live: Option<bool> = row.try_get(4).map_err(get)?;
-    held_outcome(NAME, session, name, mine, holder, token, live == Some(true))
 }
 
 async fn release_on(
@@ -524,35 +561,38 @@ impl Backend for PgBackend {
             listener.listen(&self.sql.channel).await.map_err(get)?;
             let errors = Arc::clone(&self.listener_errors);
             let state = (listener, errors, None::<(Instant, u64)>);
-            let stream = futures::stream::unfold(state, |(mut listener, errors, mut logged)| async move {
-                loop {
-                    match listener.recv().await {
-                        Ok(n) => match LeaseName::new(n.payload()) {
-                            Ok(name) => return Some((name, (listener, errors, logged))),
-                            Err(_) => continue, // not ours: ignore
-                        },
-                        // The listener reconnects on the next recv; notifications
-                        // sent meanwhile are lost (the engine's retry covers it).
-                        Err(e) => {
-                            let count = errors.fetch_add(1, Ordering::Relaxed) + 1;
-                            let now = Instant::now();
-                            if logged.is_none_or(|(at, _)| now.duration_since(at) >= LISTENER_LOG_EVERY) {
-                                let since = logged.map_or(count, |(_, c)| count - c);
-                                tracing::warn!(
-                                    backend = NAME,
-                                    failures = count,
-                                    since_last_log = since,
-                                    error = %crate::redact(&e.to_string()),
-                                    "release listener failed; retrying every 250 ms \
-                                     (release broadcasts are lost until it recovers)"
-                                );
-                                logged = Some((now, count));
+            let stream =
+                futures::stream::unfold(state, |(mut listener, errors, mut logged)| async move {
+                    loop {
+                        match listener.recv().await {
+                            Ok(n) => match LeaseName::new(n.payload()) {
+                                Ok(name) => return Some((name, (listener, errors, logged))),
+                                Err(_) => continue, // not ours: ignore
+                            },
+                            // The listener reconnects on the next recv; notifications
+                            // sent meanwhile are lost (the engine's retry covers it).
+                            Err(e) => {
+                                let count = errors.fetch_add(1, Ordering::Relaxed) + 1;
+                                let now = Instant::now();
+                                if logged.is_none_or(|(at, _)| {
+                                    now.duration_since(at) >= LISTENER_LOG_EVERY
+                                }) {
+                                    let since = logged.map_or(count, |(_, c)| count - c);
+                                    tracing::warn!(
+                                        backend = NAME,
+                                        failures = count,
+                                        since_last_log = since,
+                                        error = %crate::redact(&e.to_string()),
+                                        "release listener failed; retrying every 250 ms \
+                                         (release broadcasts are lost until it recovers)"
+                                    );
+                                    logged = Some((now, count));
+                                }
+                                futures_timer::Delay::new(Duration::from_millis(250)).await;
                             }
-                            futures_timer::Delay::new(Duration::from_millis(250)).await;
                         }
                     }
-                }
-            });
+                });
             Ok(Some(stream.boxed()))
         }
         .boxed()
@@ -660,10 +700,7 @@ mod hold {
         ) -> BoxFuture<'a, Result<(), BackendError>> {
             async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
         }
-        fn close_session(
-            &mut self,
-            session: SessionId,
-        ) -> BoxFuture<'_, Result<(), BackendError>> {
+        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
             async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
         }
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {

@@ -174,6 +174,7 @@ pub(crate) fn lease_info(
     })
 }
 
+#[cfg(feature = "sqlite")]
 /// The outcome of an acquire that did not win, from a read after it:
 /// `mine_us` is the caller's remaining time (`None` once expired).
 pub(crate) fn held_outcome(
@@ -254,6 +255,7 @@ where
 /// What a locking acquire read, after it locked the lease row: the caller's
 /// remaining time (`None` or ≤ 0 once expired), the row's holder and latest
 /// token, and whether that holder's session is live.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) struct Judged {
     pub(crate) mine_us: Option<i64>,
     pub(crate) holder: Option<Vec<u8>>,
@@ -262,6 +264,7 @@ pub(crate) struct Judged {
 }
 
 /// What an acquire does after [`Judged`].
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) enum Decision {
     /// Answer without writing (the transaction is rolled back).
     Answer(AcquireOutcome),
@@ -273,6 +276,7 @@ pub(crate) enum Decision {
 /// (PostgreSQL, MySQL/MariaDB): the caller must be live; the owner acquiring
 /// again keeps its term; a free lease or one whose holder is not live is
 /// taken with the next token; otherwise it is held.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn decide(
     backend: &str,
     session: SessionId,
@@ -297,11 +301,9 @@ pub(crate) fn decide(
             token: Some(token_from(backend, name.as_str(), j.token)?),
         })),
         _ => {
-            let next = j
-                .token
-                .checked_add(1)
-                .filter(|t| *t > 0)
-                .ok_or_else(|| malformed(backend, format!("token {} of lease `{name}`", j.token)))?;
+            let next = j.token.checked_add(1).filter(|t| *t > 0).ok_or_else(|| {
+                malformed(backend, format!("token {} of lease `{name}`", j.token))
+            })?;
             Ok(Decision::Take {
                 next,
                 remaining: micros(mine),

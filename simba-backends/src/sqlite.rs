@@ -530,10 +530,7 @@ mod hold {
         ) -> BoxFuture<'a, Result<(), BackendError>> {
             async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
         }
-        fn close_session(
-            &mut self,
-            session: SessionId,
-        ) -> BoxFuture<'_, Result<(), BackendError>> {
+        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
             async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
         }
         fn waiters(&mut self, _n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {

@@ -91,18 +91,3 @@ fn postgres_passes_core_cases_on_async_std() {
         report.assert_passed();
     });
 }
-
-/// Only the interleaving cases (quick to run on their own:
-/// `cargo test -p simba-backends --all-features --test conformance interleav`).
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_interleavings() {
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
-        return;
-    }
-    let factory = PgFactory { tag: tag() };
-    let report = simba_backends::testkit::run_selected(&factory, |c| c.starts_with("interleave")).await;
-    println!("{report}");
-    drop_pg_tables(&factory.tag).await;
-    report.assert_passed();
-}

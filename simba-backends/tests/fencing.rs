@@ -207,7 +207,10 @@ async fn s9_mysql_admission_is_a_locking_read() {
                 .execute(&mut newer)
                 .await
                 .unwrap();
-            stale.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ").await.unwrap();
+            stale
+                .execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                .await
+                .unwrap();
             stale.execute("START TRANSACTION").await.unwrap();
             // An earlier plain read fixes the transaction's read view.
             let _: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))

@@ -39,7 +39,10 @@ fn verify(label: &str, h: &History) {
     let v = check(h, &Check::default());
     println!("[{label}] {v}");
     assert!(v.ok(), "[{label}] history check failed: {v}");
-    assert!(v.terms >= 2, "[{label}] too few terms to mean anything: {v}");
+    assert!(
+        v.terms >= 2,
+        "[{label}] too few terms to mean anything: {v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,7 +61,10 @@ async fn the_checker_fires_on_a_backend_that_skips_the_holder_check() {
     let h = record(&cs, &LeaseName::new("history").unwrap(), &load(2)).await;
     let v = check(&h, &Check::default());
     println!("[broken memory] {v}");
-    assert!(v.not_linearizable.is_some(), "the model search missed it: {v}");
+    assert!(
+        v.not_linearizable.is_some(),
+        "the model search missed it: {v}"
+    );
     assert!(
         !v.invariant_violations.is_empty(),
         "the direct invariants missed it: {v}"

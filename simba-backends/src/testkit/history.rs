@@ -479,7 +479,12 @@ impl Search<'_> {
         }
         let mut m = m.clone();
         let mut next = a;
-        let bad = |why: &str| Err(format!("{:?} -> {:?} at [{}, {}]: {why}", e.op, e.ret, e.inv, e.cmp));
+        let bad = |why: &str| {
+            Err(format!(
+                "{:?} -> {:?} at [{}, {}]: {why}",
+                e.op, e.ret, e.inv, e.cmp
+            ))
+        };
         match (&e.op, &e.ret) {
             (Op::Open, Ret::Opened(s)) => {
                 m.sessions.insert(*s, (a + self.lease, b + self.lease));

@@ -131,36 +131,54 @@ async fn paused(h: &mut Box<dyn Hold>, n: usize) -> Result<(), Step> {
 
 /// Runs `paused_call` until it waits behind the hold, then `inside` (calls
 /// made through the hold), commits, and returns both results.
-async fn interleave<'h, T, U>(
+async fn interleave<'h, T: std::fmt::Debug, U>(
     h: Box<dyn Hold>,
     paused_call: BoxFuture<'h, T>,
     inside: impl for<'x> FnOnce(&'x mut Box<dyn Hold>) -> BoxFuture<'x, Result<U, Step>>,
 ) -> Result<(T, U), Step> {
     let mut call = paused_call.fuse();
+    let committing = std::sync::atomic::AtomicBool::new(false);
+    let committing = &committing;
     // Poll the paused call concurrently with the driver; it must not finish
     // while the hold is open (it waits on the hold's lock).
     let driver = async move {
         let mut h = h;
         paused(&mut h, 1).await?;
         let u = inside(&mut h).await?;
+        committing.store(true, std::sync::atomic::Ordering::SeqCst);
         h.commit().await?;
         Ok::<U, Step>(u)
     }
     .fuse();
     futures::pin_mut!(driver);
     let mut early: Option<T> = None;
+    let mut late: Option<T> = None;
     let u = loop {
         futures::select! {
-            t = call => { early = Some(t); }
-            u = driver => break u?,
+            t = call => {
+                if committing.load(std::sync::atomic::Ordering::SeqCst) {
+                    late = Some(t);
+                } else {
+                    early = Some(t);
+                }
+            }
+            u = driver => match (u, early.take()) {
+                (Err(Step::Fail(m)), Some(t)) => return Err(Step::Fail(format!(
+                    "{m}; the paused call had finished while the hold was open: {t:?}"
+                ))),
+                (u, e) => { early = e; break u? }
+            },
         }
     };
-    if early.is_some() {
-        return Err(Step::Fail(
-            "the paused call finished while the hold was still open".into(),
-        ));
+    if let Some(t) = early {
+        return Err(Step::Fail(format!(
+            "the paused call finished while the hold was still open: {t:?}"
+        )));
     }
-    let t = call.await;
+    let t = match late {
+        Some(t) => t,
+        None => call.await,
+    };
     Ok((t, u))
 }
 
