@@ -10,7 +10,7 @@
 //! (`postgres://postgres@127.0.0.1:5432/test`), `mysql`
 //! (`mysql://root@127.0.0.1:3306/test`); `--url` overrides the URL. Tables
 //! get a random prefix and are dropped afterwards.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
 
 use simba_backends::testkit::history::{check, record, Check, Load};
 use simba_backends::{Backend, BackendConfig, MemoryBackend};

@@ -622,14 +622,13 @@ mod hold {
                     // InnoDB's lock-wait view; MariaDB does not list a
                     // wait inside the optimizer's read of a const row (state
                     // `Statistics`), so a statement on our tables running
-                    // for over a second in an open transaction counts too.
+                    // for a second or more counts too.
                     let waiting: i64 = sqlx::query_scalar(
                         "SELECT CAST(GREATEST( \
                            (SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w \
                             JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
                             WHERE b.trx_mysql_thread_id = ?), \
                            (SELECT COUNT(*) FROM information_schema.PROCESSLIST p \
-                            JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID \
                             WHERE p.ID <> ? AND p.COMMAND IN ('Query', 'Execute') AND p.TIME >= 1 \
                               AND p.INFO LIKE ?)) AS SIGNED)",
                     )

@@ -260,8 +260,6 @@ pub struct Verdict {
     pub calls: usize,
     /// Wins that started a new term (takeovers and free wins).
     pub terms: usize,
-    /// Takeovers of a lease whose holder had expired.
-    pub takeovers: usize,
     /// Calls that failed (unknown outcome).
     pub failed: usize,
     /// Model steps the search took.
@@ -283,8 +281,8 @@ impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} calls, {} terms ({} takeovers after expiry), {} failed calls, {} search steps: ",
-            self.calls, self.terms, self.takeovers, self.failed, self.steps
+            "{} calls, {} terms, {} failed calls, {} search steps: ",
+            self.calls, self.terms, self.failed, self.steps
         )?;
         if self.ok() {
             return write!(f, "linearizable, invariants hold");
@@ -356,12 +354,6 @@ fn invariants(h: &History, c: &Check, v: &mut Verdict) {
         }
     }
     v.terms = terms.len();
-    v.takeovers = h
-        .events
-        .iter()
-        .filter(|e| matches!(e.ret, Ret::Won(_)))
-        .count()
-        .min(terms.len());
     let wins: Vec<(SessionId, u64, i64)> = terms.iter().map(|(&(s, t), &at)| (s, t, at)).collect();
     for &(s1, t1, at1) in &wins {
         for e in &h.events {
