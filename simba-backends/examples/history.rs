@@ -10,7 +10,12 @@
 //! (`postgres://postgres@127.0.0.1:5432/test`), `mysql`
 //! (`mysql://root@127.0.0.1:3306/test`); `--url` overrides the URL. Tables
 //! get a random prefix and are dropped afterwards.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
 
 use simba_backends::testkit::history::{check, record, Check, Load};
 use simba_backends::{Backend, BackendConfig, MemoryBackend};
@@ -60,8 +65,8 @@ fn args() -> Args {
     a
 }
 
-async fn clients(a: &Args, prefix: &str) -> Vec<Box<dyn Backend>> {
-    let url = match (a.url.clone(), a.backend.as_str()) {
+fn url(a: &Args, prefix: &str) -> String {
+    match (a.url.clone(), a.backend.as_str()) {
         (Some(u), _) => u,
         (None, "sqlite") => format!(
             "sqlite://{}",
@@ -70,7 +75,34 @@ async fn clients(a: &Args, prefix: &str) -> Vec<Box<dyn Backend>> {
         (None, "postgres") => "postgres://postgres@127.0.0.1:5432/test".into(),
         (None, "mysql") => "mysql://root@127.0.0.1:3306/test".into(),
         (None, other) => panic!("unknown backend {other}"),
-    };
+    }
+}
+
+/// Drops the round's tables (or removes the SQLite file).
+async fn cleanup(a: &Args, prefix: &str) {
+    let url = url(a, prefix);
+    let drop = format!("DROP TABLE IF EXISTS {prefix}leases, {prefix}sessions");
+    match a.backend.as_str() {
+        "postgres" => {
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            sqlx::query(&drop).execute(&pool).await.unwrap();
+        }
+        "mysql" => {
+            let pool = sqlx::MySqlPool::connect(&url).await.unwrap();
+            sqlx::query(&drop).execute(&pool).await.unwrap();
+        }
+        "sqlite" => {
+            let path = url.trim_start_matches("sqlite://").to_owned();
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{path}{suffix}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+async fn clients(a: &Args, prefix: &str) -> Vec<Box<dyn Backend>> {
+    let url = url(a, prefix);
     let config = BackendConfig::parse(&url)
         .unwrap()
         .with_table_prefix(prefix)
@@ -112,7 +144,10 @@ async fn main() {
             }
             _ => {
                 let cs = clients(&a, &prefix).await;
-                record(&cs, &name, &load).await
+                let h = record(&cs, &name, &load).await;
+                drop(cs);
+                cleanup(&a, &prefix).await;
+                h
             }
         };
         let recorded = t0.elapsed();
