@@ -40,6 +40,7 @@ pub mod fencing;
 mod memory;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
+pub mod test_servers;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
@@ -52,6 +53,8 @@ pub mod sqlite;
 
 pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_PREFIX};
 pub use memory::MemoryBackend;
+#[cfg(feature = "testkit")]
+pub use memory::Flaw;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
