@@ -271,7 +271,9 @@ fn main() {
 /// run opted out of it (`SIMBA_TEST_SKIP_SERVERS`), then say so loudly.
 fn missing(kind: &str, what: &str, e: &dyn std::fmt::Display) {
     if simba_backends::test_servers::server_skipped(kind) {
-        println!("{kind}: SKIPPED ({what} unreachable: {e}; SIMBA_TEST_SKIP_SERVERS lists `{kind}`)");
+        println!(
+            "{kind}: SKIPPED ({what} unreachable: {e}; SIMBA_TEST_SKIP_SERVERS lists `{kind}`)"
+        );
     } else {
         eprintln!(
             "error: {what} is unreachable ({e}); start it (scripts/test.sh does) \

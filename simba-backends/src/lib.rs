@@ -52,9 +52,9 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_PREFIX};
-pub use memory::MemoryBackend;
 #[cfg(feature = "testkit")]
 pub use memory::Flaw;
+pub use memory::MemoryBackend;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;

@@ -187,5 +187,7 @@ async fn an_undeclared_skip_fails_the_suite() {
     let mut declared = report.clone();
     declared.lacks = vec![Capability::KillConnectionMidCall];
     declared.assert_passed();
-    assert!(declared.to_string().contains("declared lacking: killing a connection"));
+    assert!(declared
+        .to_string()
+        .contains("declared lacking: killing a connection"));
 }

@@ -20,4 +20,16 @@ fn slow_backend_replies_only_shorten_deadlines_s2_4() {
     )];
     let r = run_clean(p);
     assert!(r.terms >= 1);
+    println!(
+        "revocations {:?}\nelections {:?}",
+        r.revocations, r.elections
+    );
+    // The fault had its effect: replies 1 s late hit the 1 s call timeout
+    // (S2.4), so the leader's renewals failed and its term ended during the
+    // slow period.
+    let ended = revocations(&r, 0, Duration::from_secs(5), Duration::from_secs(25));
+    assert!(
+        !ended.is_empty(),
+        "the slow backend never ended node 0's term: the fault had no effect"
+    );
 }

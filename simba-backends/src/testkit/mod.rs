@@ -320,18 +320,22 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
             "connection_killed_mid_call_gives_a_typed_error_then_recovers",
             |f, ns| killed_mid_call(f, ns).boxed(),
         ),
-        ("s2_1_live_until_the_reported_remaining_time_then_gone", |f, ns| {
-            timing::live_until_reported_remaining(f, ns).boxed()
-        }),
-        ("s1_1_a_renewal_extends_a_full_lease_from_the_renewal", |f, ns| {
-            timing::renewal_extends_from_the_renewal(f, ns).boxed()
-        }),
-        ("s3_two_concurrent_acquires_by_one_session_win_one_term", |f, ns| {
-            timing::concurrent_acquires_by_one_session(f, ns).boxed()
-        }),
-        ("sixteen_clients_with_short_sessions_left_to_expire", |f, ns| {
-            timing::sixteen_clients_with_expiry(f, ns).boxed()
-        }),
+        (
+            "s2_1_live_until_the_reported_remaining_time_then_gone",
+            |f, ns| timing::live_until_reported_remaining(f, ns).boxed(),
+        ),
+        (
+            "s1_1_a_renewal_extends_a_full_lease_from_the_renewal",
+            |f, ns| timing::renewal_extends_from_the_renewal(f, ns).boxed(),
+        ),
+        (
+            "s3_two_concurrent_acquires_by_one_session_win_one_term",
+            |f, ns| timing::concurrent_acquires_by_one_session(f, ns).boxed(),
+        ),
+        (
+            "sixteen_clients_with_short_sessions_left_to_expire",
+            |f, ns| timing::sixteen_clients_with_expiry(f, ns).boxed(),
+        ),
     ]
 }
 

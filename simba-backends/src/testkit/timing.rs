@@ -160,10 +160,7 @@ async fn live_for_reported_remaining<F: Factory>(
 
 /// S2.1: a session and its leases stay live for the whole remaining time the
 /// backend reported (4 s lease, renewed at once), and are gone just after it.
-pub(super) async fn live_until_reported_remaining<F: Factory>(
-    f: &F,
-    ns: &str,
-) -> Result<(), Step> {
+pub(super) async fn live_until_reported_remaining<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     live_for_reported_remaining(f, ns, Duration::from_secs(4), Duration::ZERO).await
 }
 
@@ -173,13 +170,7 @@ pub(super) async fn renewal_extends_from_the_renewal<F: Factory>(
     f: &F,
     ns: &str,
 ) -> Result<(), Step> {
-    live_for_reported_remaining(
-        f,
-        ns,
-        Duration::from_secs(3),
-        Duration::from_millis(1500),
-    )
-    .await
+    live_for_reported_remaining(f, ns, Duration::from_secs(3), Duration::from_millis(1500)).await
 }
 
 /// S3: one session acquiring one name on two clients at once gets the same
@@ -253,10 +244,7 @@ struct Belief {
 /// engine's deadline, without margin); a win whose reply arrives before
 /// another session's belief ends is two holders at once. At least one
 /// abandoned lease must be taken over (expiry did enter the race).
-pub(super) async fn sixteen_clients_with_expiry<F: Factory>(
-    f: &F,
-    ns: &str,
-) -> Result<(), Step> {
+pub(super) async fn sixteen_clients_with_expiry<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
     const STEADY: usize = 12;
     const ABANDON: usize = 4;
     const SHORT: Duration = Duration::from_secs(2);
@@ -328,10 +316,7 @@ pub(super) async fn sixteen_clients_with_expiry<F: Factory>(
                                 if old.session != s && token <= old.token {
                                     lock(
                                         &problems,
-                                        format!(
-                                            "`{n}`: token {token} after {} (S3.2)",
-                                            old.token
-                                        ),
+                                        format!("`{n}`: token {token} after {} (S3.2)", old.token),
                                     );
                                 }
                                 if old.abandoned && old.session != s {

@@ -170,7 +170,10 @@ impl Factory for SqliteFactory {
     }
     fn lacks(&self) -> Vec<Capability> {
         // One file, no server: nothing to broadcast through, no connection to kill.
-        vec![Capability::ReleaseBroadcast, Capability::KillConnectionMidCall]
+        vec![
+            Capability::ReleaseBroadcast,
+            Capability::KillConnectionMidCall,
+        ]
     }
 }
 
