@@ -229,7 +229,7 @@ fn main() {
                         .await;
                 }
             }
-            Err(e) => println!("postgres: skipped ({e})"),
+            Err(e) => missing("postgres", "PostgreSQL", &e),
         }
         let my = std::env::var("SIMBA_BENCH_MYSQL")
             .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
@@ -251,7 +251,7 @@ fn main() {
                         .await;
                 }
             }
-            Err(e) => println!("mysql: skipped ({e})"),
+            Err(e) => missing("mysql", "MySQL/MariaDB", &e),
         }
         let path = std::env::temp_dir().join(format!("simba-bench-{t}.db"));
         let b = simba_backends::sqlite::SqliteBackend::connect(
@@ -265,4 +265,20 @@ fn main() {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
     });
+}
+
+/// A server the bench needs is unreachable: exit with an error unless the
+/// run opted out of it (`SIMBA_TEST_SKIP_SERVERS`), then say so loudly.
+fn missing(kind: &str, what: &str, e: &dyn std::fmt::Display) {
+    if simba_backends::test_servers::server_skipped(kind) {
+        println!(
+            "{kind}: SKIPPED ({what} unreachable: {e}; SIMBA_TEST_SKIP_SERVERS lists `{kind}`)"
+        );
+    } else {
+        eprintln!(
+            "error: {what} is unreachable ({e}); start it (scripts/test.sh does) \
+             or opt out with SIMBA_TEST_SKIP_SERVERS={kind}"
+        );
+        std::process::exit(1);
+    }
 }

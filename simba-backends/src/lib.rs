@@ -40,6 +40,7 @@ pub mod fencing;
 mod memory;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
+pub mod test_servers;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
@@ -51,6 +52,8 @@ pub mod postgres;
 pub mod sqlite;
 
 pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_PREFIX};
+#[cfg(feature = "testkit")]
+pub use memory::Flaw;
 pub use memory::MemoryBackend;
 
 use futures::future::BoxFuture;

@@ -36,6 +36,24 @@ struct State {
     fail_next: u32,
     /// A deliberate bug for must-fail tests: acquire ignores a live holder.
     skip_holder_check: bool,
+    #[cfg(feature = "testkit")]
+    flaw: Option<Flaw>,
+}
+
+/// A deliberate bug (feature `testkit`), so tests can show that the
+/// conformance suite catches a backend that breaks the contract. Never use
+/// one outside such a test.
+#[cfg(feature = "testkit")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Flaw {
+    /// Sessions expire at 90 % of the remaining time the backend reports.
+    ExpireEarly,
+    /// A renewal reports a full lease but keeps the old expiry.
+    RenewKeepsExpiry,
+    /// An acquire decides, lets other calls run, then writes (not atomic):
+    /// concurrent acquires of a free lease each take a new term.
+    SplitAcquire,
 }
 
 struct Session {
@@ -53,11 +71,32 @@ impl State {
     fn live(&mut self, session: SessionId, now: Instant) -> Option<Duration> {
         let expires = self.sessions.get(&session)?.expires;
         if expires > now {
-            Some(expires - now)
+            Some(self.reported(expires - now))
         } else {
             self.sessions.remove(&session);
             None
         }
+    }
+
+    /// The remaining time reported for `true_remaining` (a lie under
+    /// [`Flaw::ExpireEarly`]).
+    #[allow(clippy::unused_self)]
+    fn reported(&self, true_remaining: Duration) -> Duration {
+        #[cfg(feature = "testkit")]
+        if self.flaw == Some(Flaw::ExpireEarly) {
+            return true_remaining.mul_f64(10.0 / 9.0);
+        }
+        true_remaining
+    }
+
+    /// The true expiry of a session granted `lease_duration` at `now`.
+    #[allow(clippy::unused_self)]
+    fn expiry(&self, now: Instant, lease_duration: Duration) -> Instant {
+        #[cfg(feature = "testkit")]
+        if self.flaw == Some(Flaw::ExpireEarly) {
+            return now + lease_duration.mul_f64(0.9);
+        }
+        now + lease_duration
     }
 
     fn injected_failure(&mut self) -> Result<(), BackendError> {
@@ -100,10 +139,66 @@ impl MemoryBackend {
         b
     }
 
+    /// A backend with a deliberate bug (feature `testkit`): for tests that
+    /// show the conformance suite catches it.
+    #[cfg(feature = "testkit")]
+    pub fn with_flaw(flaw: Flaw) -> Self {
+        let b = Self::default();
+        b.lock().flaw = Some(flaw);
+        b
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(feature = "testkit")]
+impl MemoryBackend {
+    /// [`Flaw::SplitAcquire`]: decide under the lock, let other calls run,
+    /// then take a new term without looking again.
+    async fn split_acquire(
+        &self,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let remaining = {
+            let mut st = self.lock();
+            let now = Instant::now();
+            let Some(remaining) = st.live(session, now) else {
+                return Ok(AcquireOutcome::Expired);
+            };
+            match st.leases.get(name).and_then(|l| l.holder) {
+                Some(h) if h != session && st.live(h, now).is_some() => {
+                    let token = st.leases.get(name).and_then(|l| Token::new(l.token));
+                    return Ok(AcquireOutcome::Held {
+                        holder: Some(h),
+                        token,
+                    });
+                }
+                Some(h) if h == session => {
+                    let token = st.leases.get(name).and_then(|l| Token::new(l.token));
+                    if let Some(token) = token {
+                        return Ok(AcquireOutcome::Won { token, remaining });
+                    }
+                }
+                _ => {}
+            }
+            remaining
+        };
+        futures_timer::Delay::new(Duration::from_millis(2)).await;
+        let mut st = self.lock();
+        let lease = st.leases.entry(name.clone()).or_insert(Lease {
+            holder: None,
+            token: 0,
+        });
+        lease.holder = Some(session);
+        lease.token = lease.token.saturating_add(1);
+        let token = Token::new(lease.token)
+            .ok_or_else(|| BackendError::new(BackendErrorKind::Malformed, "token 0"))?;
+        Ok(AcquireOutcome::Won { token, remaining })
     }
 }
 
@@ -119,10 +214,11 @@ impl Backend for MemoryBackend {
             let session = random_session_id()?;
             let now = Instant::now();
             st.sessions.retain(|_, s| s.expires > now);
+            let expires = st.expiry(now, lease_duration);
             st.sessions.insert(
                 session,
                 Session {
-                    expires: now + lease_duration,
+                    expires,
                     lease_duration,
                 },
             );
@@ -142,9 +238,19 @@ impl Backend for MemoryBackend {
             if st.live(session, now).is_none() {
                 return Err(RenewError::Expired);
             }
+            #[cfg(feature = "testkit")]
+            let keep = st.flaw == Some(Flaw::RenewKeepsExpiry);
+            #[cfg(not(feature = "testkit"))]
+            let keep = false;
+            let Some(lease_duration) = st.sessions.get(&session).map(|s| s.lease_duration) else {
+                return Err(RenewError::Expired);
+            };
+            let expires = st.expiry(now, lease_duration);
             let remaining = match st.sessions.get_mut(&session) {
                 Some(s) => {
-                    s.expires = now + s.lease_duration;
+                    if !keep {
+                        s.expires = expires;
+                    }
                     s.lease_duration
                 }
                 None => return Err(RenewError::Expired),
@@ -165,6 +271,10 @@ impl Backend for MemoryBackend {
         session: SessionId,
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        #[cfg(feature = "testkit")]
+        if self.lock().flaw == Some(Flaw::SplitAcquire) {
+            return self.split_acquire(session, name).boxed();
+        }
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
@@ -265,7 +375,7 @@ impl Backend for MemoryBackend {
                 .iter()
                 .map(|(id, s)| SessionInfo {
                     session: *id,
-                    remaining: s.expires - now,
+                    remaining: st.reported(s.expires - now),
                     lease_duration: s.lease_duration,
                 })
                 .collect();
@@ -280,7 +390,7 @@ impl Backend for MemoryBackend {
                         name: name.clone(),
                         holder: live.map(|(h, _)| h),
                         token: Token::new(l.token),
-                        remaining: live.map(|(_, s)| s.expires - now),
+                        remaining: live.map(|(_, s)| st.reported(s.expires - now)),
                     }
                 })
                 .collect();

@@ -1,5 +1,5 @@
 //! The conformance suite against every backend: memory, an SQLite file,
-//! PostgreSQL and MariaDB/MySQL (servers on 127.0.0.1; required when `CI=true`).
+//! PostgreSQL and MariaDB/MySQL (servers on 127.0.0.1; required unless `SIMBA_TEST_SKIP_SERVERS` lists them).
 #![cfg(feature = "testkit")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -11,7 +11,7 @@ use simba_backends::testkit::run_all;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_backend_passes_the_conformance_suite() {
     let report = run_all(&MemoryFactory::default()).await;
-    println!("{report}");
+    show(&report);
     report.assert_passed();
 }
 
@@ -20,7 +20,7 @@ async fn memory_backend_passes_the_conformance_suite() {
 async fn sqlite_file_passes_the_conformance_suite() {
     let (factory, path) = SqliteFactory::new();
     let report = run_all(&factory).await;
-    println!("{report}");
+    show(&report);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
@@ -36,7 +36,7 @@ async fn postgres_passes_the_conformance_suite() {
     }
     let factory = PgFactory { tag: tag() };
     let report = run_all(&factory).await;
-    println!("{report}");
+    show(&report);
     drop_pg_tables(&factory.tag).await;
     report.assert_passed();
 }
@@ -50,7 +50,7 @@ async fn mysql_passes_the_conformance_suite() {
     }
     let factory = MysqlFactory { tag: tag() };
     let report = run_all(&factory).await;
-    println!("{report}");
+    show(&report);
     drop_mysql_tables(&factory.tag).await;
     report.assert_passed();
 }
@@ -65,7 +65,7 @@ fn sqlite_passes_core_cases_on_async_std() {
             !c.contains("sixteen") && !c.contains("expir")
         })
         .await;
-        println!("{report}");
+        show(&report);
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
@@ -86,8 +86,72 @@ fn postgres_passes_core_cases_on_async_std() {
             c.contains("notification") || c.contains("sixteen") || c.contains("killed")
         })
         .await;
-        println!("{report}");
+        show(&report);
         drop_pg_tables(&factory.tag).await;
         report.assert_passed();
     });
+}
+
+/// Each lying-backend case fails on a deliberately broken in-memory backend
+/// (and the flaw is caught by the case written for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_memory_backends_fail_the_lying_backend_cases() {
+    use simba_backends::testkit::{run_selected, Outcome};
+    use simba_backends::Flaw;
+    for (flaw, case) in [
+        (
+            Flaw::ExpireEarly,
+            "s2_1_live_until_the_reported_remaining_time_then_gone",
+        ),
+        (
+            Flaw::ExpireEarly,
+            "sixteen_clients_with_short_sessions_left_to_expire",
+        ),
+        (
+            Flaw::RenewKeepsExpiry,
+            "s1_1_a_renewal_extends_a_full_lease_from_the_renewal",
+        ),
+        (
+            Flaw::SplitAcquire,
+            "s3_two_concurrent_acquires_by_one_session_win_one_term",
+        ),
+    ] {
+        let report = run_selected(&MemoryFactory::flawed(flaw), |c| c == case).await;
+        show(&report);
+        assert_eq!(report.results.len(), 1, "{case} not found");
+        assert!(
+            matches!(report.results[0].outcome, Outcome::Failed(_)),
+            "{flaw:?} passed {case}:\n{report}"
+        );
+    }
+}
+
+/// A skip that no declared lack explains fails the suite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undeclared_skip_fails_the_suite() {
+    use simba_backends::testkit::{run_selected, Capability};
+    struct NoKill(MemoryFactory);
+    impl simba_backends::testkit::Factory for NoKill {
+        type Backend = simba_backends::MemoryBackend;
+        fn connect<'a>(
+            &'a self,
+            ns: &'a str,
+        ) -> futures::future::BoxFuture<'a, Result<Self::Backend, simba_core::BackendError>>
+        {
+            self.0.connect(ns)
+        }
+        // No `acquire_while_killed`, and no declared lack.
+    }
+    let killed = |c: &str| c.contains("killed");
+    let report = run_selected(&NoKill(MemoryFactory::default()), killed).await;
+    assert_eq!(report.skipped().len(), 1);
+    assert_eq!(report.unexplained_skips().len(), 1);
+    assert!(std::panic::catch_unwind(|| report.assert_passed()).is_err());
+    // Declared, the same skip is accepted and listed.
+    let mut declared = report.clone();
+    declared.lacks = vec![Capability::KillConnectionMidCall];
+    declared.assert_passed();
+    assert!(declared
+        .to_string()
+        .contains("declared lacking: killing a connection"));
 }

@@ -6,8 +6,10 @@
 //! Timing: leases of 1.5 s renewed every 0.5 s, with generous bounds, since
 //! the suite runs on shared machines. PostgreSQL is read from
 //! `SIMBA_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
-//! when it is unreachable the PostgreSQL tests fail if `CI=true` and are
-//! skipped loudly otherwise.
+//! when it is unreachable the PostgreSQL tests fail, unless
+//! `SIMBA_TEST_SKIP_SERVERS` lists `postgres` (see
+//! [`simba_backends::test_servers`]): each skip is then written to stderr
+//! past the harness's capture.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use crate::{
@@ -54,7 +56,8 @@ fn short_hash(s: &str) -> u32 {
     })
 }
 
-/// A backend for one test, or `None` to skip (PostgreSQL absent, not CI).
+/// A backend for one test, or `None` to skip (PostgreSQL absent and opted
+/// out of with `SIMBA_TEST_SKIP_SERVERS=postgres`; absent otherwise fails).
 pub async fn backend(kind: BackendKind, adapter: &str, test: &str) -> Option<Arc<dyn Backend>> {
     let prefix = format!("s{}_{:08x}_", &adapter[..1], short_hash(test));
     match kind {
@@ -80,13 +83,10 @@ pub async fn backend(kind: BackendKind, adapter: &str, test: &str) -> Option<Arc
                 .expect("prefix");
             match config.connect().await {
                 Ok(b) => Some(Arc::from(b)),
-                Err(e) if std::env::var("CI").as_deref() == Ok("true") => {
-                    panic!("PostgreSQL is required when CI=true: {e}")
-                }
                 Err(e) => {
-                    eprintln!(
-                        "SKIPPED {test}: PostgreSQL unreachable ({e}); set CI=true to fail instead"
-                    );
+                    let what = format!("PostgreSQL at {}", simba_backends::redact(&url));
+                    let test = format!("{adapter}::{test}");
+                    simba_backends::test_servers::missing_server("postgres", &what, &test, &e);
                     None
                 }
             }
@@ -329,6 +329,11 @@ async fn failover(env: Env, drop_leader: bool) {
     let i = leader.unwrap();
     let (simba, e, rec) = clients[i].take().unwrap();
     let old_token = rec.tokens()[0];
+    // When the old session would expire on its own, at the earliest: the
+    // backend's remaining time, read before the close, counted from before
+    // the read, with 1 % for the clocks' rates.
+    let before = Instant::now();
+    let expiry = session_expiry(&env, "suite.failover", old_token).await;
     if drop_leader {
         drop(e);
         drop(simba);
@@ -337,6 +342,7 @@ async fn failover(env: Env, drop_leader: bool) {
         assert_eq!(rec.revoked(), vec![RevokeReason::Stopped]);
     }
     let t0 = Instant::now();
+    let freed_at = lease_freed(&env, "suite.failover", old_token).await;
     let others: Vec<_> = clients.iter().flatten().map(|c| c.2.clone()).collect();
     env.wait_for("a new leader", PATIENCE, || {
         let o = others.clone();
@@ -346,11 +352,52 @@ async fn failover(env: Env, drop_leader: bool) {
     let took = t0.elapsed();
     let new_token = others.iter().flat_map(|r| r.tokens()).max().unwrap();
     assert!(new_token > old_token, "S3.2: tokens increase across terms");
-    // Closing releases at once (S1.4): the next attempt takes over well
-    // before the old session could have expired.
-    assert!(took < LEASE * 4, "fail-over took {took:?}");
+    // S1.4: closing (or dropping the last handle) releases at once: the
+    // lease was seen free before the old session could have expired, which
+    // an expiry-based fail-over cannot do. No time bound on the machine.
+    assert!(
+        freed_at < before + expiry.mul_f64(0.99),
+        "the lease was freed {:?} after the close, not before the old session's \
+         expiry ({expiry:?}): S1.4 promises a release at once (fail-over took {took:?})",
+        freed_at - t0
+    );
     for (simba, _, _) in clients.into_iter().flatten() {
         simba.close().await;
+    }
+}
+
+/// The remaining time the backend reports for the session holding `name`
+/// with `token`.
+async fn session_expiry(env: &Env, name: &str, token: u64) -> Duration {
+    let seen = env.backend.inspect(Some(name)).await.expect("inspect");
+    let lease = seen
+        .leases
+        .iter()
+        .find(|l| l.name.as_str() == name)
+        .expect("the lease is listed");
+    assert_eq!(
+        lease.token.map(|t| t.get()),
+        Some(token),
+        "the leader holds {name}"
+    );
+    lease.remaining.expect("a held lease has a remaining time")
+}
+
+/// Polls until `name` is no longer held with `token`; returns when a poll's
+/// reply first showed it.
+async fn lease_freed(env: &Env, name: &str, token: u64) -> Instant {
+    let start = Instant::now();
+    loop {
+        let seen = env.backend.inspect(Some(name)).await.expect("inspect");
+        let now = Instant::now();
+        let held = seen.leases.iter().any(|l| {
+            l.name.as_str() == name && l.token.map(|t| t.get()) == Some(token) && l.holder.is_some()
+        });
+        if !held {
+            return now;
+        }
+        assert!(start.elapsed() < PATIENCE, "{name} never freed");
+        env.sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -461,6 +508,12 @@ pub async fn handover_order(env: Env) {
         start >= exit,
         "B's task started {:?} before A's exited",
         exit - start
+    );
+    // S6.1 step 1 before step 2: the term is revoked before the task is
+    // interrupted, so the task sees an invalid term once cancelled.
+    assert!(
+        !valid_when_cancelled.load(Ordering::Acquire),
+        "S6.1: the term was still valid when the task saw its cancellation"
     );
     tb.stop().await;
     a.close().await;
@@ -685,17 +738,17 @@ async fn close_from_callback(env: Env, executor: CallbackExecutor) {
                 return true;
             }
         }
-        true
+        false // the stream ended without `Closed`
     };
     let deadline = env.sleep(PATIENCE);
     futures::pin_mut!(closed, deadline);
-    assert!(
-        matches!(
-            futures::future::select(closed, deadline).await,
-            futures::future::Either::Left(_)
-        ),
-        "the client did not close"
-    );
+    match futures::future::select(closed, deadline).await {
+        futures::future::Either::Left((true, _)) => {}
+        futures::future::Either::Left((false, _)) => {
+            panic!("the event stream ended without a `Closed` event")
+        }
+        futures::future::Either::Right(_) => panic!("the client did not close"),
+    }
     // Drop the listener's client handle (a cycle otherwise).
     drop(listener);
 }
@@ -737,14 +790,19 @@ pub async fn refused_on_elected_cools_down(env: Env) {
 pub async fn leader_task_term_and_revoked_future(env: Env) {
     let simba = env.client();
     let seen: Arc<Mutex<Option<(Term, Duration)>>> = Arc::default();
+    let after: Arc<Mutex<Option<RevokeReason>>> = Arc::default();
     let s = seen.clone();
+    let a = after.clone();
     let task = simba
         .run_while_leader("suite.task", move |term| {
             let s = s.clone();
+            let a = a.clone();
             async move {
                 *s.lock().unwrap() = Some((term.clone(), term.remaining()));
                 let reason = term.revoked().await;
-                unreachable_after_revoke(reason);
+                // The task future is dropped on revocation: this runs only if
+                // the runtime polls it before the abort lands.
+                *a.lock().unwrap() = Some(reason);
             }
         })
         .await
@@ -763,12 +821,15 @@ pub async fn leader_task_term_and_revoked_future(env: Env) {
     assert_eq!(term.revoke_reason(), Some(RevokeReason::Stopped));
     assert_eq!(term.revoked().await, RevokeReason::Stopped);
     assert_eq!(term.revoke_reason(), Some(RevokeReason::Stopped));
+    // If the task did run past its revoked() await, it saw the same reason.
+    let got = *after.lock().unwrap();
+    assert!(
+        got.is_none_or(|r| r == RevokeReason::Stopped),
+        "the task saw {got:?} after revoked()"
+    );
     simba.close().await;
 }
 
-/// The task future is dropped on revocation: code after the revoked() await
-/// may run only if the runtime polls it before the abort lands.
-fn unreachable_after_revoke(_reason: RevokeReason) {}
 
 // ----- leader tasks that end on their own (S6.5) -------------------------
 

@@ -54,5 +54,5 @@ pub mod core_api {
 }
 
 pub use params::{draw, Mode, RunParams};
-pub use runner::{run_params, run_seed, Summary};
+pub use runner::{run_params, run_seed, run_seed_keep_going, Summary};
 pub use world::{RunReport, Violation, World};

@@ -6,6 +6,7 @@
 //! simulation --mutant NAME --seeds N       exit 0 iff the broken core NAME is caught
 //! simulation --mutant list                 list the broken cores
 //! simulation --mode MODE --seeds N         documented failure modes (see docs/FAULTS.md)
+//! simulation --mutant NAME --seeds N --count   run all N seeds; count those that catch it
 //! simulation --speed                       measure speed: 5 nodes, 3 names, default timing
 //! ```
 
@@ -50,6 +51,10 @@ struct Cli {
     /// Measure simulated-time speed for 5 nodes and 3 names at default timing.
     #[arg(long)]
     speed: bool,
+    /// With `--mutant` or a must-fail mode: do not stop at the first catch;
+    /// run every seed and count the seeds that catch it, by checker.
+    #[arg(long)]
+    count: bool,
 }
 
 fn main() -> ExitCode {
@@ -122,6 +127,7 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
     let hunting = mutant.is_some() || mode.must_fail();
     let progress = std::io::stderr().is_terminal();
     let mut summary = Summary::default();
+    let mut caught_by: std::collections::BTreeMap<&'static str, u64> = Default::default();
     #[allow(clippy::disallowed_methods)] // wall-clock speed, reported only
     let started = std::time::Instant::now();
     let last = cli
@@ -134,7 +140,11 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
         if progress {
             draw_progress(seed - cli.first_seed + 1, n, summary.violations());
         }
-        if hunting && !report.violations.is_empty() {
+        if hunting && !report.violations.is_empty() && cli.count {
+            if let Some(v) = report.violations.first() {
+                *caught_by.entry(v.checker).or_insert(0u64) += 1;
+            }
+        } else if hunting && !report.violations.is_empty() {
             if progress {
                 eprintln!();
             }
@@ -161,6 +171,23 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
         wall
     );
     say!("{summary}");
+    if hunting && cli.count {
+        let what = mutant.map_or(mode.name(), Mutant::name);
+        let caught: u64 = caught_by.values().sum();
+        say!(
+            "caught {what} in {caught} of {n} seeds ({}..{})",
+            cli.first_seed,
+            last - 1
+        );
+        for (checker, k) in &caught_by {
+            say!("  first violation by {checker}: {k}");
+        }
+        return Ok(if caught > 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     if hunting {
         let what = mutant.map_or(mode.name(), Mutant::name);
         say!("NOT caught: {what} in {n} seeds");

@@ -17,6 +17,13 @@ pub fn run_params(params: RunParams) -> RunReport {
     World::new(params).run()
 }
 
+/// Runs the seed `seed` of `mode` with `mutant` to its end, past every
+/// violation ([`World::keep_going`]): the report lists every checker that
+/// fired, not only the first.
+pub fn run_seed_keep_going(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunReport {
+    World::new(draw(seed, mode, mutant)).keep_going().run()
+}
+
 /// Totals over many runs.
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
@@ -40,6 +47,8 @@ pub struct Summary {
     pub unfenced_anomalies: u64,
     /// Stale writes the fenced register refused.
     pub fenced_rejections: u64,
+    /// Stale writes the fenced register accepted (each a violation).
+    pub fenced_stale_accepted: u64,
     /// Longest time from healing to a leader, over all runs.
     pub max_time_to_leader: Duration,
     /// The largest ratio of that time to the run's bound.
@@ -63,11 +72,19 @@ impl Summary {
         self.writes += r.writes;
         self.unfenced_anomalies += r.unfenced_anomalies;
         self.fenced_rejections += r.fenced_rejections;
+        self.fenced_stale_accepted += r.fenced_stale_accepted;
         if let Some(t) = r.max_time_to_leader {
             self.max_time_to_leader = self.max_time_to_leader.max(t);
             let use_ = t.as_secs_f64() / r.liveness_bound.as_secs_f64().max(1e-9);
             self.max_bound_use = self.max_bound_use.max(use_);
         }
+    }
+
+    /// Counts a run that panicked as a failed seed (it must not vanish).
+    pub fn add_panic(&mut self, seed: u64, message: String) {
+        self.seeds += 1;
+        self.failed
+            .push((seed, format!("the run panicked: {message}")));
     }
 
     /// Runs with a violation.
@@ -92,8 +109,8 @@ impl fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "register writes: {} (unfenced register: {} stale writes accepted; fenced register: {} refused)",
-            self.writes, self.unfenced_anomalies, self.fenced_rejections
+            "register writes: {} (unfenced register: {} stale writes accepted; fenced register: {} refused, {} accepted)",
+            self.writes, self.unfenced_anomalies, self.fenced_rejections, self.fenced_stale_accepted
         )?;
         writeln!(
             f,
@@ -189,28 +206,47 @@ pub fn hunt(
 }
 
 /// Runs seeds `first..first + count` of `mode` on `threads` threads and
-/// sums them up (the summary is the same for any thread count).
+/// sums them up (the summary is the same for any thread count). A seed whose
+/// run panicked counts as a failed seed, so `seeds` is always `count`.
 pub fn run_many(mode: Mode, first: u64, count: u64, threads: usize) -> Summary {
     let threads = threads.max(1) as u64;
-    let mut parts: Vec<(u64, Vec<RunReport>)> = std::thread::scope(|s| {
+    let mut parts: Vec<Vec<Result<RunReport, (u64, String)>>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 s.spawn(move || {
-                    let reports: Vec<RunReport> = (first..first + count)
+                    (first..first + count)
                         .filter(|seed| (seed - first) % threads == t)
-                        .map(|seed| run_seed(seed, mode, None))
-                        .collect();
-                    (t, reports)
+                        .map(|seed| {
+                            std::panic::catch_unwind(|| run_seed(seed, mode, None))
+                                .map_err(|e| (seed, panic_message(e.as_ref())))
+                        })
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     });
-    let mut all: Vec<RunReport> = parts.drain(..).flat_map(|(_, r)| r).collect();
-    all.sort_by_key(|r| r.seed);
+    let mut all: Vec<Result<RunReport, (u64, String)>> = parts.drain(..).flatten().collect();
+    all.sort_by_key(|r| match r {
+        Ok(r) => r.seed,
+        Err((seed, _)) => *seed,
+    });
     let mut summary = Summary::default();
     for r in &all {
-        summary.add(r);
+        match r {
+            Ok(r) => summary.add(r),
+            Err((seed, m)) => summary.add_panic(*seed, m.clone()),
+        }
     }
     summary
+}
+
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| e.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string panic".to_owned())
 }

@@ -44,7 +44,8 @@ pub struct RunReport {
     pub simulated: Duration,
     /// Steps processed.
     pub steps: u64,
-    /// Checker violations (the run stops at the first one).
+    /// Checker violations (the run stops at the first one, unless
+    /// [`World::keep_going`]).
     pub violations: Vec<Violation>,
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u64>,
@@ -66,6 +67,10 @@ pub struct RunReport {
     pub messages_lost: u64,
     /// Every election: (true time, node, name, token), in order.
     pub elections: Vec<(Duration, usize, LeaseName, u64)>,
+    /// Every revocation: (true time, node, name, reason), in order.
+    pub revocations: Vec<(Duration, usize, LeaseName, String)>,
+    /// Stale writes the fenced register accepted (each also a violation).
+    pub fenced_stale_accepted: u64,
     /// The liveness bound of the run.
     pub liveness_bound: Duration,
     /// The longest time from healing to a leader, over the contended names.
@@ -313,6 +318,9 @@ pub struct World {
     last_token: BTreeMap<LeaseName, Token>,
     next_order: u64,
     liveness: BTreeMap<LeaseName, Option<u64>>,
+    /// A holder seen after healing, not yet valid for a renewal period:
+    /// (first seen, last seen valid, node, term).
+    candidates: BTreeMap<LeaseName, (u64, u64, usize, TermId)>,
     pending: BTreeMap<(usize, LeaseName), (&'static str, u64)>,
     report: RunReport,
     hash: u64,
@@ -405,6 +413,7 @@ impl World {
             last_token: BTreeMap::new(),
             next_order: 0,
             liveness: BTreeMap::new(),
+            candidates: BTreeMap::new(),
             pending: BTreeMap::new(),
             report,
             hash: 0xcbf2_9ce4_8422_2325,
@@ -497,7 +506,9 @@ impl World {
             }
         }
         self.push(self.heal_at, Ev::Heal);
-        let end = self.heal_at + nanos(self.p.liveness_bound());
+        // One renewal period past the bound: a leader elected just within
+        // the bound must still be shown to stay valid for that long.
+        let end = self.heal_at + nanos(self.p.liveness_bound()) + nanos(self.p.renew_interval);
         self.push(end, Ev::End);
         while let Some(Entry { at, ev, .. }) = self.queue.pop() {
             self.now = at;
@@ -967,6 +978,12 @@ impl World {
             Event::Revoked { term, reason } => {
                 self.mix(201);
                 self.mix(term.id.0);
+                self.report.revocations.push((
+                    Duration::from_nanos(self.now),
+                    node,
+                    term.name.clone(),
+                    format!("{reason:?}"),
+                ));
                 let dl = self.nodes[node].deadlines.get(&term.session).copied();
                 let r = self.nodes[node].terms.get_mut(&term.id);
                 match r {
@@ -1135,11 +1152,35 @@ impl World {
                 format!("two valid holders of {name}: (node, token, term) {holders:?}"),
             );
         }
-        if self.healed && !holders.is_empty() {
-            if let Some(slot) = self.liveness.get_mut(name) {
-                if slot.is_none() {
-                    *slot = Some(self.now);
+        if self.healed {
+            self.observe_leader(name, holders.first().map(|h| (h.0, h.2)));
+        }
+    }
+
+    /// Liveness: a leader counts once it has stayed valid for one renewal
+    /// period (not any holder at one instant); its time to leader is when it
+    /// was first seen. `holder` is the valid holder now, if any.
+    fn observe_leader(&mut self, name: &LeaseName, holder: Option<(usize, TermId)>) {
+        if !matches!(self.liveness.get(name), Some(None)) {
+            return; // not contended, or already confirmed
+        }
+        let period = nanos(self.p.renew_interval);
+        match (self.candidates.get(name).copied(), holder) {
+            (Some((since, _, n, t)), Some(h)) if (n, t) == h => {
+                if self.now.saturating_sub(since) >= period {
+                    self.liveness.insert(name.clone(), Some(since));
+                    self.candidates.remove(name);
+                } else {
+                    self.candidates
+                        .insert(name.clone(), (since, self.now, n, t));
                 }
+            }
+            (_, Some((n, t))) => {
+                self.candidates
+                    .insert(name.clone(), (self.now, self.now, n, t));
+            }
+            (_, None) => {
+                self.candidates.remove(name);
             }
         }
     }
@@ -1363,6 +1404,7 @@ impl World {
         let stale = r.fenced_last_order.is_some_and(|last| order < last);
         r.fenced_last_order = Some(r.fenced_last_order.map_or(order, |l| l.max(order)));
         if stale {
+            self.report.fenced_stale_accepted += 1;
             self.violation(
                 "fenced register",
                 format!("{name}: accepted a write of an older term (token {token}) after a newer term's"),
@@ -1831,18 +1873,33 @@ impl World {
     }
 
     fn finish(&mut self) {
+        // A candidate still valid at the end counts if it has been valid for
+        // a renewal period by now (the run ends one period after the bound).
+        for name in self.p.elections.clone() {
+            let Some((_, _, node, term)) = self.candidates.get(&name).copied() else {
+                continue;
+            };
+            let valid = self.nodes[node]
+                .terms
+                .get(&term)
+                .is_some_and(|rec| self.is_valid(node, rec));
+            let h = valid.then_some((node, term));
+            self.observe_leader(&name, h);
+        }
         let mut worst = None;
         for (name, got) in self.liveness.clone() {
             match got {
-                Some(t) => {
+                Some(t) if t <= self.heal_at + nanos(self.p.liveness_bound()) => {
                     let d = Duration::from_nanos(t - self.heal_at);
                     worst = worst.max(Some(d));
                 }
-                None => self.violation(
+                _ => self.violation(
                     "liveness",
                     format!(
-                        "no leader for {name} within {:?} after the faults healed",
-                        self.p.liveness_bound()
+                        "no leader for {name} within {:?} after the faults healed \
+                         (one that then stays valid for a renewal period, {:?})",
+                        self.p.liveness_bound(),
+                        self.p.renew_interval
                     ),
                 ),
             }

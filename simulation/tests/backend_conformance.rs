@@ -7,7 +7,7 @@
 
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{BoxStream, StreamExt};
-use simba_backends::testkit::{run_all, Factory};
+use simba_backends::testkit::{run_all, Capability, Factory};
 use simba_backends::{check_prefix, Backend, Inspection, LeaseInfo, SessionInfo};
 use simba_core::{
     AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token,
@@ -135,6 +135,9 @@ impl Factory for Namespaces {
             })
             .clone();
         async move { Ok(client) }.boxed()
+    }
+    fn lacks(&self) -> Vec<Capability> {
+        vec![Capability::KillConnectionMidCall, Capability::LockHold]
     }
 }
 

@@ -7,6 +7,7 @@
 mod common;
 use common::*;
 use simulation::params::{Direction, FaultKind};
+use std::time::Duration;
 
 #[test]
 fn slow_edge_clocks_never_overlap_s2_2() {
@@ -23,5 +24,16 @@ fn slow_edge_clocks_never_overlap_s2_2() {
         )];
         let r = run_clean(p);
         assert!(r.terms >= 2, "leadership moved");
+        // The fault had its effect: another node took over while node 0 was
+        // cut off, no later than one lease (3 s) plus one renewal interval
+        // (1 s) after the partition began (node 0's last renewal came at
+        // most one interval before it; the successor acquires at expiry).
+        let at = Duration::from_millis(at);
+        let (t, n) = takeover_after(&r, 0, at).expect("a takeover");
+        println!("partition at {at:?}: node {n} took over at {t:?}");
+        assert!(
+            t <= at + Duration::from_secs(4) + Duration::from_millis(100),
+            "took over at {t:?}, after partition at {at:?}"
+        );
     }
 }

@@ -7,6 +7,10 @@ use simulation::core_api::Mutant;
 use simulation::runner::hunt;
 use simulation::Mode;
 
+/// `m` is caught, and the first violation comes from the one checker
+/// family (`checkers` lists prefixes of its names) that the mutant's rule
+/// belongs to: a mutant caught by some unrelated checker proves nothing
+/// about the checker meant for it.
 fn caught(m: Mutant, checkers: &[&str]) {
     let Some((seed, v)) = hunt(Mode::Default, Some(m), 0, 1_000) else {
         panic!("mutant {} not caught within 1000 seeds", m.name());
@@ -35,57 +39,40 @@ fn ignore_margin_breaks_mutual_exclusion_s2_1() {
 
 #[test]
 fn deadline_from_arrival_breaks_mutual_exclusion_s2_1() {
-    caught(
-        Mutant::DeadlineFromArrival,
-        &["mutual exclusion", "deadline"],
-    );
+    caught(Mutant::DeadlineFromArrival, &["mutual exclusion"]);
 }
 
 #[test]
 fn late_reply_extending_a_passed_deadline_is_caught_s2_3() {
-    caught(Mutant::LateReplyExtends, &["deadline", "mutual exclusion"]);
+    caught(Mutant::LateReplyExtends, &["deadline"]);
 }
 
 #[test]
 fn late_acquire_accepted_is_caught_s4_3() {
-    caught(
-        Mutant::AcceptLateAcquire,
-        &["late acquire", "fencing", "mutual exclusion"],
-    );
+    caught(Mutant::AcceptLateAcquire, &["late acquire"]);
 }
 
 #[test]
 fn released_token_check_skipped_is_caught_s4_3() {
-    caught(
-        Mutant::SkipReleasedTokenCheck,
-        &["fencing", "mutual exclusion"],
-    );
+    caught(Mutant::SkipReleasedTokenCheck, &["fencing"]);
 }
 
 #[test]
 fn release_before_revoke_is_caught_s3_5_s6_1() {
-    caught(
-        Mutant::ReleaseBeforeRevoke,
-        &["revoke before release", "handover order"],
-    );
+    caught(Mutant::ReleaseBeforeRevoke, &["revoke before release"]);
 }
 
 #[test]
 fn abandoned_attempt_replies_accepted_are_caught_s4_3() {
-    caught(
-        Mutant::AcceptAbandonedAttempts,
-        &[
-            "fencing",
-            "mutual exclusion",
-            "callbacks",
-            "step_down cooldown",
-        ],
-    );
+    caught(Mutant::AcceptAbandonedAttempts, &["fencing"]);
 }
 
 #[test]
 fn forgotten_completions_are_caught_s7_3() {
     // stop()/step_down() futures that never resolve: the election stays
     // "stepping down" or "stopping" in the checker's model of the API.
-    caught(Mutant::ForgetCompletion, &["completions", "callbacks"]);
+    caught(
+        Mutant::ForgetCompletion,
+        &["completions (S7.3)", "callbacks (S7.3, S6.4)"],
+    );
 }

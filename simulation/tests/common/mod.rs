@@ -48,6 +48,20 @@ pub fn takeover_after(r: &RunReport, node: usize, after: Duration) -> Option<(Du
         .map(|(t, n, _, _)| (*t, *n))
 }
 
+/// Every revocation of `e0` on `node` in `[from, to]`, with its reason.
+pub fn revocations(
+    r: &RunReport,
+    node: usize,
+    from: Duration,
+    to: Duration,
+) -> Vec<(Duration, String)> {
+    r.revocations
+        .iter()
+        .filter(|(t, n, name, _)| *n == node && name.as_str() == "e0" && *t >= from && *t <= to)
+        .map(|(t, _, _, why)| (*t, why.clone()))
+        .collect()
+}
+
 /// Who was elected first.
 pub fn first_leader(r: &RunReport) -> usize {
     r.elections.first().map(|e| e.1).unwrap()
