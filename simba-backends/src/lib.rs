@@ -1,7 +1,7 @@
 //! Simba's backends: the contract every backend fulfils, a conformance suite
 //! that checks it, and the SQL backends (PostgreSQL, MySQL/MariaDB, SQLite).
 //!
-//! A backend stores sessions and leases (SPEC S1, S3). The engine in
+//! A backend stores sessions and leases (S1, S3). The engine in
 //! `simba-core` decides *when* to call it; a [`Backend`] only answers each call
 //! atomically, on the backend's own clock:
 //!

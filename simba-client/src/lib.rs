@@ -7,6 +7,10 @@
 //! small [`Runtime`] trait (spawn, spawn blocking, sleep until, now) and
 //! re-export this crate. Applications normally depend on an adapter.
 //!
+//! Rule ids such as `S6.1` in these docs refer to Simba's rulebook,
+//! [`docs/RULES.md`](https://example.invalid/simba/blob/main/docs/RULES.md) in the repository: each rule's statement, its
+//! reason, and the code and tests behind it.
+//!
 //! ## How it runs
 //!
 //! One driver task per client owns the engine. It receives API requests and
