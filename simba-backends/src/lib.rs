@@ -38,6 +38,7 @@
 mod config;
 pub mod fencing;
 mod memory;
+mod pool;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
 #[cfg(feature = "testkit")]
@@ -52,6 +53,7 @@ pub mod sqlite;
 
 pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_PREFIX};
 pub use memory::MemoryBackend;
+pub use pool::PoolOptions;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;

@@ -731,3 +731,9 @@ impl Drop for LockTerm {
         }
     }
 }
+
+impl simba_backends::fencing::AsToken for LockTerm {
+    fn token_value(&self) -> u64 {
+        self.term().token()
+    }
+}

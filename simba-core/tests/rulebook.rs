@@ -64,7 +64,7 @@ fn scanned_files(dir: &Path, out: &mut Vec<PathBuf>) {
         } else if [".rs", ".md", ".toml", ".sh", ".txt"]
             .iter()
             .any(|ext| name.ends_with(ext))
-            || dir.ends_with(".ci")
+            || dir.file_name().is_some_and(|d| d == ".ci")
         {
             out.push(path);
         }
@@ -156,4 +156,53 @@ fn every_relative_link_in_the_rulebook_exists() {
         broken.is_empty(),
         "broken links in docs/RULES.md: {broken:?}"
     );
+}
+
+/// Every Rust snippet of README.md and docs/*.md is compiled: the document is
+/// included as doctests by `simba-tokio` (see its `src/lib.rs`), and no
+/// snippet opts out with `ignore`.
+#[test]
+fn every_rust_snippet_in_the_documents_is_compiled() {
+    let root = repo_root();
+    let includer = std::fs::read_to_string(root.join("simba-tokio/src/lib.rs")).unwrap();
+    let mut docs = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "md") {
+            docs.push(entry.path());
+        }
+    }
+    let mut problems = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let rel = doc.strip_prefix(&root).unwrap().display().to_string();
+        let mut open = false;
+        let mut rust = false;
+        for (n, line) in text.lines().enumerate() {
+            let Some(info) = line.trim_start().strip_prefix("```") else {
+                continue;
+            };
+            if open {
+                open = false;
+                continue;
+            }
+            open = true;
+            let info = info.trim();
+            // Rustdoc treats an unlabelled block as Rust.
+            if info.is_empty() || info.starts_with("rust") {
+                rust = true;
+                if info.is_empty() || info.split(',').any(|a| a == "ignore") {
+                    problems.push(format!(
+                        "{rel}:{}: `{line}` (label it or make it compile)",
+                        n + 1
+                    ));
+                }
+            }
+        }
+        if rust && !includer.contains(&format!("include_str!(\"../../{rel}\")")) {
+            problems.push(format!(
+                "{rel}: has Rust snippets but simba-tokio does not include it"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
