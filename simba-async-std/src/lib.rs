@@ -9,8 +9,8 @@
 //! asked for it. It runs on `async-global-executor` and the `async-io`
 //! reactor, the same foundations as **smol**, so it works with
 //! smol-compatible clients too: sqlx with its `runtime-async-std` feature
-//! (`simba-backends`' `runtime-async-std`), redis with `smol-comp`, and
-//! zookeeper-client with `async-global-executor`. Nothing here needs an
+//! (`simba-backends`' `runtime-async-std`) for the SQL backends, and the
+//! smol-compatible modes of the clients later backends will use. Nothing here needs an
 //! async-std-only API beyond `task::spawn`, `task::spawn_blocking` and the
 //! timer, so an application driven by smol's own executor can use it as it is
 //! (the tasks this adapter spawns run on the global executor).
@@ -82,4 +82,17 @@ pub fn builder(backend: impl Backend) -> SimbaBuilder {
 /// As [`builder`], for a shared or boxed backend.
 pub fn builder_dyn(backend: Arc<dyn Backend>) -> SimbaBuilder {
     Simba::builder_dyn(backend).runtime(Arc::new(AsyncStdRuntime))
+}
+
+/// A client configured like the `simba` command: connects to the backend of
+/// `SIMBA_BACKEND` (with its feature enabled on this crate: `sqlite`, the
+/// default, `postgres` or `mysql`) with the timing settings of
+/// `SIMBA_SESSION_*` (S8.1), on async-std.
+///
+/// # Errors
+/// [`FromEnvError`]: a variable that does not parse, no `SIMBA_BACKEND` or
+/// an unreachable backend.
+pub async fn from_env() -> Result<Simba, FromEnvError> {
+    let builder = Settings::from_env()?.connect().await?;
+    Ok(builder.runtime(Arc::new(AsyncStdRuntime)).build()?)
 }

@@ -251,7 +251,7 @@ impl BackendConfig {
     }
 }
 
-fn check_table_prefix(prefix: &str) -> Result<(), ConfigError> {
+pub(crate) fn check_table_prefix(prefix: &str) -> Result<(), ConfigError> {
     let ok = prefix.is_empty()
         || (prefix.len() <= 32
             && prefix.starts_with(|c: char| c.is_ascii_lowercase())

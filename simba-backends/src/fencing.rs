@@ -1,4 +1,4 @@
-//! Fencing (SPEC S9): a resource accepts a write only with a token at least
+//! Fencing (S9): a resource accepts a write only with a token at least
 //! as high as the highest it has seen, so a holder whose term ended (a paused
 //! process, a partitioned node) is refused once a later term has written.
 //!
@@ -44,13 +44,43 @@ SELECT changes();                                                  -- 1? else RO
 -- ... the guarded write ...
 COMMIT;";
 
+use simba_core::Token;
+
+/// Anything that carries a fencing token: a [`Token`], its `u64` value, or
+/// (with `simba-client`) a `Term` or `LockTerm` by reference. The fence
+/// helpers take `impl AsToken`, so `fence.admit_in(&mut tx, "ledger", &term)`
+/// and `…, term.token())` both work.
+pub trait AsToken {
+    /// The token's value. Zero is never a token: the helpers refuse it.
+    fn token_value(&self) -> u64;
+}
+
+impl AsToken for Token {
+    fn token_value(&self) -> u64 {
+        self.get()
+    }
+}
+
+impl AsToken for u64 {
+    fn token_value(&self) -> u64 {
+        *self
+    }
+}
+
+impl<T: AsToken + ?Sized> AsToken for &T {
+    fn token_value(&self) -> u64 {
+        (**self).token_value()
+    }
+}
+
 #[cfg(feature = "postgres")]
 pub use pg::PgFence;
 
 #[cfg(feature = "postgres")]
 mod pg {
+    use super::AsToken;
     use crate::sql::map_err;
-    use simba_core::{BackendError, BackendErrorKind, Token};
+    use simba_core::{BackendError, BackendErrorKind};
     use sqlx::postgres::PgPool;
     use sqlx::PgConnection;
 
@@ -59,6 +89,7 @@ mod pg {
     ///
     /// ```no_run
     /// # async fn demo(pool: sqlx::PgPool, token: simba_core::Token) -> Result<(), Box<dyn std::error::Error>> {
+    /// // `token`: a term's token (`term.token()`), or the term itself (`&term`)
     /// use simba_backends::fencing::PgFence;
     /// let fence = PgFence::create(pool.clone(), "app_fence").await?;
     /// let mut tx = pool.begin().await?;
@@ -128,14 +159,18 @@ mod pg {
             &self,
             conn: &mut PgConnection,
             resource: &str,
-            token: Token,
+            token: impl AsToken,
         ) -> Result<bool, BackendError> {
-            let t = i64::try_from(token.get()).map_err(|_| {
-                BackendError::new(
-                    BackendErrorKind::Rejected,
-                    format!("token {token} too large"),
-                )
-            })?;
+            let token = token.token_value();
+            let t = i64::try_from(token)
+                .ok()
+                .filter(|t| *t > 0)
+                .ok_or_else(|| {
+                    BackendError::new(
+                        BackendErrorKind::Rejected,
+                        format!("{token} is not a fencing token (1 ..= 2^63 - 1)"),
+                    )
+                })?;
             let row: Option<i64> = sqlx::query_scalar(&self.admit_sql)
                 .bind(resource)
                 .bind(t)
@@ -151,7 +186,11 @@ mod pg {
         ///
         /// # Errors
         /// The driver's error, typed.
-        pub async fn admit(&self, resource: &str, token: Token) -> Result<bool, BackendError> {
+        pub async fn admit(
+            &self,
+            resource: &str,
+            token: impl AsToken,
+        ) -> Result<bool, BackendError> {
             let mut conn = self
                 .pool
                 .acquire()

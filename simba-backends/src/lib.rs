@@ -1,7 +1,7 @@
 //! Simba's backends: the contract every backend fulfils, a conformance suite
 //! that checks it, and the SQL backends (PostgreSQL, MySQL/MariaDB, SQLite).
 //!
-//! A backend stores sessions and leases (SPEC S1, S3). The engine in
+//! A backend stores sessions and leases (S1, S3). The engine in
 //! `simba-core` decides *when* to call it; a [`Backend`] only answers each call
 //! atomically, on the backend's own clock:
 //!
@@ -38,6 +38,7 @@
 mod config;
 pub mod fencing;
 mod memory;
+mod pool;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
 pub mod test_servers;
@@ -55,6 +56,7 @@ pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_
 #[cfg(feature = "testkit")]
 pub use memory::Flaw;
 pub use memory::MemoryBackend;
+pub use pool::PoolOptions;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;

@@ -15,6 +15,7 @@ use crate::sql::{
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
+    PoolOptions,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -42,8 +43,6 @@ pub struct MysqlBackend {
 
 #[derive(Clone, Debug)]
 struct Sql {
-    /// Only the testkit's killed-connection helper reads it.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     prefix: String,
     sessions: String,
     leases: String,
@@ -168,21 +167,9 @@ impl MysqlBackend {
         if self.check_tables().await? == 2 {
             return Ok(());
         }
-        let s = &self.sql.sessions;
-        let l = &self.sql.leases;
-        for ddl in [
-            format!(
-                "CREATE TABLE IF NOT EXISTS {s} (id BINARY(16) NOT NULL PRIMARY KEY, \
-                   lease_us BIGINT NOT NULL, expires_us BIGINT NOT NULL) ENGINE=InnoDB"
-            ),
-            format!(
-                "CREATE TABLE IF NOT EXISTS {l} (name VARCHAR(128) CHARACTER SET ascii \
-                   COLLATE ascii_bin NOT NULL PRIMARY KEY, session BINARY(16) NULL, \
-                   token BIGINT NOT NULL, acquired_us BIGINT NULL, \
-                   KEY {l}_session (session)) ENGINE=InnoDB"
-            ),
-        ] {
-            sqlx::raw_sql(&ddl)
+        let schema = Self::schema_sql(&self.sql.prefix);
+        for ddl in schema.split(";\n").filter(|d| !d.trim().is_empty()) {
+            sqlx::raw_sql(ddl)
                 .execute(&self.pool)
                 .await
                 .map_err(|e| map_err(NAME, "create tables", e))?;
@@ -212,6 +199,69 @@ impl MysqlBackend {
             }
         }
         Ok(present)
+    }
+
+    /// The DDL that creates Simba's tables under `table_prefix`: exactly what
+    /// [`MysqlBackend::migrate`] runs. `simba-backends/migrations/mysql/`
+    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like.
+    pub fn schema_sql(table_prefix: &str) -> String {
+        let s = format!("{table_prefix}sessions");
+        let l = format!("{table_prefix}leases");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {s} (\n\
+             \x20   id BINARY(16) NOT NULL PRIMARY KEY,\n\
+             \x20   lease_us BIGINT NOT NULL,\n\
+             \x20   expires_us BIGINT NOT NULL\n\
+             ) ENGINE=InnoDB;\n\
+             CREATE TABLE IF NOT EXISTS {l} (\n\
+             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,\n\
+             \x20   session BINARY(16) NULL,\n\
+             \x20   token BIGINT NOT NULL,\n\
+             \x20   acquired_us BIGINT NULL,\n\
+             \x20   KEY {l}_session (session)\n\
+             ) ENGINE=InnoDB;\n"
+        )
+    }
+
+    /// A backend on the application's own pool, so Simba shares its
+    /// connections, TLS settings and credentials. The pool must allow one
+    /// connection more than the application needs at its busiest, since
+    /// Simba's calls wait for a free connection (and time out after one
+    /// renewal period, S2.4).
+    /// Keep sqlx's default session time zone (`+00:00`): the backend reads
+    /// the server clock as `UNIX_TIMESTAMP(NOW(6))`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use simba_backends::{mysql::MysqlBackend, PoolOptions};
+    /// let pool = sqlx::MySqlPool::connect("mysql://app@db/app").await?;
+    /// let backend = MysqlBackend::from_pool(pool.clone(), &PoolOptions::new()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// With [`PoolOptions::create_schema`] `false`, `Rejected` if the tables
+    /// are missing; otherwise as [`MysqlBackend::migrate`].
+    pub async fn from_pool(
+        pool: MySqlPool,
+        options: &PoolOptions,
+    ) -> Result<MysqlBackend, BackendError> {
+        let backend = MysqlBackend {
+            pool,
+            sql: Sql::new(options.get_table_prefix()),
+        };
+        if options.get_create_schema() {
+            backend.migrate().await?;
+        } else if backend.check_tables().await? < 2 {
+            return Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!(
+                    "mysql: tables `{}` / `{}` are missing: create them (migrations/mysql/*.sql) or allow create_schema",
+                    backend.sql.sessions, backend.sql.leases
+                ),
+            ));
+        }
+        Ok(backend)
     }
 
     /// The underlying pool (for fencing tables kept in the same database).

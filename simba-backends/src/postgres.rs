@@ -18,6 +18,7 @@ use crate::sql::{
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
+    PoolOptions,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -52,8 +53,6 @@ const LISTENER_LOG_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 struct Sql {
-    /// Only the testkit's killed-connection helper reads it.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     prefix: String,
     sessions: String,
     leases: String,
@@ -196,15 +195,7 @@ impl PgBackend {
         if self.check_tables().await? == 2 {
             return Ok(());
         }
-        let s = &self.sql.sessions;
-        let l = &self.sql.leases;
-        let ddl = format!(
-            "CREATE TABLE IF NOT EXISTS {s} (id bytea PRIMARY KEY, \
-               lease_us bigint NOT NULL, expires_us bigint NOT NULL); \
-             CREATE TABLE IF NOT EXISTS {l} (name varchar(128) PRIMARY KEY, session bytea, \
-               token bigint NOT NULL CHECK (token >= 0), acquired_us bigint); \
-             CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);"
-        );
+        let ddl = Self::schema_sql(&self.sql.prefix);
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
             if self.check_tables().await? < 2 {
@@ -234,6 +225,65 @@ impl PgBackend {
             }
         }
         Ok(present)
+    }
+
+    /// The DDL that creates Simba's tables under `table_prefix`: exactly what
+    /// [`PgBackend::migrate`] runs. `simba-backends/migrations/postgres/`
+    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like.
+    pub fn schema_sql(table_prefix: &str) -> String {
+        let s = format!("{table_prefix}sessions");
+        let l = format!("{table_prefix}leases");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {s} (\n\
+             \x20   id bytea PRIMARY KEY,\n\
+             \x20   lease_us bigint NOT NULL,\n\
+             \x20   expires_us bigint NOT NULL\n\
+             );\n\
+             CREATE TABLE IF NOT EXISTS {l} (\n\
+             \x20   name varchar(128) PRIMARY KEY,\n\
+             \x20   session bytea,\n\
+             \x20   token bigint NOT NULL CHECK (token >= 0),\n\
+             \x20   acquired_us bigint\n\
+             );\n\
+             CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);\n"
+        )
+    }
+
+    /// A backend on the application's own pool, so Simba shares its
+    /// connections, TLS settings and credentials. The pool must allow one
+    /// connection more than the application needs at its busiest, since
+    /// Simba's calls wait for a free connection (and time out after one
+    /// renewal period, S2.4). Release broadcasts (S4.2) open one extra
+    /// connection with the pool's options.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use simba_backends::{postgres::PgBackend, PoolOptions};
+    /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
+    /// let backend = PgBackend::from_pool(pool.clone(), &PoolOptions::new()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// With [`PoolOptions::create_schema`] `false`, `Rejected` if the tables
+    /// are missing; otherwise as [`PgBackend::migrate`].
+    pub async fn from_pool(pool: PgPool, options: &PoolOptions) -> Result<PgBackend, BackendError> {
+        let backend = PgBackend {
+            pool,
+            sql: Sql::new(options.get_table_prefix()),
+        };
+        if options.get_create_schema() {
+            backend.migrate().await?;
+        } else if backend.check_tables().await? < 2 {
+            return Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!(
+                    "postgres: tables `{}` / `{}` are missing: create them (migrations/postgres/*.sql) or allow create_schema",
+                    backend.sql.sessions, backend.sql.leases
+                ),
+            ));
+        }
+        Ok(backend)
     }
 
     /// The underlying pool (e.g. for [`crate::fencing::PgFence`]).

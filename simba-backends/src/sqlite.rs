@@ -15,6 +15,7 @@ use crate::sql::{
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
+    PoolOptions,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -170,17 +171,10 @@ impl SqliteBackend {
     /// # Errors
     /// `Rejected` naming a foreign table, or the driver's error.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        let s = &self.sql.sessions;
-        let l = &self.sql.leases;
         let present = self.check_tables().await?;
         if present < 2 {
-            let ddl = format!(
-                "CREATE TABLE IF NOT EXISTS {s} (id BLOB PRIMARY KEY NOT NULL, \
-                   lease_us INTEGER NOT NULL, expires_us INTEGER NOT NULL); \
-                 CREATE TABLE IF NOT EXISTS {l} (name TEXT PRIMARY KEY NOT NULL, session BLOB, \
-                   token INTEGER NOT NULL, acquired_us INTEGER); \
-                 CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);"
-            );
+            let prefix = self.sql.sessions.strip_suffix("sessions").unwrap_or("");
+            let ddl = Self::schema_sql(prefix);
             sqlx::raw_sql(&ddl)
                 .execute(&self.pool)
                 .await
@@ -220,6 +214,53 @@ impl SqliteBackend {
             }
         }
         Ok(present)
+    }
+
+    /// The DDL that creates Simba's tables under `table_prefix`: exactly what
+    /// [`SqliteBackend::migrate`] runs. `simba-backends/migrations/sqlite/`
+    /// holds it for the default prefix.
+    pub fn schema_sql(table_prefix: &str) -> String {
+        let s = format!("{table_prefix}sessions");
+        let l = format!("{table_prefix}leases");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {s} (\n\
+             \x20   id BLOB PRIMARY KEY NOT NULL,\n\
+             \x20   lease_us INTEGER NOT NULL,\n\
+             \x20   expires_us INTEGER NOT NULL\n\
+             );\n\
+             CREATE TABLE IF NOT EXISTS {l} (\n\
+             \x20   name TEXT PRIMARY KEY NOT NULL,\n\
+             \x20   session BLOB,\n\
+             \x20   token INTEGER NOT NULL,\n\
+             \x20   acquired_us INTEGER\n\
+             );\n\
+             CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);\n"
+        )
+    }
+
+    /// A backend on the application's own pool. Open it as
+    /// [`SqliteBackend::connect`] does, for safe sharing between processes:
+    /// WAL journal, `synchronous = FULL` and a busy timeout of a few
+    /// seconds; an in-memory database needs exactly one connection, kept
+    /// for ever.
+    ///
+    /// # Errors
+    /// With [`PoolOptions::create_schema`] `false`, `Rejected` if the tables
+    /// are missing; otherwise as [`SqliteBackend::migrate`].
+    pub async fn from_pool(
+        pool: SqlitePool,
+        options: &PoolOptions,
+    ) -> Result<SqliteBackend, BackendError> {
+        let backend = SqliteBackend {
+            pool,
+            sql: Sql::new(options.get_table_prefix()),
+        };
+        if options.get_create_schema() {
+            backend.migrate().await?;
+        } else {
+            backend.check_schema().await?;
+        }
+        Ok(backend)
     }
 
     /// The underlying pool (for fencing tables kept in the same database).

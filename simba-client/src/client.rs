@@ -886,6 +886,12 @@ impl Drop for LockTerm {
     }
 }
 
+impl simba_backends::fencing::AsToken for LockTerm {
+    fn token_value(&self) -> u64 {
+        self.term().token()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

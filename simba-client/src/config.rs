@@ -2,7 +2,7 @@
 //! `simba.session.*` properties) and `SIMBA_SESSION_*` environment variables
 //! (S8.1), with humane durations such as `"15s"` or `"500ms"`.
 
-use crate::error::ConfigSectionError;
+use crate::error::{ConfigSectionError, FromEnvError};
 use serde::{Deserialize, Serialize};
 use simba_core::SimbaConfig;
 use std::time::Duration;
@@ -157,6 +157,92 @@ impl ConfigSection {
     }
 }
 
+/// The environment variable naming the backend URL, as the `simba` command
+/// reads it: `postgres://…`, `mysql://…`, `sqlite://path` (see
+/// [`BackendConfig`](simba_backends::BackendConfig)).
+pub const BACKEND_VAR: &str = "SIMBA_BACKEND";
+
+/// Where a client comes from when an application is configured like the
+/// `simba` command: the backend URL of `SIMBA_BACKEND` and the timing
+/// settings of `SIMBA_SESSION_*` (S8.1). The adapters' `from_env()` reads
+/// these and connects.
+///
+/// ```
+/// use simba_client::Settings;
+/// use std::time::Duration;
+/// let settings = Settings::from_vars([
+///     ("SIMBA_BACKEND", "postgres://app@db/app"),
+///     ("SIMBA_SESSION_LEASE_DURATION", "6s"),
+/// ])?;
+/// assert_eq!(settings.backend.as_deref(), Some("postgres://app@db/app"));
+/// assert_eq!(settings.config()?.renew_interval(), Duration::from_secs(2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settings {
+    /// The backend URL (`SIMBA_BACKEND`), if set. It may hold credentials:
+    /// log it through [`simba_backends::redact`].
+    pub backend: Option<String>,
+    /// The timing settings (`SIMBA_SESSION_*`).
+    pub session: ConfigSection,
+}
+
+impl Settings {
+    /// Reads `SIMBA_BACKEND` and the `SIMBA_SESSION_*` variables of the
+    /// process environment.
+    ///
+    /// # Errors
+    /// [`ConfigSectionError::Env`] naming a variable whose value does not parse.
+    pub fn from_env() -> Result<Settings, ConfigSectionError> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// As [`Settings::from_env`], from any list of `(name, value)` pairs.
+    ///
+    /// # Errors
+    /// [`ConfigSectionError::Env`] naming a variable whose value does not parse.
+    pub fn from_vars<K, V>(
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Settings, ConfigSectionError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let vars: Vec<(K, V)> = vars.into_iter().collect();
+        let backend = vars
+            .iter()
+            .filter(|(k, _)| k.as_ref() == BACKEND_VAR)
+            .map(|(_, v)| v.as_ref().trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .last();
+        let session = ConfigSection::from_vars(vars.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))?;
+        Ok(Settings { backend, session })
+    }
+
+    /// The checked timing settings (S8.1).
+    ///
+    /// # Errors
+    /// [`ConfigSectionError::Invalid`] when a rule of S8.1 is broken.
+    pub fn config(&self) -> Result<SimbaConfig, ConfigSectionError> {
+        self.session.to_config()
+    }
+
+    /// Connects to the backend of [`Settings::backend`] (creating its tables
+    /// if missing) and returns a builder with the timing settings applied.
+    /// The runtime adapters add their runtime; with this crate alone, call
+    /// [`SimbaBuilder::runtime`](crate::SimbaBuilder::runtime) before `build()`.
+    ///
+    /// # Errors
+    /// [`FromEnvError::NoBackend`] if no backend URL is set, otherwise the
+    /// settings' or the backend's error.
+    pub async fn connect(&self) -> Result<crate::SimbaBuilder, FromEnvError> {
+        let config = self.config()?;
+        let url = self.backend.as_deref().ok_or(FromEnvError::NoBackend)?;
+        let backend = simba_backends::connect(url).await?;
+        Ok(crate::Simba::builder_dyn(std::sync::Arc::from(backend)).config(config))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -182,6 +268,22 @@ mod tests {
         let config = file.merged_with(&env).to_config().unwrap();
         assert_eq!(config.lease_duration(), Duration::from_secs(9));
         assert_eq!(config.renew_interval(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn s8_1_settings_read_the_backend_and_the_session_like_the_cli() {
+        let s = Settings::from_vars([
+            ("SIMBA_BACKEND", " sqlite::memory: "),
+            ("SIMBA_SESSION_MARGIN", "70ms"),
+        ])
+        .unwrap();
+        assert_eq!(s.backend.as_deref(), Some("sqlite::memory:"));
+        assert_eq!(s.config().unwrap().margin(), Duration::from_millis(70));
+        let empty = Settings::from_vars([("SIMBA_BACKEND", "")]).unwrap();
+        assert_eq!(empty.backend, None);
+        let err = futures::executor::block_on(empty.connect()).err().unwrap();
+        assert!(matches!(err, FromEnvError::NoBackend), "{err}");
+        assert!(Settings::from_vars([("SIMBA_SESSION_DRIFT", "lots")]).is_err());
     }
 
     #[test]

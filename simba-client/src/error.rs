@@ -129,3 +129,23 @@ pub enum BuildError {
     #[error("no async runtime to run the Simba driver on: use simba_tokio::builder inside a tokio runtime, simba_async_std::builder, or SimbaBuilder::runtime")]
     NoRuntime,
 }
+
+/// Why a client could not be made from the environment (`from_env()` of the
+/// runtime adapters, [`Settings::connect`](crate::Settings::connect)).
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FromEnvError {
+    /// A `SIMBA_SESSION_*` variable does not parse, or the settings break S8.1.
+    #[error(transparent)]
+    Settings(#[from] ConfigSectionError),
+    /// `SIMBA_BACKEND` is not set (or empty).
+    #[error("SIMBA_BACKEND is not set: give the backend URL, such as postgres://user@host/db")]
+    NoBackend,
+    /// The backend URL is refused or the backend cannot be reached
+    /// (credentials are never shown).
+    #[error(transparent)]
+    Backend(#[from] simba_core::BackendError),
+    /// The client could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}

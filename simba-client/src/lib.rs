@@ -7,12 +7,17 @@
 //! small [`Runtime`] trait (spawn, spawn blocking, sleep until, now) and
 //! re-export this crate. Applications normally depend on an adapter.
 //!
+//! Rule ids such as `S6.1` in these docs refer to Simba's rulebook,
+//! [`docs/RULES.md`](https://example.invalid/simba/blob/main/docs/RULES.md) in the repository: each rule's statement, its
+//! reason, and the code and tests behind it.
+//!
 //! ## How it runs
 //!
 //! One driver task per client owns the engine. It receives API requests and
 //! backend replies over a channel, sleeps until the engine's one next
-//! deadline, runs each backend command as its own task cancelled after the
-//! renewal period in force (S2.4), forwards release broadcasts (S4.2), and
+//! deadline, polls the backend calls in flight itself (no task per call),
+//! each abandoned after the renewal period in force (S2.4), forwards
+//! release broadcasts (S4.2), and
 //! delivers events to listeners serially per election (S7.2). It makes no
 //! decision of its own: every rule of the specification lives in the engine.
 //!
@@ -22,17 +27,28 @@
 //!
 //! ## Example (with `simba-tokio`)
 //!
-//! ```ignore
-//! let backend = simba_backends::connect("postgres://simba@db/simba").await?;
-//! let simba = simba_tokio::builder_dyn(backend.into()).config(config).build()?;
-//! let task = simba.run_while_leader("billing.leader", |term| async move {
-//!     while term.is_valid() {
-//!         bill_next_batch(term.token()).await;
-//!     }
-//! }).await?;
+//! This crate alone has no runtime; the adapters give it one. The same code
+//! with `simba_tokio` in place of the runtime line:
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # async fn bill_next_batch(token: u64) {}
+//! # async fn demo(runtime: Arc<dyn simba_client::Runtime>) -> Result<(), Box<dyn std::error::Error>> {
+//! let backend = simba_client::connect("postgres://simba@db/simba").await?;
+//! let simba = simba_client::Simba::builder_dyn(backend.into())
+//!     .runtime(runtime) // simba_tokio::builder_dyn(backend.into()) does this
+//!     .build()?;
+//! let task = simba
+//!     .run_while_leader("billing.leader", |term| async move {
+//!         while term.is_valid() {
+//!             bill_next_batch(term.token()).await;
+//!         }
+//!     })
+//!     .await?;
 //! // …
 //! task.stop().await; // revoke, cancel the task, release after it exited (S6.1)
 //! simba.close().await;
+//! # Ok(()) }
 //! ```
 //!
 //! ## Blocking calls and callbacks
@@ -64,8 +80,10 @@ pub use client::{
     CallbackExecutor, ClientEvent, Election, ElectionBuilder, ElectionListener, LeaderTask, Lock,
     LockTerm, NoListener, Simba, SimbaBuilder, CALLBACK_QUEUE, EVENT_QUEUE,
 };
-pub use config::{ConfigSection, ENV_VARS};
-pub use error::{BuildError, ClientError, ConfigSectionError, ElectionError, LockError, TermError};
+pub use config::{ConfigSection, Settings, BACKEND_VAR, ENV_VARS};
+pub use error::{
+    BuildError, ClientError, ConfigSectionError, ElectionError, FromEnvError, LockError, TermError,
+};
 pub use runtime::Runtime;
 pub use term::{in_callback_or_task, CancellationToken, TaskOutput, Term};
 
@@ -75,3 +93,20 @@ pub use simba_core::{
     SimbaConfigBuilder, Snapshot, Status, TaskExitAction, TaskExitPolicy, TaskOutcome,
     TASK_BACKOFF_MAX_INTERVALS,
 };
+
+// What an application names besides the client API, so that one dependency
+// (an adapter, which re-exports this crate) is enough.
+/// The backends crate, for its backend types (`backends::postgres::PgBackend`, …)
+/// and the [`Backend`] contract.
+pub use simba_backends as backends;
+#[cfg(feature = "mysql")]
+pub use simba_backends::mysql;
+#[cfg(feature = "postgres")]
+pub use simba_backends::postgres;
+#[cfg(feature = "sqlite")]
+pub use simba_backends::sqlite;
+pub use simba_backends::{
+    connect, fencing, redact, BackendConfig, BackendKind, ConfigError as BackendConfigError,
+    PoolOptions,
+};
+pub use simba_core::{BackendError, BackendErrorKind, ConfigError, NameError, Token};

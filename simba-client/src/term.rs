@@ -197,13 +197,17 @@ impl Term {
 
     /// The fencing token: > 0, constant within the term, strictly increasing
     /// across the terms of one name (S3.2). Send it with every write to a
-    /// fenced resource (see `simba_backends::fencing`).
+    /// fenced resource; the helpers of [`fencing`](crate::fencing) take
+    /// this value or the term itself (`fence.admit_in(&mut tx, "ledger", &term)`).
     pub fn token(&self) -> u64 {
         self.inner.token.get()
     }
 
-    /// The fencing token as `simba-core`'s [`Token`], for the fencing
-    /// helpers of `simba_backends::fencing`.
+    /// The fencing token as `simba-core`'s [`Token`].
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `token()`; the fencing helpers take the term itself (`&term`) or `term.token()`"
+    )]
     pub fn fencing_token(&self) -> Token {
         self.inner.token
     }
@@ -443,5 +447,11 @@ impl<F: Future> Future for InContext<F> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let _guard = ContextGuard::enter();
         self.0.as_mut().poll(cx)
+    }
+}
+
+impl simba_backends::fencing::AsToken for Term {
+    fn token_value(&self) -> u64 {
+        self.token()
     }
 }

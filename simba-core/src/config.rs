@@ -27,8 +27,17 @@ pub struct SimbaConfig {
     retry_jitter: Duration,
     min_backoff: Duration,
     seed: Option<u64>,
+    /// Whether `renew_interval` and `retry_jitter` were set, rather than
+    /// derived: [`SimbaConfig::to_builder`] keeps only what was set.
+    explicit: Explicit,
     #[cfg(feature = "mutants")]
     mutant: Option<crate::mutant::Mutant>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Explicit {
+    renew_interval: bool,
+    retry_jitter: bool,
 }
 
 impl Default for SimbaConfig {
@@ -41,6 +50,7 @@ impl Default for SimbaConfig {
             retry_jitter: Duration::from_millis(2500),
             min_backoff: Duration::from_millis(100),
             seed: None,
+            explicit: Explicit::default(),
             #[cfg(feature = "mutants")]
             mutant: None,
         }
@@ -53,14 +63,30 @@ impl SimbaConfig {
         SimbaConfigBuilder::default()
     }
 
-    /// A builder holding exactly this configuration's explicit settings.
+    /// A builder holding exactly this configuration's explicit settings:
+    /// values derived from others (`renew_interval`, `retry_jitter`) stay
+    /// derived, so changing `lease_duration` moves them too.
+    ///
+    /// ```
+    /// use simba_core::SimbaConfig;
+    /// use std::time::Duration;
+    /// let base = SimbaConfig::builder().lease_duration(Duration::from_secs(3)).build()?;
+    /// let longer = base.to_builder().lease_duration(Duration::from_secs(30)).build()?;
+    /// assert_eq!(longer.renew_interval(), Duration::from_secs(10)); // derived again
+    /// assert_eq!(longer.retry_jitter(), Duration::from_secs(5));
+    /// let fixed = SimbaConfig::builder().renew_interval(Duration::from_secs(1)).build()?;
+    /// let fixed_longer = fixed.to_builder().lease_duration(Duration::from_secs(30)).build()?;
+    /// assert_eq!(fixed_longer.renew_interval(), Duration::from_secs(1)); // set: kept
+    /// assert_eq!(base.to_builder().build()?, base);
+    /// # Ok::<(), simba_core::ConfigError>(())
+    /// ```
     pub fn to_builder(&self) -> SimbaConfigBuilder {
         SimbaConfigBuilder {
             lease_duration: Some(self.lease_duration),
-            renew_interval: Some(self.renew_interval),
+            renew_interval: self.explicit.renew_interval.then_some(self.renew_interval),
             drift: Some(self.drift),
             margin: Some(self.margin),
-            retry_jitter: Some(self.retry_jitter),
+            retry_jitter: self.explicit.retry_jitter.then_some(self.retry_jitter),
             min_backoff: Some(self.min_backoff),
             seed: self.seed,
             #[cfg(feature = "mutants")]
@@ -236,6 +262,10 @@ impl SimbaConfigBuilder {
             retry_jitter,
             min_backoff,
             seed: self.seed.or(d.seed),
+            explicit: Explicit {
+                renew_interval: self.renew_interval.is_some(),
+                retry_jitter: self.retry_jitter.is_some(),
+            },
             #[cfg(feature = "mutants")]
             mutant: self.mutant,
         })

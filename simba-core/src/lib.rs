@@ -8,6 +8,10 @@
 //! Runtime adapters (`simba-tokio`, `simba-async-std`) and the `simulation`
 //! crate drive it unchanged.
 //!
+//! Rule ids such as `S3.2` in these docs refer to Simba's rulebook,
+//! [`docs/RULES.md`](https://example.invalid/simba/blob/main/docs/RULES.md) in the repository: each rule's statement, its
+//! reason, and the code and tests behind it.
+//!
 //! ## The drive loop
 //!
 //! ```

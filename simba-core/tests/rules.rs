@@ -1,4 +1,4 @@
-//! One test per single-node rule of the SPEC, named by its rule id.
+//! One test per single-node rule of docs/RULES.md, named by its rule id.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod harness;

@@ -8,10 +8,9 @@
 //! DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
 //!     cargo run -p simba-tokio --example leader_job_postgres
 //! ```
-use simba_backends::fencing::PgFence;
-use simba_backends::postgres::PgBackend;
-use simba_backends::BackendConfig;
-use simba_tokio::{SimbaConfig, Term};
+use simba_tokio::fencing::PgFence;
+use simba_tokio::postgres::PgBackend;
+use simba_tokio::{PoolOptions, SimbaConfig, Term};
 use sqlx::PgPool;
 use std::time::Duration;
 
@@ -23,7 +22,7 @@ async fn run_job(term: Term, fence: PgFence, pool: PgPool) {
         let result = async {
             let mut tx = pool.begin().await?;
             if fence
-                .admit_in(&mut tx, "example.ledger", term.fencing_token())
+                .admit_in(&mut tx, "example.ledger", &term)
                 .await
                 .map_err(|e| sqlx::Error::Protocol(e.to_string()))?
             {
@@ -52,8 +51,9 @@ async fn run_job(term: Term, fence: PgFence, pool: PgPool) {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let backend = PgBackend::connect(&BackendConfig::parse(&url)?).await?;
-    let pool = backend.pool().clone();
+    // The application's own pool, shared with Simba (bring your own pool).
+    let pool = PgPool::connect(&url).await?;
+    let backend = PgBackend::from_pool(pool.clone(), &PoolOptions::new()).await?;
     sqlx::query("CREATE TABLE IF NOT EXISTS example_ledger (batch bigint, token bigint)")
         .execute(&pool)
         .await?;
@@ -63,6 +63,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let simba = simba_tokio::builder(backend).config(config).build()?;
     let task = simba
+        // The task factory is called once per term: clone what each term's
+        // job needs, then move the clones into it.
         .run_while_leader("example.ledger-job", move |term| {
             run_job(term, fence.clone(), pool.clone())
         })

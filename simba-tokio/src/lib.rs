@@ -70,6 +70,24 @@
 
 pub use simba_client::*;
 
+// The Rust snippets of the repository's documents, compiled (and, where not
+// `no_run`, run) as doctests: `cargo test --doc -p simba-tokio --all-features`.
+#[cfg(all(doctest, feature = "postgres", feature = "mysql"))]
+#[doc = include_str!("../../README.md")]
+struct ReadmeSnippets;
+#[cfg(all(doctest, feature = "postgres", feature = "mysql"))]
+#[doc = include_str!("../../docs/BACKENDS.md")]
+struct BackendsSnippets;
+#[cfg(all(doctest, feature = "postgres", feature = "mysql"))]
+#[doc = include_str!("../../docs/CLIENT.md")]
+struct ClientSnippets;
+#[cfg(all(doctest, feature = "postgres", feature = "mysql"))]
+#[doc = include_str!("../../docs/COMING_FROM.md")]
+struct ComingFromSnippets;
+#[cfg(all(doctest, feature = "postgres", feature = "mysql"))]
+#[doc = include_str!("../../docs/FAULTS.md")]
+struct FaultsSnippets;
+
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
@@ -133,4 +151,30 @@ pub fn builder_dyn(backend: Arc<dyn Backend>) -> SimbaBuilder {
         Some(rt) => b.runtime(Arc::new(rt)),
         None => b,
     }
+}
+
+/// A client configured like the `simba` command: connects to the backend of
+/// `SIMBA_BACKEND` (with its feature enabled on this crate: `sqlite`, the
+/// default, `postgres` or `mysql`) with the timing settings of
+/// `SIMBA_SESSION_*` (S8.1), on the tokio runtime of the calling context.
+///
+/// ```no_run
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // SIMBA_BACKEND=postgres://app@db/app SIMBA_SESSION_LEASE_DURATION=10s
+/// let simba = simba_tokio::from_env().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// [`FromEnvError`]: a variable that does not parse, no `SIMBA_BACKEND`, an
+/// unreachable backend, or no tokio runtime.
+pub async fn from_env() -> Result<Simba, FromEnvError> {
+    let builder = Settings::from_env()?.connect().await?;
+    let builder = match TokioRuntime::try_current() {
+        Some(rt) => builder.runtime(Arc::new(rt)),
+        None => builder,
+    };
+    Ok(builder.build()?)
 }

@@ -1,0 +1,66 @@
+//! Options for a backend built on an application's own `sqlx` pool
+//! (`PgBackend::from_pool`, `MysqlBackend::from_pool`, `SqliteBackend::from_pool`).
+
+use crate::config::{check_table_prefix, ConfigError, DEFAULT_TABLE_PREFIX};
+
+/// How a backend uses a pool it did not open: the prefix of its table names
+/// and whether it may create them.
+///
+/// ```
+/// use simba_backends::PoolOptions;
+/// let options = PoolOptions::new().table_prefix("jobs_")?.create_schema(false);
+/// assert_eq!(options.get_table_prefix(), "jobs_");
+/// assert!(!options.get_create_schema());
+/// assert!(PoolOptions::new().table_prefix("Bad-Prefix").is_err());
+/// # Ok::<(), simba_backends::ConfigError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolOptions {
+    table_prefix: String,
+    create_schema: bool,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            table_prefix: DEFAULT_TABLE_PREFIX.to_owned(),
+            create_schema: true,
+        }
+    }
+}
+
+impl PoolOptions {
+    /// The defaults: prefix [`DEFAULT_TABLE_PREFIX`], tables created if missing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the prefix of Simba's table names (`[a-z][a-z0-9_]{0,31}` or empty).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidPrefix`].
+    pub fn table_prefix(mut self, prefix: &str) -> Result<Self, ConfigError> {
+        check_table_prefix(prefix)?;
+        prefix.clone_into(&mut self.table_prefix);
+        Ok(self)
+    }
+
+    /// Sets whether the backend creates missing tables (the default). With
+    /// `false` no DDL runs at start: the tables must exist (for instance
+    /// created from the SQL files in `simba-backends/migrations/` by your own
+    /// migration tool), and a missing one is a `Rejected` error.
+    pub fn create_schema(mut self, create: bool) -> Self {
+        self.create_schema = create;
+        self
+    }
+
+    /// The prefix of Simba's table names.
+    pub fn get_table_prefix(&self) -> &str {
+        &self.table_prefix
+    }
+
+    /// Whether missing tables are created at start.
+    pub fn get_create_schema(&self) -> bool {
+        self.create_schema
+    }
+}
