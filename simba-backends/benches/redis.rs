@@ -56,7 +56,11 @@ async fn main() {
         }
     };
     let iters = 2000;
-    let s = b.open_session(Duration::from_secs(60)).await.unwrap().session;
+    let s = b
+        .open_session(Duration::from_secs(60))
+        .await
+        .unwrap()
+        .session;
     let n = LeaseName::new("bench.cycle").unwrap();
     // Warm up (script cache, connection).
     for _ in 0..100 {
@@ -87,7 +91,11 @@ async fn main() {
 
     // Handover: holder on one client, candidate on another, listening.
     let c = RedisBackend::connect(&config).await.unwrap();
-    let cs = c.open_session(Duration::from_secs(60)).await.unwrap().session;
+    let cs = c
+        .open_session(Duration::from_secs(60))
+        .await
+        .unwrap()
+        .session;
     let mut releases = c.subscribe_releases().await.unwrap().unwrap();
     let h = LeaseName::new("bench.handover").unwrap();
     let mut handover = Vec::new();
@@ -111,6 +119,8 @@ async fn main() {
         let (_, (t1, ct)) = tokio::join!(b.release(s, &h, t), candidate);
         handover.push(t1 - t0);
         c.release(cs, &h, ct).await.unwrap();
+        // Consume the broadcast of the candidate's own release.
+        while releases.next().await.unwrap() != h {}
     }
     println!(
         "handover (backend level): median {:>10.1?}  p90 {:>10.1?}  (release -> broadcast -> Won)",
@@ -120,7 +130,11 @@ async fn main() {
 
     // Renewal with 1, 100 and 10,000 held leases.
     for count in [1usize, 100, 10_000] {
-        let rs = b.open_session(Duration::from_secs(120)).await.unwrap().session;
+        let rs = b
+            .open_session(Duration::from_secs(120))
+            .await
+            .unwrap()
+            .session;
         for i in 0..count {
             let name = LeaseName::new(format!("bench.r{count}.{i}")).unwrap();
             won(&b, rs, &name).await;
@@ -158,7 +172,11 @@ async fn main() {
             .await
             .unwrap();
         if !keys.is_empty() {
-            let _: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.unwrap();
+            let _: i64 = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
         }
         if next == 0 {
             break;

@@ -37,7 +37,10 @@ impl PrivateRedis {
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        Err(format!("redis-server on port {} did not come up", self.port))
+        Err(format!(
+            "redis-server on port {} did not come up",
+            self.port
+        ))
     }
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
