@@ -8,6 +8,10 @@ use std::time::Duration;
 /// The table prefix used unless configured otherwise.
 pub const DEFAULT_TABLE_PREFIX: &str = "simba_";
 
+/// The Redis key prefix used unless configured otherwise: every key of one
+/// deployment is `{simba}:…` (one Cluster hash slot).
+pub const DEFAULT_KEY_PREFIX: &str = "simba";
+
 /// Which kind of backend a URL names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -18,6 +22,8 @@ pub enum BackendKind {
     Postgres,
     /// `mysql://…` or `mariadb://…` (feature `mysql`).
     Mysql,
+    /// `redis://…` or `rediss://…` (TLS) (feature `redis`).
+    Redis,
 }
 
 impl fmt::Display for BackendKind {
@@ -26,6 +32,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Sqlite => "sqlite",
             BackendKind::Postgres => "postgres",
             BackendKind::Mysql => "mysql",
+            BackendKind::Redis => "redis",
         })
     }
 }
@@ -35,7 +42,7 @@ impl fmt::Display for BackendKind {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The URL's scheme names no known backend.
-    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres:// or mysql://")]
+    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql:// or redis://")]
     UnknownScheme {
         /// The URL, credentials redacted.
         url: String,
@@ -51,6 +58,12 @@ pub enum ConfigError {
         "invalid table prefix {prefix:?}: expected at most 32 of [a-z0-9_], starting with a letter"
     )]
     InvalidPrefix {
+        /// The refused prefix.
+        prefix: String,
+    },
+    /// The Redis key prefix is not 1 to 64 of `[A-Za-z0-9._:-]`.
+    #[error("invalid key prefix {prefix:?}: expected 1 to 64 of [A-Za-z0-9._:-]")]
+    InvalidKeyPrefix {
         /// The refused prefix.
         prefix: String,
     },
@@ -72,9 +85,10 @@ impl From<ConfigError> for BackendError {
 
 /// How to reach a backend: its URL plus Simba's options.
 ///
-/// Simba reads and strips two query parameters from the URL:
-/// `simba_table_prefix` (default [`DEFAULT_TABLE_PREFIX`]) and
-/// `simba_max_connections`; the rest goes to the driver.
+/// Simba reads and strips its query parameters from the URL:
+/// `simba_table_prefix` (default [`DEFAULT_TABLE_PREFIX`]),
+/// `simba_max_connections`, and for Redis `simba_key_prefix` (default
+/// [`DEFAULT_KEY_PREFIX`]); the rest goes to the driver.
 ///
 /// ```
 /// use simba_backends::{BackendConfig, BackendKind};
@@ -83,12 +97,17 @@ impl From<ConfigError> for BackendError {
 /// assert_eq!(c.table_prefix(), "jobs_");
 /// assert_eq!(c.redacted_url(), "postgres://app:***@db/simba");
 /// assert!(BackendConfig::parse("ftp://x").is_err());
+/// let r = BackendConfig::parse("redis://app:pw@cache:6380/2?simba_key_prefix=jobs").unwrap();
+/// assert_eq!(r.kind(), BackendKind::Redis);
+/// assert_eq!(r.key_prefix(), "jobs");
+/// assert_eq!(r.redacted_url(), "redis://app:***@cache:6380/2");
 /// ```
 #[derive(Clone)]
 pub struct BackendConfig {
     kind: BackendKind,
     url: String,
     table_prefix: String,
+    key_prefix: String,
     max_connections: u32,
     connect_timeout: Duration,
     create_schema: bool,
@@ -100,6 +119,7 @@ impl fmt::Debug for BackendConfig {
             .field("kind", &self.kind)
             .field("url", &self.redacted_url())
             .field("table_prefix", &self.table_prefix)
+            .field("key_prefix", &self.key_prefix)
             .field("max_connections", &self.max_connections)
             .field("connect_timeout", &self.connect_timeout)
             .field("create_schema", &self.create_schema)
@@ -120,6 +140,8 @@ impl BackendConfig {
             BackendKind::Postgres
         } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
             BackendKind::Mysql
+        } else if lower.starts_with("redis://") || lower.starts_with("rediss://") {
+            BackendKind::Redis
         } else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
         };
@@ -129,6 +151,7 @@ impl BackendConfig {
             url.to_owned()
         };
         let mut table_prefix = DEFAULT_TABLE_PREFIX.to_owned();
+        let mut key_prefix = DEFAULT_KEY_PREFIX.to_owned();
         let mut max_connections = 10;
         if let Some(q) = driver_url.find('?') {
             let (base, query) = driver_url.split_at(q);
@@ -137,6 +160,7 @@ impl BackendConfig {
                 let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
                 match k {
                     "simba_table_prefix" => table_prefix = v.to_owned(),
+                    "simba_key_prefix" => key_prefix = v.to_owned(),
                     "simba_max_connections" => {
                         max_connections = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                             ConfigError::InvalidParameter {
@@ -155,10 +179,12 @@ impl BackendConfig {
             };
         }
         check_table_prefix(&table_prefix)?;
+        check_key_prefix(&key_prefix)?;
         Ok(BackendConfig {
             kind,
             url: driver_url,
             table_prefix,
+            key_prefix,
             max_connections,
             connect_timeout: Duration::from_secs(5),
             create_schema: true,
@@ -193,6 +219,21 @@ impl BackendConfig {
     pub fn with_table_prefix(mut self, prefix: &str) -> Result<Self, ConfigError> {
         check_table_prefix(prefix)?;
         self.table_prefix = prefix.to_owned();
+        Ok(self)
+    }
+
+    /// The prefix of Simba's Redis keys: every key is `{prefix}:…`.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Sets the prefix of Simba's Redis keys (1 to 64 of `[A-Za-z0-9._:-]`).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidKeyPrefix`].
+    pub fn with_key_prefix(mut self, prefix: &str) -> Result<Self, ConfigError> {
+        check_key_prefix(prefix)?;
+        self.key_prefix = prefix.to_owned();
         Ok(self)
     }
 
@@ -245,9 +286,21 @@ impl BackendConfig {
             BackendKind::Postgres => Ok(Box::new(crate::postgres::PgBackend::connect(self).await?)),
             #[cfg(feature = "mysql")]
             BackendKind::Mysql => Ok(Box::new(crate::mysql::MysqlBackend::connect(self).await?)),
+            #[cfg(feature = "redis")]
+            BackendKind::Redis => Ok(Box::new(crate::redis::RedisBackend::connect(self).await?)),
             #[allow(unreachable_patterns)]
             kind => Err(ConfigError::FeatureDisabled { kind }.into()),
         }
+    }
+}
+
+fn check_key_prefix(prefix: &str) -> Result<(), ConfigError> {
+    if !prefix.is_empty() && prefix.len() <= 64 && prefix.chars().all(simba_core::is_name_char) {
+        Ok(())
+    } else {
+        Err(ConfigError::InvalidKeyPrefix {
+            prefix: prefix.to_owned(),
+        })
     }
 }
 
@@ -341,6 +394,22 @@ mod tests {
             BackendConfig::parse("postgresql://h/db").unwrap().kind(),
             BackendKind::Postgres
         );
+        let c = BackendConfig::parse("rediss://u:pw@h:6380/3?simba_key_prefix=app.x").unwrap();
+        assert_eq!(c.kind(), BackendKind::Redis);
+        assert_eq!(c.url(), "rediss://u:pw@h:6380/3");
+        assert_eq!(c.key_prefix(), "app.x");
+        assert_eq!(c.redacted_url(), "rediss://u:***@h:6380/3");
+        assert!(!format!("{c:?}").contains("pw"));
+        assert_eq!(
+            BackendConfig::parse("redis://h").unwrap().key_prefix(),
+            DEFAULT_KEY_PREFIX
+        );
+        for bad in ["", "a{b}", "a b", &"k".repeat(65)] {
+            let e = BackendConfig::parse(&format!("redis://:pw@h/?simba_key_prefix={bad}"))
+                .err()
+                .unwrap();
+            assert!(matches!(e, ConfigError::InvalidKeyPrefix { .. }), "{bad}");
+        }
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! | [`Backend::inspect`] | leases and live sessions, for `simba status` |
 //! | [`Backend::subscribe_releases`] | a stream of freed names, where the backend broadcasts (S4.2) |
 //!
-//! Features: `sqlite` (default), `postgres`, `mysql`, `testkit` (the
+//! Features: `sqlite` (default), `postgres`, `mysql`, `redis` (with
+//! `redis-tls` / `redis-tls-async-std` for `rediss://`), `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
 //! available.
@@ -49,10 +50,14 @@ pub mod testkit;
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_PREFIX};
+pub use config::{
+    redact, BackendConfig, BackendKind, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TABLE_PREFIX,
+};
 #[cfg(feature = "testkit")]
 pub use memory::Flaw;
 pub use memory::MemoryBackend;
@@ -160,7 +165,7 @@ pub trait Backend: Send + Sync + 'static {
         Fraction::ONE
     }
 
-    /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`.
+    /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`, `redis`.
     fn name(&self) -> &'static str;
 }
 
@@ -319,7 +324,8 @@ pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendErro
 }
 
 /// Connects to the backend that `url` names (`sqlite://path`,
-/// `postgres://…`, `mysql://…`), creating its tables if they are missing.
+/// `postgres://…`, `mysql://…`, `redis://…`), creating its tables if they
+/// are missing.
 /// See [`BackendConfig`] for the options.
 ///
 /// # Errors

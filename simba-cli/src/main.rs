@@ -10,7 +10,7 @@
 //! | `simba lock NAME [--wait D] -- CMD …` | a one-shot lock; exit 75 if not acquired in time |
 //! | `simba status [--json]` | leases (name, holder, token, remaining) and sessions |
 //! | `simba watch` | the same, refreshed in place |
-//! | `simba migrate` | creates the SQL schema |
+//! | `simba migrate` | creates the SQL schema (a no-op on Redis) |
 //!
 //! The child of `run`/`lock` gets `SIMBA_LEASE_NAME`, `SIMBA_FENCING_TOKEN`
 //! and `SIMBA_SESSION_ID`. When its term ends it gets SIGTERM, then SIGKILL
@@ -126,6 +126,16 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
         Command::Migrate => {
             let (backend, redacted) = connect(&url, true).await?;
             let mut out = anstream::stdout();
+            if backend.name() == "redis" {
+                std::io::Write::write_fmt(
+                    &mut out,
+                    format_args!(
+                        "{} nothing to migrate: the redis backend at {redacted} has no schema\n",
+                        style::good("ok:")
+                    ),
+                )?;
+                return Ok(error::EXIT_OK);
+            }
             std::io::Write::write_fmt(
                 &mut out,
                 format_args!(

@@ -1,0 +1,820 @@
+//! The Redis backend (feature `redis`), with release broadcasts over pub/sub.
+//!
+//! Every operation is one Lua script, and Redis runs a script atomically:
+//! no other command runs between its first and its last line. Remaining times
+//! are the server's `PTTL`s and tokens are floored by the server's `TIME`, so
+//! the client's clock is never read. Keys (all under one Cluster hash tag,
+//! `{prefix}`):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{p}:s:<id>` | string, `PEXPIRE` = lease duration | the session's lease duration in µs; it exists exactly while the session lives |
+//! | `{p}:o:<id>` | hash, outlives `{p}:s:<id>` by 1 s | lease name → token of every lease the session owns |
+//! | `{p}:l:<name>` | hash, never expires | `holder` (session id, absent when free) and `token` (the latest token of the name) |
+//! | `{p}:names` | sorted set (score 0) | every lease name, for `inspect` by prefix (`ZRANGEBYLEX`) |
+//! | `{p}:sessions` | sorted set | session ids scored by expiry, for `inspect` |
+//!
+//! Releases and closes `PUBLISH` the freed names on `{p}:released`.
+//!
+//! Tokens are `max(latest token + 1, server TIME in µs)`: strictly increasing
+//! even if the server restarts and loses every key (no persistence), as long
+//! as the server clock is not stepped back across the restart. See
+//! `docs/BACKENDS.md` for the argument in full.
+//!
+//! The crate's `tokio-comp` (feature `runtime-tokio`) and `smol-comp`
+//! (feature `runtime-async-std`; async-std and smol share one reactor) drive
+//! the connection; with both, a call inside a tokio runtime uses tokio.
+
+use crate::{
+    check_lease_duration, check_prefix, random_session_id, redact, Backend, BackendConfig,
+    BackendKind, Inspection, LeaseInfo, SessionInfo,
+};
+use ::redis::aio::MultiplexedConnection;
+use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, Script, ScriptInvocation};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, Token,
+};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const NAME: &str = "redis";
+
+/// Shared by the scripts: the server's time in µs and in ms, as exact
+/// integers (Lua numbers are doubles: exact below 2^53, i.e. until year 2255
+/// in µs), and integer formatting that never switches to `1e+15` notation.
+const PRELUDE: &str = r"
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function int(n) return string.format('%.0f', n) end
+";
+
+/// KEYS: session, sessions index. ARGV: id, lease µs, lease ms.
+const OPEN: &str = r"
+local ms = tonumber(ARGV[3])
+if not redis.call('SET', KEYS[1], ARGV[2], 'PX', ms, 'NX') then
+  return redis.error_reply('SIMBA session id collision')
+end
+local now_ms = math.floor(now_us() / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', int(now_ms))
+redis.call('ZADD', KEYS[2], int(now_ms + ms), ARGV[1])
+return ms
+";
+
+/// KEYS: session, owned, sessions index. ARGV: id.
+/// Returns nil once the session has expired, else {ms, {name, token, ...}}.
+const RENEW: &str = r"
+local lease_us = redis.call('GET', KEYS[1])
+if not lease_us then return false end
+local ms = math.floor(tonumber(lease_us) / 1000)
+if ms < 1 then ms = 1 end
+redis.call('PEXPIRE', KEYS[1], ms)
+redis.call('PEXPIRE', KEYS[2], ms + 1000)
+redis.call('ZADD', KEYS[3], int(math.floor(now_us() / 1000) + ms), ARGV[1])
+return {ms, redis.call('HGETALL', KEYS[2])}
+";
+
+/// KEYS: session, owned, lease, names index. ARGV: id, name, key tag.
+/// Returns {code, token, holder, remaining ms}: code 0 = caller expired,
+/// 1 = won, 2 = held by a live session.
+const ACQUIRE: &str = r"
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then return {0, '', '', 0} end
+local h = redis.call('HMGET', KEYS[3], 'holder', 'token')
+local holder, tok = h[1], h[2]
+if holder and holder == ARGV[1] then return {1, tok, holder, pttl} end
+if holder then
+  -- The holder's session key exists exactly while it lives.
+  if redis.call('EXISTS', ARGV[3] .. ':s:' .. holder) == 1 then
+    return {2, tok or '', holder, 0}
+  end
+  redis.call('HDEL', ARGV[3] .. ':o:' .. holder, ARGV[2])
+end
+local token = now_us()
+if tok then
+  local after = tonumber(tok) + 1
+  if after > token then token = after end
+end
+local ts = int(token)
+redis.call('HSET', KEYS[3], 'holder', ARGV[1], 'token', ts)
+redis.call('HSET', KEYS[2], ARGV[2], ts)
+redis.call('PEXPIRE', KEYS[2], pttl + 1000)
+redis.call('ZADD', KEYS[4], 0, ARGV[2])
+return {1, ts, ARGV[1], pttl}
+";
+
+/// KEYS: lease, owned. ARGV: id, token, name, channel.
+const RELEASE: &str = r"
+local h = redis.call('HMGET', KEYS[1], 'holder', 'token')
+if h[1] == ARGV[1] and h[2] == ARGV[2] then
+  redis.call('HDEL', KEYS[1], 'holder')
+  redis.call('HDEL', KEYS[2], ARGV[3])
+  redis.call('PUBLISH', ARGV[4], ARGV[3])
+  return 1
+end
+return 0
+";
+
+/// KEYS: session, owned, sessions index. ARGV: id, key tag, channel.
+const CLOSE: &str = r"
+local names = redis.call('HKEYS', KEYS[2])
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('ZREM', KEYS[3], ARGV[1])
+local freed = 0
+for _, n in ipairs(names) do
+  local lk = ARGV[2] .. ':l:' .. n
+  if redis.call('HGET', lk, 'holder') == ARGV[1] then
+    redis.call('HDEL', lk, 'holder')
+    redis.call('PUBLISH', ARGV[3], n)
+    freed = freed + 1
+  end
+end
+return freed
+";
+
+/// KEYS: sessions index, names index. ARGV: key tag, lex min, lex max.
+/// Returns {{id, lease µs, remaining ms, ...}, {name, token, holder, remaining ms, ...}}
+/// (holder '' and remaining -1 when free).
+const INSPECT: &str = r"
+local ss = {}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local sk = ARGV[1] .. ':s:' .. id
+  local p = redis.call('PTTL', sk)
+  if p >= 0 then
+    local lease = redis.call('GET', sk)
+    table.insert(ss, id)
+    table.insert(ss, lease)
+    table.insert(ss, tostring(p))
+  elseif p == -2 then
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+local ls = {}
+for _, n in ipairs(redis.call('ZRANGEBYLEX', KEYS[2], ARGV[2], ARGV[3])) do
+  local h = redis.call('HMGET', ARGV[1] .. ':l:' .. n, 'holder', 'token')
+  local holder, rem = '', '-1'
+  if h[1] then
+    local p = redis.call('PTTL', ARGV[1] .. ':s:' .. h[1])
+    if p >= 0 then holder = h[1]; rem = tostring(p) end
+  end
+  table.insert(ls, n)
+  table.insert(ls, h[2] or '0')
+  table.insert(ls, holder)
+  table.insert(ls, rem)
+end
+return {ss, ls}
+";
+
+struct Scripts {
+    open: Script,
+    renew: Script,
+    acquire: Script,
+    release: Script,
+    close: Script,
+    inspect: Script,
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        let s = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+        Scripts {
+            open: s(OPEN),
+            renew: s(RENEW),
+            acquire: s(ACQUIRE),
+            release: s(RELEASE),
+            close: s(CLOSE),
+            inspect: s(INSPECT),
+        }
+    }
+}
+
+/// The key names of one deployment (one key prefix).
+#[derive(Clone, Debug)]
+struct Keys {
+    /// `{prefix}`: the Cluster hash tag every key starts with.
+    tag: String,
+    sessions: String,
+    names: String,
+    channel: String,
+}
+
+impl Keys {
+    fn new(prefix: &str) -> Keys {
+        let tag = format!("{{{prefix}}}");
+        Keys {
+            sessions: format!("{tag}:sessions"),
+            names: format!("{tag}:names"),
+            channel: format!("{tag}:released"),
+            tag,
+        }
+    }
+    fn session(&self, id: SessionId) -> String {
+        format!("{}:s:{id}", self.tag)
+    }
+    fn owned(&self, id: SessionId) -> String {
+        format!("{}:o:{id}", self.tag)
+    }
+    fn lease(&self, name: &LeaseName) -> String {
+        format!("{}:l:{name}", self.tag)
+    }
+}
+
+struct Inner {
+    client: Client,
+    redacted_url: String,
+    config: AsyncConnectionConfig,
+    timeout: Duration,
+    /// The shared multiplexed connection; `None` after it broke, so that the
+    /// next call opens a fresh one.
+    conn: Mutex<Option<MultiplexedConnection>>,
+    keys: Keys,
+    scripts: Scripts,
+}
+
+/// The Redis backend. Cheap to clone (one shared multiplexed connection,
+/// reopened on the next call after it breaks).
+#[derive(Clone)]
+pub struct RedisBackend {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("url", &self.inner.redacted_url)
+            .field("key_prefix", &self.inner.keys.tag)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Turns a driver error into a typed [`BackendError`] (credentials redacted).
+fn map_err(what: &str, e: &RedisError) -> BackendError {
+    let kind = if matches!(
+        e.kind(),
+        ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig
+    ) {
+        BackendErrorKind::Rejected
+    } else if e.is_timeout() {
+        BackendErrorKind::Timeout
+    } else if e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+    {
+        BackendErrorKind::Unavailable
+    } else {
+        match e.kind() {
+            ErrorKind::Parse | ErrorKind::UnexpectedReturnType => BackendErrorKind::Malformed,
+            _ => match e.code() {
+                Some("NOPERM" | "WRONGPASS" | "NOAUTH" | "WRONGTYPE" | "NOSCRIPT") => {
+                    BackendErrorKind::Rejected
+                }
+                Some(
+                    "LOADING" | "BUSY" | "MASTERDOWN" | "READONLY" | "TRYAGAIN" | "CLUSTERDOWN"
+                    | "MOVED" | "ASK",
+                ) => BackendErrorKind::Unavailable,
+                Some("OOM") => BackendErrorKind::Rejected,
+                _ => BackendErrorKind::Other,
+            },
+        }
+    };
+    BackendError::new(kind, redact(&format!("{NAME} {what}: {e}")))
+}
+
+fn malformed(what: String) -> BackendError {
+    BackendError::new(BackendErrorKind::Malformed, format!("{NAME}: {what}"))
+}
+
+fn token_from(name: &str, s: &str) -> Result<Token, BackendError> {
+    s.parse::<u64>()
+        .ok()
+        .and_then(Token::new)
+        .ok_or_else(|| malformed(format!("token {s:?} of lease `{name}` is not > 0")))
+}
+
+fn session_from(s: &str) -> Result<SessionId, BackendError> {
+    if s.len() != 32 {
+        return Err(malformed(format!("session id {s:?} is not 32 hex digits")));
+    }
+    s.parse()
+        .map_err(|_| malformed(format!("session id {s:?} is not 32 hex digits")))
+}
+
+fn name_from(s: &str) -> Result<LeaseName, BackendError> {
+    LeaseName::new(s).map_err(|e| malformed(format!("lease name {s:?}: {e}")))
+}
+
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+fn int_from(what: &str, s: &str) -> Result<i64, BackendError> {
+    s.parse()
+        .map_err(|_| malformed(format!("{what} {s:?} is not an integer")))
+}
+
+/// A runtime-agnostic timeout.
+async fn within<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, BackendError>>,
+) -> Result<T, BackendError> {
+    let fut = std::pin::pin!(fut);
+    match futures::future::select(fut, futures_timer::Delay::new(limit)).await {
+        futures::future::Either::Left((r, _)) => r,
+        futures::future::Either::Right(_) => Err(BackendError::new(
+            BackendErrorKind::Timeout,
+            format!("{NAME} {what}: no answer within {limit:?}"),
+        )),
+    }
+}
+
+impl RedisBackend {
+    /// Connects to `url` with the default options (Simba's URL parameters
+    /// apply, see [`BackendConfig`]).
+    ///
+    /// # Errors
+    /// `Rejected` if `url` names another kind of backend or is malformed;
+    /// otherwise as [`RedisBackend::connect`].
+    pub async fn connect_url(url: &str) -> Result<RedisBackend, BackendError> {
+        let config = BackendConfig::parse(url)?;
+        if config.kind() != BackendKind::Redis {
+            return Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!("{NAME}: `{}` is not a {NAME} URL", config.redacted_url()),
+            ));
+        }
+        Self::connect(&config).await
+    }
+
+    /// Connects to the server that `config` names (authenticating with the
+    /// URL's ACL user and password, over TLS for `rediss://`) and checks that
+    /// it answers. There is no schema: Redis needs no migration.
+    ///
+    /// # Errors
+    /// `Rejected` for a bad URL, wrong credentials or a TLS URL in a build
+    /// without TLS; `Unavailable`/`Timeout` if the server cannot be reached
+    /// within the configured connect timeout.
+    pub async fn connect(config: &BackendConfig) -> Result<RedisBackend, BackendError> {
+        let redacted_url = config.redacted_url();
+        let client = Client::open(config.url()).map_err(|e| {
+            let mut err = map_err(&format!("URL {redacted_url}"), &e);
+            err.kind = BackendErrorKind::Rejected;
+            err
+        })?;
+        let timeout = config.connect_timeout();
+        let backend = RedisBackend {
+            inner: Arc::new(Inner {
+                client,
+                redacted_url,
+                config: AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout)),
+                timeout,
+                conn: Mutex::new(None),
+                keys: Keys::new(config.key_prefix()),
+                scripts: Scripts::new(),
+            }),
+        };
+        within(timeout, "PING", backend.ping()).await?;
+        Ok(backend)
+    }
+
+    /// Redis has no schema: nothing to migrate.
+    ///
+    /// # Errors
+    /// Never.
+    pub async fn migrate(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// The pub/sub channel releases are broadcast on (`{prefix}:released`).
+    pub fn channel(&self) -> &str {
+        &self.inner.keys.channel
+    }
+
+    /// The hash tag every key of this deployment starts with (`{prefix}`).
+    pub fn key_tag(&self) -> &str {
+        &self.inner.keys.tag
+    }
+
+    /// Sends a raw `PING` over the shared connection (for benchmarks: the
+    /// round trip every call pays).
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed.
+    pub async fn ping(&self) -> Result<(), BackendError> {
+        let mut conn = self.conn().await?;
+        ::redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .map_err(|e| self.broken(&e, "PING"))?;
+        Ok(())
+    }
+
+    /// The shared connection, opened if there is none.
+    async fn conn(&self) -> Result<MultiplexedConnection, BackendError> {
+        if let Some(c) = self.lock().clone() {
+            return Ok(c);
+        }
+        let inner = &self.inner;
+        let open = async {
+            inner
+                .client
+                .get_multiplexed_async_connection_with_config(&inner.config)
+                .await
+                .map_err(|e| map_err(&format!("connect to {}", inner.redacted_url), &e))
+        };
+        let c = within(inner.timeout, "connect", open).await?;
+        *self.lock() = Some(c.clone());
+        Ok(c)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+        self.inner.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Maps `e`, dropping the shared connection if it is broken.
+    fn broken(&self, e: &RedisError, what: &str) -> BackendError {
+        let err = map_err(what, e);
+        if matches!(
+            err.kind,
+            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
+        ) {
+            *self.lock() = None;
+        }
+        err
+    }
+
+    async fn run<T: ::redis::FromRedisValue>(
+        &self,
+        what: &str,
+        inv: ScriptInvocation<'_>,
+    ) -> Result<T, BackendError> {
+        let mut conn = self.conn().await?;
+        inv.invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.broken(&e, what))
+    }
+
+    /// For the conformance suite: runs `acquire(session, name)` through
+    /// [`RedisBackend::while_killed`].
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the helper connection failed.
+    #[cfg(feature = "testkit")]
+    pub async fn acquire_while_killed(
+        &self,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<Result<AcquireOutcome, BackendError>, BackendError> {
+        self.while_killed(self.acquire(session, name)).await
+    }
+
+    /// For failure tests: runs `call` (a call of this backend) while the
+    /// server holds writes (`CLIENT PAUSE … WRITE`, so a script waits on the
+    /// server), kills the shared connection serving it (`CLIENT KILL ID`),
+    /// lifts the pause, and returns what `call` returned. The pause lasts a
+    /// few tens of milliseconds and delays every client's writes on that
+    /// server.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the helper connection failed.
+    #[cfg(feature = "testkit")]
+    pub async fn while_killed<T>(
+        &self,
+        call: impl std::future::Future<Output = T>,
+    ) -> Result<T, BackendError> {
+        let err = |e: RedisError| map_err("test helper", &e);
+        let mut ours = self.conn().await?;
+        let id: i64 = ::redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut ours)
+            .await
+            .map_err(err)?;
+        let mut helper = self
+            .inner
+            .client
+            .get_multiplexed_async_connection_with_config(&self.inner.config)
+            .await
+            .map_err(err)?;
+        ::redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(3000)
+            .arg("WRITE")
+            .query_async::<()>(&mut helper)
+            .await
+            .map_err(err)?;
+        let killer = async {
+            // Give the call time to reach the server and wait there; if it
+            // has not, the kill still breaks it before it is sent.
+            futures_timer::Delay::new(Duration::from_millis(50)).await;
+            let killed = ::redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query_async::<i64>(&mut helper.clone())
+                .await;
+            let unpaused = ::redis::cmd("CLIENT")
+                .arg("UNPAUSE")
+                .query_async::<()>(&mut helper.clone())
+                .await;
+            killed.map_err(err)?;
+            unpaused.map_err(err)
+        };
+        let (result, killed) = futures::join!(call, killer);
+        killed?;
+        Ok(result)
+    }
+
+    /// For failure tests: kills every connection of this client's shared
+    /// connection from the server side (`CLIENT KILL ID`) and returns how
+    /// many were killed.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the helper connection failed.
+    #[cfg(feature = "testkit")]
+    pub async fn kill_connection(&self) -> Result<i64, BackendError> {
+        let err = |e: RedisError| map_err("test helper", &e);
+        let mut ours = self.conn().await?;
+        let id: i64 = ::redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut ours)
+            .await
+            .map_err(err)?;
+        let mut helper = self
+            .inner
+            .client
+            .get_multiplexed_async_connection_with_config(&self.inner.config)
+            .await
+            .map_err(err)?;
+        ::redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(id)
+            .query_async(&mut helper)
+            .await
+            .map_err(err)
+    }
+
+    async fn pubsub(inner: &Inner) -> Result<::redis::aio::PubSub, BackendError> {
+        let what = "subscribe";
+        within(inner.timeout, what, async {
+            let mut ps = inner
+                .client
+                .get_async_pubsub()
+                .await
+                .map_err(|e| map_err(what, &e))?;
+            ps.subscribe(&inner.keys.channel)
+                .await
+                .map_err(|e| map_err(what, &e))?;
+            Ok(ps)
+        })
+        .await
+    }
+}
+
+/// The lease duration in whole milliseconds (at least 1): Redis expires keys
+/// by the millisecond, and rounding down never promises more than asked.
+fn lease_ms(lease_duration: Duration) -> Result<(i64, i64), BackendError> {
+    let us = check_lease_duration(lease_duration)?;
+    Ok((us, (us / 1000).max(1)))
+}
+
+impl Backend for RedisBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        async move {
+            let (us, ms) = lease_ms(lease_duration)?;
+            let session = random_session_id()?;
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.open.prepare_invoke();
+            inv.key(keys.session(session))
+                .key(&keys.sessions)
+                .arg(session.to_string())
+                .arg(us)
+                .arg(ms);
+            let granted: i64 = self.run("open session", inv).await?;
+            Ok(SessionGrant {
+                session,
+                remaining: millis(granted),
+            })
+        }
+        .boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        async move {
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.renew.prepare_invoke();
+            inv.key(keys.session(session))
+                .key(keys.owned(session))
+                .key(&keys.sessions)
+                .arg(session.to_string());
+            let reply: Option<(i64, Vec<String>)> = self.run("renew", inv).await?;
+            let Some((ms, flat)) = reply else {
+                return Err(RenewError::Expired);
+            };
+            if flat.len() % 2 != 0 {
+                return Err(malformed("renew listed an odd number of fields".into()).into());
+            }
+            let mut owned = Vec::with_capacity(flat.len() / 2);
+            for pair in flat.chunks_exact(2) {
+                owned.push((name_from(&pair[0])?, token_from(&pair[0], &pair[1])?));
+            }
+            owned.sort();
+            Ok(Renewal {
+                remaining: millis(ms),
+                owned,
+            })
+        }
+        .boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        async move {
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.acquire.prepare_invoke();
+            inv.key(keys.session(session))
+                .key(keys.owned(session))
+                .key(keys.lease(name))
+                .key(&keys.names)
+                .arg(session.to_string())
+                .arg(name.as_str())
+                .arg(&keys.tag);
+            let (code, token, holder, ms): (i64, String, String, i64) =
+                self.run("acquire", inv).await?;
+            match code {
+                0 => Ok(AcquireOutcome::Expired),
+                1 => Ok(AcquireOutcome::Won {
+                    token: token_from(name.as_str(), &token)?,
+                    remaining: millis(ms),
+                }),
+                2 => Ok(AcquireOutcome::Held {
+                    holder: Some(session_from(&holder)?),
+                    token: if token.is_empty() {
+                        None
+                    } else {
+                        Some(token_from(name.as_str(), &token)?)
+                    },
+                }),
+                other => Err(malformed(format!("acquire answered code {other}"))),
+            }
+        }
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.release.prepare_invoke();
+            inv.key(keys.lease(name))
+                .key(keys.owned(session))
+                .arg(session.to_string())
+                .arg(token.get().to_string())
+                .arg(name.as_str())
+                .arg(&keys.channel);
+            let _: i64 = self.run("release", inv).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        async move {
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.close.prepare_invoke();
+            inv.key(keys.session(session))
+                .key(keys.owned(session))
+                .key(&keys.sessions)
+                .arg(session.to_string())
+                .arg(&keys.tag)
+                .arg(&keys.channel);
+            let _: i64 = self.run("close session", inv).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        async move {
+            let prefix = prefix.unwrap_or("");
+            check_prefix(prefix)?;
+            // `~` sorts after every character a name may hold (S3.1).
+            let (lo, hi) = if prefix.is_empty() {
+                ("-".to_owned(), "+".to_owned())
+            } else {
+                (format!("[{prefix}"), format!("[{prefix}~"))
+            };
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.inspect.prepare_invoke();
+            inv.key(&keys.sessions)
+                .key(&keys.names)
+                .arg(&keys.tag)
+                .arg(lo)
+                .arg(hi);
+            let (ss, ls): (Vec<String>, Vec<String>) = self.run("inspect", inv).await?;
+            if ss.len() % 3 != 0 || ls.len() % 4 != 0 {
+                return Err(malformed("inspect answered a ragged list".into()));
+            }
+            let mut out = Inspection::default();
+            for s in ss.chunks_exact(3) {
+                let lease_us = int_from("lease duration", &s[1])?;
+                out.sessions.push(SessionInfo {
+                    session: session_from(&s[0])?,
+                    remaining: millis(int_from("remaining time", &s[2])?),
+                    lease_duration: Duration::from_micros(u64::try_from(lease_us).unwrap_or(0)),
+                });
+            }
+            for l in ls.chunks_exact(4) {
+                let token = int_from("token", &l[1])?;
+                let rem = int_from("remaining time", &l[3])?;
+                out.leases.push(LeaseInfo {
+                    name: name_from(&l[0])?,
+                    token: if token == 0 {
+                        None
+                    } else {
+                        Some(token_from(&l[0], &l[1])?)
+                    },
+                    holder: if l[2].is_empty() {
+                        None
+                    } else {
+                        Some(session_from(&l[2])?)
+                    },
+                    remaining: (rem >= 0).then(|| millis(rem)),
+                });
+            }
+            out.sessions.sort_by_key(|s| s.session);
+            out.leases.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        async move {
+            let first = Self::pubsub(&self.inner).await?;
+            let inner = self.inner.clone();
+            let state = (inner, Some(first.into_on_message()));
+            let stream = futures::stream::unfold(state, |(inner, mut current)| async move {
+                loop {
+                    match current.as_mut() {
+                        Some(messages) => match messages.next().await {
+                            Some(msg) => {
+                                let Ok(payload) = msg.get_payload::<String>() else {
+                                    continue;
+                                };
+                                match LeaseName::new(payload) {
+                                    Ok(name) => return Some((name, (inner, current))),
+                                    Err(_) => continue, // not ours: ignore
+                                }
+                            }
+                            // The connection broke: resubscribe. Releases
+                            // published meanwhile are lost (the engine's
+                            // retry covers them).
+                            None => current = None,
+                        },
+                        None => {
+                            futures_timer::Delay::new(Duration::from_millis(250)).await;
+                            if let Ok(ps) = Self::pubsub(&inner).await {
+                                current = Some(ps.into_on_message());
+                            }
+                        }
+                    }
+                }
+            });
+            Ok(Some(stream.boxed()))
+        }
+        .boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
