@@ -2,8 +2,9 @@
 # `etcd`). Sourced by scripts/test.sh after scripts/lib.sh.
 #
 # Also installs protobuf-compiler: the etcd-client crate runs `protoc` at
-# build time (only when the `etcd` feature is on, as `--all-features` does).
-apt_install etcd-server etcd-client protobuf-compiler
+# build time (only when the `etcd` feature is on, as `--all-features` does),
+# with the well-known .proto files of libprotobuf-dev.
+apt_install etcd-server etcd-client protobuf-compiler libprotobuf-dev
 
 ensure_etcd() {
   have_port 2379 && return 0

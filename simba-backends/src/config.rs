@@ -18,6 +18,8 @@ pub enum BackendKind {
     Postgres,
     /// `mysql://…` or `mariadb://…` (feature `mysql`).
     Mysql,
+    /// `etcd://…` or `etcds://…` for TLS (feature `etcd`).
+    Etcd,
 }
 
 impl fmt::Display for BackendKind {
@@ -26,6 +28,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Sqlite => "sqlite",
             BackendKind::Postgres => "postgres",
             BackendKind::Mysql => "mysql",
+            BackendKind::Etcd => "etcd",
         })
     }
 }
@@ -35,7 +38,7 @@ impl fmt::Display for BackendKind {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The URL's scheme names no known backend.
-    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres:// or mysql://")]
+    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql:// or etcd://")]
     UnknownScheme {
         /// The URL, credentials redacted.
         url: String,
@@ -120,6 +123,8 @@ impl BackendConfig {
             BackendKind::Postgres
         } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
             BackendKind::Mysql
+        } else if lower.starts_with("etcd://") || lower.starts_with("etcds://") {
+            BackendKind::Etcd
         } else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
         };
@@ -245,6 +250,8 @@ impl BackendConfig {
             BackendKind::Postgres => Ok(Box::new(crate::postgres::PgBackend::connect(self).await?)),
             #[cfg(feature = "mysql")]
             BackendKind::Mysql => Ok(Box::new(crate::mysql::MysqlBackend::connect(self).await?)),
+            #[cfg(feature = "etcd")]
+            BackendKind::Etcd => Ok(Box::new(crate::etcd::EtcdBackend::connect(self).await?)),
             #[allow(unreachable_patterns)]
             kind => Err(ConfigError::FeatureDisabled { kind }.into()),
         }

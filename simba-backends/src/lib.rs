@@ -15,7 +15,8 @@
 //! | [`Backend::inspect`] | leases and live sessions, for `simba status` |
 //! | [`Backend::subscribe_releases`] | a stream of freed names, where the backend broadcasts (S4.2) |
 //!
-//! Features: `sqlite` (default), `postgres`, `mysql`, `testkit` (the
+//! Features: `sqlite` (default), `postgres`, `mysql`, `etcd` (needs `protoc`
+//! at build time), `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
 //! available.
@@ -43,6 +44,8 @@ mod sql;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
@@ -155,7 +158,7 @@ pub trait Backend: Send + Sync + 'static {
         Fraction::ONE
     }
 
-    /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`.
+    /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`, `etcd`.
     fn name(&self) -> &'static str;
 }
 
@@ -314,7 +317,7 @@ pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendErro
 }
 
 /// Connects to the backend that `url` names (`sqlite://path`,
-/// `postgres://…`, `mysql://…`), creating its tables if they are missing.
+/// `postgres://…`, `mysql://…`, `etcd://…`), creating its tables if they are missing.
 /// See [`BackendConfig`] for the options.
 ///
 /// # Errors
