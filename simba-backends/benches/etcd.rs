@@ -65,11 +65,16 @@ async fn main() {
     let key = format!("{}/l/{name}", a.prefix());
 
     // Interleaved so that both see the same machine load.
-    let (mut get, mut cycle, mut renew) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut get, mut put, mut cycle, mut renew) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut raw = a.client();
+    let scratch = format!("{}/bench-put", a.prefix());
     for i in 0..n + n / 10 {
         let t = Instant::now();
         a.raw_get(&key).await.unwrap();
         let g = t.elapsed();
+        let t = Instant::now();
+        raw.put(scratch.as_str(), "x", None).await.unwrap();
+        let p = t.elapsed();
         let t = Instant::now();
         let token = won(a.acquire(sa, &name).await.unwrap());
         a.release(sa, &name, token).await.unwrap();
@@ -79,17 +84,21 @@ async fn main() {
         let r = t.elapsed();
         if i >= n / 10 {
             get.push(g);
+            put.push(p);
             cycle.push(c);
             renew.push(r);
         }
     }
     let g = pct(get.clone(), 0.5);
     let c = pct(cycle, 0.5);
+    let p = pct(put, 0.5);
     println!("raw get round trip            {:>8.3} ms", ms(g));
+    println!("raw put (one durable write)   {:>8.3} ms", ms(p));
     println!(
-        "acquire + release (uncontended) {:>6.3} ms = {:.2}x get (goal <= 2.5x)",
+        "acquire + release (uncontended) {:>6.3} ms = {:.2}x get (goal <= 2.5x), {:.2}x put (two writes: floor 2x)",
         ms(c),
-        c.as_secs_f64() / g.as_secs_f64()
+        c.as_secs_f64() / g.as_secs_f64(),
+        c.as_secs_f64() / p.as_secs_f64()
     );
     println!(
         "renew (keep-alive + owned list) {:>6.3} ms",
