@@ -24,6 +24,8 @@ pub enum BackendKind {
     Mysql,
     /// `redis://…` or `rediss://…` (TLS) (feature `redis`).
     Redis,
+    /// `etcd://…` or `etcds://…` for TLS (feature `etcd`).
+    Etcd,
 }
 
 impl fmt::Display for BackendKind {
@@ -33,6 +35,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Postgres => "postgres",
             BackendKind::Mysql => "mysql",
             BackendKind::Redis => "redis",
+            BackendKind::Etcd => "etcd",
         })
     }
 }
@@ -42,7 +45,7 @@ impl fmt::Display for BackendKind {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The URL's scheme names no known backend.
-    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql:// or redis://")]
+    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql://, redis:// or etcd://")]
     UnknownScheme {
         /// The URL, credentials redacted.
         url: String,
@@ -142,6 +145,8 @@ impl BackendConfig {
             BackendKind::Mysql
         } else if lower.starts_with("redis://") || lower.starts_with("rediss://") {
             BackendKind::Redis
+        } else if lower.starts_with("etcd://") || lower.starts_with("etcds://") {
+            BackendKind::Etcd
         } else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
         };
@@ -288,6 +293,8 @@ impl BackendConfig {
             BackendKind::Mysql => Ok(Box::new(crate::mysql::MysqlBackend::connect(self).await?)),
             #[cfg(feature = "redis")]
             BackendKind::Redis => Ok(Box::new(crate::redis::RedisBackend::connect(self).await?)),
+            #[cfg(feature = "etcd")]
+            BackendKind::Etcd => Ok(Box::new(crate::etcd::EtcdBackend::connect(self).await?)),
             #[allow(unreachable_patterns)]
             kind => Err(ConfigError::FeatureDisabled { kind }.into()),
         }

@@ -16,7 +16,8 @@
 //! | [`Backend::subscribe_releases`] | a stream of freed names, where the backend broadcasts (S4.2) |
 //!
 //! Features: `sqlite` (default), `postgres`, `mysql`, `redis` (with
-//! `redis-tls` / `redis-tls-async-std` for `rediss://`), `testkit` (the
+//! `redis-tls` / `redis-tls-async-std` for `rediss://`), `etcd` (needs
+//! `protoc` at build time), `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
 //! available.
@@ -46,6 +47,8 @@ pub mod test_servers;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
@@ -165,7 +168,7 @@ pub trait Backend: Send + Sync + 'static {
         Fraction::ONE
     }
 
-    /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`, `redis`.
+    /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`, `redis`, `etcd`.
     fn name(&self) -> &'static str;
 }
 
@@ -324,8 +327,8 @@ pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendErro
 }
 
 /// Connects to the backend that `url` names (`sqlite://path`,
-/// `postgres://…`, `mysql://…`, `redis://…`), creating its tables if they
-/// are missing.
+/// `postgres://…`, `mysql://…`, `redis://…`, `etcd://…`), creating its
+/// tables if they are missing.
 /// See [`BackendConfig`] for the options.
 ///
 /// # Errors

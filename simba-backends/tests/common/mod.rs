@@ -296,3 +296,50 @@ pub async fn drop_mysql_tables(tag: &str) {
             .unwrap();
     }
 }
+
+pub const ETCD_URL: &str = "etcd://127.0.0.1:2379";
+
+/// Whether the etcd test server answers (connecting reads once).
+#[cfg(feature = "etcd")]
+pub async fn etcd_probe() -> Result<(), BackendError> {
+    let opts = simba_backends::etcd::EtcdOptions::parse(ETCD_URL)?
+        .with_timeout(std::time::Duration::from_secs(3));
+    simba_backends::etcd::EtcdBackend::connect_with(opts)
+        .await
+        .map(|_| ())
+}
+
+/// etcd clients under the key prefix `/simba-test/<tag>/<ns>`.
+#[cfg(feature = "etcd")]
+pub struct EtcdFactory {
+    pub tag: String,
+}
+
+#[cfg(feature = "etcd")]
+impl EtcdFactory {
+    /// Deletes every key of this run.
+    pub async fn cleanup(&self) {
+        let b = simba_backends::etcd::EtcdBackend::connect_url(&format!(
+            "{ETCD_URL}/simba-test/{}",
+            self.tag
+        ))
+        .await
+        .unwrap();
+        b.delete_all().await.unwrap();
+    }
+}
+
+#[cfg(all(feature = "etcd", feature = "testkit"))]
+impl Factory for EtcdFactory {
+    type Backend = simba_backends::etcd::EtcdBackend;
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
+        let url = format!("{ETCD_URL}/simba-test/{}/{ns}", self.tag);
+        async move { simba_backends::etcd::EtcdBackend::connect_url(&url).await }.boxed()
+    }
+    fn lacks(&self) -> Vec<Capability> {
+        // Every call is one serializable etcd transaction (no call waits inside
+        // another: docs/BACKENDS.md); killing a connection is covered by
+        // tests/etcd_failures.rs instead.
+        vec![Capability::LockHold, Capability::KillConnectionMidCall]
+    }
+}

@@ -1,0 +1,1184 @@
+//! The etcd backend (feature `etcd`): sessions are etcd leases, lease names
+//! are keys attached to them, fencing tokens are the keys' `create_revision`,
+//! and release broadcasts come from a watch on deletes.
+//!
+//! URL: `etcd://[user:password@]host:port[,host2:port…][/key/prefix]`, or
+//! `etcds://…` for TLS (the system's root certificates, or a CA file given as
+//! `?cacert=/path/ca.pem`). The key prefix defaults to `/simba`; passwords
+//! are redacted in every message.
+//!
+//! # Data model (see `docs/BACKENDS.md`)
+//!
+//! For key prefix `P`, a session whose etcd lease id is `L` (16 hex digits):
+//!
+//! | key | value | attached to lease |
+//! |---|---|---|
+//! | `P/s/L` | the 128-bit session id (32 hex digits) | `L` |
+//! | `P/s/L/NAME` | empty: "session `L` owns `NAME`" | `L` |
+//! | `P/l/NAME` | the holder's session id | `L` |
+//! | `P/t/NAME` | empty; its `mod_revision` is the latest token of `NAME` | none |
+//!
+//! The session id is the etcd lease id in its low 64 bits and 64 random bits
+//! above; every call checks the whole id against `P/s/L`, so a session id is
+//! never reused even if etcd one day hands out the same lease id again (S1.3).
+//!
+//! * **open** grants a lease (TTL = the lease duration rounded *up* to whole
+//!   seconds, etcd's unit; etcd may raise it to its minimum) and writes
+//!   `P/s/L`. The reported remaining time is the TTL etcd granted.
+//! * **renew** sends one keep-alive on the session's keep-alive stream and,
+//!   concurrently, reads the range `P/s/L…` (the session key and its owned
+//!   index): two messages, one round trip, however many leases are held
+//!   (S1.1). The remaining time is the TTL etcd's keep-alive reply reports.
+//! * **acquire** is one transaction: if `P/s/L` holds this session id and
+//!   `P/l/NAME` does not exist (`create_revision == 0`), create `P/l/NAME`,
+//!   `P/s/L/NAME` (both on lease `L`) and put `P/t/NAME`; otherwise read
+//!   `P/l/NAME` and `P/s/L` to answer `Held` (holder and token) or `Expired`.
+//!   The token is `P/l/NAME`'s `create_revision`: etcd's revision counter
+//!   never repeats or decreases, so tokens strictly increase across terms.
+//! * **release** is one transaction deleting `P/l/NAME` and `P/s/L/NAME` only
+//!   if `P/l/NAME` has `create_revision == token` and holds this session id.
+//! * **close** checks `P/s/L` holds this session id, then revokes lease `L`,
+//!   which deletes every key attached to it at once (S1.4).
+//! * **expiry**: etcd revokes the lease, deleting its keys atomically.
+//!
+//! # Runtimes
+//!
+//! The `etcd-client` crate runs on tokio. Every call is spawned onto a tokio
+//! runtime and awaited through its join handle, which any executor can poll:
+//! inside a tokio runtime the backend uses that runtime (the one current when
+//! it connected); elsewhere (async-std, a plain executor) it starts a runtime
+//! of its own with one worker thread, shut down when the last clone of the
+//! backend is dropped.
+
+use crate::{check_lease_duration, check_prefix, redact, Backend, BackendConfig, Inspection};
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, LeaseKeepAliveStream,
+    LeaseKeeper, LeaseTimeToLiveOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
+    WatchOptions,
+};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, Token,
+};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const NAME: &str = "etcd";
+/// The key prefix used when the URL has no path.
+pub const DEFAULT_KEY_PREFIX: &str = "/simba";
+
+/// Where and how to reach etcd, parsed from an `etcd://` / `etcds://` URL.
+#[derive(Clone)]
+pub struct EtcdOptions {
+    endpoints: Vec<String>,
+    user: Option<(String, String)>,
+    tls: bool,
+    ca_file: Option<String>,
+    prefix: String,
+    redacted: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for EtcdOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdOptions")
+            .field("url", &self.redacted)
+            .field("endpoints", &self.endpoints)
+            .field("user", &self.user.as_ref().map(|(u, _)| u))
+            .field("tls", &self.tls)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+fn rejected(msg: String) -> BackendError {
+    BackendError::new(BackendErrorKind::Rejected, msg)
+}
+
+/// Decodes `%XX` escapes in a user name or password.
+fn percent_decode(s: &str, url: &str) -> Result<String, BackendError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| {
+                    rejected(format!("etcd: bad %-escape in the credentials of `{url}`"))
+                })?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| rejected(format!("etcd: credentials of `{url}` are not UTF-8")))
+}
+
+impl EtcdOptions {
+    /// Parses `etcd://[user:password@]host:port[,host:port…][/prefix][?cacert=path]`
+    /// (`etcds://` for TLS).
+    ///
+    /// # Errors
+    /// `Rejected` (credentials redacted) for another scheme, no host, a bad
+    /// prefix (`[A-Za-z0-9._:/-]`, at most 200 characters) or an unknown
+    /// parameter.
+    ///
+    /// ```
+    /// use simba_backends::etcd::EtcdOptions;
+    /// let o = EtcdOptions::parse("etcd://app:pw@h1:2379,h2:2379/jobs").unwrap();
+    /// assert_eq!(o.endpoints(), ["http://h1:2379", "http://h2:2379"]);
+    /// assert_eq!(o.prefix(), "/jobs");
+    /// assert_eq!(o.redacted_url(), "etcd://app:***@h1:2379,h2:2379/jobs");
+    /// assert!(EtcdOptions::parse("etcd:///x").is_err());
+    /// ```
+    pub fn parse(url: &str) -> Result<EtcdOptions, BackendError> {
+        let redacted = redact(url);
+        let lower = url.to_ascii_lowercase();
+        let (tls, rest) = if lower.starts_with("etcds://") {
+            (true, &url["etcds://".len()..])
+        } else if lower.starts_with("etcd://") {
+            (false, &url["etcd://".len()..])
+        } else {
+            return Err(rejected(format!(
+                "etcd: `{redacted}` is not an etcd:// URL"
+            )));
+        };
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        let (user, hosts) = match authority.rfind('@') {
+            Some(at) => {
+                let (userinfo, hosts) = (&authority[..at], &authority[at + 1..]);
+                let (u, p) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+                (
+                    Some((percent_decode(u, &redacted)?, percent_decode(p, &redacted)?)),
+                    hosts,
+                )
+            }
+            None => (None, authority),
+        };
+        let scheme = if tls { "https" } else { "http" };
+        let mut endpoints = Vec::new();
+        for h in hosts.split(',') {
+            if h.is_empty() || h.contains(|c: char| c.is_whitespace() || c == '@') {
+                return Err(rejected(format!("etcd: bad host list in `{redacted}`")));
+            }
+            endpoints.push(format!("{scheme}://{h}"));
+        }
+        let prefix = path.trim_end_matches('/');
+        let prefix = if prefix.is_empty() {
+            DEFAULT_KEY_PREFIX.to_owned()
+        } else {
+            prefix.to_owned()
+        };
+        if prefix.len() > 200
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c))
+        {
+            return Err(rejected(format!(
+                "etcd: key prefix {prefix:?} in `{redacted}`: expected at most 200 of [A-Za-z0-9._:/-]"
+            )));
+        }
+        let mut ca_file = None;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("cacert", v)) if !v.is_empty() => ca_file = Some(v.to_owned()),
+                _ => {
+                    return Err(rejected(format!(
+                        "etcd: unknown or empty parameter in `{redacted}` (known: cacert=PATH)"
+                    )))
+                }
+            }
+        }
+        if ca_file.is_some() && !tls {
+            return Err(rejected(format!(
+                "etcd: `cacert` needs an etcds:// URL in `{redacted}`"
+            )));
+        }
+        Ok(EtcdOptions {
+            endpoints,
+            user,
+            tls,
+            ca_file,
+            prefix,
+            redacted,
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    /// The endpoints (`http://host:port`, or `https://` for `etcds://`).
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    /// The key prefix, without a trailing `/`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Replaces the key prefix (same rules as the URL path).
+    ///
+    /// # Errors
+    /// `Rejected` for a bad prefix.
+    pub fn with_prefix(mut self, prefix: &str) -> Result<Self, BackendError> {
+        let p = EtcdOptions::parse(&format!("etcd://h/{}", prefix.trim_start_matches('/')))?;
+        self.prefix = p.prefix;
+        Ok(self)
+    }
+
+    /// The URL with the password replaced by `***`.
+    pub fn redacted_url(&self) -> String {
+        self.redacted.clone()
+    }
+
+    /// How long connecting, and each call, may take (default 5 s).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Sets how long connecting, and each call, may take.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// The tokio runtime the calls run on.
+struct Runtime {
+    handle: tokio::runtime::Handle,
+    /// A runtime of our own when connected outside tokio.
+    owned: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.owned.take() {
+            // Never blocks, so it is fine from inside any async context.
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The keep-alive stream of one session, opened on its first renewal.
+type KeepAlive = Arc<tokio::sync::Mutex<Option<(LeaseKeeper, LeaseKeepAliveStream)>>>;
+
+/// What this client knows about a session it opened or renewed.
+struct Local {
+    session: SessionId,
+    ttl_secs: i64,
+    /// When the last successful renewal (or the grant) was *sent*.
+    renewed_at: Instant,
+    keep_alive: KeepAlive,
+}
+
+struct Inner {
+    client: Client,
+    rt: Runtime,
+    prefix: String,
+    redacted: String,
+    timeout: Duration,
+    local: Mutex<HashMap<i64, Local>>,
+}
+
+/// The etcd backend. Cheap to clone (one shared client).
+#[derive(Clone)]
+pub struct EtcdBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for EtcdBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdBackend")
+            .field("url", &self.inner.redacted)
+            .field("prefix", &self.inner.prefix)
+            .finish()
+    }
+}
+
+/// Turns an etcd client error into a typed [`BackendError`] (redacted).
+fn map_err(what: &str, e: etcd_client::Error) -> BackendError {
+    use etcd_client::Error as E;
+    use tonic_code::*;
+    let kind = match &e {
+        E::TransportError(_) | E::IoError(_) => BackendErrorKind::Unavailable,
+        E::InvalidArgs(_) | E::InvalidUri(_) | E::InvalidMetadataValue(_) | E::EndpointError(_) => {
+            BackendErrorKind::Rejected
+        }
+        E::GRpcStatus(s) => match s.code() as i32 {
+            UNAVAILABLE | CANCELLED | ABORTED | UNKNOWN_TRANSPORT => BackendErrorKind::Unavailable,
+            DEADLINE_EXCEEDED => BackendErrorKind::Timeout,
+            INVALID_ARGUMENT | PERMISSION_DENIED | UNAUTHENTICATED | FAILED_PRECONDITION
+            | OUT_OF_RANGE | RESOURCE_EXHAUSTED => BackendErrorKind::Rejected,
+            _ => BackendErrorKind::Other,
+        },
+        E::LeaseKeepAliveError(_) | E::WatchError(_) => BackendErrorKind::Unavailable,
+        _ => BackendErrorKind::Other,
+    };
+    BackendError::new(kind, redact(&format!("{NAME} {what}: {e}")))
+}
+
+/// gRPC status codes, by number (tonic is not a direct dependency).
+mod tonic_code {
+    pub const CANCELLED: i32 = 1;
+    pub const UNKNOWN_TRANSPORT: i32 = 2;
+    pub const INVALID_ARGUMENT: i32 = 3;
+    pub const DEADLINE_EXCEEDED: i32 = 4;
+    pub const NOT_FOUND: i32 = 5;
+    pub const PERMISSION_DENIED: i32 = 7;
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const FAILED_PRECONDITION: i32 = 9;
+    pub const ABORTED: i32 = 10;
+    pub const OUT_OF_RANGE: i32 = 11;
+    pub const UNAVAILABLE: i32 = 14;
+    pub const UNAUTHENTICATED: i32 = 16;
+}
+
+fn malformed(what: String) -> BackendError {
+    BackendError::new(BackendErrorKind::Malformed, format!("{NAME}: {what}"))
+}
+
+fn is_not_found(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => {
+            s.code() as i32 == tonic_code::NOT_FOUND || s.message().contains("not found")
+        }
+        etcd_client::Error::LeaseKeepAliveError(m) => m.contains("not found"),
+        _ => false,
+    }
+}
+
+/// The lease id in a session id's low 64 bits (`None` if it cannot be one).
+fn lease_of(session: SessionId) -> Option<i64> {
+    let low = session.as_u128() as u64;
+    i64::try_from(low).ok().filter(|l| *l > 0)
+}
+
+fn token_from(name: &str, rev: i64) -> Result<Token, BackendError> {
+    u64::try_from(rev)
+        .ok()
+        .and_then(Token::new)
+        .ok_or_else(|| malformed(format!("revision {rev} of lease `{name}` is not > 0")))
+}
+
+fn session_from(value: &[u8]) -> Result<SessionId, BackendError> {
+    std::str::from_utf8(value)
+        .ok()
+        .filter(|s| s.len() == 32)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| {
+            malformed(format!(
+                "a session id value of {} bytes is not 32 hex digits",
+                value.len()
+            ))
+        })
+}
+
+fn secs(ttl: i64) -> Duration {
+    Duration::from_secs(u64::try_from(ttl).unwrap_or(0))
+}
+
+impl EtcdBackend {
+    /// Connects to the etcd that `url` names (`etcd://…`, `etcds://…`).
+    ///
+    /// # Errors
+    /// As [`EtcdBackend::connect_with`].
+    pub async fn connect_url(url: &str) -> Result<EtcdBackend, BackendError> {
+        Self::connect_with(EtcdOptions::parse(url)?).await
+    }
+
+    /// Connects as `config` says (its URL, and its connect timeout as the
+    /// timeout of connecting and of every call).
+    ///
+    /// # Errors
+    /// As [`EtcdBackend::connect_with`].
+    pub async fn connect(config: &BackendConfig) -> Result<EtcdBackend, BackendError> {
+        let opts = EtcdOptions::parse(config.url())?.with_timeout(config.connect_timeout());
+        Self::connect_with(opts).await
+    }
+
+    /// Connects and checks that etcd answers (one read), within the
+    /// options' timeout.
+    ///
+    /// # Errors
+    /// `Unavailable`/`Timeout` if etcd cannot be reached in time, `Rejected`
+    /// for bad credentials or TLS settings; never hangs past the timeout.
+    pub async fn connect_with(opts: EtcdOptions) -> Result<EtcdBackend, BackendError> {
+        let rt = match tokio::runtime::Handle::try_current() {
+            Ok(handle) => Runtime {
+                handle,
+                owned: None,
+            },
+            Err(_) => {
+                let owned = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("simba-etcd")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        BackendError::new(
+                            BackendErrorKind::Other,
+                            format!("etcd: cannot start a tokio runtime: {e}"),
+                        )
+                    })?;
+                Runtime {
+                    handle: owned.handle().clone(),
+                    owned: Some(owned),
+                }
+            }
+        };
+        let mut co = ConnectOptions::new()
+            .with_connect_timeout(opts.timeout)
+            .with_keep_alive(Duration::from_secs(5), opts.timeout);
+        if let Some((u, p)) = &opts.user {
+            co = co.with_user(u.clone(), p.clone());
+        }
+        if opts.tls {
+            let mut tls = etcd_client::TlsOptions::new().with_native_roots();
+            if let Some(path) = &opts.ca_file {
+                let pem = std::fs::read(path)
+                    .map_err(|e| rejected(format!("etcd: cannot read CA file {path:?}: {e}")))?;
+                tls = tls.ca_certificate(etcd_client::Certificate::from_pem(pem));
+            }
+            co = co.with_tls(tls);
+        }
+        let endpoints = opts.endpoints.clone();
+        let probe_key = format!("{}/", opts.prefix);
+        let what = format!("connect to {}", opts.redacted);
+        let client = spawn_timed(&rt.handle, opts.timeout, &what, async move {
+            let mut client = Client::connect(endpoints, Some(co)).await?;
+            // Connecting is lazy: one read proves etcd answers.
+            client
+                .get(
+                    probe_key,
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await?;
+            Ok(client)
+        })
+        .await?;
+        Ok(EtcdBackend {
+            inner: Arc::new(Inner {
+                client,
+                rt,
+                prefix: opts.prefix,
+                redacted: opts.redacted,
+                timeout: opts.timeout,
+                local: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// A clone of the underlying client (for tests and tools).
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// Deletes every key under the prefix (for tests: leaves nothing behind).
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed.
+    pub async fn delete_all(&self) -> Result<(), BackendError> {
+        let mut c = self.client();
+        let key = format!("{}/", self.inner.prefix);
+        self.run("delete all", async move {
+            c.delete(key, Some(etcd_client::DeleteOptions::new().with_prefix()))
+                .await
+                .map(|_| ())
+        })
+        .await
+    }
+
+    /// A raw `get` of one key, for benchmarks: the round trip every other
+    /// call is compared with.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed.
+    pub async fn raw_get(&self, key: &str) -> Result<usize, BackendError> {
+        let mut c = self.client();
+        let key = key.to_owned();
+        self.run(
+            "get",
+            async move { Ok(c.get(key, None).await?.kvs().len()) },
+        )
+        .await
+    }
+
+    fn key_session(&self, lease: i64) -> String {
+        format!("{}/s/{lease:016x}", self.inner.prefix)
+    }
+    fn key_owned(&self, lease: i64, name: &LeaseName) -> String {
+        format!("{}/s/{lease:016x}/{name}", self.inner.prefix)
+    }
+    fn key_lease(&self, name: &LeaseName) -> String {
+        format!("{}/l/{name}", self.inner.prefix)
+    }
+    fn key_token(&self, name: &LeaseName) -> String {
+        format!("{}/t/{name}", self.inner.prefix)
+    }
+
+    /// Runs `fut` on the tokio runtime, bounded by the call timeout.
+    async fn run<T: Send + 'static>(
+        &self,
+        what: &str,
+        fut: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        spawn_timed(&self.inner.rt.handle, self.inner.timeout, what, fut).await
+    }
+
+    fn keep_alive_of(&self, lease: i64, session: SessionId) -> KeepAlive {
+        let mut local = self.inner.local.lock().unwrap_or_else(|p| p.into_inner());
+        match local.get(&lease) {
+            Some(l) if l.session == session => l.keep_alive.clone(),
+            _ => {
+                let k = KeepAlive::default();
+                local.insert(
+                    lease,
+                    Local {
+                        session,
+                        ttl_secs: 0,
+                        renewed_at: Instant::now(),
+                        keep_alive: k.clone(),
+                    },
+                );
+                k
+            }
+        }
+    }
+
+    fn forget(&self, lease: i64) {
+        self.inner
+            .local
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&lease);
+    }
+
+    /// The session's remaining time as this client knows it (never more than
+    /// true: counted from when the last renewal was sent), else etcd's.
+    async fn remaining(&self, session: SessionId, lease: i64) -> Result<Duration, BackendError> {
+        {
+            let local = self.inner.local.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(l) = local.get(&lease).filter(|l| l.session == session) {
+                let left = secs(l.ttl_secs).saturating_sub(l.renewed_at.elapsed());
+                if left > Duration::ZERO {
+                    return Ok(left);
+                }
+            }
+        }
+        let mut c = self.client();
+        let ttl = self
+            .run("time to live", async move {
+                Ok(c.lease_time_to_live(lease, None).await?.ttl())
+            })
+            .await?;
+        Ok(secs(ttl))
+    }
+}
+
+/// Spawns `fut` on `handle` bounded by `timeout`, and awaits it from any
+/// executor.
+async fn spawn_timed<T: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    timeout: Duration,
+    what: &str,
+    fut: impl Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+) -> Result<T, BackendError> {
+    // The timer is created inside the task: outside tokio there is no timer.
+    let task = handle.spawn(async move { tokio::time::timeout(timeout, fut).await });
+    match task.await {
+        Ok(Ok(Ok(v))) => Ok(v),
+        Ok(Ok(Err(e))) => Err(map_err(what, e)),
+        Ok(Err(_)) => Err(BackendError::new(
+            BackendErrorKind::Timeout,
+            format!("{NAME} {what}: no answer within {timeout:?}"),
+        )),
+        Err(e) => Err(BackendError::new(
+            BackendErrorKind::Other,
+            format!("{NAME} {what}: the call's task failed: {e}"),
+        )),
+    }
+}
+
+/// The TTL to ask etcd for: the lease duration rounded up to whole seconds.
+fn ttl_for(lease_duration: Duration) -> Result<i64, BackendError> {
+    check_lease_duration(lease_duration)?;
+    let whole = lease_duration.as_secs() + u64::from(lease_duration.subsec_nanos() > 0);
+    i64::try_from(whole.max(1)).map_err(|_| {
+        rejected(format!(
+            "lease duration {lease_duration:?} is too long for etcd"
+        ))
+    })
+}
+
+impl Backend for EtcdBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        async move {
+            let ttl = ttl_for(lease_duration)?;
+            let mut hi = [0u8; 8];
+            getrandom::getrandom(&mut hi).map_err(|e| {
+                BackendError::new(
+                    BackendErrorKind::Other,
+                    format!("no OS randomness for a session id: {e}"),
+                )
+            })?;
+            let hi = u64::from_be_bytes(hi);
+            let mut c = self.client();
+            let prefix = self.inner.prefix.clone();
+            let sent = Instant::now();
+            let (session, granted) = self
+                .run("open session", async move {
+                    let grant = c.lease_grant(ttl, None).await?;
+                    let lease = grant.id();
+                    let low = u64::try_from(lease).unwrap_or(0);
+                    let session = SessionId::from_u128((u128::from(hi) << 64) | u128::from(low));
+                    c.put(
+                        format!("{prefix}/s/{lease:016x}"),
+                        session.to_string(),
+                        Some(PutOptions::new().with_lease(lease)),
+                    )
+                    .await?;
+                    Ok((session, grant.ttl()))
+                })
+                .await?;
+            let Some(lease) = lease_of(session).filter(|_| granted > 0) else {
+                return Err(malformed(format!(
+                    "lease grant returned id {session} with TTL {granted}"
+                )));
+            };
+            self.inner
+                .local
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    lease,
+                    Local {
+                        session,
+                        ttl_secs: granted,
+                        renewed_at: sent,
+                        keep_alive: KeepAlive::default(),
+                    },
+                );
+            Ok(SessionGrant {
+                session,
+                remaining: secs(granted),
+            })
+        }
+        .boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        async move {
+            let Some(lease) = lease_of(session) else {
+                return Err(RenewError::Expired);
+            };
+            let keep_alive = self.keep_alive_of(lease, session);
+            let mut lc = self.inner.client.lease_client();
+            let ka = async move {
+                let mut guard = keep_alive.lock().await;
+                // Taken out while in use: if this future is dropped mid-call
+                // (timeout), the stream goes with it and the next renewal
+                // opens a fresh one, never reading a stale reply.
+                let (mut keeper, mut stream) = match guard.take() {
+                    Some(pair) => pair,
+                    None => match lc.keep_alive(lease).await {
+                        Ok(pair) => pair,
+                        Err(e) if is_not_found(&e) => return Ok(0),
+                        Err(e) => return Err(e),
+                    },
+                };
+                keeper.keep_alive().await?;
+                match stream.message().await? {
+                    Some(resp) => {
+                        *guard = Some((keeper, stream));
+                        Ok(resp.ttl())
+                    }
+                    None => Err(etcd_client::Error::LeaseKeepAliveError(
+                        "keep-alive stream ended".into(),
+                    )),
+                }
+            };
+            let mut c = self.client();
+            let skey = self.key_session(lease);
+            let read = async move {
+                c.get(skey, Some(GetOptions::new().with_prefix()))
+                    .await
+                    .map(|mut r| r.take_kvs())
+            };
+            let sent = Instant::now();
+            let (ttl, kvs) = self
+                .run("renew", async move {
+                    let (ka, read) = futures::join!(ka, read);
+                    Ok((ka?, read?))
+                })
+                .await?;
+            let skey = self.key_session(lease);
+            let mine = kvs.iter().find(|kv| kv.key() == skey.as_bytes());
+            if ttl <= 0 || mine.is_none_or(|kv| kv.value() != session.to_string().as_bytes()) {
+                self.forget(lease);
+                return Err(RenewError::Expired);
+            }
+            let owned_prefix = format!("{skey}/");
+            let mut owned = Vec::new();
+            for kv in &kvs {
+                let Some(name) = kv.key().strip_prefix(owned_prefix.as_bytes()) else {
+                    continue;
+                };
+                let name = std::str::from_utf8(name)
+                    .ok()
+                    .and_then(|n| LeaseName::new(n).ok())
+                    .ok_or_else(|| malformed(format!("a bad lease name under {owned_prefix}")))?;
+                let token = token_from(name.as_str(), kv.create_revision())?;
+                owned.push((name, token));
+            }
+            if let Some(l) = self
+                .inner
+                .local
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_mut(&lease)
+                .filter(|l| l.session == session)
+            {
+                l.ttl_secs = ttl;
+                l.renewed_at = sent;
+            }
+            Ok(Renewal {
+                remaining: secs(ttl),
+                owned,
+            })
+        }
+        .boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        async move {
+            let Some(lease) = lease_of(session) else {
+                return Ok(AcquireOutcome::Expired);
+            };
+            let sid = session.to_string();
+            let skey = self.key_session(lease);
+            let lkey = self.key_lease(name);
+            let txn = Txn::new()
+                .when([
+                    Compare::value(skey.clone(), CompareOp::Equal, sid.clone()),
+                    Compare::create_revision(lkey.clone(), CompareOp::Equal, 0),
+                ])
+                .and_then([
+                    TxnOp::put(
+                        lkey.clone(),
+                        sid.clone(),
+                        Some(PutOptions::new().with_lease(lease)),
+                    ),
+                    TxnOp::put(
+                        self.key_owned(lease, name),
+                        "",
+                        Some(PutOptions::new().with_lease(lease)),
+                    ),
+                    TxnOp::put(self.key_token(name), "", None),
+                    TxnOp::get(lkey.clone(), None),
+                ])
+                .or_else([TxnOp::get(lkey, None), TxnOp::get(skey, None)]);
+            let mut c = self.client();
+            let resp = self.run("acquire", async move { c.txn(txn).await }).await?;
+            let gets: Vec<_> = resp
+                .op_responses()
+                .into_iter()
+                .filter_map(|r| match r {
+                    TxnOpResponse::Get(g) => Some(g),
+                    _ => None,
+                })
+                .collect();
+            if resp.succeeded() {
+                let rev = gets
+                    .first()
+                    .and_then(|g| g.kvs().first())
+                    .map(|kv| kv.create_revision())
+                    .or_else(|| resp.header().map(|h| h.revision()))
+                    .unwrap_or(0);
+                return Ok(AcquireOutcome::Won {
+                    token: token_from(name.as_str(), rev)?,
+                    remaining: self.remaining(session, lease).await?,
+                });
+            }
+            let [held, me] = gets.as_slice() else {
+                return Err(malformed(format!(
+                    "acquire of `{name}`: {} reads in the reply, expected 2",
+                    gets.len()
+                )));
+            };
+            let alive = me
+                .kvs()
+                .first()
+                .is_some_and(|kv| kv.value() == sid.as_bytes());
+            if !alive {
+                self.forget(lease);
+                return Ok(AcquireOutcome::Expired);
+            }
+            let Some(kv) = held.kvs().first() else {
+                return Ok(AcquireOutcome::Held {
+                    holder: None,
+                    token: None,
+                });
+            };
+            let holder = session_from(kv.value())?;
+            let token = token_from(name.as_str(), kv.create_revision())?;
+            if holder == session {
+                return Ok(AcquireOutcome::Won {
+                    token,
+                    remaining: self.remaining(session, lease).await?,
+                });
+            }
+            Ok(AcquireOutcome::Held {
+                holder: Some(holder),
+                token: Some(token),
+            })
+        }
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let Some(lease) = lease_of(session) else {
+                return Ok(());
+            };
+            let Ok(rev) = i64::try_from(token.get()) else {
+                return Ok(()); // no key has such a revision
+            };
+            let lkey = self.key_lease(name);
+            let txn = Txn::new()
+                .when([
+                    Compare::create_revision(lkey.clone(), CompareOp::Equal, rev),
+                    Compare::value(lkey.clone(), CompareOp::Equal, session.to_string()),
+                ])
+                .and_then([
+                    TxnOp::delete(lkey, None),
+                    TxnOp::delete(self.key_owned(lease, name), None),
+                ]);
+            let mut c = self.client();
+            self.run("release", async move { c.txn(txn).await.map(|_| ()) })
+                .await
+        }
+        .boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        async move {
+            let Some(lease) = lease_of(session) else {
+                return Ok(());
+            };
+            self.forget(lease);
+            let mut c = self.client();
+            let skey = self.key_session(lease);
+            let sid = session.to_string();
+            self.run("close session", async move {
+                let r = c.get(skey, None).await?;
+                if r.kvs()
+                    .first()
+                    .is_none_or(|kv| kv.value() != sid.as_bytes())
+                {
+                    return Ok(()); // expired or not ours
+                }
+                match c.lease_revoke(lease).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        async move {
+            let filter = prefix.unwrap_or("");
+            check_prefix(filter)?;
+            let root = format!("{}/", self.inner.prefix);
+            let mut c = self.client();
+            let key = root.clone();
+            let kvs = self
+                .run("inspect", async move {
+                    Ok(c.get(key, Some(GetOptions::new().with_prefix()))
+                        .await?
+                        .take_kvs())
+                })
+                .await?;
+            let (s_pre, l_pre, t_pre) = (
+                format!("{root}s/"),
+                format!("{root}l/"),
+                format!("{root}t/"),
+            );
+            // Sessions: P/s/L (no further '/'), with etcd's remaining TTL.
+            let mut sessions = Vec::new();
+            for kv in &kvs {
+                let Some(rest) = kv.key().strip_prefix(s_pre.as_bytes()) else {
+                    continue;
+                };
+                if rest.contains(&b'/') {
+                    continue;
+                }
+                sessions.push((session_from(kv.value())?, kv.lease()));
+            }
+            let mut lc = self.inner.client.lease_client();
+            let ids: Vec<i64> = sessions.iter().map(|(_, l)| *l).collect();
+            let ttls = self
+                .run("inspect sessions", async move {
+                    let mut out = Vec::with_capacity(ids.len());
+                    for id in ids {
+                        match lc
+                            .time_to_live(id, Some(LeaseTimeToLiveOptions::new()))
+                            .await
+                        {
+                            Ok(r) => out.push((r.ttl(), r.granted_ttl())),
+                            Err(e) if is_not_found(&e) => out.push((-1, 0)),
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(out)
+                })
+                .await?;
+            let mut out = Inspection::default();
+            let mut remaining: HashMap<SessionId, Duration> = HashMap::new();
+            for ((session, _), (ttl, granted)) in sessions.iter().zip(ttls) {
+                if ttl <= 0 {
+                    continue;
+                }
+                remaining.insert(*session, secs(ttl));
+                out.sessions.push(crate::SessionInfo {
+                    session: *session,
+                    remaining: secs(ttl),
+                    lease_duration: secs(granted),
+                });
+            }
+            let mut leases: std::collections::BTreeMap<LeaseName, crate::LeaseInfo> =
+                std::collections::BTreeMap::new();
+            let parse_name = |bytes: &[u8]| {
+                std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|n| LeaseName::new(n).ok())
+                    .ok_or_else(|| malformed("a bad lease name in a key".into()))
+            };
+            for kv in &kvs {
+                if let Some(n) = kv.key().strip_prefix(t_pre.as_bytes()) {
+                    let name = parse_name(n)?;
+                    if !name.as_str().starts_with(filter) {
+                        continue;
+                    }
+                    let token = Some(token_from(name.as_str(), kv.mod_revision())?);
+                    leases.entry(name.clone()).or_insert(crate::LeaseInfo {
+                        name,
+                        holder: None,
+                        token,
+                        remaining: None,
+                    });
+                }
+            }
+            for kv in &kvs {
+                if let Some(n) = kv.key().strip_prefix(l_pre.as_bytes()) {
+                    let name = parse_name(n)?;
+                    if !name.as_str().starts_with(filter) {
+                        continue;
+                    }
+                    let holder = session_from(kv.value())?;
+                    let Some(rem) = remaining.get(&holder) else {
+                        continue; // expired between the two reads
+                    };
+                    let token = Some(token_from(name.as_str(), kv.create_revision())?);
+                    leases.insert(
+                        name.clone(),
+                        crate::LeaseInfo {
+                            name,
+                            holder: Some(holder),
+                            token,
+                            remaining: Some(*rem),
+                        },
+                    );
+                }
+            }
+            out.leases = leases.into_values().collect();
+            out.sessions.sort_by_key(|s| s.session);
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        async move {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<LeaseName>();
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            let client = self.client();
+            let prefix = format!("{}/l/", self.inner.prefix);
+            let timeout = self.inner.timeout;
+            self.inner
+                .rt
+                .handle
+                .spawn(watch_releases(client, prefix, timeout, tx, ready_tx));
+            match ready_rx.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(map_err("watch", e)),
+                Err(_) => {
+                    return Err(BackendError::new(
+                        BackendErrorKind::Other,
+                        "etcd watch: the watch task stopped",
+                    ))
+                }
+            }
+            let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+            Ok(Some(stream.boxed()))
+        }
+        .boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+/// Forwards the names of deleted `P/l/NAME` keys to `tx` until the receiver
+/// is dropped. The watch starts at a revision read just before it (so a
+/// watch created while nothing changed is in sync at once, and nothing
+/// deleted after that read is missed), and after a broken stream resumes
+/// from the last revision seen.
+async fn watch_releases(
+    mut client: Client,
+    prefix: String,
+    timeout: Duration,
+    tx: tokio::sync::mpsc::UnboundedSender<LeaseName>,
+    ready: tokio::sync::oneshot::Sender<Result<(), etcd_client::Error>>,
+) {
+    let mut ready = Some(ready);
+    let mut next_rev: Option<i64> = None;
+    loop {
+        let start = async {
+            let from = match next_rev {
+                Some(r) => r,
+                None => {
+                    let r = client
+                        .get(prefix.clone(), Some(GetOptions::new().with_count_only()))
+                        .await?;
+                    r.header().map(|h| h.revision()).unwrap_or(0) + 1
+                }
+            };
+            let opts = WatchOptions::new()
+                .with_prefix()
+                .with_start_revision(from)
+                .with_filters([WatchFilterType::NoPut]);
+            let mut stream = client.watch(prefix.clone(), Some(opts)).await?;
+            // Wait for the "created" reply: from here on, no delete is missed.
+            loop {
+                match stream.message().await? {
+                    Some(r) if r.created() => break,
+                    Some(_) => continue,
+                    None => {
+                        return Err(etcd_client::Error::WatchError(
+                            "watch stream ended before it was created".into(),
+                        ))
+                    }
+                }
+            }
+            Ok((from, stream))
+        };
+        let started = tokio::time::timeout(timeout, start).await;
+        let (from, mut stream) = match started {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                if let Some(r) = ready.take() {
+                    let _ = r.send(Err(e));
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+            Err(_) => {
+                if let Some(r) = ready.take() {
+                    let _ = r.send(Err(etcd_client::Error::WatchError(format!(
+                        "no watch within {timeout:?}"
+                    ))));
+                    return;
+                }
+                continue;
+            }
+        };
+        if let Some(r) = ready.take() {
+            if r.send(Ok(())).is_err() {
+                return;
+            }
+        }
+        next_rev = Some(from);
+        loop {
+            let msg = tokio::select! {
+                _ = tx.closed() => return,
+                m = stream.message() => m,
+            };
+            match msg {
+                Ok(Some(resp)) => {
+                    if resp.canceled() {
+                        // Compacted past our revision: start again from now.
+                        if resp.compact_revision() > 0 {
+                            next_rev = None;
+                        }
+                        break;
+                    }
+                    for ev in resp.events() {
+                        let Some(kv) = ev.kv() else { continue };
+                        next_rev = Some(kv.mod_revision() + 1);
+                        if ev.event_type() != EventType::Delete {
+                            continue;
+                        }
+                        let name = kv
+                            .key()
+                            .strip_prefix(prefix.as_bytes())
+                            .and_then(|n| std::str::from_utf8(n).ok())
+                            .and_then(|n| LeaseName::new(n).ok());
+                        if let Some(name) = name {
+                            if tx.send(name).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                // Broken: resume from the last revision seen.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
