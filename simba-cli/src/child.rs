@@ -221,8 +221,8 @@ async fn feed_guard(
     loop {
         tick.tick().await;
         let deadline = guard_deadline(boottime_ns(), remaining());
-        let moved = deadline > last.saturating_add(JITTER_NS)
-            || deadline.saturating_add(JITTER_NS) < last;
+        let moved =
+            deadline > last.saturating_add(JITTER_NS) || deadline.saturating_add(JITTER_NS) < last;
         if moved {
             let mut pipe = pipe.lock().await;
             let Some(stdin) = pipe.as_mut() else { return };
@@ -489,7 +489,10 @@ mod tests {
     fn the_guard_deadline_is_now_plus_remaining_or_at_once() {
         assert_eq!(guard_deadline(10, Duration::from_nanos(5)), 15);
         assert_eq!(guard_deadline(10, Duration::ZERO), 0);
-        assert_eq!(guard_deadline(u64::MAX - 1, Duration::from_secs(1)), u64::MAX);
+        assert_eq!(
+            guard_deadline(u64::MAX - 1, Duration::from_secs(1)),
+            u64::MAX
+        );
         let a = boottime_ns();
         assert!(boottime_ns() >= a, "CLOCK_BOOTTIME does not go back");
     }
