@@ -34,13 +34,13 @@ cleanup() {
 trap cleanup EXIT
 
 # PostgreSQL on 55432.
-mkdir "$WORK/pg" && chown postgres "$WORK/pg"
+mkdir "$WORK/pg" "$WORK/pgrun" && chown postgres "$WORK/pg" "$WORK/pgrun"
 runuser -u postgres -- "$PGBIN/initdb" -D "$WORK/pg" -A trust -U postgres >/dev/null
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w \
-  -o "-p 55432 -k $WORK -c listen_addresses=127.0.0.1" start >/dev/null
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pgrun/pg.log" -w \
+  -o "-p 55432 -k $WORK/pgrun -c listen_addresses=127.0.0.1" start >/dev/null
 runuser -u postgres -- "$PGBIN/createdb" -h 127.0.0.1 -p 55432 -U postgres test
 cat >"$WORK/restart-pg.sh" <<EOS
-runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pg.log" -w -m fast restart >/dev/null
+runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/pg" -l "$WORK/pgrun/pg.log" -w -m fast restart >/dev/null
 EOS
 
 # MariaDB on 53306.
