@@ -66,6 +66,12 @@ impl Runtime for AsyncStdRuntime {
     fn now(&self) -> Instant {
         Instant::now()
     }
+
+    /// Inside an async-std task (including `task::block_on`): waiting there
+    /// may block the thread that must finish the call.
+    fn blocking_would_deadlock(&self) -> bool {
+        async_std::task::try_current().is_some()
+    }
 }
 
 /// A client builder over `backend` on async-std.

@@ -13,12 +13,21 @@
 /// The fencing pattern for MySQL / MariaDB, inside the transaction that
 /// writes the resource. The write is allowed iff the final `SELECT` returns
 /// the caller's own token.
+///
+/// The admission read **must be a locking read** (`FOR UPDATE`): at InnoDB's
+/// default REPEATABLE READ a plain `SELECT` answers from the transaction's
+/// read view, fixed by its *first* plain read. If the application read
+/// anything earlier in the same transaction, a newer token committed since
+/// (which the upsert's `GREATEST` leaves unchanged, so the row is not this
+/// transaction's own change) is invisible to a plain read and a stale token
+/// would be admitted. A locking read always sees the latest committed row
+/// (tested in `tests/fencing.rs`).
 pub const MYSQL_PATTERN: &str = "\
 CREATE TABLE IF NOT EXISTS fence (resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL);
 START TRANSACTION;
 INSERT INTO fence (resource, token) VALUES (?, ?)
   ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token)); -- locks the row
-SELECT token FROM fence WHERE resource = ?;                        -- == my token? else ROLLBACK
+SELECT token FROM fence WHERE resource = ? FOR UPDATE;             -- == my token? else ROLLBACK
 -- ... the guarded write ...
 COMMIT;";
 

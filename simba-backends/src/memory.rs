@@ -34,6 +34,8 @@ struct State {
     leases: BTreeMap<LeaseName, Lease>,
     subscribers: Vec<mpsc::UnboundedSender<LeaseName>>,
     fail_next: u32,
+    /// A deliberate bug for must-fail tests: acquire ignores a live holder.
+    skip_holder_check: bool,
 }
 
 struct Session {
@@ -86,6 +88,16 @@ impl MemoryBackend {
     /// without touching the state, as a broken connection would.
     pub fn fail_next_calls(&self, n: u32) {
         self.lock().fail_next = n;
+    }
+
+    /// A deliberately **broken** backend for must-fail tests (feature
+    /// `testkit`): its acquire takes a lease over without checking whether
+    /// the holder is live. The history checker must reject its histories.
+    #[cfg(feature = "testkit")]
+    pub fn broken_skipping_holder_check() -> Self {
+        let b = Self::default();
+        b.lock().skip_holder_check = true;
+        b
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -162,7 +174,7 @@ impl Backend for MemoryBackend {
             };
             let holder = st.leases.get(name).and_then(|l| l.holder);
             let holder_live = match holder {
-                Some(h) if h != session => st.live(h, now).is_some(),
+                Some(h) if h != session => st.live(h, now).is_some() && !st.skip_holder_check,
                 _ => false,
             };
             let lease = st.leases.entry(name.clone()).or_insert(Lease {

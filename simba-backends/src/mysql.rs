@@ -10,8 +10,8 @@
 //! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
 
 use crate::sql::{
-    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, name_from,
-    session_from, token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+    check_shape, decide, inspection_from_rows, malformed, map_err, micros, name_from, token_from,
+    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -24,6 +24,7 @@ use simba_core::{
     SessionId, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::Connection;
 use sqlx::Row;
 use std::str::FromStr;
 use std::time::Duration;
@@ -278,105 +279,154 @@ impl MysqlBackend {
         Ok(result)
     }
 
-    async fn acquire_tx(
+    async fn conn(
         &self,
-        session: SessionId,
-        name: &LeaseName,
-    ) -> Result<AcquireOutcome, BackendError> {
-        let get = |e| map_err(NAME, "acquire", e);
-        let id = session.to_bytes();
-        let mut tx = self.pool.begin().await.map_err(get)?;
-        // 1. The lease row exists from now on, locked exclusively by us.
-        sqlx::query(&self.sql.ensure)
-            .bind(name.as_str())
-            .execute(&mut *tx)
+        what: &str,
+    ) -> Result<sqlx::pool::PoolConnection<sqlx::MySql>, BackendError> {
+        self.pool
+            .acquire()
             .await
-            .map_err(get)?;
-        // 2. Latest versions of our session and the holder's, share-locked:
-        //    a concurrent renewal or close commits before or after, not during.
-        let row = sqlx::query(&self.sql.decide)
-            .bind(&id[..])
-            .bind(name.as_str())
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(get)?;
-        let mine: Option<i64> = row.try_get(0).map_err(get)?;
-        let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
-        let token: i64 = row.try_get(2).map_err(get)?;
-        let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
-        let Some(mine) = mine.filter(|m| *m > 0) else {
+            .map_err(|e| map_err(NAME, what, e))
+    }
+}
+
+/// A connection: the pool's, or a test hold's open transaction.
+type Conn = sqlx::MySqlConnection;
+
+async fn open_on(
+    sql: &Sql,
+    c: &mut Conn,
+    lease_duration: Duration,
+) -> Result<SessionGrant, BackendError> {
+    let lease_us = check_lease_duration(lease_duration)?;
+    let session = random_session_id()?;
+    sqlx::query(&sql.open)
+        .bind(&session.to_bytes()[..])
+        .bind(lease_us)
+        .bind(lease_us)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "open session", e))?;
+    // Housekeeping: forget expired sessions (ids are never reused, and an
+    // unknown session is an expired one). A failure changes nothing.
+    let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
+    Ok(SessionGrant {
+        session,
+        remaining: lease_duration,
+    })
+}
+
+async fn acquire_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+) -> Result<AcquireOutcome, BackendError> {
+    let get = |e| map_err(NAME, "acquire", e);
+    let id = session.to_bytes();
+    let mut tx = c.begin().await.map_err(get)?;
+    // 1. The lease row exists from now on, locked exclusively by us.
+    sqlx::query(&sql.ensure)
+        .bind(name.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(get)?;
+    // 2. Latest versions of our session and the holder's, share-locked: a
+    //    concurrent renewal or close commits before or after, not during.
+    let row = sqlx::query(&sql.decide)
+        .bind(&id[..])
+        .bind(name.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(get)?;
+    let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
+    let judged = Judged {
+        mine_us: row.try_get(0).map_err(get)?,
+        holder: row.try_get(1).map_err(get)?,
+        token: row.try_get(2).map_err(get)?,
+        holder_live: holder_live == Some(1),
+    };
+    match decide(NAME, session, name, judged)? {
+        Decision::Answer(outcome) => {
             tx.rollback().await.map_err(get)?;
-            return Ok(AcquireOutcome::Expired);
-        };
-        let holder_id = holder
-            .as_deref()
-            .map(|h| session_from(NAME, h))
-            .transpose()?;
-        let free = match holder_id {
-            None => true,
-            Some(h) if h == session => {
-                tx.commit().await.map_err(get)?;
-                return Ok(AcquireOutcome::Won {
-                    token: token_from(NAME, name.as_str(), token)?,
-                    remaining: micros(mine),
-                });
-            }
-            Some(_) => holder_live != Some(1),
-        };
-        if !free {
-            tx.rollback().await.map_err(get)?;
-            return held_outcome(NAME, session, name, Some(mine), holder, Some(token), true);
+            Ok(outcome)
         }
         // 3. Take it with the next token.
-        let next = token
-            .checked_add(1)
-            .filter(|t| *t > 0)
-            .ok_or_else(|| malformed(NAME, format!("token {token} of lease `{name}`")))?;
-        sqlx::query(&self.sql.take)
-            .bind(&id[..])
-            .bind(name.as_str())
-            .execute(&mut *tx)
-            .await
-            .map_err(get)?;
-        tx.commit().await.map_err(get)?;
-        Ok(AcquireOutcome::Won {
-            token: token_from(NAME, name.as_str(), next)?,
-            remaining: micros(mine),
-        })
+        Decision::Take { next, remaining } => {
+            sqlx::query(&sql.take)
+                .bind(&id[..])
+                .bind(name.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(get)?;
+            tx.commit().await.map_err(get)?;
+            Ok(AcquireOutcome::Won {
+                token: token_from(NAME, name.as_str(), next)?,
+                remaining,
+            })
+        }
     }
+}
 
-    async fn renew_tx(&self, session: SessionId) -> Result<Renewal, RenewError> {
-        let get = |e| map_err(NAME, "renew", e);
-        let id = session.to_bytes();
-        let mut tx = self.pool.begin().await.map_err(get)?;
-        let done = sqlx::query(&self.sql.renew)
-            .bind(&id[..])
-            .execute(&mut *tx)
-            .await
-            .map_err(get)?;
-        if done.rows_affected() == 0 {
-            tx.rollback().await.map_err(get)?;
-            return Err(RenewError::Expired);
-        }
-        let rows = sqlx::query(&self.sql.renew_read)
-            .bind(&id[..])
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(get)?;
-        tx.commit().await.map_err(get)?;
-        let mut remaining = Duration::ZERO;
-        let mut owned = Vec::with_capacity(rows.len());
-        for r in rows {
-            let lease_us: i64 = r.try_get(0).map_err(get)?;
-            remaining = micros(lease_us);
-            let name: Option<String> = r.try_get(1).map_err(get)?;
-            let token: Option<i64> = r.try_get(2).map_err(get)?;
-            if let (Some(n), Some(t)) = (name, token) {
-                owned.push((name_from(NAME, &n)?, token_from(NAME, &n, t)?));
-            }
-        }
-        Ok(Renewal { remaining, owned })
+async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
+    let get = |e| map_err(NAME, "renew", e);
+    let id = session.to_bytes();
+    let mut tx = c.begin().await.map_err(get)?;
+    let done = sqlx::query(&sql.renew)
+        .bind(&id[..])
+        .execute(&mut *tx)
+        .await
+        .map_err(get)?;
+    if done.rows_affected() == 0 {
+        tx.rollback().await.map_err(get)?;
+        return Err(RenewError::Expired);
     }
+    let rows = sqlx::query(&sql.renew_read)
+        .bind(&id[..])
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(get)?;
+    tx.commit().await.map_err(get)?;
+    let mut remaining = Duration::ZERO;
+    let mut owned = Vec::with_capacity(rows.len());
+    for r in rows {
+        let lease_us: i64 = r.try_get(0).map_err(get)?;
+        remaining = micros(lease_us);
+        let name: Option<String> = r.try_get(1).map_err(get)?;
+        let token: Option<i64> = r.try_get(2).map_err(get)?;
+        if let (Some(n), Some(t)) = (name, token) {
+            owned.push((name_from(NAME, &n)?, token_from(NAME, &n, t)?));
+        }
+    }
+    Ok(Renewal { remaining, owned })
+}
+
+async fn release_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+) -> Result<(), BackendError> {
+    let token = i64::try_from(token.get())
+        .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+    sqlx::query(&sql.release)
+        .bind(name.as_str())
+        .bind(&session.to_bytes()[..])
+        .bind(token)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "release", e))?;
+    Ok(())
+}
+
+async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
+    sqlx::query(&sql.close)
+        .bind(&session.to_bytes()[..])
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "close session", e))?;
+    Ok(())
 }
 
 impl Backend for MysqlBackend {
@@ -385,28 +435,18 @@ impl Backend for MysqlBackend {
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
         async move {
-            let lease_us = check_lease_duration(lease_duration)?;
-            let session = random_session_id()?;
-            sqlx::query(&self.sql.open)
-                .bind(&session.to_bytes()[..])
-                .bind(lease_us)
-                .bind(lease_us)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "open session", e))?;
-            // Housekeeping: forget expired sessions (ids are never reused, and
-            // an unknown session is an expired one). A failure changes nothing.
-            let _ = sqlx::query(&self.sql.gc).execute(&self.pool).await;
-            Ok(SessionGrant {
-                session,
-                remaining: lease_duration,
-            })
+            let mut c = self.conn("open session").await?;
+            open_on(&self.sql, &mut c, lease_duration).await
         }
         .boxed()
     }
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        self.renew_tx(session).boxed()
+        async move {
+            let mut c = self.conn("renew").await?;
+            renew_on(&self.sql, &mut c, session).await
+        }
+        .boxed()
     }
 
     fn acquire<'a>(
@@ -414,7 +454,11 @@ impl Backend for MysqlBackend {
         session: SessionId,
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        self.acquire_tx(session, name).boxed()
+        async move {
+            let mut c = self.conn("acquire").await?;
+            acquire_on(&self.sql, &mut c, session, name).await
+        }
+        .boxed()
     }
 
     fn release<'a>(
@@ -424,28 +468,16 @@ impl Backend for MysqlBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let token = i64::try_from(token.get())
-                .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-            sqlx::query(&self.sql.release)
-                .bind(name.as_str())
-                .bind(&session.to_bytes()[..])
-                .bind(token)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "release", e))?;
-            Ok(())
+            let mut c = self.conn("release").await?;
+            release_on(&self.sql, &mut c, session, name, token).await
         }
         .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
-            sqlx::query(&self.sql.close)
-                .bind(&session.to_bytes()[..])
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "close session", e))?;
-            Ok(())
+            let mut c = self.conn("close session").await?;
+            close_on(&self.sql, &mut c, session).await
         }
         .boxed()
     }
@@ -483,5 +515,166 @@ impl Backend for MysqlBackend {
 
     fn name(&self) -> &'static str {
         NAME
+    }
+}
+
+#[cfg(feature = "testkit")]
+pub use hold::MysqlHold;
+
+#[cfg(feature = "testkit")]
+mod hold {
+    use super::{
+        acquire_on, close_on, map_err, open_on, release_on, renew_on, MysqlBackend, Sql, NAME,
+    };
+    use crate::testkit::{Hold, WaitSeen};
+    use futures::future::{BoxFuture, FutureExt};
+    use simba_core::{
+        AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal,
+        SessionGrant, SessionId, Token,
+    };
+    use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+    use std::time::Duration;
+
+    /// The conformance suite's interleaving hook on MySQL / MariaDB
+    /// ([`crate::testkit::Hold`]): a blocker transaction on a connection of
+    /// its own; waits behind it are read from InnoDB's lock-wait view
+    /// (`information_schema.INNODB_LOCK_WAITS`, MariaDB).
+    pub struct MysqlHold {
+        tx: sqlx::Transaction<'static, sqlx::MySql>,
+        pool: MySqlPool,
+        id: u64,
+        sql: Sql,
+    }
+
+    impl MysqlBackend {
+        /// Opens a [`MysqlHold`] on this backend's tables (feature `testkit`).
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the connection or `BEGIN` failed.
+        pub async fn hold(&self) -> Result<MysqlHold, BackendError> {
+            let err = |e| map_err(NAME, "test hold", e);
+            let opts = (*self.pool.connect_options()).clone();
+            let pool = MySqlPoolOptions::new()
+                .max_connections(2)
+                .connect_with(opts)
+                .await
+                .map_err(err)?;
+            let mut tx = pool.begin().await.map_err(err)?;
+            let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(err)?;
+            Ok(MysqlHold {
+                tx,
+                pool,
+                id,
+                sql: self.sql.clone(),
+            })
+        }
+    }
+
+    impl Hold for MysqlHold {
+        fn lock_lease<'a>(
+            &'a mut self,
+            name: &'a LeaseName,
+        ) -> BoxFuture<'a, Result<(), BackendError>> {
+            async move {
+                sqlx::query(&self.sql.ensure)
+                    .bind(name.as_str())
+                    .execute(&mut *self.tx)
+                    .await
+                    .map_err(|e| map_err(NAME, "test hold", e))?;
+                Ok(())
+            }
+            .boxed()
+        }
+        fn open_session(
+            &mut self,
+            lease_duration: Duration,
+        ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+        }
+        fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+            async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
+        }
+        fn acquire<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+        ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+            async move { acquire_on(&self.sql, &mut self.tx, session, name).await }.boxed()
+        }
+        fn release<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+            token: Token,
+        ) -> BoxFuture<'a, Result<(), BackendError>> {
+            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
+        }
+        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
+        }
+        fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
+            async move {
+                let err = |e| map_err(NAME, "test hold", e);
+                for _ in 0..500 {
+                    // InnoDB's lock-wait view; MariaDB does not list a
+                    // wait inside the optimizer's read of a const row (state
+                    // `Statistics`), so a statement on our tables running
+                    // for a second or more counts too.
+                    let waiting: i64 = sqlx::query_scalar(
+                        "SELECT CAST(GREATEST( \
+                           (SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w \
+                            JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
+                            WHERE b.trx_mysql_thread_id = ?), \
+                           (SELECT COUNT(*) FROM information_schema.PROCESSLIST p \
+                            WHERE p.ID <> ? AND p.COMMAND IN ('Query', 'Execute') AND p.TIME >= 1 \
+                              AND p.INFO LIKE ?)) AS SIGNED)",
+                    )
+                    .bind(self.id)
+                    .bind(self.id)
+                    .bind(format!("%{}%", self.sql.prefix))
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(err)?;
+                    if usize::try_from(waiting).unwrap_or(0) >= n {
+                        return Ok(WaitSeen::Seen);
+                    }
+                    futures_timer::Delay::new(Duration::from_millis(20)).await;
+                }
+                let trx: Vec<(String, String, i64, String)> = sqlx::query_as(
+                    "SELECT CAST(trx_id AS CHAR), CAST(trx_state AS CHAR), \
+                     CAST(trx_mysql_thread_id AS SIGNED), CAST(COALESCE(trx_query, '') AS CHAR) \
+                     FROM information_schema.INNODB_TRX \
+                 UNION ALL SELECT CAST(ID AS CHAR), CAST(STATE AS CHAR), CAST(TIME AS SIGNED), \
+                 CAST(COALESCE(LEFT(INFO, 60), COMMAND) AS CHAR) FROM information_schema.PROCESSLIST \
+                 WHERE DB = DATABASE() AND COMMAND <> 'Sleep'",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(err)?;
+                Err(BackendError::new(
+                    BackendErrorKind::Other,
+                    format!(
+                        "no {n} call(s) waited behind the hold (thread {}) within 10 s; \
+                         transactions: {trx:?}",
+                        self.id
+                    ),
+                ))
+            }
+            .boxed()
+        }
+        fn commit(self: Box<Self>) -> BoxFuture<'static, Result<(), BackendError>> {
+            async move {
+                let MysqlHold { tx, pool, .. } = *self;
+                tx.commit()
+                    .await
+                    .map_err(|e| map_err(NAME, "test hold", e))?;
+                pool.close().await;
+                Ok(())
+            }
+            .boxed()
+        }
     }
 }

@@ -1,17 +1,20 @@
 //! The PostgreSQL backend (feature `postgres`), with release broadcasts over
 //! LISTEN/NOTIFY.
 //!
-//! Every operation is one statement, run in its own transaction at
-//! PostgreSQL's default isolation, READ COMMITTED. A takeover depends on
-//! another row (is the holder's session still live?), so acquire *locks* that
-//! row (`FOR SHARE`): a row lock waits for a concurrent renewal or close to
-//! commit and then reads the row's latest version, never a stale snapshot.
-//! Times are microseconds of `clock_timestamp()`, read once per statement.
-//! See `docs/BACKENDS.md` for the argument in full.
+//! Every operation but acquire is one statement, run in its own transaction
+//! at PostgreSQL's default isolation, READ COMMITTED. Acquire is one
+//! transaction of three statements: lock the lease row; judge the caller's
+//! and the holder's liveness in a *new* statement (its snapshot is taken
+//! after the lock was granted, so it sees whoever wrote the row, and it
+//! share-locks both session rows, waiting for a renewal or close in flight);
+//! then take the lease if it is free. A single statement that waited for the
+//! lease row's lock would judge the holder on a snapshot older than the row
+//! (issue 9). Times are microseconds of `clock_timestamp()`, read once per
+//! statement. See `docs/BACKENDS.md` for the argument in full.
 
 use crate::sql::{
-    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, parse_owned,
-    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+    check_shape, decide, inspection_from_rows, malformed, map_err, micros, parse_owned, token_from,
+    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -24,9 +27,12 @@ use simba_core::{
     SessionId, Token,
 };
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::Connection;
 use sqlx::Row;
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const NAME: &str = "postgres";
 /// Now, in microseconds since the epoch, on the server's clock.
@@ -37,7 +43,12 @@ const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
 pub struct PgBackend {
     pool: PgPool,
     sql: Sql,
+    /// Failed `recv`s of release listeners (see [`PgBackend::listener_errors`]).
+    listener_errors: Arc<AtomicU64>,
 }
+
+/// A failing release listener logs at most once per this period.
+const LISTENER_LOG_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 struct Sql {
@@ -49,9 +60,12 @@ struct Sql {
     channel: String,
     open: String,
     renew: String,
-    acquire: String,
+    judge: String,
+    take: String,
     release: String,
     close: String,
+    /// Locks a lease row (inserting it free if missing) without changing it.
+    lock: String,
     inspect_sessions: String,
     inspect_leases: String,
 }
@@ -75,29 +89,27 @@ impl Sql {
                    (SELECT string_agg(name || '=' || token, ',') FROM {l} WHERE session = $1) \
                  FROM r"
             ),
-            acquire: format!(
-                "WITH now AS (SELECT {NOW} AS t), \
-                 me AS (SELECT expires_us FROM {s} WHERE id = $1), \
-                 ins AS ( \
-                   INSERT INTO {l} AS l (name, session, token, acquired_us) \
-                   SELECT $2, $1, 1, now.t FROM me, now WHERE me.expires_us > now.t \
-                   ON CONFLICT (name) DO UPDATE SET \
-                     token = CASE WHEN l.session = EXCLUDED.session THEN l.token ELSE l.token + 1 END, \
-                     acquired_us = CASE WHEN l.session = EXCLUDED.session THEN l.acquired_us ELSE EXCLUDED.acquired_us END, \
-                     session = EXCLUDED.session \
-                   WHERE l.session IS NULL OR l.session = EXCLUDED.session \
-                     OR COALESCE((SELECT h.expires_us FROM {s} h WHERE h.id = l.session FOR SHARE), 0) \
-                        <= (SELECT t FROM now) \
-                   RETURNING l.token) \
-                 SELECT (SELECT token FROM ins), (SELECT me.expires_us - now.t FROM me, now), \
-                   l.session, l.token, \
-                   (SELECT h.expires_us > now.t FROM {s} h, now WHERE h.id = l.session) \
-                 FROM (SELECT 1) one LEFT JOIN {l} l ON l.name = $2"
+            judge: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 SELECT (SELECT me.expires_us - now.t FROM {s} me, now \
+                         WHERE me.id = $1 FOR SHARE OF me), \
+                        (SELECT h.expires_us > now.t FROM {s} h, now \
+                         WHERE h.id = $2 FOR SHARE OF h)"
+            ),
+            take: format!(
+                "UPDATE {l} SET session = $1, token = token + 1, acquired_us = {NOW} \
+                 WHERE name = $2 RETURNING token"
             ),
             release: format!(
                 "WITH r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
                    WHERE name = $2 AND session = $1 AND token = $3 RETURNING name) \
                  SELECT pg_notify($4, name) FROM r"
+            ),
+            lock: format!(
+                "INSERT INTO {l} AS l (name, session, token, acquired_us) \
+                 VALUES ($1, NULL, 0, NULL) \
+                 ON CONFLICT (name) DO UPDATE SET token = l.token \
+                 RETURNING l.session, l.token"
             ),
             close: format!(
                 "WITH d AS (DELETE FROM {s} WHERE id = $1 RETURNING id) \
@@ -159,6 +171,7 @@ impl PgBackend {
         let backend = PgBackend {
             pool,
             sql: Sql::new(config.table_prefix()),
+            listener_errors: Arc::new(AtomicU64::new(0)),
         };
         if config.create_schema() {
             backend.migrate().await?;
@@ -226,6 +239,16 @@ impl PgBackend {
     /// The underlying pool (e.g. for [`crate::fencing::PgFence`]).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// How many times a release listener of this backend (and its clones)
+    /// failed to receive and had to reconnect; a metric for the operator. A
+    /// listener retries every 250 ms and logs (`tracing`, level `warn`) the
+    /// first failure and then at most one line per 30 s with the count, so a
+    /// permanent error (a revoked privilege, a dropped database) is seen
+    /// without flooding the log.
+    pub fn listener_errors(&self) -> u64 {
+        self.listener_errors.load(Ordering::Relaxed)
     }
 
     /// The NOTIFY channel releases are broadcast on (`<prefix>released`).
@@ -301,45 +324,172 @@ impl PgBackend {
     }
 }
 
+/// A connection: the pool's, or a test hold's open transaction.
+type Conn = sqlx::PgConnection;
+
+async fn open_on(
+    sql: &Sql,
+    c: &mut Conn,
+    lease_duration: Duration,
+) -> Result<SessionGrant, BackendError> {
+    let lease_us = check_lease_duration(lease_duration)?;
+    let session = random_session_id()?;
+    sqlx::query(&sql.open)
+        .bind(&session.to_bytes()[..])
+        .bind(lease_us)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "open session", e))?;
+    Ok(SessionGrant {
+        session,
+        remaining: lease_duration,
+    })
+}
+
+async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
+    let get = |e| map_err(NAME, "renew", e);
+    let row = sqlx::query(&sql.renew)
+        .bind(&session.to_bytes()[..])
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(get)?;
+    let Some(row) = row else {
+        return Err(RenewError::Expired);
+    };
+    let lease_us: i64 = row.try_get(0).map_err(get)?;
+    let owned: Option<String> = row.try_get(1).map_err(get)?;
+    Ok(Renewal {
+        remaining: micros(lease_us),
+        owned: parse_owned(NAME, owned.as_deref())?,
+    })
+}
+
+/// Acquire, in one transaction of three statements (see the module docs and
+/// `docs/BACKENDS.md`): lock the lease row, then judge liveness in a *new*
+/// statement (a snapshot taken after the lock was granted), then take it.
+async fn acquire_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+) -> Result<AcquireOutcome, BackendError> {
+    let get = |e| map_err(NAME, "acquire", e);
+    let id = session.to_bytes();
+    let mut tx = c.begin().await.map_err(get)?;
+    // 1. Lock the lease row (inserting it free if new). An upsert always
+    //    locks and returns the row's latest committed version, waiting for
+    //    any transaction that holds it.
+    let row = sqlx::query(&sql.lock)
+        .bind(name.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(get)?;
+    let holder: Option<Vec<u8>> = row.try_get(0).map_err(get)?;
+    let token: i64 = row.try_get(1).map_err(get)?;
+    // 2. A new statement takes a new snapshot, after the lock was granted:
+    //    whoever wrote the holder into the row committed before it, so the
+    //    holder's session row is visible. Both session rows are share-locked
+    //    (a renewal or close in flight commits first; the latest version is
+    //    read).
+    let row = sqlx::query(&sql.judge)
+        .bind(&id[..])
+        .bind(holder.as_deref())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(get)?;
+    let live: Option<bool> = row.try_get(1).map_err(get)?;
+    let judged = Judged {
+        mine_us: row.try_get(0).map_err(get)?,
+        holder,
+        token,
+        holder_live: live == Some(true),
+    };
+    match decide(NAME, session, name, judged)? {
+        Decision::Answer(outcome) => {
+            tx.rollback().await.map_err(get)?;
+            Ok(outcome)
+        }
+        // 3. Take it with the next token.
+        Decision::Take { next, remaining } => {
+            let taken: i64 = sqlx::query_scalar(&sql.take)
+                .bind(&id[..])
+                .bind(name.as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(get)?;
+            tx.commit().await.map_err(get)?;
+            if taken != next {
+                return Err(malformed(
+                    NAME,
+                    format!("lease `{name}` taken with token {taken}, expected {next}"),
+                ));
+            }
+            Ok(AcquireOutcome::Won {
+                token: token_from(NAME, name.as_str(), taken)?,
+                remaining,
+            })
+        }
+    }
+}
+
+async fn release_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+) -> Result<(), BackendError> {
+    let token = i64::try_from(token.get())
+        .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+    sqlx::query(&sql.release)
+        .bind(&session.to_bytes()[..])
+        .bind(name.as_str())
+        .bind(token)
+        .bind(&sql.channel)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "release", e))?;
+    Ok(())
+}
+
+async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
+    sqlx::query(&sql.close)
+        .bind(&session.to_bytes()[..])
+        .bind(&sql.channel)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "close session", e))?;
+    Ok(())
+}
+
+impl PgBackend {
+    async fn conn(
+        &self,
+        what: &str,
+    ) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, BackendError> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(|e| map_err(NAME, what, e))
+    }
+}
+
 impl Backend for PgBackend {
     fn open_session(
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
         async move {
-            let lease_us = check_lease_duration(lease_duration)?;
-            let session = random_session_id()?;
-            sqlx::query(&self.sql.open)
-                .bind(&session.to_bytes()[..])
-                .bind(lease_us)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "open session", e))?;
-            Ok(SessionGrant {
-                session,
-                remaining: lease_duration,
-            })
+            let mut c = self.conn("open session").await?;
+            open_on(&self.sql, &mut c, lease_duration).await
         }
         .boxed()
     }
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         async move {
-            let get = |e| map_err(NAME, "renew", e);
-            let row = sqlx::query(&self.sql.renew)
-                .bind(&session.to_bytes()[..])
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(get)?;
-            let Some(row) = row else {
-                return Err(RenewError::Expired);
-            };
-            let lease_us: i64 = row.try_get(0).map_err(get)?;
-            let owned: Option<String> = row.try_get(1).map_err(get)?;
-            Ok(Renewal {
-                remaining: micros(lease_us),
-                owned: parse_owned(NAME, owned.as_deref())?,
-            })
+            let mut c = self.conn("renew").await?;
+            renew_on(&self.sql, &mut c, session).await
         }
         .boxed()
     }
@@ -350,26 +500,8 @@ impl Backend for PgBackend {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
-            let get = |e| map_err(NAME, "acquire", e);
-            let row = sqlx::query(&self.sql.acquire)
-                .bind(&session.to_bytes()[..])
-                .bind(name.as_str())
-                .fetch_one(&self.pool)
-                .await
-                .map_err(get)?;
-            let won: Option<i64> = row.try_get(0).map_err(get)?;
-            let mine: Option<i64> = row.try_get(1).map_err(get)?;
-            let mine = mine.filter(|m| *m > 0);
-            if let Some(token) = won {
-                return Ok(AcquireOutcome::Won {
-                    token: token_from(NAME, name.as_str(), token)?,
-                    remaining: micros(mine.unwrap_or(0)),
-                });
-            }
-            let holder: Option<Vec<u8>> = row.try_get(2).map_err(get)?;
-            let token: Option<i64> = row.try_get(3).map_err(get)?;
-            let live: Option<bool> = row.try_get(4).map_err(get)?;
-            held_outcome(NAME, session, name, mine, holder, token, live == Some(true))
+            let mut c = self.conn("acquire").await?;
+            acquire_on(&self.sql, &mut c, session, name).await
         }
         .boxed()
     }
@@ -381,30 +513,16 @@ impl Backend for PgBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let token = i64::try_from(token.get())
-                .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-            sqlx::query(&self.sql.release)
-                .bind(&session.to_bytes()[..])
-                .bind(name.as_str())
-                .bind(token)
-                .bind(&self.sql.channel)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "release", e))?;
-            Ok(())
+            let mut c = self.conn("release").await?;
+            release_on(&self.sql, &mut c, session, name, token).await
         }
         .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
-            sqlx::query(&self.sql.close)
-                .bind(&session.to_bytes()[..])
-                .bind(&self.sql.channel)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "close session", e))?;
-            Ok(())
+            let mut c = self.conn("close session").await?;
+            close_on(&self.sql, &mut c, session).await
         }
         .boxed()
     }
@@ -441,19 +559,40 @@ impl Backend for PgBackend {
             let get = |e| map_err(NAME, "listen", e);
             let mut listener = PgListener::connect_with(&self.pool).await.map_err(get)?;
             listener.listen(&self.sql.channel).await.map_err(get)?;
-            let stream = futures::stream::unfold(listener, |mut listener| async move {
-                loop {
-                    match listener.recv().await {
-                        Ok(n) => match LeaseName::new(n.payload()) {
-                            Ok(name) => return Some((name, listener)),
-                            Err(_) => continue, // not ours: ignore
-                        },
-                        // The listener reconnects on the next recv; notifications
-                        // sent meanwhile are lost (the engine's retry covers it).
-                        Err(_) => futures_timer::Delay::new(Duration::from_millis(250)).await,
+            let errors = Arc::clone(&self.listener_errors);
+            let state = (listener, errors, None::<(Instant, u64)>);
+            let stream =
+                futures::stream::unfold(state, |(mut listener, errors, mut logged)| async move {
+                    loop {
+                        match listener.recv().await {
+                            Ok(n) => match LeaseName::new(n.payload()) {
+                                Ok(name) => return Some((name, (listener, errors, logged))),
+                                Err(_) => continue, // not ours: ignore
+                            },
+                            // The listener reconnects on the next recv; notifications
+                            // sent meanwhile are lost (the engine's retry covers it).
+                            Err(e) => {
+                                let count = errors.fetch_add(1, Ordering::Relaxed) + 1;
+                                let now = Instant::now();
+                                if logged.is_none_or(|(at, _)| {
+                                    now.duration_since(at) >= LISTENER_LOG_EVERY
+                                }) {
+                                    let since = logged.map_or(count, |(_, c)| count - c);
+                                    tracing::warn!(
+                                        backend = NAME,
+                                        failures = count,
+                                        since_last_log = since,
+                                        error = %crate::redact(&e.to_string()),
+                                        "release listener failed; retrying every 250 ms \
+                                         (release broadcasts are lost until it recovers)"
+                                    );
+                                    logged = Some((now, count));
+                                }
+                                futures_timer::Delay::new(Duration::from_millis(250)).await;
+                            }
+                        }
                     }
-                }
-            });
+                });
             Ok(Some(stream.boxed()))
         }
         .boxed()
@@ -465,5 +604,141 @@ impl Backend for PgBackend {
 
     fn name(&self) -> &'static str {
         NAME
+    }
+}
+
+#[cfg(feature = "testkit")]
+pub use hold::PgHold;
+
+#[cfg(feature = "testkit")]
+mod hold {
+    use super::{
+        acquire_on, close_on, map_err, open_on, release_on, renew_on, PgBackend, Sql, NAME,
+    };
+    use crate::testkit::{Hold, WaitSeen};
+    use futures::future::{BoxFuture, FutureExt};
+    use simba_core::{
+        AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal,
+        SessionGrant, SessionId, Token,
+    };
+    use sqlx::postgres::{PgPool, PgPoolOptions};
+    use std::time::Duration;
+
+    /// The conformance suite's interleaving hook on PostgreSQL
+    /// ([`crate::testkit::Hold`]): a blocker transaction on a connection of
+    /// its own; waits behind it are read from `pg_blocking_pids`.
+    pub struct PgHold {
+        tx: sqlx::Transaction<'static, sqlx::Postgres>,
+        pool: PgPool,
+        pid: i32,
+        sql: Sql,
+    }
+
+    impl PgBackend {
+        /// Opens a [`PgHold`] on this backend's tables (feature `testkit`).
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the connection or `BEGIN` failed.
+        pub async fn hold(&self) -> Result<PgHold, BackendError> {
+            let err = |e| map_err(NAME, "test hold", e);
+            let opts = (*self.pool.connect_options()).clone();
+            let pool = PgPoolOptions::new()
+                .max_connections(2)
+                .connect_with(opts)
+                .await
+                .map_err(err)?;
+            let mut tx = pool.begin().await.map_err(err)?;
+            let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(err)?;
+            Ok(PgHold {
+                tx,
+                pool,
+                pid,
+                sql: self.sql.clone(),
+            })
+        }
+    }
+
+    impl Hold for PgHold {
+        fn lock_lease<'a>(
+            &'a mut self,
+            name: &'a LeaseName,
+        ) -> BoxFuture<'a, Result<(), BackendError>> {
+            async move {
+                sqlx::query(&self.sql.lock)
+                    .bind(name.as_str())
+                    .execute(&mut *self.tx)
+                    .await
+                    .map_err(|e| map_err(NAME, "test hold", e))?;
+                Ok(())
+            }
+            .boxed()
+        }
+        fn open_session(
+            &mut self,
+            lease_duration: Duration,
+        ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+        }
+        fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+            async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
+        }
+        fn acquire<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+        ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+            async move { acquire_on(&self.sql, &mut self.tx, session, name).await }.boxed()
+        }
+        fn release<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+            token: Token,
+        ) -> BoxFuture<'a, Result<(), BackendError>> {
+            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
+        }
+        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
+        }
+        fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
+            async move {
+                let err = |e| map_err(NAME, "test hold", e);
+                for _ in 0..500 {
+                    // From the pool's second connection: the hold's own
+                    // transaction would see one cached snapshot of the view.
+                    let waiting: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM pg_stat_activity \
+                         WHERE $1 = ANY(pg_blocking_pids(pid))",
+                    )
+                    .bind(self.pid)
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(err)?;
+                    if usize::try_from(waiting).unwrap_or(0) >= n {
+                        return Ok(WaitSeen::Seen);
+                    }
+                    futures_timer::Delay::new(Duration::from_millis(20)).await;
+                }
+                Err(BackendError::new(
+                    BackendErrorKind::Other,
+                    format!("no {n} call(s) waited behind the hold within 10 s"),
+                ))
+            }
+            .boxed()
+        }
+        fn commit(self: Box<Self>) -> BoxFuture<'static, Result<(), BackendError>> {
+            async move {
+                let PgHold { tx, pool, .. } = *self;
+                tx.commit()
+                    .await
+                    .map_err(|e| map_err(NAME, "test hold", e))?;
+                pool.close().await;
+                Ok(())
+            }
+            .boxed()
+        }
     }
 }

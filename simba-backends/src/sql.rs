@@ -174,6 +174,7 @@ pub(crate) fn lease_info(
     })
 }
 
+#[cfg(feature = "sqlite")]
 /// The outcome of an acquire that did not win, from a read after it:
 /// `mine_us` is the caller's remaining time (`None` once expired).
 pub(crate) fn held_outcome(
@@ -249,4 +250,64 @@ where
     out.sessions.sort_by_key(|s| s.session);
     out.leases.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
+}
+
+/// What a locking acquire read, after it locked the lease row: the caller's
+/// remaining time (`None` or ≤ 0 once expired), the row's holder and latest
+/// token, and whether that holder's session is live.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) struct Judged {
+    pub(crate) mine_us: Option<i64>,
+    pub(crate) holder: Option<Vec<u8>>,
+    pub(crate) token: i64,
+    pub(crate) holder_live: bool,
+}
+
+/// What an acquire does after [`Judged`].
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) enum Decision {
+    /// Answer without writing (the transaction is rolled back).
+    Answer(AcquireOutcome),
+    /// Take the lease with token `next` (the transaction writes and commits).
+    Take { next: i64, remaining: Duration },
+}
+
+/// The acquire decision shared by the transactional SQL backends
+/// (PostgreSQL, MySQL/MariaDB): the caller must be live; the owner acquiring
+/// again keeps its term; a free lease or one whose holder is not live is
+/// taken with the next token; otherwise it is held.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn decide(
+    backend: &str,
+    session: SessionId,
+    name: &LeaseName,
+    j: Judged,
+) -> Result<Decision, BackendError> {
+    let Some(mine) = j.mine_us.filter(|m| *m > 0) else {
+        return Ok(Decision::Answer(AcquireOutcome::Expired));
+    };
+    let holder = j
+        .holder
+        .as_deref()
+        .map(|h| session_from(backend, h))
+        .transpose()?;
+    match holder {
+        Some(h) if h == session => Ok(Decision::Answer(AcquireOutcome::Won {
+            token: token_from(backend, name.as_str(), j.token)?,
+            remaining: micros(mine),
+        })),
+        Some(h) if j.holder_live => Ok(Decision::Answer(AcquireOutcome::Held {
+            holder: Some(h),
+            token: Some(token_from(backend, name.as_str(), j.token)?),
+        })),
+        _ => {
+            let next = j.token.checked_add(1).filter(|t| *t > 0).ok_or_else(|| {
+                malformed(backend, format!("token {} of lease `{name}`", j.token))
+            })?;
+            Ok(Decision::Take {
+                next,
+                remaining: micros(mine),
+            })
+        }
+    }
 }

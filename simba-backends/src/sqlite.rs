@@ -228,48 +228,150 @@ impl SqliteBackend {
     }
 }
 
+impl SqliteBackend {
+    async fn conn(
+        &self,
+        what: &str,
+    ) -> Result<sqlx::pool::PoolConnection<sqlx::Sqlite>, BackendError> {
+        self.pool
+            .acquire()
+            .await
+            .map_err(|e| map_err(NAME, what, e))
+    }
+}
+
+/// A connection: the pool's, or a test hold's open transaction.
+type Conn = sqlx::SqliteConnection;
+
+async fn open_on(
+    sql: &Sql,
+    c: &mut Conn,
+    lease_duration: Duration,
+) -> Result<SessionGrant, BackendError> {
+    let lease_us = check_lease_duration(lease_duration)?;
+    let session = random_session_id()?;
+    sqlx::query(&sql.open)
+        .bind(&session.to_bytes()[..])
+        .bind(lease_us)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "open session", e))?;
+    // Housekeeping: forget expired sessions (their ids are never reused, and
+    // an unknown session is an expired one). Failure here changes nothing
+    // the contract promises.
+    let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
+    Ok(SessionGrant {
+        session,
+        remaining: lease_duration,
+    })
+}
+
+async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
+    let get = |e| map_err(NAME, "renew", e);
+    let row = sqlx::query(&sql.renew)
+        .bind(&session.to_bytes()[..])
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(get)?;
+    let Some(row) = row else {
+        return Err(RenewError::Expired);
+    };
+    let lease_us: i64 = row.try_get(0).map_err(get)?;
+    let owned: Option<String> = row.try_get(1).map_err(get)?;
+    Ok(Renewal {
+        remaining: micros(lease_us),
+        owned: parse_owned(NAME, owned.as_deref())?,
+    })
+}
+
+async fn acquire_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+) -> Result<AcquireOutcome, BackendError> {
+    let get = |e| map_err(NAME, "acquire", e);
+    let id = session.to_bytes();
+    let won = sqlx::query(&sql.acquire)
+        .bind(&id[..])
+        .bind(name.as_str())
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(get)?;
+    if let Some(row) = won {
+        let token: i64 = row.try_get(0).map_err(get)?;
+        let rem: Option<i64> = row.try_get(1).map_err(get)?;
+        return Ok(AcquireOutcome::Won {
+            token: token_from(NAME, name.as_str(), token)?,
+            remaining: micros(rem.unwrap_or(0)),
+        });
+    }
+    // Not won. The decision is made; this read only says why.
+    let row = sqlx::query(&sql.acquire_lost)
+        .bind(&id[..])
+        .bind(name.as_str())
+        .fetch_one(&mut *c)
+        .await
+        .map_err(get)?;
+    let mine: Option<i64> = row.try_get(0).map_err(get)?;
+    let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
+    let token: Option<i64> = row.try_get(2).map_err(get)?;
+    let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
+    held_outcome(
+        NAME,
+        session,
+        name,
+        mine,
+        holder,
+        token,
+        holder_live.is_some(),
+    )
+}
+
+async fn release_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+) -> Result<(), BackendError> {
+    let token = i64::try_from(token.get())
+        .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+    sqlx::query(&sql.release)
+        .bind(&session.to_bytes()[..])
+        .bind(name.as_str())
+        .bind(token)
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "release", e))?;
+    Ok(())
+}
+
+async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
+    sqlx::query(&sql.close)
+        .bind(&session.to_bytes()[..])
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, "close session", e))?;
+    Ok(())
+}
+
 impl Backend for SqliteBackend {
     fn open_session(
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
         async move {
-            let lease_us = check_lease_duration(lease_duration)?;
-            let session = random_session_id()?;
-            sqlx::query(&self.sql.open)
-                .bind(&session.to_bytes()[..])
-                .bind(lease_us)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "open session", e))?;
-            // Housekeeping: forget expired sessions (their ids are never
-            // reused, and an unknown session is an expired one). Failure here
-            // changes nothing the contract promises.
-            let _ = sqlx::query(&self.sql.gc).execute(&self.pool).await;
-            Ok(SessionGrant {
-                session,
-                remaining: lease_duration,
-            })
+            let mut c = self.conn("open session").await?;
+            open_on(&self.sql, &mut c, lease_duration).await
         }
         .boxed()
     }
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         async move {
-            let row = sqlx::query(&self.sql.renew)
-                .bind(&session.to_bytes()[..])
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "renew", e))?;
-            let Some(row) = row else {
-                return Err(RenewError::Expired);
-            };
-            let lease_us: i64 = row.try_get(0).map_err(|e| map_err(NAME, "renew", e))?;
-            let owned: Option<String> = row.try_get(1).map_err(|e| map_err(NAME, "renew", e))?;
-            Ok(Renewal {
-                remaining: micros(lease_us),
-                owned: parse_owned(NAME, owned.as_deref())?,
-            })
+            let mut c = self.conn("renew").await?;
+            renew_on(&self.sql, &mut c, session).await
         }
         .boxed()
     }
@@ -280,42 +382,8 @@ impl Backend for SqliteBackend {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
-            let id = session.to_bytes();
-            let won = sqlx::query(&self.sql.acquire)
-                .bind(&id[..])
-                .bind(name.as_str())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "acquire", e))?;
-            if let Some(row) = won {
-                let token: i64 = row.try_get(0).map_err(|e| map_err(NAME, "acquire", e))?;
-                let rem: Option<i64> = row.try_get(1).map_err(|e| map_err(NAME, "acquire", e))?;
-                return Ok(AcquireOutcome::Won {
-                    token: token_from(NAME, name.as_str(), token)?,
-                    remaining: micros(rem.unwrap_or(0)),
-                });
-            }
-            // Not won. The decision is made; this read only says why.
-            let row = sqlx::query(&self.sql.acquire_lost)
-                .bind(&id[..])
-                .bind(name.as_str())
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "acquire", e))?;
-            let get = |e| map_err(NAME, "acquire", e);
-            let mine: Option<i64> = row.try_get(0).map_err(get)?;
-            let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
-            let token: Option<i64> = row.try_get(2).map_err(get)?;
-            let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
-            held_outcome(
-                NAME,
-                session,
-                name,
-                mine,
-                holder,
-                token,
-                holder_live.is_some(),
-            )
+            let mut c = self.conn("acquire").await?;
+            acquire_on(&self.sql, &mut c, session, name).await
         }
         .boxed()
     }
@@ -327,28 +395,16 @@ impl Backend for SqliteBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let token = i64::try_from(token.get())
-                .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-            sqlx::query(&self.sql.release)
-                .bind(&session.to_bytes()[..])
-                .bind(name.as_str())
-                .bind(token)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "release", e))?;
-            Ok(())
+            let mut c = self.conn("release").await?;
+            release_on(&self.sql, &mut c, session, name, token).await
         }
         .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
-            sqlx::query(&self.sql.close)
-                .bind(&session.to_bytes()[..])
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "close session", e))?;
-            Ok(())
+            let mut c = self.conn("close session").await?;
+            close_on(&self.sql, &mut c, session).await
         }
         .boxed()
     }
@@ -386,5 +442,110 @@ impl Backend for SqliteBackend {
 
     fn name(&self) -> &'static str {
         NAME
+    }
+}
+
+#[cfg(feature = "testkit")]
+pub use hold::SqliteHold;
+
+#[cfg(feature = "testkit")]
+mod hold {
+    use super::{
+        acquire_on, close_on, map_err, open_on, release_on, renew_on, Sql, SqliteBackend, NAME,
+    };
+    use crate::testkit::{Hold, WaitSeen};
+    use futures::future::{BoxFuture, FutureExt};
+    use simba_core::{
+        AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
+        Token,
+    };
+    use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
+    use std::time::Duration;
+
+    /// The conformance suite's interleaving hook on SQLite
+    /// ([`crate::testkit::Hold`]): a `BEGIN IMMEDIATE` transaction on a
+    /// connection of its own, holding the database's one write lock (SQLite
+    /// locks the whole database, so every lease and session is held). SQLite
+    /// has no lock-wait view: [`Hold::waiters`] answers
+    /// [`WaitSeen::Unobservable`]. A waiting call gives up after the
+    /// backend's 5 s `busy_timeout`.
+    pub struct SqliteHold {
+        tx: sqlx::Transaction<'static, sqlx::Sqlite>,
+        pool: SqlitePool,
+        sql: Sql,
+    }
+
+    impl SqliteBackend {
+        /// Opens a [`SqliteHold`] on this backend's database (feature
+        /// `testkit`).
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the connection or `BEGIN IMMEDIATE` failed.
+        pub async fn hold(&self) -> Result<SqliteHold, BackendError> {
+            let err = |e| map_err(NAME, "test hold", e);
+            let opts = (*self.pool.connect_options()).clone();
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(opts)
+                .await
+                .map_err(err)?;
+            let tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
+            Ok(SqliteHold {
+                tx,
+                pool,
+                sql: self.sql.clone(),
+            })
+        }
+    }
+
+    impl Hold for SqliteHold {
+        fn lock_lease<'a>(
+            &'a mut self,
+            _name: &'a LeaseName,
+        ) -> BoxFuture<'a, Result<(), BackendError>> {
+            // The write lock taken by BEGIN IMMEDIATE covers every row.
+            futures::future::ready(Ok(())).boxed()
+        }
+        fn open_session(
+            &mut self,
+            lease_duration: Duration,
+        ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+        }
+        fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+            async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
+        }
+        fn acquire<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+        ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+            async move { acquire_on(&self.sql, &mut self.tx, session, name).await }.boxed()
+        }
+        fn release<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+            token: Token,
+        ) -> BoxFuture<'a, Result<(), BackendError>> {
+            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
+        }
+        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
+        }
+        fn waiters(&mut self, _n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
+            futures::future::ready(Ok(WaitSeen::Unobservable)).boxed()
+        }
+        fn commit(self: Box<Self>) -> BoxFuture<'static, Result<(), BackendError>> {
+            async move {
+                let SqliteHold { tx, pool, .. } = *self;
+                tx.commit()
+                    .await
+                    .map_err(|e| map_err(NAME, "test hold", e))?;
+                pool.close().await;
+                Ok(())
+            }
+            .boxed()
+        }
     }
 }

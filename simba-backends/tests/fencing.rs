@@ -164,3 +164,95 @@ async fn s9_mysql_pattern_refuses_a_stale_token() {
     assert!(!admit(t(8)).await, "a stale token is refused");
     drop_mysql_tables(&tag).await;
 }
+
+/// S9 on MySQL / MariaDB: the admission read of `MYSQL_PATTERN` is a locking
+/// read. A stale writer (token 5) that read something earlier in its
+/// REPEATABLE READ transaction must still be refused after a newer writer
+/// (token 6) committed; the same run with a plain `SELECT` admits it (the
+/// check can fail).
+#[cfg(feature = "mysql")]
+#[tokio::test]
+async fn s9_mysql_admission_is_a_locking_read() {
+    use sqlx::{Connection, Executor};
+    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let table = format!("{tag}_fence");
+    let mut setup = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
+    setup
+        .execute(
+            format!(
+                "CREATE TABLE {table} (resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL)"
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    let upsert = format!(
+        "INSERT INTO {table} (resource, token) VALUES (?, ?) \
+         ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))"
+    );
+    // Runs the pattern for a stale token after an earlier read; `admit` is
+    // the admission read. Returns whether the stale token was admitted.
+    let stale_admitted = |admit: String, resource: &'static str| {
+        let upsert = upsert.clone();
+        let table = table.clone();
+        async move {
+            let mut stale = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
+            let mut newer = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
+            sqlx::query(&upsert)
+                .bind(resource)
+                .bind(5_i64)
+                .execute(&mut newer)
+                .await
+                .unwrap();
+            stale
+                .execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                .await
+                .unwrap();
+            stale.execute("START TRANSACTION").await.unwrap();
+            // An earlier plain read fixes the transaction's read view.
+            let _: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                .fetch_one(&mut stale)
+                .await
+                .unwrap();
+            // The next term's writer is admitted and commits.
+            sqlx::query(&upsert)
+                .bind(resource)
+                .bind(6_i64)
+                .execute(&mut newer)
+                .await
+                .unwrap();
+            // The stale writer runs the pattern with token 5.
+            sqlx::query(&upsert)
+                .bind(resource)
+                .bind(5_i64)
+                .execute(&mut stale)
+                .await
+                .unwrap();
+            let seen: i64 = sqlx::query_scalar(&admit)
+                .bind(resource)
+                .fetch_one(&mut stale)
+                .await
+                .unwrap();
+            stale.execute("ROLLBACK").await.unwrap();
+            seen == 5
+        }
+    };
+    let locking = format!("SELECT token FROM {table} WHERE resource = ? FOR UPDATE");
+    assert!(
+        simba_backends::fencing::MYSQL_PATTERN.contains("WHERE resource = ? FOR UPDATE"),
+        "the documented pattern uses a locking read"
+    );
+    assert!(
+        !stale_admitted(locking, "locking").await,
+        "the locking admission read admitted a stale token"
+    );
+    let plain = format!("SELECT token FROM {table} WHERE resource = ?");
+    assert!(
+        stale_admitted(plain, "plain").await,
+        "the plain read should have admitted the stale token (this test could not fail)"
+    );
+    drop_mysql_tables(&tag).await;
+}

@@ -3,7 +3,7 @@
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
 use crate::error::{BuildError, ClientError, ElectionError, LockError};
 use crate::runtime::Runtime;
-use crate::term::{in_callback_or_task, CancellationToken, Clock, Term};
+use crate::term::{in_callback_or_task, CancellationToken, Clock, TaskOutput, Term};
 use futures::channel::{mpsc, oneshot};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -11,7 +11,7 @@ use futures::StreamExt;
 use simba_backends::Backend;
 use simba_core::{
     ApiError, BackendError, BackendProfile, Engine, EntrySnapshot, LeaseName, RevokeReason,
-    SessionState, SimbaConfig, Snapshot,
+    SessionState, SimbaConfig, Snapshot, TaskExitAction, TaskExitPolicy, TaskOutcome,
 };
 use std::fmt;
 use std::future::Future;
@@ -30,12 +30,23 @@ pub enum CallbackExecutor {
     /// As `Spawned`, but an `on_elected` is refused while `n` callbacks of
     /// that election are still waiting to run: the term then ends silently
     /// and the election steps down for one lease duration (S7.7).
+    /// `Spawned` is `SpawnedBounded(`[`CALLBACK_QUEUE`]`)`.
     SpawnedBounded(usize),
     /// Callbacks run on the driver loop itself (S7.6): keep them short, and
     /// only chain on the futures the client returns; blocking calls made
     /// there are refused with a `WouldWaitOnItself` error.
     Inline,
 }
+
+/// How many callbacks of one election may wait to run with the default
+/// [`CallbackExecutor::Spawned`] before an `on_elected` is refused (S7.7).
+/// Each queued `on_elected` brings at most one `on_revoked` and the waiters
+/// of `stop()`/`step_down()`, so an election's queue stays bounded.
+pub const CALLBACK_QUEUE: usize = 64;
+
+/// The default bound of each [`Simba::events`] subscriber's queue; see
+/// [`SimbaBuilder::event_queue`].
+pub const EVENT_QUEUE: usize = 1024;
 
 /// An event of the client, for observability ([`Simba::events`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +87,26 @@ pub enum ClientEvent {
         /// The failure.
         error: BackendError,
     },
+    /// A leader task ended on its own while its term was held, and the
+    /// election's [`TaskExitPolicy`] acted on it (S6.5).
+    TaskExited {
+        /// The lease name.
+        name: String,
+        /// The term's fencing token.
+        token: u64,
+        /// How the task ended.
+        outcome: TaskOutcome,
+        /// What the election did about it.
+        action: TaskExitAction,
+        /// The task's error or panic message, if it failed.
+        error: Option<String>,
+    },
+    /// This subscriber read too slowly: `missed` events were dropped from
+    /// its full queue (see [`SimbaBuilder::event_queue`]) before this one.
+    Lagged {
+        /// How many events were dropped.
+        missed: u64,
+    },
     /// The client is closed (S1.4).
     Closed,
 }
@@ -102,6 +133,8 @@ impl ElectionListener for NoListener {}
 pub(crate) struct ClientInner {
     tx: mpsc::UnboundedSender<Msg>,
     next_entry: AtomicU64,
+    runtime: Arc<dyn Runtime>,
+    event_queue: usize,
 }
 
 impl Drop for ClientInner {
@@ -116,6 +149,23 @@ impl ClientInner {
     fn send(&self, msg: Msg) -> bool {
         self.tx.unbounded_send(msg).is_ok()
     }
+
+    /// Whether a blocking wait on this thread could deadlock (S7.5, S7.6).
+    fn must_not_block(&self) -> Option<BlockRefusal> {
+        if in_callback_or_task() {
+            Some(BlockRefusal::OnItself)
+        } else if self.runtime.blocking_would_deadlock() {
+            Some(BlockRefusal::RuntimeThread)
+        } else {
+            None
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum BlockRefusal {
+    OnItself,
+    RuntimeThread,
 }
 
 /// Builds a [`Simba`] client (see [`Simba::builder`]).
@@ -124,6 +174,7 @@ pub struct SimbaBuilder {
     config: SimbaConfig,
     executor: CallbackExecutor,
     runtime: Option<Arc<dyn Runtime>>,
+    event_queue: usize,
 }
 
 impl fmt::Debug for SimbaBuilder {
@@ -155,6 +206,15 @@ impl SimbaBuilder {
         self
     }
 
+    /// How many events each [`Simba::events`] subscriber may leave unread
+    /// (default [`EVENT_QUEUE`], at least 1). When a subscriber's queue is
+    /// full, new events are dropped for it and counted; it then receives
+    /// [`ClientEvent::Lagged`] with the count before the next event that fits.
+    pub fn event_queue(mut self, n: usize) -> Self {
+        self.event_queue = n.max(1);
+        self
+    }
+
     /// Starts the client: spawns its driver, which opens the session at once.
     ///
     /// # Errors
@@ -168,7 +228,8 @@ impl SimbaBuilder {
         let profile = BackendProfile {
             renewal_proves: self.backend.renewal_proves(),
         };
-        let engine = Engine::new(self.config, profile, clock.now());
+        let config = with_process_seed(self.config);
+        let engine = Engine::new(config, profile, clock.now());
         let (tx, rx) = mpsc::unbounded();
         let (exit, driver_exit) = oneshot::channel();
         let driver = Driver::new(
@@ -185,9 +246,32 @@ impl SimbaBuilder {
             inner: Arc::new(ClientInner {
                 tx,
                 next_entry: AtomicU64::new(1),
+                runtime,
+                event_queue: self.event_queue,
             }),
         })
     }
+}
+
+/// The configuration with its retry-jitter seed (S4.1) drawn from the OS,
+/// unless an explicit seed was set: so candidates in different processes
+/// never retry on one schedule. Falls back to the clock and process id if
+/// the OS has no randomness to give.
+pub(crate) fn with_process_seed(config: SimbaConfig) -> SimbaConfig {
+    if config.explicit_seed().is_some() {
+        return config;
+    }
+    let mut bytes = [0u8; 8];
+    let seed = match getrandom::fill(&mut bytes) {
+        Ok(()) => u64::from_le_bytes(bytes),
+        Err(_) => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            u64::from(nanos) ^ (u64::from(std::process::id()) << 32)
+        }
+    };
+    config.to_builder().seed(seed).build().unwrap_or(config)
 }
 
 /// A Simba client: one session on the backend (S1) shared by every election,
@@ -221,6 +305,7 @@ impl Simba {
             config: SimbaConfig::default(),
             executor: CallbackExecutor::default(),
             runtime: None,
+            event_queue: EVENT_QUEUE,
         }
     }
 
@@ -230,6 +315,7 @@ impl Simba {
             client: self.clone(),
             name: name.as_ref().to_owned(),
             listener: None,
+            policy: TaskExitPolicy::default(),
         }
     }
 
@@ -244,7 +330,8 @@ impl Simba {
     ) -> Result<LeaderTask, ElectionError>
     where
         F: Fn(Term) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: TaskOutput,
     {
         self.election(name).run_while_leader(task).await
     }
@@ -270,11 +357,15 @@ impl Simba {
     }
 
     /// A stream of the client's events from now on: terms, session state,
-    /// shortened leases, backend failures. It starts with the session state
-    /// current when the subscription reaches the driver, so no transition is
-    /// missed, and ends when the client closes.
+    /// shortened leases, backend failures, leader tasks that ended. It
+    /// starts with the session state current when the subscription reaches
+    /// the driver, so no transition is missed, and ends when the client
+    /// closes. Its queue is bounded ([`SimbaBuilder::event_queue`]): a
+    /// subscriber that does not keep up is told how many events it missed
+    /// ([`ClientEvent::Lagged`]) instead of growing memory without end.
     pub fn events(&self) -> BoxStream<'static, ClientEvent> {
-        let (tx, rx) = mpsc::unbounded();
+        // The channel holds `buffer + 1` (one sender): `event_queue` in all.
+        let (tx, rx) = mpsc::channel(self.inner.event_queue.saturating_sub(1));
         let _ = self.inner.send(Msg::Subscribe { tx });
         rx.boxed()
     }
@@ -295,11 +386,15 @@ impl Simba {
     ///
     /// # Errors
     /// [`ClientError::WouldWaitOnItself`] when called from a callback or a
-    /// leader task (S7.5, S7.6): the close is started but not awaited.
+    /// leader task (S7.5, S7.6), [`ClientError::WouldBlockRuntime`] on an
+    /// async runtime thread: the close is started but not awaited.
     pub fn close_blocking(&self) -> Result<(), ClientError> {
-        if in_callback_or_task() {
+        if let Some(refusal) = self.inner.must_not_block() {
             let _ = self.inner.send(Msg::Close { done: None });
-            return Err(ClientError::WouldWaitOnItself);
+            return Err(match refusal {
+                BlockRefusal::OnItself => ClientError::WouldWaitOnItself,
+                BlockRefusal::RuntimeThread => ClientError::WouldBlockRuntime,
+            });
         }
         futures::executor::block_on(self.close());
         Ok(())
@@ -342,6 +437,7 @@ pub struct ElectionBuilder {
     client: Simba,
     name: String,
     listener: Option<Arc<dyn ElectionListener>>,
+    policy: TaskExitPolicy,
 }
 
 impl fmt::Debug for ElectionBuilder {
@@ -360,6 +456,19 @@ impl ElectionBuilder {
         self
     }
 
+    /// What a leader task that ends on its own does to its term (S6.5).
+    /// The default, [`TaskExitPolicy::GiveUpTerm`]: a task that returns
+    /// gives the term up (revoke, release, compete again after one retry
+    /// delay); one that returns an error or panics gives it up and steps
+    /// down for a back-off that doubles from one renewal interval with each
+    /// failure in a row, up to 32 intervals (reset after a clean return or
+    /// a term of at least one lease duration). Opt-in:
+    /// [`TaskExitPolicy::KeepTerm`], [`TaskExitPolicy::StopElection`].
+    pub fn on_task_exit(mut self, policy: TaskExitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
     /// Starts competing (S4.1), telling `listener` about every term (S7.1).
     ///
     /// # Errors
@@ -370,38 +479,68 @@ impl ElectionBuilder {
         self.start_spec(Some(listener), None).await
     }
 
-    /// Runs `task(term)` only while this client is leader (S6): the future
-    /// starts with each term and is cancelled (dropped) when the term is
-    /// revoked; on `stop()`/`step_down()` the lease is handed over only
-    /// after the future has been dropped (S6.1).
+    /// Runs `task(term)` only while this client is leader (S6). The future
+    /// starts with each term and may return `()` or `Result<(), E>`
+    /// ([`TaskOutput`]); how its own end affects the term is the
+    /// election's [`on_task_exit`](ElectionBuilder::on_task_exit) policy (S6.5).
+    ///
+    /// On a voluntary hand-over (`stop()`, `step_down()`, close) the task is
+    /// interrupted cooperatively (S6.1 steps 2–3): [`Term::revoked`]
+    /// resolves and `is_valid()` turns false, and the lease is kept until
+    /// the future returns (say, after rolling back or finishing a write) or
+    /// the term's local deadline passes; then the future, if still running,
+    /// is dropped, and only then is the lease released. On an involuntary
+    /// loss (S6.3) the future is dropped at once. Work spawned with
+    /// [`Term::spawn`] is interrupted and awaited with the task.
+    ///
+    /// ```ignore
+    /// simba.election("ledger").run_while_leader(|term| async move {
+    ///     loop {
+    ///         futures::select! {
+    ///             _ = term.revoked().fuse() => return rollback().await,
+    ///             batch = next_batch().fuse() => post(batch?, term.token()).await?,
+    ///         }
+    ///     }
+    /// }).await?;
+    /// ```
     ///
     /// # Errors
     /// As [`ElectionBuilder::start`].
     pub async fn run_while_leader<F, Fut>(self, task: F) -> Result<LeaderTask, ElectionError>
     where
         F: Fn(Term) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: TaskOutput,
     {
-        let factory = TaskFactory::Async(Arc::new(move |term| -> BoxFuture<'static, ()> {
-            Box::pin(task(term))
-        }));
+        let factory = TaskFactory::Async(Arc::new(
+            move |term| -> BoxFuture<'static, Result<(), String>> {
+                let fut = task(term);
+                Box::pin(async move { fut.await.into_task_result() })
+            },
+        ));
         let listener = self.listener.clone();
         let election = self.start_spec(listener, Some(factory)).await?;
         Ok(LeaderTask { election })
     }
 
     /// Runs blocking or CPU-bound `task(term, token)` on a blocking thread
-    /// while leader. On revocation the `token` is cancelled; the task should
-    /// return soon. One that ignores it delays a voluntary handover by at
-    /// most the term's remaining time (S6.2).
+    /// while leader; it may return `()` or `Result<(), E>` ([`TaskOutput`]),
+    /// and its own end is handled by the
+    /// [`on_task_exit`](ElectionBuilder::on_task_exit) policy (S6.5). On
+    /// revocation the `token` is cancelled; the task should return soon. One
+    /// that ignores it delays a voluntary handover by at most the term's
+    /// remaining time (S6.2).
     ///
     /// # Errors
     /// As [`ElectionBuilder::start`].
-    pub async fn run_blocking_while_leader<F>(self, task: F) -> Result<LeaderTask, ElectionError>
+    pub async fn run_blocking_while_leader<F, R>(self, task: F) -> Result<LeaderTask, ElectionError>
     where
-        F: Fn(Term, CancellationToken) + Send + Sync + 'static,
+        F: Fn(Term, CancellationToken) -> R + Send + Sync + 'static,
+        R: TaskOutput,
     {
-        let factory = TaskFactory::Blocking(Arc::new(task));
+        let factory = TaskFactory::Blocking(Arc::new(move |term, token| {
+            task(term, token).into_task_result()
+        }));
         let listener = self.listener.clone();
         let election = self.start_spec(listener, Some(factory)).await?;
         Ok(LeaderTask { election })
@@ -415,7 +554,14 @@ impl ElectionBuilder {
         let name = LeaseName::new(&self.name)?;
         let entry = self
             .client
-            .start(name.clone(), Spec::Election { listener, task })
+            .start(
+                name.clone(),
+                Spec::Election {
+                    listener,
+                    task,
+                    policy: self.policy,
+                },
+            )
             .await
             .map_err(election_error)?;
         Ok(Election {
@@ -468,15 +614,19 @@ impl Election {
     ///
     /// # Errors
     /// [`ElectionError::WouldWaitOnItself`] from a callback or leader task
-    /// (S7.5): the stop is started but not awaited.
+    /// (S7.5), [`ElectionError::WouldBlockRuntime`] on an async runtime
+    /// thread: the stop is started but not awaited.
     pub fn stop_blocking(&self) -> Result<(), ElectionError> {
-        if in_callback_or_task() {
+        if let Some(refusal) = self.client.inner.must_not_block() {
             let _ = self.client.inner.send(Msg::Stop {
                 name: self.name.clone(),
                 entry: self.entry,
                 done: None,
             });
-            return Err(ElectionError::WouldWaitOnItself);
+            return Err(match refusal {
+                BlockRefusal::OnItself => ElectionError::WouldWaitOnItself,
+                BlockRefusal::RuntimeThread => ElectionError::WouldBlockRuntime,
+            });
         }
         futures::executor::block_on(self.stop());
         Ok(())
@@ -709,11 +859,15 @@ impl LockTerm {
     ///
     /// # Errors
     /// [`LockError::WouldWaitOnItself`] from a callback or leader task
-    /// (S7.5): the release is started but not awaited.
+    /// (S7.5), [`LockError::WouldBlockRuntime`] on an async runtime thread:
+    /// the release is started but not awaited.
     pub fn release_blocking(self) -> Result<(), LockError> {
-        if in_callback_or_task() {
+        if let Some(refusal) = self.client.inner.must_not_block() {
             drop(self);
-            return Err(LockError::WouldWaitOnItself);
+            return Err(match refusal {
+                BlockRefusal::OnItself => LockError::WouldWaitOnItself,
+                BlockRefusal::RuntimeThread => LockError::WouldBlockRuntime,
+            });
         }
         futures::executor::block_on(self.release());
         Ok(())
@@ -729,5 +883,76 @@ impl Drop for LockTerm {
                 done: None,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::with_process_seed;
+    use simba_core::{
+        AcquireOutcome, BackendProfile, Command, Engine, Input, LeaseName, Output, Renewal,
+        SessionGrant, SessionId, SimbaConfig, Timestamp,
+    };
+
+    /// When a candidate that always finds the lease held sends its acquires.
+    fn acquire_times(config: SimbaConfig) -> Vec<Timestamp> {
+        let lease = config.lease_duration();
+        let mut e = Engine::new(config, BackendProfile::default(), Timestamp::ZERO);
+        let mut now = Timestamp::ZERO;
+        e.start_election(now, LeaseName::new("jitter").unwrap(), false)
+            .unwrap();
+        let mut times = Vec::new();
+        while times.len() < 8 {
+            while let Some(out) = e.poll_output() {
+                let reply = match out {
+                    Output::Command(Command::OpenSession { op, .. }) => Input::SessionOpened {
+                        op,
+                        result: Ok(SessionGrant {
+                            session: SessionId::from_u128(1),
+                            remaining: lease,
+                        }),
+                    },
+                    Output::Command(Command::Renew { op, .. }) => Input::RenewReplied {
+                        op,
+                        result: Ok(Renewal {
+                            remaining: lease,
+                            owned: Vec::new(),
+                        }),
+                    },
+                    Output::Command(Command::Acquire { op, .. }) => {
+                        times.push(now);
+                        Input::AcquireReplied {
+                            op,
+                            result: Ok(AcquireOutcome::Held {
+                                holder: None,
+                                token: None,
+                            }),
+                        }
+                    }
+                    _ => continue,
+                };
+                e.handle(now, reply);
+            }
+            now = e.poll_timeout().unwrap();
+            e.handle_timeout(now);
+        }
+        times
+    }
+
+    /// S4.1: two clients without an explicit seed retry on different
+    /// schedules; an explicit seed is kept (for reproducible tests).
+    #[test]
+    fn seeds_are_drawn_per_client_unless_set() {
+        let a = with_process_seed(SimbaConfig::default());
+        let b = with_process_seed(SimbaConfig::default());
+        assert_ne!(a.seed(), b.seed(), "two clients, one jitter schedule");
+        assert_ne!(
+            acquire_times(a),
+            acquire_times(b),
+            "two clients retry on the same schedule"
+        );
+        let fixed = SimbaConfig::builder().seed(42).build().unwrap();
+        assert_eq!(with_process_seed(fixed).seed(), 42);
     }
 }

@@ -4,20 +4,20 @@
 //! the engine's; this file only carries facts in and orders out, following
 //! the drive loop of the `simba-core` crate documentation.
 
-use crate::client::{CallbackExecutor, ClientEvent, ElectionListener};
+use crate::client::{CallbackExecutor, ClientEvent, ElectionListener, CALLBACK_QUEUE};
 use crate::observe;
 use crate::term::{
-    CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl,
+    CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
 };
 use futures::channel::{mpsc, oneshot};
-use futures::future::{AbortHandle, Abortable, BoxFuture, Either, FutureExt};
+use futures::future::{AbortHandle, Abortable, Aborted, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use simba_backends::Backend;
 use simba_core::{
     ApiError, BackendError, BackendErrorKind, Command, Engine, Event, Input, Kind, LeaseName,
-    Level, LockWait, Output, RenewError, RevokeReason, SessionId, Snapshot, TaskOrder, TermId,
-    Timestamp,
+    Level, LockWait, Output, RenewError, RevokeReason, SessionId, SessionState, Snapshot,
+    TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, TermId, Timestamp,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,9 +30,11 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// An async leader task: called with each new term.
-pub(crate) type AsyncTask = Arc<dyn Fn(Term) -> BoxFuture<'static, ()> + Send + Sync>;
+pub(crate) type AsyncTask =
+    Arc<dyn Fn(Term) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 /// A blocking leader task: called on a blocking thread with each new term.
-pub(crate) type BlockingTask = Arc<dyn Fn(Term, CancellationToken) + Send + Sync>;
+pub(crate) type BlockingTask =
+    Arc<dyn Fn(Term, CancellationToken) -> Result<(), String> + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) enum TaskFactory {
@@ -52,6 +54,7 @@ pub(crate) enum Spec {
     Election {
         listener: Option<Arc<dyn ElectionListener>>,
         task: Option<TaskFactory>,
+        policy: TaskExitPolicy,
     },
     Lock {
         /// `None`: try once; `Some(None)`: forever; `Some(Some(d))`: for `d`.
@@ -86,9 +89,48 @@ pub(crate) enum Msg {
         reply: oneshot::Sender<Snapshot>,
     },
     Subscribe {
-        tx: mpsc::UnboundedSender<ClientEvent>,
+        tx: mpsc::Sender<ClientEvent>,
+    },
+    /// A leader task (and the work it spawned) ended.
+    TaskExited {
+        term: TermId,
+        outcome: TaskOutcome,
+        error: Option<String>,
     },
     Input(Input),
+}
+
+/// One [`crate::Simba::events`] subscriber: a bounded queue, and how many
+/// events it missed since the last one that fitted.
+struct Subscriber {
+    tx: mpsc::Sender<ClientEvent>,
+    missed: u64,
+}
+
+impl Subscriber {
+    /// Queues `event`, or counts it as missed; `false` once the subscriber is gone.
+    fn offer(&mut self, event: &ClientEvent) -> bool {
+        if self.missed > 0 {
+            match self.tx.try_send(ClientEvent::Lagged {
+                missed: self.missed,
+            }) {
+                Ok(()) => self.missed = 0,
+                Err(e) if e.is_disconnected() => return false,
+                Err(_) => {
+                    self.missed += 1;
+                    return true;
+                }
+            }
+        }
+        match self.tx.try_send(event.clone()) {
+            Ok(()) => true,
+            Err(e) if e.is_full() => {
+                self.missed += 1;
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
 
 /// What to deliver to an election's listener.
@@ -123,9 +165,26 @@ struct DEntry {
     stopping: bool,
 }
 
-enum Running {
+/// A leader task that runs, with its term and the work it spawned.
+struct Running {
+    term: Term,
+    tracker: Arc<Tracker>,
+    kind: RunningKind,
+}
+
+enum RunningKind {
     Async(AbortHandle),
     Blocking(CancellationToken),
+}
+
+impl Running {
+    /// Drops the task (async) and everything it spawned, at their next poll.
+    fn drop_now(&self) {
+        if let RunningKind::Async(abort) = &self.kind {
+            abort.abort();
+        }
+        self.tracker.abort_all();
+    }
 }
 
 pub(crate) struct Driver {
@@ -140,7 +199,9 @@ pub(crate) struct Driver {
     elected_at: HashMap<TermId, Instant>,
     handover_from: HashMap<LeaseName, Instant>,
     deadline: Option<(SessionId, Arc<SessionDeadline>)>,
-    subscribers: Vec<mpsc::UnboundedSender<ClientEvent>>,
+    subscribers: Vec<Subscriber>,
+    /// The error message of the task exit being handled (for `TaskEnded`).
+    last_task_error: Option<(TermId, String)>,
     close_waiters: Vec<oneshot::Sender<()>>,
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
@@ -175,6 +236,7 @@ impl Driver {
             handover_from: HashMap::new(),
             deadline: None,
             subscribers: Vec::new(),
+            last_task_error: None,
             close_waiters: Vec::new(),
             workers_done: Vec::new(),
             closed: false,
@@ -252,11 +314,15 @@ impl Driver {
     fn on_msg(&mut self, msg: Msg) {
         let now = self.clock.now();
         match msg {
-            Msg::Input(input) => {
-                if let Input::TaskExited { term } = &input {
-                    self.tasks.remove(term);
-                }
-                self.engine.handle(now, input);
+            Msg::Input(input) => self.engine.handle(now, input),
+            Msg::TaskExited {
+                term,
+                outcome,
+                error,
+            } => {
+                self.tasks.remove(&term);
+                self.last_task_error = error.map(|e| (term, e));
+                self.engine.handle(now, Input::TaskExited { term, outcome });
             }
             Msg::Start {
                 name,
@@ -313,11 +379,9 @@ impl Driver {
                 // A new subscriber first learns the state it joins in, so it
                 // never misses a transition that happened before it came.
                 let state = self.engine.session_state();
-                if tx
-                    .unbounded_send(ClientEvent::SessionState { state })
-                    .is_ok()
-                {
-                    self.subscribers.push(tx);
+                let mut sub = Subscriber { tx, missed: 0 };
+                if sub.offer(&ClientEvent::SessionState { state }) {
+                    self.subscribers.push(sub);
                 }
             }
         }
@@ -332,9 +396,12 @@ impl Driver {
         reply: oneshot::Sender<Result<(), ApiError>>,
     ) {
         let result = match &spec {
-            Spec::Election { task, .. } => {
-                self.engine
-                    .start_election(now, name.clone(), task.is_some())
+            Spec::Election { task, policy, .. } => {
+                if task.is_some() {
+                    self.engine.start_task_election(now, name.clone(), *policy)
+                } else {
+                    self.engine.start_election(now, name.clone(), false)
+                }
             }
             Spec::Lock { wait, .. } => {
                 let wait = match wait {
@@ -350,7 +417,7 @@ impl Driver {
             return;
         }
         let d = match spec {
-            Spec::Election { listener, task } => {
+            Spec::Election { listener, task, .. } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
                 DEntry {
                     id: entry,
@@ -439,6 +506,18 @@ impl Driver {
                 Output::Task(order) => self.on_task(order),
             }
         }
+        self.last_task_error = None;
+    }
+
+    /// S6.1: a task still running when its lease is released (its term's
+    /// deadline passed during the hand-over) or its session ends is dropped
+    /// first, with the work it spawned.
+    fn drop_tasks(&mut self, matching: impl Fn(&Term) -> bool) {
+        for running in self.tasks.values() {
+            if running.term.revoke_reason().is_some() && matching(&running.term) {
+                running.drop_now();
+            }
+        }
     }
 
     /// Runs one backend command as its own future, cancelled after
@@ -451,6 +530,14 @@ impl Driver {
         tracing::trace!(command = ?cmd, "backend call");
         if matches!(cmd, Command::Renew { .. }) {
             observe::renewal();
+        }
+        match &cmd {
+            Command::Release { name, token, .. } => {
+                let (name, token) = (name.as_str(), token.get());
+                self.drop_tasks(|t| t.name() == name && t.token() == token);
+            }
+            Command::CloseSession { .. } => self.drop_tasks(|_| true),
+            _ => {}
         }
         let timed_out = timeout_reply(&cmd, timeout);
         let call: BoxFuture<'static, Input> = match cmd {
@@ -489,8 +576,7 @@ impl Driver {
     }
 
     fn publish(&mut self, event: ClientEvent) {
-        self.subscribers
-            .retain(|s| s.unbounded_send(event.clone()).is_ok());
+        self.subscribers.retain_mut(|s| s.offer(&event));
     }
 
     fn on_event(&mut self, event: Event) {
@@ -511,6 +597,12 @@ impl Driver {
                     control.revoke(reason);
                     control.term
                 });
+                if let Some(h) = &handle {
+                    if !self.tasks.contains_key(&term.id) {
+                        // No leader task to wait for: spawned work ends now.
+                        h.tracker().abort_all();
+                    }
+                }
                 self.publish(ClientEvent::Revoked {
                     name: term.name.to_string(),
                     token: term.token.get(),
@@ -567,6 +659,10 @@ impl Driver {
                 }
             }
             Event::SessionStateChanged { state, session } => {
+                if matches!(state, SessionState::Opening | SessionState::Closed) {
+                    // The session is gone: no hand-over waits any more (S6.3).
+                    self.drop_tasks(|_| true);
+                }
                 tracing::info!(%state, session = ?session, "session state changed");
                 observe::session_state(state);
                 self.publish(ClientEvent::SessionState { state });
@@ -616,6 +712,38 @@ impl Driver {
                     }
                 }));
             }
+            Event::TaskEnded {
+                term,
+                outcome,
+                action,
+            } => {
+                let error = self
+                    .last_task_error
+                    .take()
+                    .filter(|(t, _)| *t == term.id)
+                    .map(|(_, e)| e);
+                tracing::error!(
+                    name = %term.name,
+                    token = %term.token,
+                    %outcome,
+                    action = action.as_str(),
+                    error = error.as_deref().unwrap_or(""),
+                    "leader task ended while leader (S6.5)"
+                );
+                observe::task_exit(term.name.as_str(), outcome, action);
+                if action == TaskExitAction::Stopped {
+                    if let Some(e) = self.entries.get_mut(&term.name) {
+                        e.stopping = true;
+                    }
+                }
+                self.publish(ClientEvent::TaskExited {
+                    name: term.name.to_string(),
+                    token: term.token.get(),
+                    outcome,
+                    action,
+                    error,
+                });
+            }
             Event::Diagnostic { level, message } => match level {
                 Level::Warn => tracing::warn!("{message}"),
                 _ => tracing::error!("{message}"),
@@ -635,10 +763,15 @@ impl Driver {
         let Some(e) = self.entries.get_mut(&term.name) else {
             return;
         };
-        // S7.7: a bounded callback executor with a full queue refuses the
-        // on_elected; nobody learns of the term.
-        if let (CallbackExecutor::SpawnedBounded(max), Some(q)) = (&self.executor, &e.queue) {
-            if q.pending.load(Ordering::Acquire) >= *max {
+        // S7.7: a callback queue that is full refuses the on_elected;
+        // nobody learns of the term.
+        let bound = match self.executor {
+            CallbackExecutor::SpawnedBounded(max) => max,
+            CallbackExecutor::Spawned => CALLBACK_QUEUE,
+            CallbackExecutor::Inline => usize::MAX,
+        };
+        if let Some(q) = &e.queue {
+            if q.pending.load(Ordering::Acquire) >= bound {
                 tracing::warn!(name = %term.name, token = %term.token, "callback executor refused on_elected (S7.7)");
                 let mut control = control;
                 control.revoke(RevokeReason::SteppedDown);
@@ -679,53 +812,116 @@ impl Driver {
                 let (Some(factory), Some(handle)) = (factory, handle) else {
                     // Nothing to run: report the exit so a handover never waits.
                     let now = self.clock.now();
-                    self.engine.handle(now, Input::TaskExited { term: term.id });
+                    self.engine.handle(
+                        now,
+                        Input::TaskExited {
+                            term: term.id,
+                            outcome: TaskOutcome::Returned,
+                        },
+                    );
                     return;
                 };
                 let tx = self.tx.clone();
                 let id = term.id;
+                let tracker = handle.tracker();
                 let span = tracing::info_span!(parent: &self.span, "simba_leader_task", name = %term.name, token = %term.token);
                 match factory {
                     TaskFactory::Async(f) => {
                         let (abort, reg) = AbortHandle::new_pair();
-                        let fut = Abortable::new(InContext(Box::pin(f(handle))), reg);
-                        self.tasks.insert(id, Running::Async(abort));
+                        let fut = Abortable::new(InContext(Box::pin(f(handle.clone()))), reg);
+                        self.tasks.insert(
+                            id,
+                            Running {
+                                term: handle,
+                                tracker: tracker.clone(),
+                                kind: RunningKind::Async(abort),
+                            },
+                        );
                         self.clock.runtime.spawn(Box::pin(
                             async move {
                                 tracing::debug!("leader task started");
-                                if AssertUnwindSafe(fut).catch_unwind().await.is_err() {
-                                    tracing::error!("leader task panicked");
+                                let run = AssertUnwindSafe(fut).catch_unwind().await;
+                                let (outcome, error) = match run {
+                                    Err(panic) => {
+                                        (TaskOutcome::Panicked, Some(panic_message(&*panic)))
+                                    }
+                                    Ok(Err(Aborted)) => {
+                                        // Dropped: so is everything it spawned.
+                                        tracker.abort_all();
+                                        (TaskOutcome::Returned, None)
+                                    }
+                                    Ok(Ok(Ok(()))) => (TaskOutcome::Returned, None),
+                                    Ok(Ok(Err(e))) => (TaskOutcome::Failed, Some(e)),
+                                };
+                                // S6.1: the task has ended once its spawned work has.
+                                for done in tracker.close() {
+                                    let _ = done.await;
                                 }
-                                tracing::debug!("leader task exited");
-                                let _ =
-                                    tx.unbounded_send(Msg::Input(Input::TaskExited { term: id }));
+                                log_exit(outcome, error.as_deref());
+                                let _ = tx.unbounded_send(Msg::TaskExited {
+                                    term: id,
+                                    outcome,
+                                    error,
+                                });
                             }
                             .instrument(span),
                         ));
                     }
                     TaskFactory::Blocking(f) => {
                         let token = CancellationToken::new();
-                        self.tasks.insert(id, Running::Blocking(token.clone()));
+                        self.tasks.insert(
+                            id,
+                            Running {
+                                term: handle.clone(),
+                                tracker: tracker.clone(),
+                                kind: RunningKind::Blocking(token.clone()),
+                            },
+                        );
                         self.clock.runtime.spawn_blocking(Box::new(move || {
                             let _enter = span.enter();
                             let _ctx = ContextGuard::enter();
                             tracing::debug!("blocking leader task started");
                             let run =
                                 std::panic::catch_unwind(AssertUnwindSafe(|| f(handle, token)));
-                            if run.is_err() {
-                                tracing::error!("blocking leader task panicked");
-                            }
-                            tracing::debug!("blocking leader task exited");
-                            let _ = tx.unbounded_send(Msg::Input(Input::TaskExited { term: id }));
+                            let (outcome, error) = match run {
+                                Err(panic) => (TaskOutcome::Panicked, Some(panic_message(&*panic))),
+                                Ok(Ok(())) => (TaskOutcome::Returned, None),
+                                Ok(Err(e)) => (TaskOutcome::Failed, Some(e)),
+                            };
+                            futures::executor::block_on(async {
+                                for done in tracker.close() {
+                                    let _ = done.await;
+                                }
+                            });
+                            log_exit(outcome, error.as_deref());
+                            let _ = tx.unbounded_send(Msg::TaskExited {
+                                term: id,
+                                outcome,
+                                error,
+                            });
                         }));
                     }
                 }
             }
-            TaskOrder::Interrupt { term } => match self.tasks.get(&term.id) {
-                Some(Running::Async(abort)) => abort.abort(),
-                Some(Running::Blocking(token)) => token.cancel(),
-                None => {}
-            },
+            TaskOrder::Interrupt { term } => {
+                let Some(running) = self.tasks.get(&term.id) else {
+                    return;
+                };
+                let voluntary = running
+                    .term
+                    .revoke_reason()
+                    .is_some_and(RevokeReason::is_voluntary);
+                if let RunningKind::Blocking(token) = &running.kind {
+                    token.cancel();
+                }
+                if !voluntary {
+                    // S6.3: lost involuntarily; nothing waits.
+                    running.drop_now();
+                }
+                // S6.1 step 2 for a voluntary hand-over: the term is revoked
+                // (`revoked()` has resolved); the task ends on its own, or is
+                // dropped when its lease is released at the deadline.
+            }
         }
     }
 
@@ -750,6 +946,29 @@ impl Driver {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The message of a panic payload.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_owned()
+    }
+}
+
+fn log_exit(outcome: TaskOutcome, error: Option<&str>) {
+    match outcome {
+        TaskOutcome::Returned => tracing::debug!("leader task exited"),
+        TaskOutcome::Failed => {
+            tracing::error!(error = error.unwrap_or(""), "leader task failed");
+        }
+        TaskOutcome::Panicked => {
+            tracing::error!(panic = error.unwrap_or(""), "leader task panicked");
         }
     }
 }

@@ -24,6 +24,11 @@ pub enum ElectionError {
     /// would wait on itself (S7.5, S7.6): the action was started, not awaited.
     #[error("not waiting: called from a Simba callback or leader task, which would wait on itself (S7.5)")]
     WouldWaitOnItself,
+    /// A blocking call made on an async runtime thread, where waiting could
+    /// block the thread that must finish it (e.g. a current-thread tokio
+    /// runtime): the action was started, not awaited. Await the async method.
+    #[error("not waiting: a blocking call on an async runtime thread could block the thread that must finish it; await the async method instead")]
+    WouldBlockRuntime,
 }
 
 /// Why a lock was not acquired, or its release could not be awaited.
@@ -53,6 +58,11 @@ pub enum LockError {
     /// A blocking release from a callback or leader task (S7.5): started, not awaited.
     #[error("not waiting: called from a Simba callback or leader task, which would wait on itself (S7.5)")]
     WouldWaitOnItself,
+    /// A blocking call made on an async runtime thread, where waiting could
+    /// block the thread that must finish it (e.g. a current-thread tokio
+    /// runtime): the action was started, not awaited. Await the async method.
+    #[error("not waiting: a blocking call on an async runtime thread could block the thread that must finish it; await the async method instead")]
+    WouldBlockRuntime,
 }
 
 /// A term is over, or ends too soon for the caller (S3.2 `ensure_valid`).
@@ -86,6 +96,11 @@ pub enum ClientError {
     /// started but not awaited.
     #[error("not waiting: called from a Simba callback or leader task, which would wait on itself (S7.5)")]
     WouldWaitOnItself,
+    /// A blocking call made on an async runtime thread, where waiting could
+    /// block the thread that must finish it (e.g. a current-thread tokio
+    /// runtime): the action was started, not awaited. Await the async method.
+    #[error("not waiting: a blocking call on an async runtime thread could block the thread that must finish it; await the async method instead")]
+    WouldBlockRuntime,
 }
 
 /// A configuration section or environment variable that cannot be used.

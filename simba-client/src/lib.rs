@@ -62,15 +62,16 @@ pub mod testkit;
 
 pub use client::{
     CallbackExecutor, ClientEvent, Election, ElectionBuilder, ElectionListener, LeaderTask, Lock,
-    LockTerm, NoListener, Simba, SimbaBuilder,
+    LockTerm, NoListener, Simba, SimbaBuilder, CALLBACK_QUEUE, EVENT_QUEUE,
 };
 pub use config::{ConfigSection, ENV_VARS};
 pub use error::{BuildError, ClientError, ConfigSectionError, ElectionError, LockError, TermError};
 pub use runtime::Runtime;
-pub use term::{in_callback_or_task, CancellationToken, Term};
+pub use term::{in_callback_or_task, CancellationToken, TaskOutput, Term};
 
 pub use simba_backends::{Backend, MemoryBackend};
 pub use simba_core::{
     EntrySnapshot, Kind, LeaseName, RevokeReason, SessionSnapshot, SessionState, SimbaConfig,
-    SimbaConfigBuilder, Snapshot, Status,
+    SimbaConfigBuilder, Snapshot, Status, TaskExitAction, TaskExitPolicy, TaskOutcome,
+    TASK_BACKOFF_MAX_INTERVALS,
 };

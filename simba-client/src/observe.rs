@@ -13,8 +13,9 @@
 //! | `simba_leader_seconds` | histogram | `name` |
 //! | `simba_is_leader` | gauge (0/1) | `name` |
 //! | `simba_session_live` | gauge (0/1) | |
+//! | `simba_task_exits_total` | counter | `name`, `outcome`, `action` |
 
-use simba_core::{RevokeReason, SessionState};
+use simba_core::{RevokeReason, SessionState, TaskExitAction, TaskOutcome};
 use std::time::Duration;
 
 pub(crate) fn renewal() {
@@ -55,4 +56,15 @@ pub(crate) fn session_state(state: SessionState) {
         0.0
     };
     metrics::gauge!("simba_session_live").set(live);
+}
+
+/// S6.5: a leader task ended on its own while its term was held.
+pub(crate) fn task_exit(name: &str, outcome: TaskOutcome, action: TaskExitAction) {
+    metrics::counter!(
+        "simba_task_exits_total",
+        "name" => name.to_owned(),
+        "outcome" => outcome.as_str(),
+        "action" => action.as_str()
+    )
+    .increment(1);
 }

@@ -49,4 +49,14 @@ pub trait Runtime: Send + Sync + 'static {
     /// The runtime's monotonic clock. Term validity (S3.3) and every engine
     /// timestamp are read from it.
     fn now(&self) -> Instant;
+
+    /// Whether the calling thread runs this runtime's async tasks, where a
+    /// blocking wait (`close_blocking`, `stop_blocking`, `release_blocking`)
+    /// could block the very thread that must finish it: those calls then
+    /// start their action and return a `WouldBlockRuntime` error instead.
+    /// The default, `false`, suits runtimes that never run tasks on a
+    /// caller's thread.
+    fn blocking_would_deadlock(&self) -> bool {
+        false
+    }
 }

@@ -4,15 +4,16 @@
 use crate::error::TermError;
 use crate::runtime::Runtime;
 use futures::channel::oneshot;
-use futures::future::{FutureExt, Shared};
+use futures::future::{AbortHandle, Abortable, BoxFuture, FutureExt, Shared};
 use simba_core::{term_is_valid, term_remaining, LeaseName, RevokeReason, Timestamp, Token};
 use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 const REASONS: [RevokeReason; 5] = [
@@ -65,6 +66,65 @@ struct TermInner {
     reason_code: AtomicU8,
     reason: Shared<oneshot::Receiver<RevokeReason>>,
     clock: Clock,
+    tracker: Arc<Tracker>,
+}
+
+/// The work a term's holder spawned through [`Term::spawn`]: interrupted
+/// and awaited with the leader task (S6.1), never running after the release.
+#[derive(Default)]
+pub(crate) struct Tracker {
+    state: Mutex<TrackerState>,
+}
+
+#[derive(Default)]
+struct TrackerState {
+    closed: bool,
+    aborted: bool,
+    children: Vec<(AbortHandle, oneshot::Receiver<()>)>,
+}
+
+impl Tracker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TrackerState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn spawn(&self, runtime: &Arc<dyn Runtime>, work: BoxFuture<'static, ()>) -> bool {
+        let mut st = self.lock();
+        if st.closed || st.aborted {
+            return false;
+        }
+        st.children
+            .retain_mut(|(_, done)| matches!(done.try_recv(), Ok(None)));
+        let (abort, reg) = AbortHandle::new_pair();
+        let (done_tx, done_rx) = oneshot::channel::<()>();
+        st.children.push((abort, done_rx));
+        drop(st);
+        let work = Abortable::new(InContext(Box::pin(work)), reg);
+        runtime.spawn(Box::pin(async move {
+            // Dropped when the work ends or is dropped: resolves `done_rx`.
+            let _done = done_tx;
+            if AssertUnwindSafe(work).catch_unwind().await.is_err() {
+                tracing::error!("work spawned by a leader task panicked");
+            }
+        }));
+        true
+    }
+
+    /// Drops every piece of spawned work (at its next poll); refuses new work.
+    pub(crate) fn abort_all(&self) {
+        let mut st = self.lock();
+        st.aborted = true;
+        for (abort, _) in &st.children {
+            abort.abort();
+        }
+    }
+
+    /// Refuses new work; returns what resolves once each piece has ended.
+    pub(crate) fn close(&self) -> Vec<oneshot::Receiver<()>> {
+        let mut st = self.lock();
+        st.closed = true;
+        st.children.drain(..).map(|(_, done)| done).collect()
+    }
 }
 
 /// One period in which this client owns a lease (S3.2).
@@ -123,6 +183,7 @@ impl Term {
                     reason_code: AtomicU8::new(0),
                     reason: rx.shared(),
                     clock,
+                    tracker: Arc::default(),
                 }),
             },
             reason_tx: Some(tx),
@@ -194,6 +255,30 @@ impl Term {
         async move { reason.await.unwrap_or(RevokeReason::Stopped) }
     }
 
+    /// Runs `work` on the runtime as part of this term's leader task (S6.1):
+    /// on a voluntary hand-over it sees [`Term::revoked`] resolve and the
+    /// hand-over waits for it as for the task itself (at most until the
+    /// term's local deadline); on an involuntary loss, or once that deadline
+    /// has passed, it is dropped before the lease is released. Returns
+    /// `false`, without running `work`, once the task has ended or the term
+    /// is over. On a term without a leader task (a lock, a listener's term)
+    /// the work is dropped when the term ends.
+    pub fn spawn<F>(&self, work: F) -> bool
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        if self.revoke_reason().is_some_and(|r| !r.is_voluntary()) {
+            return false;
+        }
+        self.inner
+            .tracker
+            .spawn(&self.inner.clock.runtime, Box::pin(work))
+    }
+
+    pub(crate) fn tracker(&self) -> Arc<Tracker> {
+        self.inner.tracker.clone()
+    }
+
     /// The reason, once the term has been revoked (no waiting needed).
     pub fn revoke_reason(&self) -> Option<RevokeReason> {
         let code = usize::from(self.inner.reason_code.load(Ordering::Acquire));
@@ -233,7 +318,13 @@ impl Eq for Term {}
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct CancellationToken {
-    inner: Arc<(Mutex<bool>, Condvar)>,
+    inner: Arc<(Mutex<CancelState>, Condvar)>,
+}
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: bool,
+    wakers: Vec<Waker>,
 }
 
 impl CancellationToken {
@@ -242,16 +333,27 @@ impl CancellationToken {
         Self::default()
     }
 
-    /// Cancels the token and wakes every [`sleep`](CancellationToken::sleep).
+    fn state(&self) -> std::sync::MutexGuard<'_, CancelState> {
+        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Cancels the token and wakes every [`sleep`](CancellationToken::sleep)
+    /// and [`cancelled`](CancellationToken::cancelled).
     pub fn cancel(&self) {
-        let (lock, cv) = &*self.inner;
-        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        cv.notify_all();
+        let wakers = {
+            let mut st = self.state();
+            st.cancelled = true;
+            std::mem::take(&mut st.wakers)
+        };
+        self.inner.1.notify_all();
+        for w in wakers {
+            w.wake();
+        }
     }
 
     /// Whether the token was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        *self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.state().cancelled
     }
 
     /// Blocks the thread for `d` or until cancelled; returns whether it was cancelled.
@@ -259,9 +361,51 @@ impl CancellationToken {
         let (lock, cv) = &*self.inner;
         let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         let (guard, _) = cv
-            .wait_timeout_while(guard, d, |cancelled| !*cancelled)
+            .wait_timeout_while(guard, d, |st| !st.cancelled)
             .unwrap_or_else(|p| p.into_inner());
-        *guard
+        guard.cancelled
+    }
+
+    /// A future that resolves once the token is cancelled (for `select!`).
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
+        let token = self.clone();
+        futures::future::poll_fn(move |cx| {
+            let mut st = token.state();
+            if st.cancelled {
+                return Poll::Ready(());
+            }
+            if !st.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                st.wakers.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+    }
+}
+
+/// What a leader task returns: `()`, or `Result<(), E>` for any error
+/// that displays, so `?` works inside the task. An `Err` counts as a failed
+/// task under the election's [`TaskExitPolicy`](crate::TaskExitPolicy) (S6.5).
+///
+/// ```
+/// use simba_client::TaskOutput;
+/// assert_eq!(().into_task_result(), Ok(()));
+/// let failed: Result<(), std::io::Error> = Err(std::io::Error::other("disk full"));
+/// assert_eq!(failed.into_task_result(), Err("disk full".to_owned()));
+/// ```
+pub trait TaskOutput: Send + 'static {
+    /// `Ok` for a normal return, `Err(message)` for a failure.
+    fn into_task_result(self) -> Result<(), String>;
+}
+
+impl TaskOutput for () {
+    fn into_task_result(self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<E: fmt::Display + Send + 'static> TaskOutput for Result<(), E> {
+    fn into_task_result(self) -> Result<(), String> {
+        self.map_err(|e| e.to_string())
     }
 }
 

@@ -11,9 +11,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use crate::{
-    CallbackExecutor, ClientError, ElectionError, ElectionListener, LockError, RevokeReason,
-    Runtime, Simba, SimbaConfig, Status, Term,
+    CallbackExecutor, ClientError, ClientEvent, ElectionError, ElectionListener, LockError,
+    RevokeReason, Runtime, Simba, SimbaBuilder, SimbaConfig, Status, TaskExitAction,
+    TaskExitPolicy, TaskOutcome, Term,
 };
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use simba_backends::{Backend, BackendConfig, MemoryBackend};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -104,12 +107,44 @@ impl Env {
     }
 
     pub fn client_with(&self, executor: CallbackExecutor) -> Simba {
-        Simba::builder_dyn(self.backend.clone())
-            .config(config())
+        self.builder()
             .callback_executor(executor)
-            .runtime(self.runtime.clone())
             .build()
             .expect("client")
+    }
+
+    /// A builder with the suite's configuration and runtime.
+    pub fn builder(&self) -> SimbaBuilder {
+        Simba::builder_dyn(self.backend.clone())
+            .config(config())
+            .runtime(self.runtime.clone())
+    }
+
+    /// The next event matching `f`, within `limit`.
+    pub async fn next_event<F>(
+        &self,
+        events: &mut BoxStream<'static, ClientEvent>,
+        limit: Duration,
+        f: F,
+    ) -> ClientEvent
+    where
+        F: Fn(&ClientEvent) -> bool,
+    {
+        let find = async {
+            while let Some(ev) = events.next().await {
+                if f(&ev) {
+                    return Some(ev);
+                }
+            }
+            None
+        };
+        let deadline = self.sleep(limit);
+        futures::pin_mut!(find, deadline);
+        match futures::future::select(find, deadline).await {
+            futures::future::Either::Left((Some(ev), _)) => ev,
+            futures::future::Either::Left((None, _)) => panic!("the event stream ended"),
+            futures::future::Either::Right(_) => panic!("no matching event within {limit:?}"),
+        }
     }
 
     pub async fn sleep(&self, d: Duration) {
@@ -644,7 +679,6 @@ async fn close_from_callback(env: Env, executor: CallbackExecutor) {
         "S7.5: a blocking close from a callback does not wait"
     );
     // The close it started completes.
-    use futures::StreamExt;
     let closed = async {
         while let Some(ev) = events.next().await {
             if ev == crate::ClientEvent::Closed {
@@ -736,6 +770,419 @@ pub async fn leader_task_term_and_revoked_future(env: Env) {
 /// may run only if the runtime polls it before the abort lands.
 fn unreachable_after_revoke(_reason: RevokeReason) {}
 
+// ----- leader tasks that end on their own (S6.5) -------------------------
+
+fn is_task_exit(ev: &ClientEvent) -> bool {
+    matches!(ev, ClientEvent::TaskExited { .. })
+}
+
+/// S6.5: a task that returns gives up its term (released, competes again):
+/// the client is elected again with a higher token.
+pub async fn task_return_gives_up_the_term(env: Env) {
+    let simba = env.client();
+    let mut events = simba.events();
+    let tokens: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let t = tokens.clone();
+    let task = simba
+        .run_while_leader("suite.returns", move |term| {
+            let t = t.clone();
+            async move {
+                let first = {
+                    let mut t = t.lock().unwrap();
+                    t.push(term.token());
+                    t.len() == 1
+                };
+                if !first {
+                    // The second term keeps running until stopped.
+                    term.revoked().await;
+                }
+            }
+        })
+        .await
+        .unwrap();
+    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
+        ClientEvent::TaskExited {
+            outcome, action, ..
+        } => {
+            assert_eq!(outcome, TaskOutcome::Returned);
+            assert_eq!(action, TaskExitAction::Released);
+        }
+        _ => unreachable!(),
+    }
+    env.next_event(&mut events, PATIENCE, |e| {
+        matches!(
+            e,
+            ClientEvent::Revoked {
+                reason: RevokeReason::SteppedDown,
+                ..
+            }
+        )
+    })
+    .await;
+    env.wait_for("elected again", PATIENCE, || {
+        let t = tokens.clone();
+        async move { t.lock().unwrap().len() == 2 }
+    })
+    .await;
+    let t = tokens.lock().unwrap().clone();
+    assert!(t[1] > t[0], "a new term: {t:?}");
+    task.stop().await;
+    simba.close().await;
+}
+
+/// S6.5: a task that panics gives up its term and steps down for a back-off;
+/// another client takes over (no zombie leader). Also an event, with the
+/// panic message.
+pub async fn task_panic_moves_leadership(env: Env) {
+    let a = env.client();
+    let b = env.client();
+    let mut events = a.events();
+    let a_token = Arc::new(AtomicI32::new(0));
+    let at = a_token.clone();
+    let ta = a
+        .run_while_leader("suite.panics", move |term| {
+            at.store(i32::try_from(term.token()).unwrap(), Ordering::Release);
+            async move {
+                if term.is_valid() {
+                    panic!("ledger job crashed");
+                }
+            }
+        })
+        .await
+        .unwrap();
+    env.wait_for("A leads", PATIENCE, || {
+        let t = a_token.clone();
+        async move { t.load(Ordering::Acquire) > 0 }
+    })
+    .await;
+    let b_token = Arc::new(AtomicI32::new(0));
+    let bt = b_token.clone();
+    let tb = b
+        .run_while_leader("suite.panics", move |term| {
+            bt.store(i32::try_from(term.token()).unwrap(), Ordering::Release);
+            async move {
+                term.revoked().await;
+            }
+        })
+        .await
+        .unwrap();
+    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
+        ClientEvent::TaskExited {
+            outcome,
+            action,
+            error,
+            ..
+        } => {
+            assert_eq!(outcome, TaskOutcome::Panicked);
+            assert!(
+                matches!(action, TaskExitAction::SteppedDown { failures: 1, cooldown } if cooldown == RENEW),
+                "{action:?}"
+            );
+            assert_eq!(error.as_deref(), Some("ledger job crashed"));
+        }
+        _ => unreachable!(),
+    }
+    env.wait_for("B takes over", PATIENCE, || {
+        let t = b_token.clone();
+        async move { t.load(Ordering::Acquire) > 0 }
+    })
+    .await;
+    assert!(b_token.load(Ordering::Acquire) > a_token.load(Ordering::Acquire));
+    tb.stop().await;
+    ta.stop().await;
+    a.close().await;
+    b.close().await;
+}
+
+#[derive(Debug)]
+struct LedgerError(&'static str);
+impl std::fmt::Display for LedgerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+async fn post_batch(fail: bool) -> Result<(), LedgerError> {
+    if fail {
+        Err(LedgerError("unbalanced batch"))
+    } else {
+        Ok(())
+    }
+}
+
+/// S6.5: tasks may return `Result<(), E>` (`?` works); an `Err` is a
+/// failure; a blocking task too.
+pub async fn task_error_is_a_failure(env: Env) {
+    let simba = env.client();
+    let mut events = simba.events();
+    let task = simba
+        .run_while_leader("suite.errors", |_term| async move {
+            post_batch(false).await?;
+            post_batch(true).await?;
+            Ok::<(), LedgerError>(())
+        })
+        .await
+        .unwrap();
+    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
+        ClientEvent::TaskExited {
+            outcome,
+            action,
+            error,
+            ..
+        } => {
+            assert_eq!(outcome, TaskOutcome::Failed);
+            assert!(matches!(action, TaskExitAction::SteppedDown { .. }));
+            assert_eq!(error.as_deref(), Some("unbalanced batch"));
+        }
+        _ => unreachable!(),
+    }
+    assert_eq!(
+        task.snapshot().await.unwrap().map(|s| s.status),
+        Some(Status::CoolingDown)
+    );
+    task.stop().await;
+    let blocking = simba
+        .election("suite.errors.blocking")
+        .run_blocking_while_leader(|_term, _cancel| -> Result<(), String> {
+            Err("disk full".to_owned())
+        })
+        .await
+        .unwrap();
+    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
+        ClientEvent::TaskExited { outcome, error, .. } => {
+            assert_eq!(outcome, TaskOutcome::Failed);
+            assert_eq!(error.as_deref(), Some("disk full"));
+        }
+        _ => unreachable!(),
+    }
+    blocking.stop().await;
+    simba.close().await;
+}
+
+/// S6.5: keeping the term after the task ends, or stopping the election,
+/// are explicit opt-ins.
+pub async fn task_exit_opt_in_policies(env: Env) {
+    let simba = env.client();
+    let mut events = simba.events();
+    let keep = simba
+        .election("suite.keep")
+        .on_task_exit(TaskExitPolicy::KeepTerm)
+        .run_while_leader(|_term| async {})
+        .await
+        .unwrap();
+    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
+        ClientEvent::TaskExited { action, .. } => assert_eq!(action, TaskExitAction::KeptTerm),
+        _ => unreachable!(),
+    }
+    env.sleep(RENEW * 2).await;
+    assert_eq!(
+        keep.snapshot().await.unwrap().map(|s| s.status),
+        Some(Status::Leader)
+    );
+    keep.stop().await;
+    let once = simba
+        .election("suite.once")
+        .on_task_exit(TaskExitPolicy::StopElection)
+        .run_while_leader(|_term| async {})
+        .await
+        .unwrap();
+    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
+        ClientEvent::TaskExited { action, .. } => assert_eq!(action, TaskExitAction::Stopped),
+        _ => unreachable!(),
+    }
+    env.wait_for("the election is gone", PATIENCE, || {
+        let once = once.clone();
+        async move { once.snapshot().await.unwrap().is_none() }
+    })
+    .await;
+    // The name is free again.
+    let again = simba
+        .election("suite.once")
+        .start(crate::NoListener)
+        .await
+        .unwrap();
+    again.stop().await;
+    simba.close().await;
+}
+
+// ----- cooperative interruption (S6.1 steps 2-3) --------------------------
+
+/// S6.1: on stop() an async task is signalled (`revoked()`), may finish its
+/// work (here an async roll-back, and work it spawned through the term),
+/// and the lease is released only after; stop() resolves after that.
+pub async fn cooperative_interruption_of_async_tasks(env: Env) {
+    let a = env.client();
+    let rolled_back = Arc::new(AtomicBool::new(false));
+    let child_done = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let runtime = env.runtime.clone();
+    let (rb, cd, st) = (rolled_back.clone(), child_done.clone(), started.clone());
+    let task = a
+        .run_while_leader("suite.coop", move |term| {
+            let (rb, cd, st, rt) = (rb.clone(), cd.clone(), st.clone(), runtime.clone());
+            async move {
+                let (t2, rt2) = (term.clone(), rt.clone());
+                assert!(term.spawn(async move {
+                    t2.revoked().await;
+                    rt2.sleep_until(rt2.now() + Duration::from_millis(200))
+                        .await;
+                    cd.store(true, Ordering::Release);
+                }));
+                st.store(true, Ordering::Release);
+                let reason = term.revoked().await;
+                assert_eq!(reason, RevokeReason::Stopped);
+                assert!(!term.is_valid());
+                // Roll back asynchronously: the lease stays held meanwhile.
+                rt.sleep_until(rt.now() + Duration::from_millis(300)).await;
+                rb.store(true, Ordering::Release);
+            }
+        })
+        .await
+        .unwrap();
+    env.wait_for("task started", PATIENCE, || {
+        let s = started.clone();
+        async move { s.load(Ordering::Acquire) }
+    })
+    .await;
+    task.stop().await;
+    assert!(
+        rolled_back.load(Ordering::Acquire),
+        "stop() resolved before the task finished its roll-back"
+    );
+    assert!(
+        child_done.load(Ordering::Acquire),
+        "stop() resolved before the work the task spawned ended"
+    );
+    a.close().await;
+}
+
+struct DropFlag(Arc<AtomicBool>);
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// S6.2: an async task that ignores its interruption is dropped (with its
+/// spawned work) when the term's local deadline passes, then the lease is
+/// released; the hand-over waited at most the term's remaining time.
+pub async fn stubborn_async_task_is_dropped_at_the_deadline(env: Env) {
+    let a = env.client();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let child_dropped = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicBool::new(false));
+    let (d, cd, st) = (dropped.clone(), child_dropped.clone(), started.clone());
+    let task = a
+        .run_while_leader("suite.stubborn.async", move |term| {
+            let (d, cd, st) = (d.clone(), cd.clone(), st.clone());
+            async move {
+                let guard = DropFlag(d);
+                let child = DropFlag(cd);
+                term.spawn(async move {
+                    let _child = child;
+                    futures::future::pending::<()>().await;
+                });
+                st.store(true, Ordering::Release);
+                futures::future::pending::<()>().await;
+                drop(guard);
+            }
+        })
+        .await
+        .unwrap();
+    env.wait_for("task started", PATIENCE, || {
+        let s = started.clone();
+        async move { s.load(Ordering::Acquire) }
+    })
+    .await;
+    let t0 = Instant::now();
+    task.stop().await;
+    let took = t0.elapsed();
+    assert!(
+        took <= LEASE + Duration::from_secs(1),
+        "handover waited {took:?}, more than the term's remaining time"
+    );
+    env.wait_for("task and spawned work dropped", PATIENCE, || {
+        let (d, cd) = (dropped.clone(), child_dropped.clone());
+        async move { d.load(Ordering::Acquire) && cd.load(Ordering::Acquire) }
+    })
+    .await;
+    a.close().await;
+}
+
+// ----- the client ----------------------------------------------------------
+
+/// Blocking calls on an async runtime thread return an error instead of
+/// blocking the thread that must finish them; the action still happens.
+pub async fn blocking_calls_on_a_runtime_thread_are_refused(env: Env) {
+    let simba = env.client();
+    let lock = simba.lock("suite.blocking.lock").acquire().await.unwrap();
+    let term = lock.term().clone();
+    assert_eq!(lock.release_blocking(), Err(LockError::WouldBlockRuntime));
+    assert_eq!(term.revoked().await, RevokeReason::Stopped);
+    let e = simba
+        .election("suite.blocking.election")
+        .start(crate::NoListener)
+        .await
+        .unwrap();
+    assert_eq!(e.stop_blocking(), Err(ElectionError::WouldBlockRuntime));
+    env.wait_for("stopped", PATIENCE, || {
+        let e = e.clone();
+        async move { e.snapshot().await.unwrap().is_none() }
+    })
+    .await;
+    let mut events = simba.events();
+    assert_eq!(simba.close_blocking(), Err(ClientError::WouldBlockRuntime));
+    env.next_event(&mut events, PATIENCE, |e| *e == ClientEvent::Closed)
+        .await;
+}
+
+/// A subscriber that does not read loses events beyond its bound and is
+/// told how many it missed; memory stays bounded.
+pub async fn lagging_subscriber_is_told_what_it_missed(env: Env) {
+    let simba = env.builder().event_queue(2).build().unwrap();
+    let mut events = simba.events();
+    let e = simba
+        .election("suite.lagging")
+        .start(crate::NoListener)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        env.wait_for("elected", PATIENCE, || {
+            let e = e.clone();
+            async move { e.snapshot().await.unwrap().map(|s| s.status) == Some(Status::Leader) }
+        })
+        .await;
+        e.step_down(Duration::ZERO).await.unwrap();
+    }
+    e.stop().await;
+    let mut seen = Vec::new();
+    while let Some(Some(ev)) = events.next().now_or_never() {
+        seen.push(ev);
+    }
+    assert!(seen.len() <= 3, "the queue is bounded: {seen:?}");
+    let lagged: u64 = seen
+        .iter()
+        .map(|e| match e {
+            ClientEvent::Lagged { missed } => *missed,
+            _ => 0,
+        })
+        .sum();
+    // Reading again lets the next event in, announced by what was missed.
+    simba.close().await;
+    let rest: Vec<ClientEvent> = events.collect().await;
+    let lagged_later: u64 = rest
+        .iter()
+        .map(|e| match e {
+            ClientEvent::Lagged { missed } => *missed,
+            _ => 0,
+        })
+        .sum();
+    assert!(
+        lagged + lagged_later >= 3,
+        "missed events are counted: {seen:?} then {rest:?}"
+    );
+}
+
 /// Generates the suite's `#[test]`s for one adapter:
 /// `adapter_suite!("tokio", block_on, || runtime)` where `block_on` runs a
 /// future to completion on the adapter's runtime and the closure returns an
@@ -753,7 +1200,13 @@ macro_rules! adapter_suite {
                 stubborn_task_delays_handover_at_most_remaining, callbacks_paired_and_serial,
                 stop_resolves_after_last_on_revoked, lock_try_and_timeout, already_started,
                 blocking_close_from_callback, blocking_close_from_inline_callback,
-                refused_on_elected_cools_down, leader_task_term_and_revoked_future);
+                refused_on_elected_cools_down, leader_task_term_and_revoked_future,
+                task_return_gives_up_the_term, task_panic_moves_leadership,
+                task_error_is_a_failure, task_exit_opt_in_policies,
+                cooperative_interruption_of_async_tasks,
+                stubborn_async_task_is_dropped_at_the_deadline,
+                blocking_calls_on_a_runtime_thread_are_refused,
+                lagging_subscriber_is_told_what_it_missed);
         )*
     };
     (@kind $m:ident, $kind:ident, $adapter:literal, $block_on:path, $runtime:expr; $($test:ident),* $(,)?) => {

@@ -11,7 +11,8 @@
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, BackendProfile, Command, Engine, Event,
     Fraction, Input, LeaseName, Level, LockWait, OpId, Output, RenewError, Renewal, RevokeReason,
-    SessionGrant, SessionId, SessionState, SimbaConfig, TaskOrder, Term, TermId, Timestamp, Token,
+    SessionGrant, SessionId, SessionState, SimbaConfig, TaskOrder, TaskOutcome, Term, TermId,
+    Timestamp, Token,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -163,8 +164,9 @@ pub enum Action {
     },
     /// A release broadcast for `name` with no change on the backend.
     Broadcast(u8),
-    /// `Input::TaskExited`.
-    TaskExited(TermPick),
+    /// `Input::TaskExited`: the term, and the outcome (`n % 3`: returned,
+    /// failed, panicked).
+    TaskExited(TermPick, u8),
     /// `Input::ElectedRejected`, out of band.
     ElectedRejected(TermPick),
     /// Refuse the next `Elected` the moment it is drained (S7.7, as a driver would).
@@ -272,6 +274,8 @@ struct StepCtx {
     /// The latest deadline S2.1 allows from the renewal or grant being
     /// handled: its send time + remaining × proven fraction × (1 − drift) − margin.
     deadline_bound: Option<Timestamp>,
+    /// A term whose task failed or panicked while the term was open (S6.5).
+    failed_task: Option<TermId>,
 }
 
 /// The engine, the model backend, the driver's state and the checker.
@@ -527,9 +531,14 @@ impl Harness {
                 let name = self.name(*i);
                 self.deliver(Input::ReleaseBroadcast { name })?;
             }
-            Action::TaskExited(pick) => {
+            Action::TaskExited(pick, outcome) => {
                 let term = self.term_pick(*pick);
-                self.deliver(Input::TaskExited { term })?;
+                let outcome = match outcome % 3 {
+                    0 => TaskOutcome::Returned,
+                    1 => TaskOutcome::Failed,
+                    _ => TaskOutcome::Panicked,
+                };
+                self.deliver(Input::TaskExited { term, outcome })?;
             }
             Action::ElectedRejected(pick) => {
                 let term = self.term_pick(*pick);
@@ -624,8 +633,17 @@ impl Harness {
                     self.ctx.deadline_bound = Some(*sent + self.validity_bound(*remaining));
                 }
             }
-            Input::TaskExited { term } => {
+            Input::TaskExited { term, outcome } => {
                 if let Some(info) = self.terms.get_mut(term) {
+                    // S6.5: a task that fails while its term is open gives
+                    // the term up in the same step.
+                    if info.state == TermState::Open
+                        && info.task_started
+                        && !info.task_exited
+                        && outcome.is_failure()
+                    {
+                        self.ctx.failed_task = Some(*term);
+                    }
                     info.task_exited = true;
                 }
             }
@@ -796,6 +814,17 @@ impl Harness {
                 self.ctx.current_acquire = None;
                 let t = self.ts();
                 self.engine.handle(t, Input::ElectedRejected { term });
+            }
+        }
+        if let Some(term) = self.ctx.failed_task.take() {
+            if self
+                .terms
+                .get(&term)
+                .is_some_and(|i| i.state == TermState::Open)
+            {
+                return self.violation(&format!(
+                    "{term}'s task failed but the term is still held (S6.5)"
+                ));
             }
         }
         self.check_state()
@@ -1122,7 +1151,10 @@ impl Harness {
                 .map(|(id, _)| *id)
                 .collect();
             for term in exits {
-                self.step_input(Input::TaskExited { term })?;
+                self.step_input(Input::TaskExited {
+                    term,
+                    outcome: TaskOutcome::Returned,
+                })?;
             }
             while !self.pending.is_empty() {
                 self.step(&Action::Reply {

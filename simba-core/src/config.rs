@@ -26,7 +26,7 @@ pub struct SimbaConfig {
     margin: Duration,
     retry_jitter: Duration,
     min_backoff: Duration,
-    seed: u64,
+    seed: Option<u64>,
     #[cfg(feature = "mutants")]
     mutant: Option<crate::mutant::Mutant>,
 }
@@ -40,7 +40,7 @@ impl Default for SimbaConfig {
             margin: Duration::from_millis(50),
             retry_jitter: Duration::from_millis(2500),
             min_backoff: Duration::from_millis(100),
-            seed: 0,
+            seed: None,
             #[cfg(feature = "mutants")]
             mutant: None,
         }
@@ -62,7 +62,7 @@ impl SimbaConfig {
             margin: Some(self.margin),
             retry_jitter: Some(self.retry_jitter),
             min_backoff: Some(self.min_backoff),
-            seed: Some(self.seed),
+            seed: self.seed,
             #[cfg(feature = "mutants")]
             mutant: self.mutant,
         }
@@ -92,8 +92,17 @@ impl SimbaConfig {
     pub fn min_backoff(&self) -> Duration {
         self.min_backoff
     }
-    /// The seed of the engine's only source of randomness (retry jitter).
+    /// The seed of the engine's only source of randomness, the retry
+    /// jitter of S4.1: the explicit seed if one was set, else 0. The engine
+    /// (sans-IO) uses it as it is; `simba-client`'s builder replaces an
+    /// unset seed with one drawn from the OS, so candidates in different
+    /// processes retry on different schedules.
     pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or(0)
+    }
+
+    /// The seed set with [`SimbaConfigBuilder::seed`], if any.
+    pub fn explicit_seed(&self) -> Option<u64> {
         self.seed
     }
 
@@ -149,7 +158,9 @@ impl SimbaConfigBuilder {
         self.min_backoff = Some(d);
         self
     }
-    /// Sets the seed of the retry jitter (default 0; adapters draw one from the OS).
+    /// Sets the seed of the retry jitter (S4.1), for reproducible runs and
+    /// tests. Unset, the engine uses 0 and `simba-client`'s builder draws a
+    /// seed from the OS for every client.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -224,7 +235,7 @@ impl SimbaConfigBuilder {
             margin,
             retry_jitter,
             min_backoff,
-            seed: self.seed.unwrap_or(d.seed),
+            seed: self.seed.or(d.seed),
             #[cfg(feature = "mutants")]
             mutant: self.mutant,
         })

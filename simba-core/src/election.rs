@@ -2,7 +2,7 @@
 
 use crate::ids::{OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
-use crate::protocol::Term;
+use crate::protocol::{TaskExitPolicy, Term};
 use crate::time::Timestamp;
 use std::fmt;
 
@@ -74,6 +74,8 @@ pub(crate) struct Held {
     /// Input sequence number at which the term was created (see `TakenOver`).
     pub(crate) created_seq: u64,
     pub(crate) task_running: bool,
+    /// When the term began (engine time), to tell a long-lived task (S6.5).
+    pub(crate) started_at: Timestamp,
 }
 
 /// A voluntarily ended term whose lease is kept until its task exits (S6.1 step 3).
@@ -101,6 +103,10 @@ pub(crate) struct Entry {
     pub(crate) stopping: bool,
     /// A `step_down()` waits for its handover before emitting `Completed`.
     pub(crate) pending_completion: bool,
+    /// What a task ending on its own does to the term (S6.5).
+    pub(crate) exit_policy: TaskExitPolicy,
+    /// Consecutive failed or panicked tasks (S6.5 back-off).
+    pub(crate) task_failures: u32,
 }
 
 impl Entry {
@@ -117,6 +123,8 @@ impl Entry {
             handover: None,
             stopping: false,
             pending_completion: false,
+            exit_policy: TaskExitPolicy::default(),
+            task_failures: 0,
         }
     }
 

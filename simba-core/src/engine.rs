@@ -7,11 +7,11 @@ use crate::election::{
 };
 use crate::error::{ApiError, BackendError, BackendErrorKind};
 use crate::ids::{OpId, SessionId, TermId, Token};
-use crate::lease::{local_validity, renew_period, renewal_backoff};
+use crate::lease::{local_validity, renew_period, renewal_backoff, task_failure_backoff};
 use crate::name::LeaseName;
 use crate::protocol::{
     AcquireOutcome, Command, Event, Input, Level, Output, RenewError, Renewal, RevokeReason,
-    SessionGrant, SessionState, TaskOrder, Term,
+    SessionGrant, SessionState, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, Term,
 };
 use crate::time::Timestamp;
 use crate::timers::Timers;
@@ -256,7 +256,28 @@ impl Engine {
         name: LeaseName,
         runs_task: bool,
     ) -> Result<(), ApiError> {
-        self.insert(now, name, Kind::Election, runs_task, LockWait::Forever)
+        self.insert(
+            now,
+            name,
+            Kind::Election,
+            runs_task,
+            LockWait::Forever,
+            TaskExitPolicy::default(),
+        )
+    }
+
+    /// As [`Engine::start_election`] with a task, and `policy` deciding what
+    /// a task that ends on its own does to its term (S6.5).
+    ///
+    /// # Errors
+    /// As [`Engine::start_election`].
+    pub fn start_task_election(
+        &mut self,
+        now: Timestamp,
+        name: LeaseName,
+        policy: TaskExitPolicy,
+    ) -> Result<(), ApiError> {
+        self.insert(now, name, Kind::Election, true, LockWait::Forever, policy)
     }
 
     /// Starts acquiring `name` as a lock: one term only (S5.3).
@@ -270,7 +291,14 @@ impl Engine {
         wait: LockWait,
         runs_task: bool,
     ) -> Result<(), ApiError> {
-        self.insert(now, name, Kind::Lock, runs_task, wait)
+        self.insert(
+            now,
+            name,
+            Kind::Lock,
+            runs_task,
+            wait,
+            TaskExitPolicy::StopElection,
+        )
     }
 
     fn insert(
@@ -280,6 +308,7 @@ impl Engine {
         kind: Kind,
         runs_task: bool,
         wait: LockWait,
+        policy: TaskExitPolicy,
     ) -> Result<(), ApiError> {
         self.advance(now);
         // Every path runs `finish`, errors too: the deadlines due at `now`
@@ -292,8 +321,9 @@ impl Engine {
             self.finish();
             return Err(ApiError::AlreadyStarted(name));
         }
-        self.entries
-            .insert(name.clone(), Entry::new(kind, runs_task, wait, self.now));
+        let mut entry = Entry::new(kind, runs_task, wait, self.now);
+        entry.exit_policy = policy;
+        self.entries.insert(name.clone(), entry);
         self.dirty.push(name);
         self.finish();
         Ok(())
@@ -413,7 +443,7 @@ impl Engine {
             }
             Input::SessionClosed { op, result } => self.on_session_closed(op, result),
             Input::ReleaseBroadcast { name } => self.on_release_broadcast(&name),
-            Input::TaskExited { term } => self.on_task_exited(term),
+            Input::TaskExited { term, outcome } => self.on_task_exited(term, outcome),
             Input::ElectedRejected { term } => self.on_elected_rejected(term),
         }
         self.finish();
@@ -1180,6 +1210,7 @@ impl Engine {
             term: term.clone(),
             created_seq: self.seq,
             task_running: entry.runs_task,
+            started_at: self.now,
         });
         let runs_task = entry.runs_task;
         self.stats.terms += 1;
@@ -1349,7 +1380,7 @@ impl Engine {
         }
     }
 
-    fn on_task_exited(&mut self, term: TermId) {
+    fn on_task_exited(&mut self, term: TermId, outcome: TaskOutcome) {
         let Some(name) = self.term_names.get(&term).cloned() else {
             return;
         };
@@ -1357,16 +1388,99 @@ impl Engine {
             self.term_names.remove(&term);
             return;
         };
-        if let Some(held) = entry.held.as_mut().filter(|h| h.term.id == term) {
-            // The task ended on its own; the term goes on (a later handover
-            // then has nothing to wait for).
-            held.task_running = false;
+        if entry
+            .held
+            .as_ref()
+            .is_some_and(|h| h.term.id == term && h.task_running)
+        {
+            // S6.5: the task ended on its own while the term is held.
+            self.task_ended_in_term(&name, outcome);
             return;
         }
         if entry.handover.as_ref().is_some_and(|h| h.term.id == term) {
             // S6.1 step 4: the task has exited; release with the term's token.
             self.complete_handover(&name);
         }
+    }
+
+    /// S6.5: applies the election's [`TaskExitPolicy`] to a task that ended
+    /// while its term is held.
+    fn task_ended_in_term(&mut self, name: &LeaseName, outcome: TaskOutcome) {
+        let now = self.now;
+        let lease = self.config.lease_duration();
+        let interval = self.config.renew_interval();
+        let keep_after_panic =
+            outcome == TaskOutcome::Panicked && self.mutant_is(MutantKind::KeepTermAfterPanic);
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        let Some(held) = entry.held.as_mut() else {
+            return;
+        };
+        // The task is gone: whatever happens next waits for nothing.
+        held.task_running = false;
+        let term = held.term.clone();
+        let ran = now - held.started_at;
+        let action = match (entry.exit_policy, entry.kind) {
+            _ if keep_after_panic => TaskExitAction::KeptTerm,
+            (TaskExitPolicy::KeepTerm, _) => TaskExitAction::KeptTerm,
+            (TaskExitPolicy::StopElection, _) | (_, Kind::Lock) => TaskExitAction::Stopped,
+            (TaskExitPolicy::GiveUpTerm, Kind::Election) if !outcome.is_failure() => {
+                entry.task_failures = 0;
+                TaskExitAction::Released
+            }
+            (TaskExitPolicy::GiveUpTerm, Kind::Election) => {
+                // A task that ran for a lease duration or more starts the
+                // count again: its failure is not part of a crash loop.
+                entry.task_failures = if ran >= lease {
+                    1
+                } else {
+                    entry.task_failures.saturating_add(1)
+                };
+                TaskExitAction::SteppedDown {
+                    cooldown: task_failure_backoff(interval, entry.task_failures),
+                    failures: entry.task_failures,
+                }
+            }
+        };
+        if !outcome.is_failure() && action != TaskExitAction::Released {
+            entry.task_failures = 0;
+        }
+        self.emit(Event::TaskEnded {
+            term,
+            outcome,
+            action,
+        });
+        match action {
+            TaskExitAction::KeptTerm => {}
+            TaskExitAction::Stopped => {
+                if let Some(entry) = self.entries.get_mut(name) {
+                    entry.stopping = true;
+                    entry.status = Status::Stopped;
+                    entry.attempt = None;
+                    entry.cooldown_until = None;
+                }
+                let _ = self.revoke(name, RevokeReason::Stopped);
+                self.after_handover_step(name);
+            }
+            TaskExitAction::Released => {
+                let delay = self.retry_delay();
+                let _ = self.revoke(name, RevokeReason::SteppedDown);
+                if let Some(entry) = self.entries.get_mut(name) {
+                    entry.attempt = None;
+                    entry.next_attempt = Some(now + delay);
+                }
+            }
+            TaskExitAction::SteppedDown { cooldown, .. } => {
+                if let Some(entry) = self.entries.get_mut(name) {
+                    entry.status = Status::CoolingDown;
+                    entry.cooldown_until = Some(now + cooldown);
+                    entry.attempt = None;
+                }
+                let _ = self.revoke(name, RevokeReason::SteppedDown);
+            }
+        }
+        self.dirty.push(name.clone());
     }
 
     /// S7.7: nobody learned of the term, so it ends silently (no `Revoked`),
@@ -1435,6 +1549,7 @@ enum MutantKind {
     ReleaseBeforeRevoke,
     AcceptAbandonedAttempts,
     ForgetCompletion,
+    KeepTermAfterPanic,
 }
 
 impl Engine {

@@ -117,3 +117,28 @@ pub fn term_remaining(deadline: Timestamp, revoked: bool, now: Timestamp) -> Dur
         Duration::ZERO
     }
 }
+
+/// The most a failed leader task's back-off grows to, in renewal intervals.
+pub const TASK_BACKOFF_MAX_INTERVALS: u32 = 32;
+
+/// How long an election steps down after its leader task failed or panicked
+/// for the `failures`-th time in a row (S6.5): one renewal interval, doubling
+/// with each consecutive failure, at most
+/// [`TASK_BACKOFF_MAX_INTERVALS`] renewal intervals. The count starts again
+/// after a task that returned normally, or one whose term lasted at least
+/// one lease duration.
+///
+/// ```
+/// use simba_core::task_failure_backoff;
+/// use std::time::Duration;
+/// let i = Duration::from_secs(5);
+/// assert_eq!(task_failure_backoff(i, 1), i);
+/// assert_eq!(task_failure_backoff(i, 2), i * 2);
+/// assert_eq!(task_failure_backoff(i, 4), i * 8);
+/// assert_eq!(task_failure_backoff(i, 60), i * 32);
+/// ```
+pub fn task_failure_backoff(renew_interval: Duration, failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(31);
+    let factor = (1u32 << exp).min(TASK_BACKOFF_MAX_INTERVALS);
+    renew_interval.saturating_mul(factor)
+}

@@ -109,13 +109,14 @@ pub use engine::{BackendProfile, Engine, Stats};
 pub use error::{ApiError, BackendError, BackendErrorKind};
 pub use ids::{OpId, ParseSessionIdError, SessionId, TermId, Token};
 pub use lease::{
-    local_deadline, local_validity, renew_period, renewal_backoff, term_is_valid, term_remaining,
+    local_deadline, local_validity, renew_period, renewal_backoff, task_failure_backoff,
+    term_is_valid, term_remaining, TASK_BACKOFF_MAX_INTERVALS,
 };
 #[cfg(feature = "mutants")]
 pub use mutant::Mutant;
 pub use name::{is_name_char, LeaseName, NameError, MAX_NAME_LEN};
 pub use protocol::{
     AcquireOutcome, Command, Event, Input, Level, Output, RenewError, Renewal, RevokeReason,
-    SessionGrant, SessionState, TaskOrder, Term,
+    SessionGrant, SessionState, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, Term,
 };
 pub use time::Timestamp;

@@ -26,11 +26,13 @@ pub enum Mutant {
     AcceptAbandonedAttempts,
     /// `stop()` and `step_down()` never complete: their [`Event::Completed`](crate::Event::Completed) is dropped (S7.3).
     ForgetCompletion,
+    /// A leader task that panics leaves its term held, with nothing running (S6.5).
+    KeepTermAfterPanic,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 10] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -40,6 +42,7 @@ impl Mutant {
         Mutant::ReleaseBeforeRevoke,
         Mutant::AcceptAbandonedAttempts,
         Mutant::ForgetCompletion,
+        Mutant::KeepTermAfterPanic,
     ];
 
     /// The mutant's command-line name.
@@ -54,6 +57,7 @@ impl Mutant {
             Mutant::ReleaseBeforeRevoke => "release-before-revoke",
             Mutant::AcceptAbandonedAttempts => "accept-abandoned-attempts",
             Mutant::ForgetCompletion => "forget-completion",
+            Mutant::KeepTermAfterPanic => "keep-term-after-panic",
         }
     }
 

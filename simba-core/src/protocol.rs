@@ -169,16 +169,106 @@ pub enum Input {
         /// The freed lease.
         name: LeaseName,
     },
-    /// The task started for `term` has exited (S6.1 step 3).
+    /// The task started for `term` has exited: after its interrupt (S6.1
+    /// step 3), or on its own, which the election's [`TaskExitPolicy`]
+    /// answers (S6.5).
     TaskExited {
         /// The term whose task exited.
         term: TermId,
+        /// How it ended.
+        outcome: TaskOutcome,
     },
     /// The callback executor refused the `on_elected` of `term` (S7.7).
     ElectedRejected {
         /// The refused term.
         term: TermId,
     },
+}
+
+/// How a leader task ended (S6.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TaskOutcome {
+    /// It returned normally (`()` or `Ok(())`).
+    Returned,
+    /// It returned an error.
+    Failed,
+    /// It panicked.
+    Panicked,
+}
+
+impl TaskOutcome {
+    /// Whether the task failed (returned an error or panicked).
+    pub fn is_failure(self) -> bool {
+        !matches!(self, TaskOutcome::Returned)
+    }
+
+    /// A stable lowercase label, for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskOutcome::Returned => "returned",
+            TaskOutcome::Failed => "failed",
+            TaskOutcome::Panicked => "panicked",
+        }
+    }
+}
+
+impl fmt::Display for TaskOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an election does when its leader task ends on its own, while the
+/// term is still held (S6.5). No node holds a lease with nothing running
+/// unless asked to ([`TaskExitPolicy::KeepTerm`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskExitPolicy {
+    /// The default. A task that **returns** gives up its term: revoke
+    /// (`SteppedDown`), release, and compete again after one retry delay
+    /// (S4.1). A task that **fails or panics** gives up its term and steps
+    /// down for a back-off that grows with repeated failures
+    /// ([`task_failure_backoff`](crate::task_failure_backoff)), so a
+    /// crash-looping job moves to another node.
+    #[default]
+    GiveUpTerm,
+    /// Opt-in: keep holding the term after the task ends, until it is lost,
+    /// stepped down or stopped.
+    KeepTerm,
+    /// Opt-in: any end of the task stops the election (revoke `Stopped`,
+    /// release, and the election is gone, as after `stop()`).
+    StopElection,
+}
+
+/// What the engine did about a task that ended on its own (S6.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskExitAction {
+    /// The term was given up; the election competes again after one retry delay.
+    Released,
+    /// The term was given up and the election steps down for `cooldown`
+    /// (the `failures`-th failure in a row).
+    SteppedDown {
+        /// How long the election stays out of the competition.
+        cooldown: Duration,
+        /// Consecutive failures, this one included.
+        failures: u32,
+    },
+    /// The term is kept ([`TaskExitPolicy::KeepTerm`]).
+    KeptTerm,
+    /// The election was stopped ([`TaskExitPolicy::StopElection`], or a lock).
+    Stopped,
+}
+
+impl TaskExitAction {
+    /// A stable lowercase label, for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskExitAction::Released => "released",
+            TaskExitAction::SteppedDown { .. } => "stepped_down",
+            TaskExitAction::KeptTerm => "kept_term",
+            TaskExitAction::Stopped => "stopped",
+        }
+    }
 }
 
 /// One term (S3.2): a period in which this node owns a lease.
@@ -325,6 +415,17 @@ pub enum Event {
         command: &'static str,
         /// The failure.
         error: BackendError,
+    },
+    /// The task of a held term ended on its own and the election's
+    /// [`TaskExitPolicy`] acted on it (S6.5). Emitted before the term's
+    /// `Revoked`, if any.
+    TaskEnded {
+        /// The term whose task ended.
+        term: Term,
+        /// How the task ended.
+        outcome: TaskOutcome,
+        /// What the engine did about it.
+        action: TaskExitAction,
     },
     /// The client is closed: every term revoked, the session closed (S1.4).
     Closed,

@@ -101,7 +101,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(kind, op, answer)| Action::Unknown { kind, op, answer }),
         2 => (any::<u8>(), any::<bool>()).prop_map(|(name, leave)| Action::Rival { name, leave }),
         1 => any::<u8>().prop_map(Action::Broadcast),
-        3 => term_pick().prop_map(Action::TaskExited),
+        3 => (term_pick(), any::<u8>()).prop_map(|(t, o)| Action::TaskExited(t, o)),
         1 => term_pick().prop_map(Action::ElectedRejected),
         1 => Just(Action::RejectNextElected),
         12 => time_move().prop_map(Action::Time),
@@ -171,7 +171,7 @@ fn a_truthful_stream_elects_and_revokes() {
         actions.push(reply.clone());
     }
     actions.push(Action::StepDown(0, 1000));
-    actions.push(Action::TaskExited(TermPick::Seen(0)));
+    actions.push(Action::TaskExited(TermPick::Seen(0), 0));
     let stats = harness::run(&setup, &actions).unwrap();
     assert!(stats.elected >= 1, "{stats:?}");
     assert_eq!(stats.elected, stats.revoked + stats.rejected, "{stats:?}");
@@ -265,7 +265,7 @@ fn regression_cooldown_ending_during_handover_does_not_spin() {
         reply(Answer::Truthful), // won
         Action::StepDown(2, 0),
         Action::Time(TimeMove::Forward(10)),
-        Action::TaskExited(TermPick::Seen(0)),
+        Action::TaskExited(TermPick::Seen(0), 0),
         Action::Time(TimeMove::ToTimeout),
     ];
     harness::run_traced(&setup, &actions).unwrap();

@@ -495,7 +495,10 @@ fn s5_1_the_four_states() {
     h.engine.step_down(h.now, &name("a"), secs(2)).unwrap();
     h.drain();
     assert_eq!(h.status("a"), Some(Status::CoolingDown));
-    h.input(Input::TaskExited { term: t.id });
+    h.input(Input::TaskExited {
+        term: t.id,
+        outcome: TaskOutcome::Returned,
+    });
     h.engine.stop(h.now, &name("a")).unwrap();
     h.drain();
     // Stopped with nothing pending: the name is free.
@@ -607,7 +610,10 @@ fn s6_1_stop_revokes_interrupts_waits_for_the_task_then_releases() {
     h.advance(ms(500));
     assert!(releases(&h.log).is_empty());
     h.now = h.now + ms(10);
-    let out = h.input(Input::TaskExited { term: t.id });
+    let out = h.input(Input::TaskExited {
+        term: t.id,
+        outcome: TaskOutcome::Returned,
+    });
     assert_eq!(releases(&out), vec![(name("a"), tok(7))]);
     let release_at = out
         .iter()
@@ -1000,7 +1006,10 @@ fn garbage_replies_are_counted_and_dropped() {
         op: OpId(12345),
         result: Err(RenewError::Expired),
     });
-    h.input(Input::TaskExited { term: TermId(777) });
+    h.input(Input::TaskExited {
+        term: TermId(777),
+        outcome: TaskOutcome::Returned,
+    });
     h.input(Input::ElectedRejected { term: TermId(777) });
     assert_eq!(h.engine.stats().stale_replies, before + 2);
     assert_eq!(h.held(), vec![(t.name, t.token)]);
@@ -1044,7 +1053,10 @@ fn s6_4_a_cooldown_shorter_than_the_handover_waits_for_it_without_spinning() {
     h.advance(ms(300));
     assert_eq!(h.status("a"), Some(Status::CoolingDown));
     assert!(!h.has_pending(|c| matches!(c, Command::Acquire { .. })));
-    let out = h.input(Input::TaskExited { term: t.id });
+    let out = h.input(Input::TaskExited {
+        term: t.id,
+        outcome: TaskOutcome::Returned,
+    });
     assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
     assert_eq!(count(&out, is_acquire), 1);
     assert!(!events(&h.log).iter().any(|e| matches!(
@@ -1069,4 +1081,256 @@ fn s1_4_a_close_whose_handover_outlives_the_deadline_ends_closed() {
     let after = h.advance(secs(5));
     assert!(!after.iter().any(is_open));
     assert_eq!(count(&h.log, |o| *o == Output::Event(Event::Closed)), 1);
+}
+
+// ----- S6.5 a leader task that ends on its own ---------------------------
+
+/// Moves time forward by `d` in small steps, answering every renewal.
+fn pass_live(h: &mut H, d: Duration) -> Vec<Output> {
+    let mut out = Vec::new();
+    let end = h.now + d;
+    while h.now < end {
+        let step = (end - h.now).min(ms(250));
+        out.extend(h.advance(step));
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            out.extend(h.renew_truthfully());
+        }
+    }
+    out
+}
+
+fn task_ended(out: &[Output]) -> Vec<(TaskOutcome, TaskExitAction)> {
+    events(out)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::TaskEnded {
+                outcome, action, ..
+            } => Some((outcome, action)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn exit(h: &mut H, t: &Term, outcome: TaskOutcome) -> Vec<Output> {
+    h.input(Input::TaskExited {
+        term: t.id,
+        outcome,
+    })
+}
+
+#[test]
+fn s6_5_a_task_that_returns_gives_up_its_term_and_competes_again() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 1, true);
+    let out = exit(&mut h, &t, TaskOutcome::Returned);
+    assert_eq!(
+        task_ended(&out),
+        vec![(TaskOutcome::Returned, TaskExitAction::Released)]
+    );
+    assert_eq!(revoked(&out), vec![(t.clone(), RevokeReason::SteppedDown)]);
+    assert_eq!(
+        releases(&out),
+        vec![(name("a"), tok(1))],
+        "released at once"
+    );
+    // The event comes first, then revoke, then release (S3.5).
+    let ended_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Event(Event::TaskEnded { .. })))
+        .unwrap();
+    let release_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Command(Command::Release { .. })))
+        .unwrap();
+    assert!(ended_at < release_at);
+    assert!(!out.iter().any(|o| matches!(o, Output::Task(_))));
+    assert_eq!(h.status("a"), Some(Status::Candidate));
+    assert!(h.held().is_empty(), "no lease held with nothing running");
+    // It competes again after one retry delay (S4.1), not at once.
+    assert_eq!(count(&out, is_acquire), 0);
+    let later = pass_live(&mut h, secs(1));
+    assert_eq!(count(&later, is_acquire), 1);
+}
+
+#[test]
+fn s6_5_a_failed_or_panicking_task_steps_down_for_a_doubling_backoff() {
+    let mut h = H::live(fast_config());
+    let interval = h.engine.config().renew_interval();
+    let mut t = h.elect("a", 1, true);
+    for (i, outcome) in [
+        TaskOutcome::Panicked,
+        TaskOutcome::Failed,
+        TaskOutcome::Panicked,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let failures = u32::try_from(i).unwrap() + 1;
+        let cooldown = interval * (1 << i);
+        let out = exit(&mut h, &t, outcome);
+        assert_eq!(
+            task_ended(&out),
+            vec![(outcome, TaskExitAction::SteppedDown { cooldown, failures })]
+        );
+        assert_eq!(revoked(&out), vec![(t.clone(), RevokeReason::SteppedDown)]);
+        assert_eq!(releases(&out).len(), 1);
+        assert_eq!(h.status("a"), Some(Status::CoolingDown));
+        // Out of the competition for the whole back-off…
+        let during = pass_live(&mut h, cooldown - ms(10));
+        assert_eq!(count(&during, is_acquire), 0, "failure {failures}");
+        // …and back in once it ends.
+        let after = pass_live(&mut h, ms(20));
+        assert_eq!(count(&after, is_acquire), 1, "failure {failures}");
+        let won = h.won("a", 2 + u64::try_from(i).unwrap());
+        t = elected(&won).unwrap();
+    }
+    assert_eq!(task_failure_backoff(interval, 50), interval * 32);
+}
+
+#[test]
+fn s6_5_the_backoff_starts_again_after_a_clean_exit_or_a_long_term() {
+    let mut h = H::live(fast_config());
+    let interval = h.engine.config().renew_interval();
+    let lease = h.engine.config().lease_duration();
+    let t = h.elect("a", 1, true);
+    exit(&mut h, &t, TaskOutcome::Failed);
+    pass_live(&mut h, interval + ms(10));
+    let t = elected(&h.won("a", 2)).unwrap();
+    // A clean exit resets the count.
+    exit(&mut h, &t, TaskOutcome::Returned);
+    pass_live(&mut h, secs(1));
+    let t = elected(&h.won("a", 3)).unwrap();
+    let out = exit(&mut h, &t, TaskOutcome::Panicked);
+    assert_eq!(
+        task_ended(&out),
+        vec![(
+            TaskOutcome::Panicked,
+            TaskExitAction::SteppedDown {
+                cooldown: interval,
+                failures: 1
+            }
+        )]
+    );
+    pass_live(&mut h, interval + ms(10));
+    let t = elected(&h.won("a", 4)).unwrap();
+    let out = exit(&mut h, &t, TaskOutcome::Panicked);
+    assert!(matches!(
+        task_ended(&out)[0].1,
+        TaskExitAction::SteppedDown { failures: 2, .. }
+    ));
+    pass_live(&mut h, interval * 2 + ms(10));
+    let t = elected(&h.won("a", 5)).unwrap();
+    // A task that ran a whole lease duration is no crash loop: count from 1.
+    pass_live(&mut h, lease);
+    assert!(t.id == h.engine.snapshot(h.now).entries[0].term.unwrap().0);
+    let out = exit(&mut h, &t, TaskOutcome::Panicked);
+    assert_eq!(
+        task_ended(&out),
+        vec![(
+            TaskOutcome::Panicked,
+            TaskExitAction::SteppedDown {
+                cooldown: interval,
+                failures: 1
+            }
+        )]
+    );
+}
+
+#[test]
+fn s6_5_keeping_the_term_is_an_explicit_opt_in() {
+    let mut h = H::live(fast_config());
+    h.engine
+        .start_task_election(h.now, name("a"), TaskExitPolicy::KeepTerm)
+        .unwrap();
+    h.drain();
+    let t = elected(&h.won("a", 1)).unwrap();
+    let out = exit(&mut h, &t, TaskOutcome::Panicked);
+    assert_eq!(
+        task_ended(&out),
+        vec![(TaskOutcome::Panicked, TaskExitAction::KeptTerm)]
+    );
+    assert!(revoked(&out).is_empty());
+    assert_eq!(h.held(), vec![(name("a"), tok(1))]);
+    // A later stop has nothing to wait for: released at once.
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
+    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+}
+
+#[test]
+fn s6_5_stop_election_policy_ends_the_election() {
+    let mut h = H::live(fast_config());
+    h.engine
+        .start_task_election(h.now, name("a"), TaskExitPolicy::StopElection)
+        .unwrap();
+    h.drain();
+    let t = elected(&h.won("a", 1)).unwrap();
+    let out = exit(&mut h, &t, TaskOutcome::Returned);
+    assert_eq!(
+        task_ended(&out),
+        vec![(TaskOutcome::Returned, TaskExitAction::Stopped)]
+    );
+    assert_eq!(revoked(&out), vec![(t, RevokeReason::Stopped)]);
+    assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
+    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    assert_eq!(h.status("a"), None, "the name is free");
+    let later = pass_live(&mut h, secs(5));
+    assert_eq!(count(&later, is_acquire), 0);
+}
+
+#[test]
+fn s6_5_an_exit_after_the_term_ended_changes_nothing() {
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 1, true);
+    h.advance(secs(1));
+    // Taken over (S6.3): the term ends at once; its task's exit comes later.
+    let out = h.renew_ok(secs(3), vec![]);
+    assert_eq!(revoked(&out)[0].1, RevokeReason::TakenOver);
+    let out = exit(&mut h, &t, TaskOutcome::Panicked);
+    assert!(task_ended(&out).is_empty());
+    assert!(releases(&out).is_empty());
+    assert_eq!(h.status("a"), Some(Status::Candidate));
+    // And an exit after a voluntary revoke is the handover's, not S6.5's.
+    let mut h = H::live(fast_config());
+    let t = h.elect("a", 1, true);
+    h.engine.step_down(h.now, &name("a"), secs(2)).unwrap();
+    h.drain();
+    let out = exit(&mut h, &t, TaskOutcome::Panicked);
+    assert!(task_ended(&out).is_empty());
+    assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
+}
+
+/// The S6.5 check on a panicking task: revoked, released, nothing held.
+fn panic_gives_up_the_term(config: SimbaConfig) -> Result<(), String> {
+    let mut h = H::live(config);
+    let t = h.elect("a", 1, true);
+    let out = exit(&mut h, &t, TaskOutcome::Panicked);
+    if revoked(&out) != vec![(t.clone(), RevokeReason::SteppedDown)] {
+        return Err(format!("not revoked: {out:?}"));
+    }
+    if releases(&out) != vec![(name("a"), tok(1))] || !h.held().is_empty() {
+        return Err(format!("a zombie leader holds {:?}", h.held()));
+    }
+    Ok(())
+}
+
+#[test]
+fn s6_5_a_panicking_task_leaves_no_zombie_leader() {
+    panic_gives_up_the_term(fast_config()).unwrap();
+}
+
+/// A check that never fired proves nothing: the mutant that keeps the term
+/// after a panic fails it.
+/// `cargo test -p simba-core --features mutants --test rules`
+#[cfg(feature = "mutants")]
+#[test]
+fn s6_5_mutant_keep_term_after_panic_is_caught() {
+    let config = fast_config()
+        .to_builder()
+        .mutant(Some(Mutant::KeepTermAfterPanic))
+        .build()
+        .unwrap();
+    let err = panic_gives_up_the_term(config).unwrap_err();
+    assert!(err.contains("not revoked"), "{err}");
 }

@@ -110,6 +110,13 @@ impl Runtime for TokioRuntime {
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
     }
+
+    /// Inside any tokio runtime context (a worker, a current-thread
+    /// runtime's `block_on`, or a `spawn_blocking` thread): waiting there may
+    /// block the thread that must finish the call.
+    fn blocking_would_deadlock(&self) -> bool {
+        tokio::runtime::Handle::try_current().is_ok()
+    }
 }
 
 /// A client builder over `backend` on the tokio runtime of the calling

@@ -218,6 +218,9 @@ pub struct WorkloadParams {
     pub slow_exit_permille: u32,
     /// …for up to this long.
     pub slow_exit_max: Duration,
+    /// Per mille of election tasks that panic on their own within one lease
+    /// duration of their start (S6.5); 0 in drawn runs.
+    pub task_crash_permille: u32,
 }
 
 /// An API call of a hand-written scenario.
@@ -501,6 +504,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         exit_delay: d.pick(&[US, MS, 10 * MS]),
         slow_exit_permille: d.pick(&[0, 100, 300]),
         slow_exit_max: lease_duration * 2,
+        task_crash_permille: 0,
     };
 
     let leases = match mode {
@@ -734,6 +738,7 @@ pub fn scenario(seed: u64, nodes: usize) -> RunParams {
         exit_delay: MS,
         slow_exit_permille: 0,
         slow_exit_max: Duration::ZERO,
+        task_crash_permille: 0,
     };
     p.faults = Vec::new();
     p.safety_phase = Duration::from_secs(60);

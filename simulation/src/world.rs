@@ -8,8 +8,8 @@ use crate::core_api::{BackendProfile, Engine, LockWait};
 use crate::params::{Direction, FaultKind, RunParams, ScriptCall};
 use simba_core::{
     AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
-    LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, Term, TermId,
-    Timestamp, Token,
+    LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term,
+    TermId, Timestamp, Token,
 };
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -139,6 +139,12 @@ enum Ev {
         inc: u64,
         term: TermId,
     },
+    /// The task of `term` panics on its own (S6.5).
+    TaskCrash {
+        node: usize,
+        inc: u64,
+        term: TermId,
+    },
     FaultStart(usize),
     FaultEnd(usize),
     Resume {
@@ -168,6 +174,7 @@ impl Ev {
             Ev::WriteSend { .. } => 7,
             Ev::WriteArrives { .. } => 8,
             Ev::TaskExit { .. } => 9,
+            Ev::TaskCrash { .. } => 18,
             Ev::FaultStart(_) => 10,
             Ev::FaultEnd(_) => 11,
             Ev::Resume { .. } => 12,
@@ -188,6 +195,7 @@ impl Ev {
             | Ev::TaskWrite { node, .. }
             | Ev::WriteSend { node, .. }
             | Ev::TaskExit { node, .. }
+            | Ev::TaskCrash { node, .. }
             | Ev::Scripted { node, .. } => Some(*node),
             _ => None,
         }
@@ -596,10 +604,17 @@ impl World {
                 self.prune(node, term);
                 let l = self.local(node);
                 if let Some(e) = self.nodes[node].engine.as_mut() {
-                    e.handle(l, Input::TaskExited { term });
+                    e.handle(
+                        l,
+                        Input::TaskExited {
+                            term,
+                            outcome: TaskOutcome::Returned,
+                        },
+                    );
                 }
                 self.drain(node);
             }
+            Ev::TaskCrash { node, inc, term } => self.task_crash(node, inc, term),
             Ev::FaultStart(i) => self.fault(i, true),
             Ev::FaultEnd(i) => self.fault(i, false),
             Ev::Resume { node, inc } => self.resume(node, inc),
@@ -1036,6 +1051,10 @@ impl World {
                     self.nodes[node].api.remove(&name);
                 }
             }
+            Event::TaskEnded { term, .. } => {
+                self.mix(204);
+                self.mix(term.id.0);
+            }
             Event::Closed => {
                 self.mix(205);
                 let unrevoked = self.nodes[node]
@@ -1203,6 +1222,21 @@ impl World {
             rec.task = TaskState::Running;
         }
         let inc = self.nodes[node].inc;
+        let is_election = matches!(
+            self.nodes[node].api.get(&term.name),
+            Some(Api::Election { .. })
+        );
+        if is_election && self.chance(self.p.workload.task_crash_permille) {
+            let after = self.uniform(self.p.lease_duration);
+            self.push(
+                self.now + after,
+                Ev::TaskCrash {
+                    node,
+                    inc,
+                    term: term.id,
+                },
+            );
+        }
         self.push(
             self.now,
             Ev::TaskWrite {
@@ -1211,6 +1245,46 @@ impl World {
                 term: term.id,
             },
         );
+    }
+
+    /// S6.5: an election task panics while its term is held; under the
+    /// default policy the engine must give the term up at once, so no node
+    /// holds a lease with nothing running.
+    fn task_crash(&mut self, node: usize, inc: u64, term: TermId) {
+        if self.nodes[node].inc != inc || self.nodes[node].engine.is_none() {
+            return;
+        }
+        let Some(rec) = self.nodes[node].terms.get_mut(&term) else {
+            return;
+        };
+        if rec.task != TaskState::Running || rec.revoked.is_some() {
+            return;
+        }
+        rec.task = TaskState::Exited;
+        self.mix(302);
+        self.mix(term.0);
+        let l = self.local(node);
+        if let Some(e) = self.nodes[node].engine.as_mut() {
+            e.handle(
+                l,
+                Input::TaskExited {
+                    term,
+                    outcome: TaskOutcome::Panicked,
+                },
+            );
+        }
+        self.drain(node);
+        let held = self.nodes[node]
+            .terms
+            .get(&term)
+            .is_some_and(|r| r.revoked.is_none());
+        if held {
+            self.violation(
+                "task-exit policy (S6.5)",
+                format!("node {node}: the task of {term} panicked but its term is still held"),
+            );
+        }
+        self.prune(node, term);
     }
 
     fn task_interrupt(&mut self, node: usize, term: Term) {
@@ -1815,7 +1889,14 @@ fn input_code(i: &Input) -> u64 {
         Input::ReleaseReplied { op, .. } => 13 + (op.0 << 8),
         Input::SessionClosed { op, .. } => 14 + (op.0 << 8),
         Input::ReleaseBroadcast { .. } => 15,
-        Input::TaskExited { term } => 16 + (term.0 << 8),
+        Input::TaskExited { term, outcome } => {
+            let o = match outcome {
+                TaskOutcome::Returned => 0,
+                TaskOutcome::Failed => 1,
+                TaskOutcome::Panicked => 2,
+            };
+            16 + (o << 4) + (term.0 << 8)
+        }
         Input::ElectedRejected { term } => 17 + (term.0 << 8),
     }
 }

@@ -4,7 +4,7 @@
 #[cfg(feature = "testkit")]
 use futures::future::{BoxFuture, FutureExt};
 #[cfg(feature = "testkit")]
-use simba_backends::testkit::Factory;
+use simba_backends::testkit::{Factory, Hold, HoldError};
 use simba_backends::BackendConfig;
 #[cfg(feature = "testkit")]
 use simba_backends::MemoryBackend;
@@ -68,6 +68,17 @@ impl Factory for MemoryFactory {
         use simba_backends::Backend;
         backend.fail_next_calls(1);
         Some(backend.acquire(session, name))
+    }
+    fn hold<'a>(
+        &'a self,
+        _backend: &'a MemoryBackend,
+    ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
+        futures::future::ready(Err(HoldError::NotApplicable(
+            "every memory call is one critical section under one mutex: \
+             no call can wait inside another"
+                .into(),
+        )))
+        .boxed()
     }
 }
 
@@ -135,6 +146,12 @@ impl Factory for SqliteFactory {
         let c = config(&self.url, &self.tag, ns);
         async move { simba_backends::sqlite::SqliteBackend::connect(&c).await }.boxed()
     }
+    fn hold<'a>(
+        &'a self,
+        backend: &'a Self::Backend,
+    ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
+        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -157,6 +174,12 @@ impl Factory for PgFactory {
     ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
         Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
     }
+    fn hold<'a>(
+        &'a self,
+        backend: &'a Self::Backend,
+    ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
+        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
+    }
 }
 
 #[cfg(feature = "mysql")]
@@ -178,6 +201,12 @@ impl Factory for MysqlFactory {
         name: &'a LeaseName,
     ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
         Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
+    }
+    fn hold<'a>(
+        &'a self,
+        backend: &'a Self::Backend,
+    ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
+        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
     }
 }
 

@@ -97,7 +97,7 @@ fn action(u: &mut Unstructured<'_>) -> Result<Action> {
             leave: u.arbitrary()?,
         },
         46 => Action::Broadcast(u.arbitrary()?),
-        47..=49 => Action::TaskExited(term_pick(u)?),
+        47..=49 => Action::TaskExited(term_pick(u)?, u.arbitrary()?),
         50 => Action::ElectedRejected(term_pick(u)?),
         51 => Action::RejectNextElected,
         _ => Action::Time(time_move(u)?),

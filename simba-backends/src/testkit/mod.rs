@@ -33,6 +33,8 @@
 //! leases of 2 s where it needs expiry, and checks only bounds that a busy
 //! machine cannot break (a slow machine only makes sleeps longer).
 
+pub use interleave::{Hold, HoldError, WaitSeen};
+
 use crate::Backend;
 use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
@@ -71,6 +73,22 @@ pub trait Factory: Send + Sync {
     ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
         let _ = (backend, session, name);
         None
+    }
+
+    /// The interleaving hook (see [`Hold`]): opens a backend transaction on a
+    /// connection of its own that holds locks until it commits. The default
+    /// declares the hook missing; a backend whose calls never wait on each
+    /// other returns [`HoldError::NotApplicable`] saying why, and the
+    /// interleaving cases are reported as skipped with that reason.
+    fn hold<'a>(
+        &'a self,
+        backend: &'a Self::Backend,
+    ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
+        let _ = backend;
+        futures::future::ready(Err(HoldError::NotApplicable(
+            "the factory provides no hold hook".into(),
+        )))
+        .boxed()
     }
 }
 
@@ -172,6 +190,9 @@ macro_rules! check {
     };
 }
 
+pub mod history;
+mod interleave;
+
 /// The names of all cases, in the order [`run_all`] runs them.
 pub fn case_names<F: Factory>() -> Vec<&'static str> {
     cases::<F>().into_iter().map(|(n, _)| n).collect()
@@ -222,6 +243,21 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
             "connection_killed_mid_call_gives_a_typed_error_then_recovers",
             |f, ns| killed_mid_call(f, ns).boxed(),
         ),
+        ("interleave_s3_2_acquire_vs_open_and_acquire", |f, ns| {
+            interleave::acquire_vs_open_acquire(f, ns).boxed()
+        }),
+        ("interleave_s1_2_acquire_vs_renew", |f, ns| {
+            interleave::acquire_vs_renew(f, ns).boxed()
+        }),
+        ("interleave_s3_5_acquire_vs_release", |f, ns| {
+            interleave::acquire_vs_release(f, ns).boxed()
+        }),
+        ("interleave_s1_4_acquire_vs_close", |f, ns| {
+            interleave::acquire_vs_close(f, ns).boxed()
+        }),
+        ("interleave_s1_2_renew_vs_acquire_takeover", |f, ns| {
+            interleave::renew_vs_takeover(f, ns).boxed()
+        }),
     ]
 }
 
