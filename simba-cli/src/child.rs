@@ -6,20 +6,30 @@
 //! tree (a shell and what it started), and so that a Ctrl-C on the terminal
 //! reaches simba alone, which then stops the child in order (S6.1).
 //!
-//! A crash of simba itself (SIGKILL, OOM) must not leave the child running
-//! without a lease. Next to each child simba starts a **guard**: a copy of
-//! itself (`simba __guard PGID`, hidden) reading a pipe from simba. When
+//! Neither a crash of simba (SIGKILL, OOM) nor simba being stopped
+//! (SIGSTOP) or starved of CPU may leave the child running past its term.
+//! Next to each child simba starts a **guard**: a copy of itself
+//! (`simba __guard PGID DEADLINE`, hidden), a separate process that holds
+//! the term's latest local deadline on `CLOCK_BOOTTIME` (which counts host
+//! suspend). A task of simba writes each extended deadline on the guard's
+//! pipe; the guard SIGKILLs the child's process group as soon as the
+//! deadline passes unextended (S3.3, S6.2), whatever state simba is in. When
 //! simba stops the child normally it tells the guard `done`; if the pipe
-//! closes without that, simba died, and the guard SIGKILLs the child's
-//! process group at once (a lost term does not wait, S6.3).
+//! closes without that, simba died, and the guard SIGKILLs the group at once
+//! (a lost term does not wait, S6.3).
+//!
+//! Known gap: the guard starts just after the child (it needs the child's
+//! process group); if simba is stopped or killed in between, the child has
+//! no guard.
 
 use crate::error::CliError;
 use rustix::process::{kill_process_group, Pid, Signal};
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, Command};
 
 /// The variable holding the lease name.
 pub const ENV_LEASE_NAME: &str = "SIMBA_LEASE_NAME";
@@ -53,7 +63,8 @@ pub struct TermEnv {
 pub struct Running {
     child: Child,
     pgid: Option<Pid>,
-    guard: Option<Child>,
+    guard: Option<Guard>,
+    guard_fired: bool,
 }
 
 impl ChildSpec {
@@ -66,11 +77,12 @@ impl ChildSpec {
     }
 
     /// Starts the command in its own process group with `term` in its
-    /// environment.
+    /// environment, and its guard, which kills the group once `remaining`
+    /// (the term's remaining time) runs out without simba stopping it.
     ///
     /// # Errors
     /// [`CliError::CommandNotFound`] or [`CliError::CannotExecute`].
-    pub fn spawn(&self, term: &TermEnv) -> Result<Running, CliError> {
+    pub fn spawn(&self, term: &TermEnv, remaining: Remaining) -> Result<Running, CliError> {
         let Some((program, args)) = self.command.split_first() else {
             return Err(CliError::CommandNotFound(String::new()));
         };
@@ -95,30 +107,98 @@ impl ChildSpec {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .and_then(Pid::from_raw);
-        let guard = pgid.and_then(spawn_guard);
-        Ok(Running { child, pgid, guard })
+        let guard = pgid.and_then(|pgid| spawn_guard(pgid, remaining));
+        Ok(Running {
+            child,
+            pgid,
+            guard,
+            guard_fired: false,
+        })
     }
 }
 
-/// Starts `simba __guard PGID` with a pipe on its stdin; `None` (and a
-/// warning) if it cannot be started.
-fn spawn_guard(pgid: Pid) -> Option<Child> {
+/// How often simba re-reads the term's deadline to pass it on to the guard.
+const FEED_PERIOD: Duration = Duration::from_millis(20);
+
+/// The longest the guard sleeps between two looks at the clock: a host
+/// suspend (which the sleep itself does not count) is noticed within this.
+const GUARD_POLL: Duration = Duration::from_millis(50);
+
+/// The guard's exit code when simba dismissed it (the child was stopped normally).
+pub const GUARD_DISMISSED: u8 = 0;
+/// The guard's exit code when the term's deadline passed unextended and it
+/// SIGKILLed the child's process group.
+pub const GUARD_FIRED_DEADLINE: u8 = 3;
+/// The guard's exit code when simba vanished (its pipe closed without
+/// `done`) and it SIGKILLed the child's process group.
+pub const GUARD_FIRED_ORPHANED: u8 = 4;
+
+/// The host's monotonic clock **including time spent suspended**
+/// (`CLOCK_BOOTTIME`), in nanoseconds. The guard compares deadlines on it,
+/// so a term never outlives a suspend of the host in the guard's eyes: a
+/// deadline converted from the client's clock (which may not count suspend)
+/// only comes earlier on this one.
+pub fn boottime_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
+/// The deadline to give the guard on [`boottime_ns`]: `now` plus the
+/// term's remaining time, or 0 (at once) when the term is over. `now` is
+/// read *before* `remaining`, so the result is never later than the term's
+/// own deadline.
+fn guard_deadline(now: u64, remaining: Duration) -> u64 {
+    if remaining.is_zero() {
+        0
+    } else {
+        now.saturating_add(u64::try_from(remaining.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// The time the child's term has left, read by simba to feed the guard.
+pub type Remaining = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+/// The guard process of one child, and the task that feeds it deadlines.
+#[derive(Debug)]
+struct Guard {
+    process: Child,
+    pipe: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+    feeder: tokio::task::JoinHandle<()>,
+}
+
+/// Starts `simba __guard PGID DEADLINE` with a pipe on its stdin, and a task
+/// that writes `deadline NS` on it each time the term's deadline moves;
+/// `None` (and a warning) if it cannot be started.
+fn spawn_guard(pgid: Pid, remaining: Remaining) -> Option<Guard> {
     let exe = std::env::current_exe().ok()?;
+    let first = guard_deadline(boottime_ns(), remaining());
     let spawned = Command::new(exe)
         .arg(GUARD_COMMAND)
         .arg(pgid.as_raw_nonzero().get().to_string())
+        .arg(first.to_string())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .process_group(0)
         .spawn();
     match spawned {
-        Ok(guard) => Some(guard),
+        Ok(mut process) => {
+            let pipe = Arc::new(tokio::sync::Mutex::new(process.stdin.take()));
+            let feeder = tokio::spawn(feed_guard(pipe.clone(), remaining, first));
+            Some(Guard {
+                process,
+                pipe,
+                feeder,
+            })
+        }
         Err(e) => {
             let mut err = anstream::stderr();
             let _ = std::io::Write::write_fmt(
                 &mut err,
                 format_args!(
-                    "simba: {} cannot start the crash guard ({e}): if simba is killed, the command may outlive it\n",
+                    "simba: {} cannot start the guard ({e}): if simba is killed or stopped, the command may outlive its term\n",
                     crate::style::warn("warning:")
                 ),
             );
@@ -127,22 +207,123 @@ fn spawn_guard(pgid: Pid) -> Option<Child> {
     }
 }
 
+/// Passes every move of the term's deadline on to the guard (and 0 once
+/// the term is over). Ends when the pipe is gone.
+async fn feed_guard(
+    pipe: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+    remaining: Remaining,
+    mut last: u64,
+) {
+    use tokio::io::AsyncWriteExt;
+    const JITTER_NS: u64 = 1_000_000;
+    let mut tick = tokio::time::interval(FEED_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let deadline = guard_deadline(boottime_ns(), remaining());
+        let moved =
+            deadline > last.saturating_add(JITTER_NS) || deadline.saturating_add(JITTER_NS) < last;
+        if moved {
+            let mut pipe = pipe.lock().await;
+            let Some(stdin) = pipe.as_mut() else { return };
+            let line = format!("deadline {deadline}\n");
+            if stdin.write_all(line.as_bytes()).await.is_err() {
+                return;
+            }
+            last = deadline;
+        }
+        if last == 0 {
+            return; // the term is over: the guard fires now
+        }
+    }
+}
+
 /// The hidden subcommand of the guard process.
 pub const GUARD_COMMAND: &str = "__guard";
 
-/// The guard process's main: waits for its stdin to close; unless simba
-/// wrote `done` first, SIGKILLs the process group `pgid`. Returns the exit code.
-pub fn guard_main(pgid: &str) -> u8 {
-    use std::io::Read;
+/// What simba last said on the guard's pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Said {
+    Nothing,
+    Done,
+    Closed,
+}
+
+/// The guard process's main (`simba __guard PGID DEADLINE`).
+///
+/// It keeps the latest deadline simba wrote on its stdin (`deadline NS`
+/// lines, on [`boottime_ns`]; 0 means at once) and SIGKILLs the process
+/// group `pgid`
+/// * when that deadline passes unextended, whether simba is running,
+///   stopped (SIGSTOP) or starved: a child never outlives its term's local
+///   deadline (S3.3, S6.2), which comes before the backend can hand the
+///   lease to anyone else;
+/// * at once if the pipe closes without `done`: simba died (S6.3).
+///
+/// `done` dismisses it. Returns the exit code ([`GUARD_DISMISSED`],
+/// [`GUARD_FIRED_DEADLINE`], [`GUARD_FIRED_ORPHANED`]).
+pub fn guard_main(pgid: &str, deadline: Option<&str>) -> u8 {
+    use std::io::BufRead;
+    use std::sync::{Condvar, Mutex, PoisonError};
     let Some(pgid) = pgid.parse::<i32>().ok().and_then(Pid::from_raw) else {
         return crate::error::EXIT_USAGE;
     };
-    let mut said = Vec::new();
-    let _ = std::io::stdin().take(64).read_to_end(&mut said);
-    if !said.starts_with(b"done") {
-        let _ = kill_process_group(pgid, Signal::KILL);
+    // Without a deadline (an older simba): only the crash guard.
+    let first = match deadline {
+        Some(d) => match d.parse::<u64>() {
+            Ok(d) => d,
+            Err(_) => return crate::error::EXIT_USAGE,
+        },
+        None => u64::MAX,
+    };
+    let shared = Arc::new((Mutex::new((first, Said::Nothing)), Condvar::new()));
+    let reader = shared.clone();
+    std::thread::spawn(move || {
+        let (state, changed) = &*reader;
+        let mut said = Said::Closed;
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            let line = line.trim();
+            if line == "done" {
+                said = Said::Done;
+                break;
+            }
+            if let Some(d) = line
+                .strip_prefix("deadline ")
+                .and_then(|d| d.parse::<u64>().ok())
+            {
+                state.lock().unwrap_or_else(PoisonError::into_inner).0 = d;
+                changed.notify_all();
+            }
+        }
+        state.lock().unwrap_or_else(PoisonError::into_inner).1 = said;
+        changed.notify_all();
+    });
+    let (state, changed) = &*shared;
+    let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let (deadline, said) = *guard;
+        match said {
+            Said::Done => return GUARD_DISMISSED,
+            Said::Closed => {
+                let _ = kill_process_group(pgid, Signal::KILL);
+                return GUARD_FIRED_ORPHANED;
+            }
+            Said::Nothing => {}
+        }
+        let now = boottime_ns();
+        if now >= deadline {
+            let _ = kill_process_group(pgid, Signal::KILL);
+            return GUARD_FIRED_DEADLINE;
+        }
+        // Sleep on the condition variable (CLOCK_MONOTONIC) in short
+        // slices, re-reading CLOCK_BOOTTIME after each.
+        let wait = Duration::from_nanos(deadline - now).min(GUARD_POLL);
+        guard = match changed.wait_timeout(guard, wait) {
+            Ok((g, _)) => g,
+            Err(poisoned) => poisoned.into_inner().0,
+        };
     }
-    crate::error::EXIT_OK
 }
 
 impl Running {
@@ -194,16 +375,32 @@ impl Running {
         Ok(status)
     }
 
-    /// Tells the guard the child was stopped normally, and reaps it.
+    /// Tells the guard the child was stopped normally, and reaps it,
+    /// noting whether it had fired.
     async fn dismiss_guard(&mut self) {
         use tokio::io::AsyncWriteExt;
         if let Some(mut guard) = self.guard.take() {
-            if let Some(mut stdin) = guard.stdin.take() {
+            guard.feeder.abort();
+            if let Some(mut stdin) = guard.pipe.lock().await.take() {
                 let _ = stdin.write_all(b"done\n").await;
                 let _ = stdin.shutdown().await;
             }
-            let _ = tokio::time::timeout(Duration::from_secs(2), guard.wait()).await;
+            if let Ok(Ok(status)) =
+                tokio::time::timeout(Duration::from_secs(2), guard.process.wait()).await
+            {
+                self.guard_fired = matches!(
+                    status.code().and_then(|c| u8::try_from(c).ok()),
+                    Some(GUARD_FIRED_DEADLINE | GUARD_FIRED_ORPHANED)
+                );
+            }
         }
+    }
+
+    /// Whether the guard killed the child because its term's deadline
+    /// passed while simba did not stop it (simba stopped or starved).
+    /// Known once the child has been waited for.
+    pub fn guard_fired(&self) -> bool {
+        self.guard_fired
     }
 
     fn signal(&self, sig: Signal) {
@@ -236,6 +433,10 @@ mod tests {
         }
     }
 
+    fn forever() -> Remaining {
+        Arc::new(|| Duration::from_secs(3600))
+    }
+
     fn term() -> TermEnv {
         TermEnv {
             name: "job".into(),
@@ -251,7 +452,7 @@ mod tests {
             "-c",
             "test \"$SIMBA_LEASE_NAME:$SIMBA_FENCING_TOKEN:$SIMBA_SESSION_ID\" = job:42:00ff && exit 7",
         ])
-        .spawn(&term())
+        .spawn(&term(), forever())
         .unwrap();
         assert_eq!(exit_code(c.wait().await.unwrap()), 7);
     }
@@ -259,7 +460,7 @@ mod tests {
     #[tokio::test]
     async fn a_stubborn_child_is_killed_after_the_grace_period() {
         let mut c = spec(&["sh", "-c", "trap '' TERM; sleep 30"])
-            .spawn(&term())
+            .spawn(&term(), forever())
             .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let started = std::time::Instant::now();
@@ -274,7 +475,7 @@ mod tests {
     #[tokio::test]
     async fn sigterm_reaches_the_whole_group() {
         let mut c = spec(&["sh", "-c", "sleep 30; true"])
-            .spawn(&term())
+            .spawn(&term(), forever())
             .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let status = c
@@ -285,6 +486,18 @@ mod tests {
     }
 
     #[test]
+    fn the_guard_deadline_is_now_plus_remaining_or_at_once() {
+        assert_eq!(guard_deadline(10, Duration::from_nanos(5)), 15);
+        assert_eq!(guard_deadline(10, Duration::ZERO), 0);
+        assert_eq!(
+            guard_deadline(u64::MAX - 1, Duration::from_secs(1)),
+            u64::MAX
+        );
+        let a = boottime_ns();
+        assert!(boottime_ns() >= a, "CLOCK_BOOTTIME does not go back");
+    }
+
+    #[test]
     fn a_missing_command_is_a_distinct_error() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -292,7 +505,7 @@ mod tests {
             .unwrap();
         let _guard = rt.enter();
         let e = spec(&["simba-no-such-command-xyz"])
-            .spawn(&term())
+            .spawn(&term(), forever())
             .unwrap_err();
         assert!(matches!(e, CliError::CommandNotFound(_)));
         assert_eq!(e.exit_code(), crate::error::EXIT_NOT_FOUND);

@@ -14,7 +14,9 @@
 //!
 //! The child of `run`/`lock` gets `SIMBA_LEASE_NAME`, `SIMBA_FENCING_TOKEN`
 //! and `SIMBA_SESSION_ID`. When its term ends it gets SIGTERM, then SIGKILL
-//! after `--grace`, never later than the term's remaining time (S6.2). On
+//! after `--grace`, never later than the term's remaining time (S6.2), even
+//! if simba itself is stopped, starved or killed meanwhile (a separate guard
+//! process holds the deadline, see [`child`]). On
 //! Ctrl-C or SIGTERM simba stops the child first, then releases the lease
 //! (a graceful handover, S6.1). simba's exit status mirrors the child's.
 //!
@@ -61,7 +63,11 @@ fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
     if args.next().as_deref() == Some(std::ffi::OsStr::new(child::GUARD_COMMAND)) {
         let pgid = args.next().unwrap_or_default();
-        return ExitCode::from(child::guard_main(&pgid.to_string_lossy()));
+        let deadline = args.next();
+        return ExitCode::from(child::guard_main(
+            &pgid.to_string_lossy(),
+            deadline.as_ref().map(|d| d.to_string_lossy()).as_deref(),
+        ));
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

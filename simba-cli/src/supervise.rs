@@ -61,6 +61,12 @@ async fn session_id(simba: &Simba) -> Option<String> {
         .map(|id| id.to_string())
 }
 
+/// The term's remaining time, for the child's guard.
+fn remaining(term: &Term) -> crate::child::Remaining {
+    let term = term.clone();
+    std::sync::Arc::new(move || term.remaining())
+}
+
 async fn term_env(simba: &Simba, term: &Term) -> TermEnv {
     TermEnv {
         name: term.name().to_owned(),
@@ -158,7 +164,7 @@ pub async fn run(
         // Leader: run the command (again, with --restart) while the term lasts.
         loop {
             let started = std::time::Instant::now();
-            let mut child = match spec.spawn(&env) {
+            let mut child = match spec.spawn(&env, remaining(&term)) {
                 Ok(child) => child,
                 Err(e) => {
                     election.stop().await;
@@ -169,6 +175,19 @@ pub async fn run(
             tokio::select! {
                 status = child.wait() => {
                     let code = exit_code(status?);
+                    if child.guard_fired() {
+                        // simba was stopped or starved past the deadline:
+                        // the guard ended the child; the term is over.
+                        note(&format!("{}: term {} over while simba was held up; the guard stopped {}",
+                            style::bad("lost"), term.token(), spec.program()));
+                        last = Some(code);
+                        if options.once {
+                            election.stop().await;
+                            close(simba).await;
+                            return Ok(code);
+                        }
+                        break;
+                    }
                     if options.restart && term.is_valid() {
                         note(&format!("{} exited ({code}) while leader: restarting", spec.program()));
                         // A command that fails at once is not restarted in a tight loop.
@@ -261,7 +280,7 @@ pub async fn lock(
     };
     let term = held.term().clone();
     let env = term_env(simba, &term).await;
-    let mut child = match spec.spawn(&env) {
+    let mut child = match spec.spawn(&env, remaining(&term)) {
         Ok(child) => child,
         Err(e) => {
             held.release().await;

@@ -11,8 +11,12 @@ pub const PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 pub const MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/test";
 
 /// A `simba` command with no `SIMBA_*` variables inherited from the caller.
+/// `SIMBA_TEST_BIN` runs another build instead (e.g. an older one, to see a
+/// check fire).
 pub fn simba() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_simba"));
+    let bin =
+        std::env::var_os("SIMBA_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_simba").into());
+    let mut c = Command::new(bin);
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("SIMBA_") {
             c.env_remove(k);
