@@ -24,6 +24,8 @@ mkdir -p "$dir/data"
   echo "admin.enableServer=false"
   echo "4lw.commands.whitelist=srvr,ruok"
   echo "autopurge.purgeInterval=0"
+  # Test data is thrown away: do not wait for the disk flush on every write.
+  echo "forceSync=no"
   for line in "$@"; do echo "$line"; done
 } >"$dir/zoo.cfg"
 jar=/usr/share/java/zookeeper.jar

@@ -18,6 +18,8 @@ pub enum BackendKind {
     Postgres,
     /// `mysql://…` or `mariadb://…` (feature `mysql`).
     Mysql,
+    /// `zk://…` or `zookeeper://…` (feature `zookeeper`).
+    Zookeeper,
 }
 
 impl fmt::Display for BackendKind {
@@ -26,6 +28,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Sqlite => "sqlite",
             BackendKind::Postgres => "postgres",
             BackendKind::Mysql => "mysql",
+            BackendKind::Zookeeper => "zookeeper",
         })
     }
 }
@@ -35,7 +38,7 @@ impl fmt::Display for BackendKind {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The URL's scheme names no known backend.
-    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres:// or mysql://")]
+    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql:// or zk://")]
     UnknownScheme {
         /// The URL, credentials redacted.
         url: String,
@@ -120,6 +123,8 @@ impl BackendConfig {
             BackendKind::Postgres
         } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
             BackendKind::Mysql
+        } else if lower.starts_with("zk://") || lower.starts_with("zookeeper://") {
+            BackendKind::Zookeeper
         } else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
         };
@@ -245,6 +250,10 @@ impl BackendConfig {
             BackendKind::Postgres => Ok(Box::new(crate::postgres::PgBackend::connect(self).await?)),
             #[cfg(feature = "mysql")]
             BackendKind::Mysql => Ok(Box::new(crate::mysql::MysqlBackend::connect(self).await?)),
+            #[cfg(feature = "zookeeper")]
+            BackendKind::Zookeeper => Ok(Box::new(
+                crate::zookeeper::ZkBackend::connect(self).await?,
+            )),
             #[allow(unreachable_patterns)]
             kind => Err(ConfigError::FeatureDisabled { kind }.into()),
         }

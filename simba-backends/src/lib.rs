@@ -15,7 +15,7 @@
 //! | [`Backend::inspect`] | leases and live sessions, for `simba status` |
 //! | [`Backend::subscribe_releases`] | a stream of freed names, where the backend broadcasts (S4.2) |
 //!
-//! Features: `sqlite` (default), `postgres`, `mysql`, `testkit` (the
+//! Features: `sqlite` (default), `postgres`, `mysql`, `zookeeper`, `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
 //! available.
@@ -49,6 +49,8 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 pub use config::{redact, BackendConfig, BackendKind, ConfigError, DEFAULT_TABLE_PREFIX};
 pub use memory::MemoryBackend;
@@ -314,7 +316,7 @@ pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendErro
 }
 
 /// Connects to the backend that `url` names (`sqlite://path`,
-/// `postgres://…`, `mysql://…`), creating its tables if they are missing.
+/// `postgres://…`, `mysql://…`, `zk://…`), creating its tables if they are missing.
 /// See [`BackendConfig`] for the options.
 ///
 /// # Errors

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "simba", version, after_long_help = EXIT_CODES_HELP, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
-    /// Backend URL: sqlite://PATH, postgres://…, mysql://… (credentials are never printed).
+    /// Backend URL: sqlite://PATH, postgres://…, mysql://…, zk://HOST:PORT/ROOT (with the
+    /// `zookeeper` feature; credentials are never printed).
     /// [default: sqlite://simba.db]
     #[arg(
         long,
