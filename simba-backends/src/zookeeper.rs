@@ -929,3 +929,102 @@ mod tests {
         assert_eq!(zk_session_of(SessionId::from_u128(1 << 64)), None);
     }
 }
+
+/// A private standalone ZooKeeper for tests that stop or restart a server
+/// (feature `testkit`): `scripts/zookeeper-server.sh` on a loopback port,
+/// its data in a temporary directory, killed and deleted on drop.
+#[cfg(feature = "testkit")]
+pub struct TestServer {
+    port: u16,
+    dir: std::path::PathBuf,
+    extra: Vec<String>,
+    child: Option<std::process::Child>,
+}
+
+#[cfg(feature = "testkit")]
+impl TestServer {
+    /// Starts a server on `127.0.0.1:port` with extra `zoo.cfg` lines, and
+    /// waits (up to 60 s) until a session can be opened.
+    ///
+    /// # Errors
+    /// A message if the server could not be started or never answered.
+    pub async fn start(port: u16, extra: &[&str]) -> Result<TestServer, String> {
+        let id = crate::random_session_id().map_err(|e| e.to_string())?;
+        let dir = std::env::temp_dir().join(format!("simba-zk-{port}-{}", &id.to_string()[..8]));
+        let mut server = TestServer {
+            port,
+            dir,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            child: None,
+        };
+        server.resume().await?;
+        Ok(server)
+    }
+
+    /// The URL of this server with `root`.
+    pub fn url(&self, root: &str) -> String {
+        format!("zk://127.0.0.1:{}{root}", self.port)
+    }
+
+    /// Kills the server (its data stays).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Deletes the server's data (while stopped): a restart that loses data.
+    pub fn wipe(&mut self) {
+        let _ = std::fs::remove_dir_all(self.dir.join("data"));
+    }
+
+    /// Starts the server again on the same port and data directory.
+    ///
+    /// # Errors
+    /// A message if it never answered within 60 s.
+    pub async fn resume(&mut self) -> Result<(), String> {
+        self.stop();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/zookeeper-server.sh");
+        let log = std::fs::File::create(std::env::temp_dir().join(format!(
+            "simba-zk-{}.log",
+            self.port
+        )))
+        .map_err(|e| e.to_string())?;
+        let child = std::process::Command::new("bash")
+            .arg(script)
+            .arg(self.port.to_string())
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot run {script}: {e}"))?;
+        self.child = Some(child);
+        let config = BackendConfig::parse(&self.url("/simba-probe"))
+            .map_err(|e| e.to_string())?
+            .with_connect_timeout(Duration::from_secs(2));
+        let started = Instant::now();
+        loop {
+            if let Ok(b) = ZkBackend::connect(&config).await {
+                drop(b);
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err(format!(
+                    "the private ZooKeeper on port {} did not answer within 60 s",
+                    self.port
+                ));
+            }
+            futures_timer::Delay::new(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+#[cfg(feature = "testkit")]
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
