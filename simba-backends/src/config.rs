@@ -38,7 +38,9 @@ impl fmt::Display for BackendKind {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The URL's scheme names no known backend.
-    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql:// or zk://")]
+    #[error(
+        "unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql:// or zk://"
+    )]
     UnknownScheme {
         /// The URL, credentials redacted.
         url: String,
@@ -251,9 +253,9 @@ impl BackendConfig {
             #[cfg(feature = "mysql")]
             BackendKind::Mysql => Ok(Box::new(crate::mysql::MysqlBackend::connect(self).await?)),
             #[cfg(feature = "zookeeper")]
-            BackendKind::Zookeeper => Ok(Box::new(
-                crate::zookeeper::ZkBackend::connect(self).await?,
-            )),
+            BackendKind::Zookeeper => {
+                Ok(Box::new(crate::zookeeper::ZkBackend::connect(self).await?))
+            }
             #[allow(unreachable_patterns)]
             kind => Err(ConfigError::FeatureDisabled { kind }.into()),
         }

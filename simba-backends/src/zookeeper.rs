@@ -119,6 +119,27 @@ fn map_err(what: &str, e: zk::Error) -> BackendError {
     BackendError::new(kind, crate::redact(&format!("{NAME} {what}: {e}")))
 }
 
+/// A call on a disconnected (not expired) session.
+fn suspended(what: &str) -> BackendError {
+    BackendError::new(
+        BackendErrorKind::Unavailable,
+        format!("{NAME} {what}: disconnected from ZooKeeper; the session is suspended"),
+    )
+}
+
+/// Runs a call for at most `limit` (ZooKeeper queues calls made while the
+/// client reconnects; the caller gets `Timeout` instead of waiting).
+async fn bounded<T>(
+    call: impl std::future::Future<Output = Result<T, zk::Error>>,
+    limit: Duration,
+) -> Result<T, zk::Error> {
+    let timer = futures_timer::Delay::new(limit);
+    match futures::future::select(std::pin::pin!(call), timer).await {
+        futures::future::Either::Left((r, _)) => r,
+        futures::future::Either::Right(_) => Err(zk::Error::Timeout),
+    }
+}
+
 fn multi_err(e: zk::MultiWriteError) -> zk::Error {
     e.into()
 }
@@ -596,8 +617,14 @@ impl Backend for ZkBackend {
                     return Err(RenewError::Expired);
                 }
             };
+            if client.state() == zk::SessionState::Disconnected {
+                // Connection loss is not expiry (S1.2): the session is
+                // suspended until the client reconnects or ZooKeeper expires it.
+                return Err(suspended("renew").into());
+            }
             let sent = Instant::now();
-            let paths = match client.list_ephemerals(&self.inner.leases_dir).await {
+            let listing = client.list_ephemerals(&self.inner.leases_dir);
+            let paths = match bounded(listing, entry.timeout).await {
                 Ok(p) => p,
                 Err(zk::Error::SessionExpired) => {
                     self.forget(session, &entry).await;
@@ -630,8 +657,8 @@ impl Backend for ZkBackend {
                 else {
                     continue;
                 };
-                let name = LeaseName::new(n)
-                    .map_err(|e| malformed(format!("lease znode {p:?}: {e}")))?;
+                let name =
+                    LeaseName::new(n).map_err(|e| malformed(format!("lease znode {p:?}: {e}")))?;
                 live.push(n.to_owned());
                 match lock(&entry.terms).get(n) {
                     Some((t, _)) => owned.push((name, token_of(n, *t)?)),
@@ -642,7 +669,9 @@ impl Backend for ZkBackend {
             // Terms whose acquire reply was lost: read their czxid.
             for (name, path) in unknown {
                 match client.check_stat(&path).await {
-                    Ok(Some(stat)) => owned.push((name.clone(), token_of(name.as_str(), stat.czxid)?)),
+                    Ok(Some(stat)) => {
+                        owned.push((name.clone(), token_of(name.as_str(), stat.czxid)?))
+                    }
                     Ok(None) => {}
                     Err(e) => return Err(map_err("renew", e).into()),
                 }
@@ -670,7 +699,10 @@ impl Backend for ZkBackend {
                     return Ok(AcquireOutcome::Expired);
                 }
             };
-            match self.acquire_with(&entry, &client, name).await {
+            if client.state() == zk::SessionState::Disconnected {
+                return Err(suspended("acquire"));
+            }
+            match bounded(self.acquire_with(&entry, &client, name), entry.timeout).await {
                 Ok(outcome) => Ok(outcome),
                 Err(zk::Error::SessionExpired) => {
                     self.forget(session, &entry).await;
@@ -770,9 +802,8 @@ impl Backend for ZkBackend {
             );
             let parents =
                 futures::future::join_all(names.iter().map(|n| c.check_stat(&self.lease_path(n))));
-            let holders = futures::future::join_all(
-                names.iter().map(|n| c.check_stat(&self.holder_path(n))),
-            );
+            let holders =
+                futures::future::join_all(names.iter().map(|n| c.check_stat(&self.holder_path(n))));
             let (datas, parents, holders) = futures::join!(datas, parents, holders);
             let mut remaining: HashMap<i64, Duration> = HashMap::new();
             for (id, data) in ids.iter().zip(datas) {
@@ -839,7 +870,10 @@ impl Backend for ZkBackend {
         async move {
             let c = self.observer().await?;
             let watcher = c
-                .watch(&self.inner.leases_dir, zk::AddWatchMode::PersistentRecursive)
+                .watch(
+                    &self.inner.leases_dir,
+                    zk::AddWatchMode::PersistentRecursive,
+                )
                 .await
                 .map_err(|e| map_err("watch", e))?;
             let prefix = format!("{}/", self.inner.leases_dir);
@@ -985,12 +1019,13 @@ impl TestServer {
     /// A message if it never answered within 60 s.
     pub async fn resume(&mut self) -> Result<(), String> {
         self.stop();
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/zookeeper-server.sh");
-        let log = std::fs::File::create(std::env::temp_dir().join(format!(
-            "simba-zk-{}.log",
-            self.port
-        )))
-        .map_err(|e| e.to_string())?;
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/zookeeper-server.sh"
+        );
+        let log =
+            std::fs::File::create(std::env::temp_dir().join(format!("simba-zk-{}.log", self.port)))
+                .map_err(|e| e.to_string())?;
         let child = std::process::Command::new("bash")
             .arg(script)
             .arg(self.port.to_string())

@@ -50,7 +50,12 @@ async fn zk_probe() -> Result<(), BackendError> {
 
 async fn cleanup(factory: &ZkFactory) {
     let c = BackendConfig::parse(&format!("{ZK}{}", factory.root)).unwrap();
-    ZkBackend::connect(&c).await.unwrap().remove_tree().await.unwrap();
+    ZkBackend::connect(&c)
+        .await
+        .unwrap()
+        .remove_tree()
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,7 +69,11 @@ async fn server_restart_while_a_term_is_held() {
         .unwrap()
         .with_connect_timeout(Duration::from_secs(5));
     let b = ZkBackend::connect(&config).await.unwrap();
-    let s = b.open_session(Duration::from_secs(20)).await.unwrap().session;
+    let s = b
+        .open_session(Duration::from_secs(20))
+        .await
+        .unwrap()
+        .session;
     let n = LeaseName::new("restart.held").unwrap();
     let AcquireOutcome::Won { token: t1, .. } = b.acquire(s, &n).await.unwrap() else {
         panic!("first acquire must win");
@@ -114,7 +118,11 @@ async fn server_restart_while_a_term_is_held() {
     }
     assert!(expired, "the session outlived a server that lost its data");
     let b2 = ZkBackend::connect(&config).await.unwrap();
-    let s2 = b2.open_session(Duration::from_secs(20)).await.unwrap().session;
+    let s2 = b2
+        .open_session(Duration::from_secs(20))
+        .await
+        .unwrap()
+        .session;
     let AcquireOutcome::Won { token: t2, .. } = b2.acquire(s2, &n).await.unwrap() else {
         panic!("acquire after the data loss must win");
     };
