@@ -80,6 +80,12 @@ async fn a_capped_session_timeout_shortens_the_lease_once_and_renews_every_third
             .any(|e| matches!(e, ClientEvent::Elected { .. })),
         "{seen:?}"
     );
+    assert!(
+        !seen
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Revoked { .. })),
+        "the term ended although renewals fit: {seen:?}"
+    );
     println!("validity {validity:?}, renew period {period:?}; events: {seen:?}");
     election.stop().await;
     simba.close().await;
