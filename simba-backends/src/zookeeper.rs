@@ -594,11 +594,12 @@ impl Backend for ZkBackend {
                 terms: Mutex::new(HashMap::new()),
             });
             lock(&self.inner.sessions).insert(session, entry.clone());
-            let _ = asyncs::spawn(watchdog(
+            // Detached: dropping the join handle does not cancel the task.
+            drop(asyncs::spawn(watchdog(
                 Arc::downgrade(&entry),
                 Arc::downgrade(&self.inner),
                 session,
-            ));
+            )));
             Ok(SessionGrant {
                 session,
                 remaining: timeout,
@@ -922,48 +923,6 @@ impl Backend for ZkBackend {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn target(url: &str) -> Result<Target, BackendError> {
-        parse_target(&BackendConfig::parse(url).unwrap())
-    }
-
-    #[test]
-    fn urls_parse_with_credentials_redacted() {
-        let t = target("zk://app:s3cret@h1:2181,h2:2181/jobs/simba").unwrap();
-        assert_eq!(t.hosts, "h1:2181,h2:2181");
-        assert_eq!(t.root, "/jobs/simba");
-        assert_eq!(t.digest.as_deref(), Some(&b"app:s3cret"[..]));
-        assert!(!t.redacted.contains("s3cret"), "{}", t.redacted);
-        let t = target("zookeeper://127.0.0.1:2181").unwrap();
-        assert_eq!(t.root, "/simba");
-        assert!(t.digest.is_none());
-        for bad in [
-            "zk://u:pw@/x",
-            "zk://h:1/a//b",
-            "zk://h:1/a/../b",
-            "zk://h:1/zookeeper",
-            "zk://h 1/x",
-            "zk://app@h:1/x",
-        ] {
-            let e = target(bad).err().unwrap();
-            assert_eq!(e.kind, BackendErrorKind::Rejected, "{bad}");
-            assert!(!e.to_string().contains("pw@"), "{e}");
-        }
-    }
-
-    #[test]
-    fn session_ids_round_trip() {
-        for id in [1_i64, 0x0100_0000_0000_0001, -5, i64::MAX] {
-            assert_eq!(zk_session_of(session_id_of(id)), Some(id));
-        }
-        assert_eq!(zk_session_of(SessionId::from_u128(1 << 64)), None);
-    }
-}
-
 /// A private standalone ZooKeeper for tests that stop or restart a server
 /// (feature `testkit`): `scripts/zookeeper-server.sh` on a loopback port,
 /// its data in a temporary directory, killed and deleted on drop.
@@ -1061,5 +1020,47 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn target(url: &str) -> Result<Target, BackendError> {
+        parse_target(&BackendConfig::parse(url).unwrap())
+    }
+
+    #[test]
+    fn urls_parse_with_credentials_redacted() {
+        let t = target("zk://app:s3cret@h1:2181,h2:2181/jobs/simba").unwrap();
+        assert_eq!(t.hosts, "h1:2181,h2:2181");
+        assert_eq!(t.root, "/jobs/simba");
+        assert_eq!(t.digest.as_deref(), Some(&b"app:s3cret"[..]));
+        assert!(!t.redacted.contains("s3cret"), "{}", t.redacted);
+        let t = target("zookeeper://127.0.0.1:2181").unwrap();
+        assert_eq!(t.root, "/simba");
+        assert!(t.digest.is_none());
+        for bad in [
+            "zk://u:pw@/x",
+            "zk://h:1/a//b",
+            "zk://h:1/a/../b",
+            "zk://h:1/zookeeper",
+            "zk://h 1/x",
+            "zk://app@h:1/x",
+        ] {
+            let e = target(bad).err().unwrap();
+            assert_eq!(e.kind, BackendErrorKind::Rejected, "{bad}");
+            assert!(!e.to_string().contains("pw@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn session_ids_round_trip() {
+        for id in [1_i64, 0x0100_0000_0000_0001, -5, i64::MAX] {
+            assert_eq!(zk_session_of(session_id_of(id)), Some(id));
+        }
+        assert_eq!(zk_session_of(SessionId::from_u128(1 << 64)), None);
     }
 }
