@@ -7,7 +7,8 @@
 # appended to zoo.cfg (for example `maxSessionTimeout=4000`).
 #
 # Defaults chosen for tests: tickTime=200 (expiry is checked every 200 ms),
-# session timeouts from 1 s to 60 s, four-letter words `srvr` and `ruok`.
+# session timeouts from 1 s to 60 s, four-letter words `srvr` and `ruok`,
+# forceSync=no (test data is thrown away).
 set -euo pipefail
 port=${1:?usage: zookeeper-server.sh PORT DATADIR [cfg lines...]}
 dir=${2:?usage: zookeeper-server.sh PORT DATADIR [cfg lines...]}
