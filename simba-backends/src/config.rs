@@ -26,6 +26,8 @@ pub enum BackendKind {
     Redis,
     /// `etcd://…` or `etcds://…` for TLS (feature `etcd`).
     Etcd,
+    /// `zk://…` or `zookeeper://…` (feature `zookeeper`).
+    Zookeeper,
 }
 
 impl fmt::Display for BackendKind {
@@ -36,6 +38,7 @@ impl fmt::Display for BackendKind {
             BackendKind::Mysql => "mysql",
             BackendKind::Redis => "redis",
             BackendKind::Etcd => "etcd",
+            BackendKind::Zookeeper => "zookeeper",
         })
     }
 }
@@ -45,7 +48,9 @@ impl fmt::Display for BackendKind {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The URL's scheme names no known backend.
-    #[error("unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql://, redis:// or etcd://")]
+    #[error(
+        "unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql://, redis://, etcd:// or zk://"
+    )]
     UnknownScheme {
         /// The URL, credentials redacted.
         url: String,
@@ -147,6 +152,8 @@ impl BackendConfig {
             BackendKind::Redis
         } else if lower.starts_with("etcd://") || lower.starts_with("etcds://") {
             BackendKind::Etcd
+        } else if lower.starts_with("zk://") || lower.starts_with("zookeeper://") {
+            BackendKind::Zookeeper
         } else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
         };
@@ -295,6 +302,10 @@ impl BackendConfig {
             BackendKind::Redis => Ok(Box::new(crate::redis::RedisBackend::connect(self).await?)),
             #[cfg(feature = "etcd")]
             BackendKind::Etcd => Ok(Box::new(crate::etcd::EtcdBackend::connect(self).await?)),
+            #[cfg(feature = "zookeeper")]
+            BackendKind::Zookeeper => {
+                Ok(Box::new(crate::zookeeper::ZkBackend::connect(self).await?))
+            }
             #[allow(unreachable_patterns)]
             kind => Err(ConfigError::FeatureDisabled { kind }.into()),
         }

@@ -17,7 +17,7 @@
 //!
 //! Features: `sqlite` (default), `postgres`, `mysql`, `redis` (with
 //! `redis-tls` / `redis-tls-async-std` for `rediss://`), `etcd` (needs
-//! `protoc` at build time), `testkit` (the
+//! `protoc` at build time), `zookeeper`, `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
 //! available.
@@ -57,6 +57,8 @@ pub mod postgres;
 pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 pub use config::{
     redact, BackendConfig, BackendKind, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TABLE_PREFIX,
@@ -327,8 +329,8 @@ pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendErro
 }
 
 /// Connects to the backend that `url` names (`sqlite://path`,
-/// `postgres://…`, `mysql://…`, `redis://…`, `etcd://…`), creating its
-/// tables if they are missing.
+/// `postgres://…`, `mysql://…`, `redis://…`, `etcd://…`, `zk://…`), creating
+/// its tables if they are missing.
 /// See [`BackendConfig`] for the options.
 ///
 /// # Errors

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "simba", version, after_long_help = EXIT_CODES_HELP, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
-    /// Backend URL: sqlite://PATH, postgres://…, mysql://…, etcd://… (with the `etcd` feature; credentials are never printed).
+    /// Backend URL: sqlite://PATH, postgres://…, mysql://…, redis://…, etcd://…,
+    /// zk://HOST:PORT/ROOT (Redis, etcd and ZooKeeper with their features;
+    /// credentials are never printed).
     /// [default: sqlite://simba.db]
     #[arg(
         long,

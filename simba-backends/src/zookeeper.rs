@@ -1,0 +1,1066 @@
+//! The ZooKeeper backend (feature `zookeeper`, ZooKeeper 3.6 or later), with
+//! release broadcasts through a persistent recursive watch.
+//!
+//! A Simba session **is** a ZooKeeper session (S1.3): [`Backend::open_session`]
+//! opens a new ZooKeeper client with the lease duration as its requested
+//! session timeout, and the Simba session id is the ZooKeeper session id.
+//! ZooKeeper grants at most its `maxSessionTimeout`, and one call proves the
+//! session alive for only 5/12 of the negotiated timeout (S8.5), which
+//! [`Backend::renewal_proves`] says.
+//!
+//! Data model under the root (`zk://host:2181/root`, default `/simba`):
+//!
+//! | znode | kind | meaning |
+//! |---|---|---|
+//! | `<root>/sessions/<id as 16 hex digits>` | ephemeral | a live session; data `lease_ms timeout_ms` |
+//! | `<root>/leases/<name>` | persistent | the name; its `mzxid` is the latest token handed out |
+//! | `<root>/leases/<name>/holder` | ephemeral | the current term: owner = `ephemeralOwner`, token = `czxid` |
+//!
+//! Acquire is one multi-op (create `holder` + touch `<name>`), so the holder's
+//! `czxid` and the name's `mzxid` are the same zxid, which never repeats or
+//! decreases. Release is one multi-op (check `<name>`'s version + delete
+//! `holder`): a later term always bumped that version, so a stale release
+//! is a no-op (S3.5). Renew is one `getEphemerals` call (S1.1).
+//!
+//! The ZooKeeper client pings the server on its own, so a session whose
+//! owner stops renewing would never expire. Each session therefore has a
+//! watchdog task that closes it once `lease_duration` has passed since the
+//! last renewal was sent; ZooKeeper's own expiry (a dead or partitioned
+//! process) ends it too. See `docs/BACKENDS.md`.
+
+use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
+use crate::{LeaseInfo, SessionInfo};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::FutureExt;
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, Token,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use zookeeper_client as zk;
+
+const NAME: &str = "zookeeper";
+const HOLDER: &str = "holder";
+/// The session timeout the backend's own (observer) session asks for.
+const OBSERVER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The ZooKeeper backend. Cheap to clone (one shared state).
+#[derive(Clone)]
+pub struct ZkBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ZkBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkBackend")
+            .field("url", &self.inner.target.redacted)
+            .field("root", &self.inner.target.root)
+            .finish()
+    }
+}
+
+/// Where the backend connects, parsed from a `zk://` URL.
+#[derive(Clone)]
+struct Target {
+    /// `host:port,host:port` for the client.
+    hosts: String,
+    /// The root path (no trailing `/`).
+    root: String,
+    /// `user:password` for digest authentication.
+    digest: Option<Vec<u8>>,
+    /// The URL with the password hidden.
+    redacted: String,
+    connect_timeout: Duration,
+}
+
+struct Inner {
+    target: Target,
+    leases_dir: String,
+    sessions_dir: String,
+    observer: Mutex<zk::Client>,
+    sessions: Mutex<HashMap<SessionId, Arc<Entry>>>,
+}
+
+/// One open session held by this backend.
+struct Entry {
+    zk_id: i64,
+    lease: Duration,
+    timeout: Duration,
+    client: Mutex<Option<zk::Client>>,
+    /// Local instant after which the watchdog closes the session.
+    deadline: Mutex<Instant>,
+    /// Terms won through this backend: name -> (token, version of `<name>`).
+    terms: Mutex<HashMap<String, (i64, i32)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A ZooKeeper error as a typed [`BackendError`].
+fn map_err(what: &str, e: zk::Error) -> BackendError {
+    use zk::Error as E;
+    let kind = match &e {
+        E::ConnectionLoss | E::NoHosts | E::ClientClosed | E::SessionMoved | E::NotReadOnly => {
+            BackendErrorKind::Unavailable
+        }
+        E::Timeout | E::Throttled => BackendErrorKind::Timeout,
+        E::NoAuth | E::AuthFailed | E::InvalidAcl | E::BadArguments(_) | E::QuotaExceeded => {
+            BackendErrorKind::Rejected
+        }
+        E::UnmarshalError { .. } | E::MarshallingError | E::UnexpectedErrorCode(_) => {
+            BackendErrorKind::Malformed
+        }
+        _ => BackendErrorKind::Other,
+    };
+    BackendError::new(kind, crate::redact(&format!("{NAME} {what}: {e}")))
+}
+
+/// A call on a disconnected (not expired) session.
+fn suspended(what: &str) -> BackendError {
+    BackendError::new(
+        BackendErrorKind::Unavailable,
+        format!("{NAME} {what}: disconnected from ZooKeeper; the session is suspended"),
+    )
+}
+
+/// Runs a call for at most `limit` (ZooKeeper queues calls made while the
+/// client reconnects; the caller gets `Timeout` instead of waiting).
+async fn bounded<T>(
+    call: impl std::future::Future<Output = Result<T, zk::Error>>,
+    limit: Duration,
+) -> Result<T, zk::Error> {
+    let timer = futures_timer::Delay::new(limit);
+    match futures::future::select(std::pin::pin!(call), timer).await {
+        futures::future::Either::Left((r, _)) => r,
+        futures::future::Either::Right(_) => Err(zk::Error::Timeout),
+    }
+}
+
+fn multi_err(e: zk::MultiWriteError) -> zk::Error {
+    e.into()
+}
+
+fn malformed(what: String) -> BackendError {
+    BackendError::new(BackendErrorKind::Malformed, format!("{NAME}: {what}"))
+}
+
+/// The Simba id of a ZooKeeper session (S1.3): its 64 bits, zero-extended.
+pub fn session_id_of(zk_id: i64) -> SessionId {
+    SessionId::from_u128(u128::from(zk_id as u64))
+}
+
+/// The ZooKeeper session id of a Simba id, if it is one.
+pub fn zk_session_of(session: SessionId) -> Option<i64> {
+    u64::try_from(session.as_u128()).ok().map(|v| v as i64)
+}
+
+fn token_of(name: &str, zxid: i64) -> Result<Token, BackendError> {
+    u64::try_from(zxid)
+        .ok()
+        .and_then(Token::new)
+        .ok_or_else(|| malformed(format!("zxid {zxid} of lease `{name}` is not > 0")))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Parses `zk://[user:password@]host:port[,host:port…][/root][?…]`.
+fn parse_target(config: &BackendConfig) -> Result<Target, BackendError> {
+    let url = config.url();
+    let redacted = config.redacted_url();
+    let bad = |why: &str| {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!("{NAME}: bad URL `{redacted}`: {why}"),
+        )
+    };
+    let rest = url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .ok_or_else(|| bad("expected zk://host:port/root"))?;
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let (digest, hosts) = match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            if !userinfo.contains(':') {
+                return Err(bad("credentials must be user:password"));
+            }
+            (Some(userinfo.as_bytes().to_vec()), &authority[at + 1..])
+        }
+        None => (None, authority),
+    };
+    if hosts.is_empty() {
+        return Err(bad("no host"));
+    }
+    if hosts
+        .chars()
+        .any(|c| !(c.is_ascii_alphanumeric() || ".-:,[]_".contains(c)))
+    {
+        return Err(bad("hosts must be host:port[,host:port…]"));
+    }
+    let path = path.trim_end_matches('/');
+    let root = if path.is_empty() {
+        "/simba".to_owned()
+    } else {
+        path.to_owned()
+    };
+    let segment_ok = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s != "zookeeper"
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._:-".contains(c))
+    };
+    if !root[1..].split('/').all(segment_ok) {
+        return Err(bad(
+            "the root path must be /segment[/segment…] of [A-Za-z0-9._:-]",
+        ));
+    }
+    Ok(Target {
+        hosts: hosts.to_owned(),
+        root,
+        digest,
+        redacted,
+        connect_timeout: config.connect_timeout(),
+    })
+}
+
+impl Target {
+    fn acls(&self) -> zk::Acls<'static> {
+        if self.digest.is_some() {
+            zk::Acls::creator_all()
+        } else {
+            zk::Acls::anyone_all()
+        }
+    }
+
+    /// Opens a new ZooKeeper session, within the connect timeout.
+    async fn connect(&self, session_timeout: Duration) -> Result<zk::Client, BackendError> {
+        let mut connector = zk::Client::connector()
+            .with_session_timeout(session_timeout)
+            .with_connection_timeout(self.connect_timeout)
+            .with_fail_eagerly();
+        if let Some(d) = &self.digest {
+            connector = connector.with_auth("digest", d);
+        }
+        let connecting = connector.connect(&self.hosts);
+        let limit = futures_timer::Delay::new(self.connect_timeout + Duration::from_millis(500));
+        match futures::future::select(connecting.boxed(), limit).await {
+            futures::future::Either::Left((Ok(client), _)) => Ok(client),
+            futures::future::Either::Left((Err(e), _)) => {
+                Err(map_err(&format!("connect to {}", self.redacted), e))
+            }
+            futures::future::Either::Right(_) => Err(BackendError::new(
+                BackendErrorKind::Timeout,
+                format!(
+                    "{NAME}: connect to {} timed out after {:?}",
+                    self.redacted, self.connect_timeout
+                ),
+            )),
+        }
+    }
+}
+
+enum Gone {
+    /// This backend never opened it (or forgot it after closing it).
+    Unknown,
+    /// Closed by its watchdog or expired by ZooKeeper.
+    Expired,
+}
+
+impl ZkBackend {
+    /// Connects to `url` (`zk://[user:password@]host:port[,…][/root]`).
+    ///
+    /// # Errors
+    /// `Rejected` for a URL of another backend or a malformed one; otherwise
+    /// as [`ZkBackend::connect`].
+    pub async fn connect_url(url: &str) -> Result<ZkBackend, BackendError> {
+        let config = BackendConfig::parse(url)?;
+        if config.kind() != crate::BackendKind::Zookeeper {
+            return Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!("{NAME}: `{}` is not a zk:// URL", config.redacted_url()),
+            ));
+        }
+        Self::connect(&config).await
+    }
+
+    /// Connects (opening the backend's own observer session) and creates
+    /// `<root>/leases` and `<root>/sessions` if they are missing.
+    ///
+    /// # Errors
+    /// `Rejected` for a bad URL, bad credentials or missing permissions;
+    /// `Unavailable`/`Timeout` if no server answers within the connect
+    /// timeout.
+    pub async fn connect(config: &BackendConfig) -> Result<ZkBackend, BackendError> {
+        let target = parse_target(config)?;
+        let observer = target.connect(OBSERVER_TIMEOUT).await?;
+        let leases_dir = format!("{}/leases", target.root);
+        let sessions_dir = format!("{}/sessions", target.root);
+        let acls = target.acls();
+        let opts = zk::CreateMode::Persistent.with_acls(acls);
+        for dir in [&leases_dir, &sessions_dir] {
+            observer
+                .mkdir(dir, &opts)
+                .await
+                .map_err(|e| map_err(&format!("create {dir}"), e))?;
+        }
+        Ok(ZkBackend {
+            inner: Arc::new(Inner {
+                target,
+                leases_dir,
+                sessions_dir,
+                observer: Mutex::new(observer),
+                sessions: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The root path of this backend's znodes.
+    pub fn root(&self) -> &str {
+        &self.inner.target.root
+    }
+
+    /// Deletes the root and everything under it (ending no session: live
+    /// sessions' znodes are deleted too, so call it once they are closed).
+    /// For tests and for decommissioning a root.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if a call failed.
+    pub async fn remove_tree(&self) -> Result<(), BackendError> {
+        let c = self.observer().await?;
+        let mut stack = vec![self.inner.target.root.clone()];
+        let mut order = Vec::new();
+        while let Some(path) = stack.pop() {
+            let children = match c.list_children(&path).await {
+                Ok(ch) => ch,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(map_err("remove tree", e)),
+            };
+            stack.extend(children.iter().map(|ch| format!("{path}/{ch}")));
+            order.push(path);
+        }
+        for path in order.iter().rev() {
+            match c.delete(path, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(map_err("remove tree", e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The observer session's client, reconnected if ZooKeeper ended it.
+    async fn observer(&self) -> Result<zk::Client, BackendError> {
+        let current = lock(&self.inner.observer).clone();
+        if !current.state().is_terminated() {
+            return Ok(current);
+        }
+        let fresh = self.inner.target.connect(OBSERVER_TIMEOUT).await?;
+        *lock(&self.inner.observer) = fresh.clone();
+        Ok(fresh)
+    }
+
+    fn lease_path(&self, name: &str) -> String {
+        format!("{}/{name}", self.inner.leases_dir)
+    }
+
+    fn holder_path(&self, name: &str) -> String {
+        format!("{}/{name}/{HOLDER}", self.inner.leases_dir)
+    }
+
+    fn marker_path(&self, zk_id: i64) -> String {
+        format!("{}/{:016x}", self.inner.sessions_dir, zk_id as u64)
+    }
+
+    /// The session's live client, or why there is none.
+    async fn client_of(&self, session: SessionId) -> Result<(Arc<Entry>, zk::Client), Gone> {
+        let entry = lock(&self.inner.sessions).get(&session).cloned();
+        let Some(entry) = entry else {
+            return Err(Gone::Unknown);
+        };
+        if Instant::now() >= *lock(&entry.deadline) {
+            self.forget(session, &entry).await;
+            return Err(Gone::Expired);
+        }
+        let client = lock(&entry.client).clone();
+        match client {
+            Some(c) if !c.state().is_terminated() => Ok((entry, c)),
+            _ => {
+                self.forget(session, &entry).await;
+                Err(Gone::Expired)
+            }
+        }
+    }
+
+    /// Closes the session's client (ZooKeeper deletes its ephemerals at
+    /// once) and drops it from the map.
+    async fn forget(&self, session: SessionId, entry: &Arc<Entry>) {
+        {
+            let mut map = lock(&self.inner.sessions);
+            if map.get(&session).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+                map.remove(&session);
+            }
+        }
+        entry.shutdown().await;
+    }
+
+    /// For a session this backend does not hold: `Expired` if ZooKeeper has
+    /// no such live session, an error if another client holds it.
+    async fn unknown(&self, session: SessionId) -> Result<(), BackendError> {
+        let Some(zk_id) = zk_session_of(session) else {
+            return Ok(());
+        };
+        let observer = self.observer().await?;
+        let marker = self.marker_path(zk_id);
+        match observer.check_stat(&marker).await {
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => Err(BackendError::new(
+                BackendErrorKind::Rejected,
+                format!("{NAME}: session {session} is live but was opened by another client"),
+            )),
+            Err(e) => Err(map_err("check session", e)),
+        }
+    }
+
+    /// For tests: the session's ZooKeeper client, to observe or disturb it.
+    #[cfg(feature = "testkit")]
+    pub fn zk_client(&self, session: SessionId) -> Option<zk::Client> {
+        let entry = lock(&self.inner.sessions).get(&session).cloned()?;
+        let client = lock(&entry.client).clone();
+        client
+    }
+
+    async fn acquire_with(
+        &self,
+        entry: &Entry,
+        client: &zk::Client,
+        name: &LeaseName,
+    ) -> Result<AcquireOutcome, zk::Error> {
+        let n = name.as_str();
+        let parent = self.lease_path(n);
+        let holder = self.holder_path(n);
+        let acls = self.inner.target.acls();
+        let ephemeral = zk::CreateMode::Ephemeral.with_acls(acls);
+        let persistent = zk::CreateMode::Persistent.with_acls(acls);
+        let me = entry.zk_id;
+        for _ in 0..4 {
+            let mut multi = client.new_multi_writer();
+            multi.add_create(&holder, &me.to_be_bytes(), &ephemeral)?;
+            multi.add_set_data(&parent, &[], None)?;
+            match multi.commit().await {
+                Ok(results) => {
+                    let stat = results
+                        .into_iter()
+                        .find_map(|r| match r {
+                            zk::MultiWriteResult::SetData { stat } => Some(stat),
+                            _ => None,
+                        })
+                        .ok_or_else(|| zk::Error::UnexpectedError("no setData result".into()))?;
+                    lock(&entry.terms).insert(n.to_owned(), (stat.mzxid, stat.version));
+                    return Ok(self.won(entry, stat.mzxid));
+                }
+                Err(e) => match multi_err(e) {
+                    zk::Error::NoNode => {
+                        match client.create(&parent, &[], &persistent).await {
+                            Ok(_) | Err(zk::Error::NodeExists) => {}
+                            Err(e) => return Err(e),
+                        }
+                        continue;
+                    }
+                    zk::Error::NodeExists => {}
+                    e => return Err(e),
+                },
+            }
+            // Held: by whom? (Both reads go out at once.)
+            let (h, p) = futures::join!(client.check_stat(&holder), client.check_stat(&parent));
+            let Some(h) = h? else {
+                continue; // freed meanwhile: try again
+            };
+            if h.ephemeral_owner == me {
+                if let Some(p) = p? {
+                    // Only our own acquire can have set this version.
+                    if p.mzxid == h.czxid {
+                        lock(&entry.terms).insert(n.to_owned(), (h.czxid, p.version));
+                    }
+                }
+                return Ok(self.won(entry, h.czxid));
+            }
+            return Ok(AcquireOutcome::Held {
+                holder: Some(session_id_of(h.ephemeral_owner)),
+                token: u64::try_from(h.czxid).ok().and_then(Token::new),
+            });
+        }
+        Ok(AcquireOutcome::Held {
+            holder: None,
+            token: None,
+        })
+    }
+
+    fn won(&self, entry: &Entry, zxid: i64) -> AcquireOutcome {
+        match u64::try_from(zxid).ok().and_then(Token::new) {
+            Some(token) => AcquireOutcome::Won {
+                token,
+                remaining: entry.timeout,
+            },
+            None => AcquireOutcome::Held {
+                holder: None,
+                token: None,
+            },
+        }
+    }
+}
+
+impl Entry {
+    /// Closes the client and waits (bounded) until ZooKeeper confirmed it.
+    async fn shutdown(&self) {
+        let client = lock(&self.client).take();
+        let Some(client) = client else {
+            return;
+        };
+        let mut states = client.state_watcher();
+        drop(client);
+        let wait = async {
+            loop {
+                if states.changed().await.is_terminated() {
+                    return;
+                }
+            }
+        };
+        let limit = futures_timer::Delay::new(self.timeout.min(Duration::from_secs(5)));
+        futures::future::select(wait.boxed(), limit).await;
+    }
+}
+
+/// Closes the session once its deadline passes without a renewal.
+async fn watchdog(entry: Weak<Entry>, inner: Weak<Inner>, session: SessionId) {
+    loop {
+        let Some(e) = entry.upgrade() else { return };
+        if lock(&e.client).is_none() {
+            return;
+        }
+        let deadline = *lock(&e.deadline);
+        let now = Instant::now();
+        if now >= deadline {
+            if let Some(inner) = inner.upgrade() {
+                let mut map = lock(&inner.sessions);
+                if map.get(&session).is_some_and(|x| Arc::ptr_eq(x, &e)) {
+                    map.remove(&session);
+                }
+            }
+            e.shutdown().await;
+            return;
+        }
+        drop(e);
+        futures_timer::Delay::new(deadline - now).await;
+    }
+}
+
+impl Backend for ZkBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        async move {
+            check_lease_duration(lease_duration)?;
+            // ZooKeeper's session timeout is an i32 of milliseconds.
+            let requested = lease_duration.min(Duration::from_millis(i32::MAX as u64));
+            let started = Instant::now();
+            let client = self.inner.target.connect(requested).await?;
+            let zk_id = client.session_id().0;
+            let timeout = client.session_timeout();
+            let marker = self.marker_path(zk_id);
+            let data = format!("{} {}", millis(lease_duration), millis(timeout));
+            let opts = zk::CreateMode::Ephemeral.with_acls(self.inner.target.acls());
+            if let Err(e) = client.create(&marker, data.as_bytes(), &opts).await {
+                return Err(map_err("open session", e));
+            }
+            let session = session_id_of(zk_id);
+            let entry = Arc::new(Entry {
+                zk_id,
+                lease: lease_duration,
+                timeout,
+                client: Mutex::new(Some(client)),
+                deadline: Mutex::new(started + lease_duration),
+                terms: Mutex::new(HashMap::new()),
+            });
+            lock(&self.inner.sessions).insert(session, entry.clone());
+            // Detached: dropping the join handle does not cancel the task.
+            drop(asyncs::spawn(watchdog(
+                Arc::downgrade(&entry),
+                Arc::downgrade(&self.inner),
+                session,
+            )));
+            Ok(SessionGrant {
+                session,
+                remaining: timeout,
+            })
+        }
+        .boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        async move {
+            let (entry, client) = match self.client_of(session).await {
+                Ok(x) => x,
+                Err(Gone::Expired) => return Err(RenewError::Expired),
+                Err(Gone::Unknown) => {
+                    self.unknown(session).await?;
+                    return Err(RenewError::Expired);
+                }
+            };
+            if client.state() == zk::SessionState::Disconnected {
+                // Connection loss is not expiry (S1.2): the session is
+                // suspended until the client reconnects or ZooKeeper expires it.
+                return Err(suspended("renew").into());
+            }
+            let sent = Instant::now();
+            let listing = client.list_ephemerals(&self.inner.leases_dir);
+            let paths = match bounded(listing, entry.timeout).await {
+                Ok(p) => p,
+                Err(zk::Error::SessionExpired) => {
+                    self.forget(session, &entry).await;
+                    return Err(RenewError::Expired);
+                }
+                Err(e) => return Err(map_err("renew", e).into()),
+            };
+            let late = {
+                let mut deadline = lock(&entry.deadline);
+                let late = *deadline <= sent;
+                if !late {
+                    *deadline = sent + entry.lease;
+                }
+                late
+            };
+            if late {
+                // The watchdog's deadline passed before the call was sent.
+                self.forget(session, &entry).await;
+                return Err(RenewError::Expired);
+            }
+            let prefix = format!("{}/", self.inner.leases_dir);
+            let suffix = format!("/{HOLDER}");
+            let mut owned = Vec::new();
+            let mut unknown = Vec::new();
+            let mut live = Vec::new();
+            for p in &paths {
+                let Some(n) = p
+                    .strip_prefix(&prefix)
+                    .and_then(|r| r.strip_suffix(&suffix))
+                else {
+                    continue;
+                };
+                let name =
+                    LeaseName::new(n).map_err(|e| malformed(format!("lease znode {p:?}: {e}")))?;
+                live.push(n.to_owned());
+                match lock(&entry.terms).get(n) {
+                    Some((t, _)) => owned.push((name, token_of(n, *t)?)),
+                    None => unknown.push((name, p.clone())),
+                }
+            }
+            lock(&entry.terms).retain(|n, _| live.contains(n));
+            // Terms whose acquire reply was lost: read their czxid.
+            for (name, path) in unknown {
+                match client.check_stat(&path).await {
+                    Ok(Some(stat)) => {
+                        owned.push((name.clone(), token_of(name.as_str(), stat.czxid)?))
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(map_err("renew", e).into()),
+                }
+            }
+            owned.sort_by(|a, b| a.0.cmp(&b.0));
+            Ok(Renewal {
+                remaining: entry.timeout,
+                owned,
+            })
+        }
+        .boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        async move {
+            let (entry, client) = match self.client_of(session).await {
+                Ok(x) => x,
+                Err(Gone::Expired) => return Ok(AcquireOutcome::Expired),
+                Err(Gone::Unknown) => {
+                    self.unknown(session).await?;
+                    return Ok(AcquireOutcome::Expired);
+                }
+            };
+            if client.state() == zk::SessionState::Disconnected {
+                return Err(suspended("acquire"));
+            }
+            match bounded(self.acquire_with(&entry, &client, name), entry.timeout).await {
+                Ok(outcome) => Ok(outcome),
+                Err(zk::Error::SessionExpired) => {
+                    self.forget(session, &entry).await;
+                    Ok(AcquireOutcome::Expired)
+                }
+                Err(e) => Err(map_err("acquire", e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            // An unknown or expired session owns nothing: a no-op.
+            let Ok((entry, client)) = self.client_of(session).await else {
+                return Ok(());
+            };
+            let n = name.as_str();
+            let parent = self.lease_path(n);
+            let holder = self.holder_path(n);
+            let recorded = lock(&entry.terms).get(n).copied();
+            let version = match recorded {
+                Some((t, v)) if u64::try_from(t).ok() == Some(token.get()) => v,
+                Some(_) => return Ok(()), // another term of ours: stale
+                None => {
+                    // Not won through this call path (reply lost): read it.
+                    let (h, p) =
+                        futures::join!(client.check_stat(&holder), client.check_stat(&parent));
+                    let h = h.map_err(|e| map_err("release", e))?;
+                    let p = p.map_err(|e| map_err("release", e))?;
+                    match (h, p) {
+                        (Some(h), Some(p))
+                            if h.ephemeral_owner == entry.zk_id
+                                && u64::try_from(h.czxid).ok() == Some(token.get())
+                                && p.mzxid == h.czxid =>
+                        {
+                            p.version
+                        }
+                        _ => return Ok(()),
+                    }
+                }
+            };
+            let mut multi = client.new_multi_writer();
+            multi
+                .add_check_version(&parent, version)
+                .and_then(|()| multi.add_delete(&holder, None))
+                .map_err(|e| map_err("release", e))?;
+            let result = multi.commit().await;
+            lock(&entry.terms).remove(n);
+            match result.map_err(multi_err) {
+                Ok(_)
+                | Err(zk::Error::BadVersion | zk::Error::NoNode | zk::Error::SessionExpired) => {
+                    Ok(())
+                }
+                Err(e) => Err(map_err("release", e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        async move {
+            let entry = lock(&self.inner.sessions).remove(&session);
+            if let Some(entry) = entry {
+                entry.shutdown().await;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        async move {
+            let prefix = prefix.unwrap_or("");
+            check_prefix(prefix)?;
+            let get = |e| map_err("inspect", e);
+            let c = self.observer().await?;
+            let (ids, names) = futures::join!(
+                c.list_children(&self.inner.sessions_dir),
+                c.list_children(&self.inner.leases_dir)
+            );
+            let (ids, mut names) = (ids.map_err(get)?, names.map_err(get)?);
+            names.retain(|n| n.starts_with(prefix));
+            let mut out = Inspection::default();
+            // Every read is sent before any reply is awaited.
+            let datas = futures::future::join_all(
+                ids.iter()
+                    .map(|id| c.get_data(&format!("{}/{id}", self.inner.sessions_dir))),
+            );
+            let parents =
+                futures::future::join_all(names.iter().map(|n| c.check_stat(&self.lease_path(n))));
+            let holders =
+                futures::future::join_all(names.iter().map(|n| c.check_stat(&self.holder_path(n))));
+            let (datas, parents, holders) = futures::join!(datas, parents, holders);
+            let mut remaining: HashMap<i64, Duration> = HashMap::new();
+            for (id, data) in ids.iter().zip(datas) {
+                let (data, stat) = match data {
+                    Ok(d) => d,
+                    Err(zk::Error::NoNode) => continue, // ended meanwhile
+                    Err(e) => return Err(get(e)),
+                };
+                let text = String::from_utf8_lossy(&data);
+                let mut parts = text.split(' ').map(|p| p.parse::<u64>().ok());
+                let (Some(Some(lease)), Some(Some(timeout))) = (parts.next(), parts.next()) else {
+                    return Err(malformed(format!("session znode {id} holds {text:?}")));
+                };
+                let lease = Duration::from_millis(lease);
+                let timeout = Duration::from_millis(timeout).min(lease);
+                remaining.insert(stat.ephemeral_owner, timeout);
+                out.sessions.push(SessionInfo {
+                    session: session_id_of(stat.ephemeral_owner),
+                    remaining: timeout,
+                    lease_duration: lease,
+                });
+            }
+            for ((n, parent), holder) in names.iter().zip(parents).zip(holders) {
+                let Some(parent) = parent.map_err(get)? else {
+                    continue;
+                };
+                let name =
+                    LeaseName::new(n).map_err(|e| malformed(format!("lease znode {n:?}: {e}")))?;
+                let info = match holder.map_err(get)? {
+                    Some(h) => LeaseInfo {
+                        name,
+                        holder: Some(session_id_of(h.ephemeral_owner)),
+                        token: Some(token_of(n, h.czxid)?),
+                        remaining: Some(
+                            remaining
+                                .get(&h.ephemeral_owner)
+                                .copied()
+                                .unwrap_or(Duration::ZERO),
+                        ),
+                    },
+                    None => LeaseInfo {
+                        name,
+                        holder: None,
+                        token: if parent.mzxid != parent.czxid {
+                            Some(token_of(n, parent.mzxid)?)
+                        } else {
+                            None
+                        },
+                        remaining: None,
+                    },
+                };
+                out.leases.push(info);
+            }
+            out.sessions.sort_by_key(|s| s.session);
+            out.leases.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        async move {
+            let c = self.observer().await?;
+            let watcher = c
+                .watch(
+                    &self.inner.leases_dir,
+                    zk::AddWatchMode::PersistentRecursive,
+                )
+                .await
+                .map_err(|e| map_err("watch", e))?;
+            let prefix = format!("{}/", self.inner.leases_dir);
+            let suffix = format!("/{HOLDER}");
+            let stream = futures::stream::unfold(watcher, move |mut watcher| {
+                let prefix = prefix.clone();
+                let suffix = suffix.clone();
+                async move {
+                    loop {
+                        let event = watcher.changed().await;
+                        match event.event_type {
+                            zk::EventType::NodeDeleted => {
+                                let name = event
+                                    .path
+                                    .strip_prefix(&prefix)
+                                    .and_then(|r| r.strip_suffix(&suffix))
+                                    .and_then(|n| LeaseName::new(n).ok());
+                                if let Some(name) = name {
+                                    return Some((name, watcher));
+                                }
+                            }
+                            zk::EventType::Session if event.session_state.is_terminated() => {
+                                return None;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            });
+            Ok(Some(Box::pin(stream) as BoxStream<'static, LeaseName>))
+        }
+        .boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        true
+    }
+
+    fn renewal_proves(&self) -> Fraction {
+        // S8.5: one call proves the session alive for 5/12 of its timeout.
+        Fraction::new(5, 12).unwrap_or(Fraction::ONE)
+    }
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+}
+
+/// A private standalone ZooKeeper for tests that stop or restart a server
+/// (feature `testkit`): `scripts/zookeeper-server.sh` on a loopback port,
+/// its data in a temporary directory, killed and deleted on drop.
+#[cfg(feature = "testkit")]
+pub struct TestServer {
+    port: u16,
+    dir: std::path::PathBuf,
+    extra: Vec<String>,
+    child: Option<std::process::Child>,
+}
+
+#[cfg(feature = "testkit")]
+impl TestServer {
+    /// Starts a server on `127.0.0.1:port` with extra `zoo.cfg` lines, and
+    /// waits (up to 60 s) until a session can be opened.
+    ///
+    /// # Errors
+    /// A message if the server could not be started or never answered.
+    pub async fn start(port: u16, extra: &[&str]) -> Result<TestServer, String> {
+        let id = crate::random_session_id().map_err(|e| e.to_string())?;
+        let dir = std::env::temp_dir().join(format!("simba-zk-{port}-{}", &id.to_string()[..8]));
+        let mut server = TestServer {
+            port,
+            dir,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            child: None,
+        };
+        server.resume().await?;
+        Ok(server)
+    }
+
+    /// The URL of this server with `root`.
+    pub fn url(&self, root: &str) -> String {
+        format!("zk://127.0.0.1:{}{root}", self.port)
+    }
+
+    /// Kills the server (its data stays).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Deletes the server's data (while stopped): a restart that loses data.
+    pub fn wipe(&mut self) {
+        let _ = std::fs::remove_dir_all(self.dir.join("data"));
+    }
+
+    /// Starts the server again on the same port and data directory.
+    ///
+    /// # Errors
+    /// A message if it never answered within 60 s.
+    pub async fn resume(&mut self) -> Result<(), String> {
+        self.stop();
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/zookeeper-server.sh"
+        );
+        let log =
+            std::fs::File::create(std::env::temp_dir().join(format!("simba-zk-{}.log", self.port)))
+                .map_err(|e| e.to_string())?;
+        let child = std::process::Command::new("bash")
+            .arg(script)
+            .arg(self.port.to_string())
+            .arg(&self.dir)
+            .args(&self.extra)
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot run {script}: {e}"))?;
+        self.child = Some(child);
+        let config = BackendConfig::parse(&self.url("/simba-probe"))
+            .map_err(|e| e.to_string())?
+            .with_connect_timeout(Duration::from_secs(2));
+        let started = Instant::now();
+        loop {
+            if let Ok(b) = ZkBackend::connect(&config).await {
+                drop(b);
+                return Ok(());
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err(format!(
+                    "the private ZooKeeper on port {} did not answer within 60 s",
+                    self.port
+                ));
+            }
+            futures_timer::Delay::new(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+#[cfg(feature = "testkit")]
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn target(url: &str) -> Result<Target, BackendError> {
+        parse_target(&BackendConfig::parse(url).unwrap())
+    }
+
+    #[test]
+    fn urls_parse_with_credentials_redacted() {
+        let t = target("zk://app:s3cret@h1:2181,h2:2181/jobs/simba").unwrap();
+        assert_eq!(t.hosts, "h1:2181,h2:2181");
+        assert_eq!(t.root, "/jobs/simba");
+        assert_eq!(t.digest.as_deref(), Some(&b"app:s3cret"[..]));
+        assert!(!t.redacted.contains("s3cret"), "{}", t.redacted);
+        let t = target("zookeeper://127.0.0.1:2181").unwrap();
+        assert_eq!(t.root, "/simba");
+        assert!(t.digest.is_none());
+        for bad in [
+            "zk://u:pw@/x",
+            "zk://h:1/a//b",
+            "zk://h:1/a/../b",
+            "zk://h:1/zookeeper",
+            "zk://h 1/x",
+            "zk://app@h:1/x",
+        ] {
+            let e = target(bad).err().unwrap();
+            assert_eq!(e.kind, BackendErrorKind::Rejected, "{bad}");
+            assert!(!e.to_string().contains("pw@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn session_ids_round_trip() {
+        for id in [1_i64, 0x0100_0000_0000_0001, -5, i64::MAX] {
+            assert_eq!(zk_session_of(session_id_of(id)), Some(id));
+        }
+        assert_eq!(zk_session_of(SessionId::from_u128(1 << 64)), None);
+    }
+}

@@ -1,0 +1,94 @@
+//! The conformance suite against ZooKeeper on 127.0.0.1:2181 (started by
+//! `scripts/test.sh`; required when `CI=true`), on tokio and on async-std.
+//! Every run works under a root of its own (`/simba-test-<tag>/<case>`) and
+//! deletes it afterwards.
+#![cfg(all(feature = "testkit", feature = "zookeeper"))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use futures::future::{BoxFuture, FutureExt};
+use simba_backends::testkit::{run_all, run_selected, Capability, Factory};
+use simba_backends::zookeeper::ZkBackend;
+use simba_backends::BackendConfig;
+use simba_core::BackendError;
+use std::time::Duration;
+
+const ZK: &str = "zk://127.0.0.1:2181";
+
+struct ZkFactory {
+    root: String,
+}
+
+impl ZkFactory {
+    fn new() -> ZkFactory {
+        ZkFactory {
+            root: format!("/simba-test-{}", tag()),
+        }
+    }
+}
+
+impl Factory for ZkFactory {
+    type Backend = ZkBackend;
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<ZkBackend, BackendError>> {
+        let url = format!("{ZK}{}/{ns}", self.root);
+        async move {
+            let c = BackendConfig::parse(&url)?.with_connect_timeout(Duration::from_secs(5));
+            ZkBackend::connect(&c).await
+        }
+        .boxed()
+    }
+    fn lacks(&self) -> Vec<Capability> {
+        // Every call is one ZooKeeper request (a multi-op where it checks and
+        // writes), applied in zxid order by the leader: no call waits inside
+        // another (docs/BACKENDS.md). Connection loss is covered by
+        // tests/zookeeper_failures.rs instead of a mid-call kill.
+        vec![Capability::LockHold, Capability::KillConnectionMidCall]
+    }
+}
+
+async fn zk_probe() -> Result<(), BackendError> {
+    let c = BackendConfig::parse(&format!("{ZK}/simba-probe"))?
+        .with_connect_timeout(Duration::from_secs(3));
+    let b = ZkBackend::connect(&c).await?;
+    b.remove_tree().await
+}
+
+async fn cleanup(factory: &ZkFactory) {
+    let c = BackendConfig::parse(&format!("{ZK}{}", factory.root)).unwrap();
+    ZkBackend::connect(&c)
+        .await
+        .unwrap()
+        .remove_tree()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_passes_the_conformance_suite() {
+    if !server_available("ZooKeeper at 127.0.0.1:2181", zk_probe().await) {
+        return;
+    }
+    let factory = ZkFactory::new();
+    let report = run_all(&factory).await;
+    println!("{report}");
+    cleanup(&factory).await;
+    report.assert_passed();
+}
+
+/// The same backend on async-std (zookeeper-client's async-global-executor).
+#[cfg(feature = "runtime-async-std")]
+#[test]
+fn zookeeper_passes_the_conformance_suite_on_async_std() {
+    async_std::task::block_on(async {
+        if !server_available("ZooKeeper at 127.0.0.1:2181", zk_probe().await) {
+            return;
+        }
+        let factory = ZkFactory::new();
+        let report = run_selected(&factory, |_| true).await;
+        println!("{report}");
+        cleanup(&factory).await;
+        report.assert_passed();
+    });
+}
