@@ -524,7 +524,11 @@ impl Engine {
         let session_wake = self.session_wake();
         self.timers.set(&TimerKey::Session, session_wake);
         let can_acquire = self.can_acquire();
-        let timeout = self.call_timeout();
+        let mut timeout = self.call_timeout();
+        if can_acquire && self.mutant_is(MutantKind::AcquireWhileInFlight) {
+            // The mutant re-sends halfway through an attempt's time.
+            timeout /= 2;
+        }
         // Draining keeps the buffer's capacity: no allocation per input.
         for name in self.dirty.drain(..) {
             let wake = self
@@ -542,7 +546,11 @@ impl Engine {
     fn session_wake(&self) -> Option<Timestamp> {
         let s = &self.session;
         let mut wake = s.next_call;
-        if let Some(call) = s.call {
+        let renew_never_times_out = self.mutant_is(MutantKind::RenewNeverTimesOut);
+        if let Some(call) = s
+            .call
+            .filter(|c| !(renew_never_times_out && c.kind == CallKind::Renew))
+        {
             let t = call.sent_at + s.period;
             wake = Some(wake.map_or(t, |w| w.min(t)));
         }
@@ -602,7 +610,12 @@ impl Engine {
             return;
         }
         // S2.4: a call that outlives the renewal period in force has failed.
-        if let Some(call) = self.session.call {
+        let renew_never_times_out = self.mutant_is(MutantKind::RenewNeverTimesOut);
+        if let Some(call) = self
+            .session
+            .call
+            .filter(|c| !(renew_never_times_out && c.kind == CallKind::Renew))
+        {
             if now >= call.sent_at + self.session.period {
                 self.session.call = None;
                 let error = BackendError::new(
@@ -837,6 +850,7 @@ impl Engine {
         let mut lost: Vec<LeaseName> = Vec::new();
         let mut orphans: Vec<(LeaseName, Token)> = Vec::new();
         let mut i = 0;
+        let ignore_taken_over = self.mutant_is(MutantKind::IgnoreTakenOver);
         for (name, entry) in &self.entries {
             while i < owned.len() && owned[i].0 < *name {
                 orphans.push(owned[i].clone());
@@ -851,6 +865,7 @@ impl Engine {
                 // Only a term won before this renewal was sent is surely
                 // visible to it (the backend may run calls in any order).
                 if held.created_seq < renew_seq
+                    && !ignore_taken_over
                     && !listed.iter().any(|(_, t)| *t == held.term.token)
                 {
                     lost.push(name.clone());
@@ -1008,6 +1023,7 @@ impl Engine {
         let now = self.now;
         let can_acquire = self.can_acquire();
         let timeout = self.call_timeout();
+        let resend_early = self.mutant_is(MutantKind::AcquireWhileInFlight);
         if self
             .entries
             .get(name)
@@ -1042,6 +1058,9 @@ impl Engine {
                         // S2.4: abandoned; a late reply releases what it won.
                         entry.attempt = None;
                         self.attempt_lost(name);
+                    } else if resend_early && can_acquire && now >= a.sent_at + timeout / 2 {
+                        // The mutant: a second acquire while this one is in flight.
+                        self.send_acquire(name);
                     }
                 } else if can_acquire && entry.next_attempt.is_some_and(|t| t <= now) {
                     self.send_acquire(name);
@@ -1550,6 +1569,9 @@ enum MutantKind {
     AcceptAbandonedAttempts,
     ForgetCompletion,
     KeepTermAfterPanic,
+    IgnoreTakenOver,
+    RenewNeverTimesOut,
+    AcquireWhileInFlight,
 }
 
 impl Engine {

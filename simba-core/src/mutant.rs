@@ -28,11 +28,20 @@ pub enum Mutant {
     ForgetCompletion,
     /// A leader task that panics leaves its term held, with nothing running (S6.5).
     KeepTermAfterPanic,
+    /// A renewal reply that no longer lists a held lease leaves its term
+    /// held instead of revoking it as `TakenOver` (S3.4).
+    IgnoreTakenOver,
+    /// A renewal call never times out: a stuck one holds the single renewal
+    /// slot until the session's deadline passes (S2.4).
+    RenewNeverTimesOut,
+    /// A candidate sends a new acquire while its previous attempt is still
+    /// in flight, abandoning it early (S4.1).
+    AcquireWhileInFlight,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 10] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -43,6 +52,9 @@ impl Mutant {
         Mutant::AcceptAbandonedAttempts,
         Mutant::ForgetCompletion,
         Mutant::KeepTermAfterPanic,
+        Mutant::IgnoreTakenOver,
+        Mutant::RenewNeverTimesOut,
+        Mutant::AcquireWhileInFlight,
     ];
 
     /// The mutant's command-line name.
@@ -58,6 +70,9 @@ impl Mutant {
             Mutant::AcceptAbandonedAttempts => "accept-abandoned-attempts",
             Mutant::ForgetCompletion => "forget-completion",
             Mutant::KeepTermAfterPanic => "keep-term-after-panic",
+            Mutant::IgnoreTakenOver => "ignore-taken-over",
+            Mutant::RenewNeverTimesOut => "renew-never-times-out",
+            Mutant::AcquireWhileInFlight => "acquire-while-in-flight",
         }
     }
 

@@ -283,8 +283,16 @@ fn the_checks_catch_the_safety_mutants() {
     // All the safety mutants: the drift, margin and arrival-time ones break
     // the S2.1 bound on every new deadline. `ForgetCompletion` is a liveness
     // bug of the API futures, which the simulation's completion checks catch.
+    // These checks judge neither a renewal listing that omits a held term
+    // (`IgnoreTakenOver`, S3.4) nor how long a renewal stays in flight
+    // (`RenewNeverTimesOut`, S2.4, a liveness bug): rules.rs
+    // `s3_4_mutant_ignore_taken_over_is_caught` and
+    // `s2_4_mutant_renew_never_times_out_is_caught` catch them.
     for (i, mutant) in Mutant::ALL.iter().enumerate() {
-        if *mutant == Mutant::ForgetCompletion {
+        if matches!(
+            *mutant,
+            Mutant::ForgetCompletion | Mutant::IgnoreTakenOver | Mutant::RenewNeverTimesOut
+        ) {
             continue;
         }
         let mut runner = TestRunner::deterministic();

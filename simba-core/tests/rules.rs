@@ -1334,3 +1334,122 @@ fn s6_5_mutant_keep_term_after_panic_is_caught() {
     let err = panic_gives_up_the_term(config).unwrap_err();
     assert!(err.contains("not revoked"), "{err}");
 }
+
+// ----- the checks above, run on deliberately broken engines ---------------
+
+/// The S3.4 `TakenOver` check: a renewal sent after the term was won that no
+/// longer lists it revokes the term, and nothing stays held.
+fn taken_over_revokes(config: SimbaConfig) -> Result<(), String> {
+    let mut h = H::live(config);
+    let t = h.elect("a", 1, false);
+    h.advance(secs(1));
+    let out = h.renew_ok(secs(3), vec![]);
+    if revoked(&out) != vec![(t, RevokeReason::TakenOver)] {
+        return Err(format!("not revoked as TakenOver: {out:?}"));
+    }
+    if !h.held().is_empty() {
+        return Err(format!("still holds {:?}", h.held()));
+    }
+    Ok(())
+}
+
+#[test]
+fn s3_4_a_renewal_not_listing_a_term_takes_it_over() {
+    taken_over_revokes(fast_config()).unwrap();
+}
+
+/// A check that never fired proves nothing: the mutant that ignores a
+/// renewal reply no longer listing a held lease fails it.
+/// `cargo test -p simba-core --features mutants --test rules`
+#[cfg(feature = "mutants")]
+#[test]
+fn s3_4_mutant_ignore_taken_over_is_caught() {
+    let config = fast_config()
+        .to_builder()
+        .mutant(Some(Mutant::IgnoreTakenOver))
+        .build()
+        .unwrap();
+    let err = taken_over_revokes(config).unwrap_err();
+    assert!(err.contains("not revoked as TakenOver"), "{err}");
+}
+
+/// The S2.4 check on the renewal slot: a renewal nobody answers fails with
+/// `Timeout` one renewal period after its send, and the session suspends.
+fn stuck_renewal_times_out(config: SimbaConfig) -> Result<(), String> {
+    let mut h = H::live(config);
+    let out = h.advance(h.engine.call_timeout());
+    if count(&out, is_renew) != 1 {
+        return Err(format!("no renewal sent: {out:?}"));
+    }
+    let sent = h.now;
+    let out = h.advance(h.engine.call_timeout());
+    let timed_out = events(&out).iter().any(|e| {
+        matches!(e, Event::BackendFailed { command: "renew", error }
+            if error.kind == BackendErrorKind::Timeout)
+    });
+    if !timed_out || h.engine.session_state() != SessionState::Suspended {
+        return Err(format!(
+            "renewal sent at {sent:?} not timed out at {:?}: {out:?}",
+            h.now
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn s2_4_a_stuck_renewal_frees_the_renewal_slot() {
+    stuck_renewal_times_out(fast_config()).unwrap();
+}
+
+/// A check that never fired proves nothing: the mutant whose renewal calls
+/// never time out fails it.
+#[cfg(feature = "mutants")]
+#[test]
+fn s2_4_mutant_renew_never_times_out_is_caught() {
+    let config = fast_config()
+        .to_builder()
+        .mutant(Some(Mutant::RenewNeverTimesOut))
+        .build()
+        .unwrap();
+    let err = stuck_renewal_times_out(config).unwrap_err();
+    assert!(err.contains("not timed out"), "{err}");
+}
+
+/// The S4.1 check: while an attempt is in flight (unanswered, not yet timed
+/// out), the candidate sends no other acquire.
+fn one_attempt_in_flight(config: SimbaConfig) -> Result<(), String> {
+    let mut h = H::live(config);
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let first = h.take_acquire("a");
+    let until = h.now + h.engine.call_timeout();
+    while h.now + ms(10) < until {
+        let out = h.advance(ms(10));
+        if count(&out, is_acquire) > 0 {
+            return Err(format!(
+                "second acquire at {:?} while {first:?} is in flight: {out:?}",
+                h.now
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn s4_1_no_second_acquire_while_one_is_in_flight() {
+    one_attempt_in_flight(fast_config()).unwrap();
+}
+
+/// A check that never fired proves nothing: the mutant that re-sends an
+/// acquire while one is in flight fails it.
+#[cfg(feature = "mutants")]
+#[test]
+fn s4_1_mutant_acquire_while_in_flight_is_caught() {
+    let config = fast_config()
+        .to_builder()
+        .mutant(Some(Mutant::AcquireWhileInFlight))
+        .build()
+        .unwrap();
+    let err = one_attempt_in_flight(config).unwrap_err();
+    assert!(err.contains("second acquire"), "{err}");
+}
