@@ -306,6 +306,11 @@ fn the_checks_catch_the_safety_mutants() {
         });
         eprintln!("{mutant}: {caught:?}");
         assert!(caught.is_some(), "{mutant} was not caught");
+        if *mutant == Mutant::AcquireWhileInFlight {
+            // Narrowly: by the S4.1 one-attempt-in-flight check.
+            let first = caught.map(|(_, e)| e).unwrap_or_default();
+            assert!(first.contains("still in flight (S4.1)"), "{first}");
+        }
     }
 }
 
