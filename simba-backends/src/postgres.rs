@@ -161,12 +161,11 @@ impl PgBackend {
         let opts = PgConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
             .application_name("simba");
-        let pool = PgPoolOptions::new()
-            .max_connections(config.max_connections())
-            .acquire_timeout(config.connect_timeout())
-            .connect_with(opts)
-            .await
-            .map_err(|e| map_err(NAME, &format!("connect to {}", config.redacted_url()), e))?;
+        // At most `max_connections` (default 1) for calls; the release
+        // listener has a connection of its own (`subscribe_releases`).
+        let pool = config.sqlx_pool::<sqlx::Postgres>().connect_lazy_with(opts);
+        let what = format!("connect to {}", config.redacted_url());
+        crate::sql::first_connection(NAME, &what, &pool, config.connect_timeout()).await?;
         let backend = PgBackend {
             pool,
             sql: Sql::new(config.table_prefix()),
@@ -607,7 +606,15 @@ impl Backend for PgBackend {
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         async move {
             let get = |e| map_err(NAME, "listen", e);
-            let mut listener = PgListener::connect_with(&self.pool).await.map_err(get)?;
+            // One connection of its own, outside the calls' pool, so that a
+            // pool of one is never held by the listener; reconnects reuse it.
+            let listen_pool = PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(self.pool.options().get_acquire_timeout())
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_lazy_with((*self.pool.connect_options()).clone());
+            let mut listener = PgListener::connect_with(&listen_pool).await.map_err(get)?;
             listener.listen(&self.sql.channel).await.map_err(get)?;
             let errors = Arc::clone(&self.listener_errors);
             let state = (listener, errors, None::<(Instant, u64)>);
