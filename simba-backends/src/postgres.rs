@@ -158,9 +158,13 @@ impl PgBackend {
     /// `Rejected` for a bad URL, missing privileges or a foreign table of the
     /// same name; `Unavailable`/`Timeout` if the server cannot be reached.
     pub async fn connect(config: &BackendConfig) -> Result<PgBackend, BackendError> {
-        let opts = PgConnectOptions::from_str(config.url())
-            .map_err(|e| map_err(NAME, "URL", e))?
-            .application_name("simba");
+        let mut opts =
+            PgConnectOptions::from_str(config.url()).map_err(|e| map_err(NAME, "URL", e))?;
+        // `simba` unless the URL names one (`application_name=`), so an
+        // operator can tell deployments apart in `pg_stat_activity`.
+        if !config.url().contains("application_name=") {
+            opts = opts.application_name("simba");
+        }
         // At most `max_connections` (default 1) for calls; the release
         // listener has a connection of its own (`subscribe_releases`).
         let pool = config.sqlx_pool::<sqlx::Postgres>().connect_lazy_with(opts);
@@ -270,6 +274,7 @@ impl PgBackend {
         let backend = PgBackend {
             pool,
             sql: Sql::new(options.get_table_prefix()),
+            listener_errors: Arc::new(AtomicU64::new(0)),
         };
         if options.get_create_schema() {
             backend.migrate().await?;

@@ -830,7 +830,6 @@ pub async fn leader_task_term_and_revoked_future(env: Env) {
     simba.close().await;
 }
 
-
 // ----- leader tasks that end on their own (S6.5) -------------------------
 
 fn is_task_exit(ev: &ClientEvent) -> bool {

@@ -37,7 +37,10 @@ fn backend_restart_with_state_is_safe() {
         } else {
             // Shorter than the lease minus a renewal interval: the leader
             // keeps its term through the outage (sessions keep their expiry).
-            assert!(ended.is_empty(), "a {down_ms} ms outage ended the term: {ended:?}");
+            assert!(
+                ended.is_empty(),
+                "a {down_ms} ms outage ended the term: {ended:?}"
+            );
         }
     }
 }
