@@ -31,7 +31,7 @@ where
                 .unwrap()
                 .session;
             for r in 0..rounds {
-                let name = LeaseName::new(&format!("budget-{}", (w + r) % 3)).unwrap();
+                let name = LeaseName::new(format!("budget-{}", (w + r) % 3)).unwrap();
                 b.renew(s).await.unwrap();
                 if let AcquireOutcome::Won { token, .. } = b.acquire(s, &name).await.unwrap() {
                     b.release(s, &name, token).await.unwrap();
