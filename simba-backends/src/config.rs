@@ -12,6 +12,19 @@ pub const DEFAULT_TABLE_PREFIX: &str = "simba_";
 /// deployment is `{simba}:…` (one Cluster hash slot).
 pub const DEFAULT_KEY_PREFIX: &str = "simba";
 
+/// Connections a SQL backend's pool opens at most unless configured
+/// otherwise: one for its calls (PostgreSQL adds one for its release
+/// listener, outside this pool). See `docs/BACKENDS.md`, "Connection budget".
+pub const DEFAULT_POOL_MAX: u32 = 1;
+
+/// How long a SQL backend's call waits for a pooled connection unless
+/// configured otherwise. The client's driver cancels every call after the
+/// renewal period in force (its call timeout, S2.4), so a queued call is never
+/// cut short by the pool before the driver's own timeout for renewal periods
+/// up to this long; connecting at start is bounded by the (shorter) connect
+/// timeout instead.
+pub const DEFAULT_POOL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Which kind of backend a URL names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -95,7 +108,11 @@ impl From<ConfigError> for BackendError {
 ///
 /// Simba reads and strips its query parameters from the URL:
 /// `simba_table_prefix` (default [`DEFAULT_TABLE_PREFIX`]),
-/// `simba_max_connections`, and for Redis `simba_key_prefix` (default
+/// the SQL pool's settings `simba_pool_max` (default [`DEFAULT_POOL_MAX`];
+/// `simba_max_connections` is an older name for it),
+/// `simba_pool_idle_timeout_ms`, `simba_pool_max_lifetime_ms` (default: sqlx's,
+/// 10 and 30 minutes; `0` turns them off) and `simba_pool_acquire_timeout_ms`
+/// (default [`DEFAULT_POOL_ACQUIRE_TIMEOUT`]), and for Redis `simba_key_prefix` (default
 /// [`DEFAULT_KEY_PREFIX`]); the rest goes to the driver.
 ///
 /// ```
@@ -119,6 +136,15 @@ pub struct BackendConfig {
     max_connections: u32,
     connect_timeout: Duration,
     create_schema: bool,
+    pool: PoolSettings,
+}
+
+/// A SQL pool's timeouts (`None`: sqlx's default; `Some(ZERO)`: off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PoolSettings {
+    idle_timeout: Option<Duration>,
+    max_lifetime: Option<Duration>,
+    acquire_timeout: Duration,
 }
 
 impl fmt::Debug for BackendConfig {
@@ -131,6 +157,7 @@ impl fmt::Debug for BackendConfig {
             .field("max_connections", &self.max_connections)
             .field("connect_timeout", &self.connect_timeout)
             .field("create_schema", &self.create_schema)
+            .field("pool", &self.pool)
             .finish()
     }
 }
@@ -164,7 +191,20 @@ impl BackendConfig {
         };
         let mut table_prefix = DEFAULT_TABLE_PREFIX.to_owned();
         let mut key_prefix = DEFAULT_KEY_PREFIX.to_owned();
-        let mut max_connections = 10;
+        let mut max_connections = DEFAULT_POOL_MAX;
+        let mut pool = PoolSettings {
+            idle_timeout: None,
+            max_lifetime: None,
+            acquire_timeout: DEFAULT_POOL_ACQUIRE_TIMEOUT,
+        };
+        let millis = |key: &'static str, v: &str| {
+            v.parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| ConfigError::InvalidParameter {
+                    key,
+                    url: redact(url),
+                })
+        };
         if let Some(q) = driver_url.find('?') {
             let (base, query) = driver_url.split_at(q);
             let mut kept = Vec::new();
@@ -173,13 +213,34 @@ impl BackendConfig {
                 match k {
                     "simba_table_prefix" => table_prefix = v.to_owned(),
                     "simba_key_prefix" => key_prefix = v.to_owned(),
-                    "simba_max_connections" => {
+                    "simba_max_connections" | "simba_pool_max" => {
+                        let key = if k == "simba_pool_max" {
+                            "simba_pool_max"
+                        } else {
+                            "simba_max_connections"
+                        };
                         max_connections = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                             ConfigError::InvalidParameter {
-                                key: "simba_max_connections",
+                                key,
                                 url: redact(url),
                             }
                         })?;
+                    }
+                    "simba_pool_idle_timeout_ms" => {
+                        pool.idle_timeout = Some(millis("simba_pool_idle_timeout_ms", v)?);
+                    }
+                    "simba_pool_max_lifetime_ms" => {
+                        pool.max_lifetime = Some(millis("simba_pool_max_lifetime_ms", v)?);
+                    }
+                    "simba_pool_acquire_timeout_ms" => {
+                        let t = millis("simba_pool_acquire_timeout_ms", v)?;
+                        if t.is_zero() {
+                            return Err(ConfigError::InvalidParameter {
+                                key: "simba_pool_acquire_timeout_ms",
+                                url: redact(url),
+                            });
+                        }
+                        pool.acquire_timeout = t;
                     }
                     _ => kept.push(pair),
                 }
@@ -200,6 +261,7 @@ impl BackendConfig {
             max_connections,
             connect_timeout: Duration::from_secs(5),
             create_schema: true,
+            pool,
         })
     }
 
@@ -249,7 +311,9 @@ impl BackendConfig {
         Ok(self)
     }
 
-    /// The pool's maximum number of connections.
+    /// The SQL pool's maximum number of connections for calls (default
+    /// [`DEFAULT_POOL_MAX`]; URL parameter `simba_pool_max`). PostgreSQL's
+    /// release listener has one connection of its own on top.
     pub fn max_connections(&self) -> u32 {
         self.max_connections
     }
@@ -258,6 +322,60 @@ impl BackendConfig {
     pub fn with_max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
         self
+    }
+
+    /// How long an idle pooled connection is kept (`None`: sqlx's default of
+    /// 10 minutes; zero: forever). URL parameter `simba_pool_idle_timeout_ms`.
+    pub fn pool_idle_timeout(&self) -> Option<Duration> {
+        self.pool.idle_timeout
+    }
+
+    /// Sets how long an idle pooled connection is kept (zero: forever).
+    pub fn with_pool_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.pool.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a pooled connection lives before it is replaced (`None`:
+    /// sqlx's default of 30 minutes; zero: forever). URL parameter
+    /// `simba_pool_max_lifetime_ms`.
+    pub fn pool_max_lifetime(&self) -> Option<Duration> {
+        self.pool.max_lifetime
+    }
+
+    /// Sets how long a pooled connection lives (zero: forever).
+    pub fn with_pool_max_lifetime(mut self, lifetime: Duration) -> Self {
+        self.pool.max_lifetime = Some(lifetime);
+        self
+    }
+
+    /// How long a call waits for a pooled connection (default
+    /// [`DEFAULT_POOL_ACQUIRE_TIMEOUT`]; URL parameter
+    /// `simba_pool_acquire_timeout_ms`).
+    pub fn pool_acquire_timeout(&self) -> Duration {
+        self.pool.acquire_timeout
+    }
+
+    /// Sets how long a call waits for a pooled connection (at least 1 ms).
+    pub fn with_pool_acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.pool.acquire_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// sqlx pool options from these settings (size and timeouts).
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    pub(crate) fn sqlx_pool<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
+        let off = |d: Duration| (!d.is_zero()).then_some(d);
+        let mut o = sqlx::pool::PoolOptions::<DB>::new()
+            .max_connections(self.max_connections)
+            .acquire_timeout(self.pool.acquire_timeout);
+        if let Some(t) = self.pool.idle_timeout {
+            o = o.idle_timeout(off(t));
+        }
+        if let Some(t) = self.pool.max_lifetime {
+            o = o.max_lifetime(off(t));
+        }
+        o
     }
 
     /// How long connecting (or waiting for a pooled connection) may take.

@@ -61,7 +61,8 @@ pub mod sqlite;
 pub mod zookeeper;
 
 pub use config::{
-    redact, BackendConfig, BackendKind, ConfigError, DEFAULT_KEY_PREFIX, DEFAULT_TABLE_PREFIX,
+    redact, BackendConfig, BackendKind, ConfigError, DEFAULT_KEY_PREFIX,
+    DEFAULT_POOL_ACQUIRE_TIMEOUT, DEFAULT_POOL_MAX, DEFAULT_TABLE_PREFIX,
 };
 #[cfg(feature = "testkit")]
 pub use memory::Flaw;

@@ -24,7 +24,7 @@ use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
     SessionId, Token,
 };
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
 use sqlx::Row;
 use std::str::FromStr;
@@ -134,12 +134,10 @@ impl MysqlBackend {
         let opts = MySqlConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
             .timezone(Some("+00:00".to_owned()));
-        let pool = MySqlPoolOptions::new()
-            .max_connections(config.max_connections())
-            .acquire_timeout(config.connect_timeout())
-            .connect_with(opts)
-            .await
-            .map_err(|e| map_err(NAME, &format!("connect to {}", config.redacted_url()), e))?;
+        // At most `max_connections` (default 1) for all calls.
+        let pool = config.sqlx_pool::<sqlx::MySql>().connect_lazy_with(opts);
+        let what = format!("connect to {}", config.redacted_url());
+        crate::sql::first_connection(NAME, &what, &pool, config.connect_timeout()).await?;
         let backend = MysqlBackend {
             pool,
             sql: Sql::new(config.table_prefix()),

@@ -158,15 +158,18 @@ impl PgBackend {
     /// `Rejected` for a bad URL, missing privileges or a foreign table of the
     /// same name; `Unavailable`/`Timeout` if the server cannot be reached.
     pub async fn connect(config: &BackendConfig) -> Result<PgBackend, BackendError> {
-        let opts = PgConnectOptions::from_str(config.url())
-            .map_err(|e| map_err(NAME, "URL", e))?
-            .application_name("simba");
-        let pool = PgPoolOptions::new()
-            .max_connections(config.max_connections())
-            .acquire_timeout(config.connect_timeout())
-            .connect_with(opts)
-            .await
-            .map_err(|e| map_err(NAME, &format!("connect to {}", config.redacted_url()), e))?;
+        let mut opts =
+            PgConnectOptions::from_str(config.url()).map_err(|e| map_err(NAME, "URL", e))?;
+        // `simba` unless the URL names one (`application_name=`), so an
+        // operator can tell deployments apart in `pg_stat_activity`.
+        if !config.url().contains("application_name=") {
+            opts = opts.application_name("simba");
+        }
+        // At most `max_connections` (default 1) for calls; the release
+        // listener has a connection of its own (`subscribe_releases`).
+        let pool = config.sqlx_pool::<sqlx::Postgres>().connect_lazy_with(opts);
+        let what = format!("connect to {}", config.redacted_url());
+        crate::sql::first_connection(NAME, &what, &pool, config.connect_timeout()).await?;
         let backend = PgBackend {
             pool,
             sql: Sql::new(config.table_prefix()),
@@ -271,6 +274,7 @@ impl PgBackend {
         let backend = PgBackend {
             pool,
             sql: Sql::new(options.get_table_prefix()),
+            listener_errors: Arc::new(AtomicU64::new(0)),
         };
         if options.get_create_schema() {
             backend.migrate().await?;
@@ -607,7 +611,15 @@ impl Backend for PgBackend {
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         async move {
             let get = |e| map_err(NAME, "listen", e);
-            let mut listener = PgListener::connect_with(&self.pool).await.map_err(get)?;
+            // One connection of its own, outside the calls' pool, so that a
+            // pool of one is never held by the listener; reconnects reuse it.
+            let listen_pool = PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(self.pool.options().get_acquire_timeout())
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_lazy_with((*self.pool.connect_options()).clone());
+            let mut listener = PgListener::connect_with(&listen_pool).await.map_err(get)?;
             listener.listen(&self.sql.channel).await.map_err(get)?;
             let errors = Arc::clone(&self.listener_errors);
             let state = (listener, errors, None::<(Instant, u64)>);

@@ -311,3 +311,26 @@ pub(crate) fn decide(
         }
     }
 }
+
+/// Opens a lazily built pool's first connection within `timeout` (the
+/// connect timeout), so a server that does not answer fails start-up quickly
+/// even though a call may wait longer for a pooled connection later.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) async fn first_connection<DB: sqlx::Database>(
+    backend: &str,
+    what: &str,
+    pool: &sqlx::Pool<DB>,
+    timeout: Duration,
+) -> Result<(), BackendError> {
+    use futures::future::{select, Either};
+    let acquire = pool.acquire();
+    futures::pin_mut!(acquire);
+    match select(acquire, futures_timer::Delay::new(timeout)).await {
+        Either::Left((Ok(_conn), _)) => Ok(()),
+        Either::Left((Err(e), _)) => Err(map_err(backend, what, e)),
+        Either::Right(_) => Err(BackendError::new(
+            BackendErrorKind::Timeout,
+            format!("{backend}: {what}: no connection within {timeout:?}"),
+        )),
+    }
+}

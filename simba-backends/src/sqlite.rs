@@ -139,7 +139,7 @@ impl SqliteBackend {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(5));
         let in_memory = config.url().contains(":memory:") || config.url().contains("mode=memory");
-        let mut pool = SqlitePoolOptions::new().acquire_timeout(config.connect_timeout());
+        let mut pool = SqlitePoolOptions::new().acquire_timeout(config.pool_acquire_timeout());
         pool = if in_memory {
             // One private database per connection: keep exactly one, forever.
             pool.max_connections(1)

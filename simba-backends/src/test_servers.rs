@@ -35,6 +35,7 @@ pub fn server_skipped(kind: &str) -> bool {
 ///
 /// # Panics
 /// If the run did not opt out of `kind`: a missing server is a failure.
+#[allow(clippy::panic)] // failing the calling test is its purpose
 pub fn missing_server(kind: &str, what: &str, test: &str, error: &dyn std::fmt::Display) {
     if server_skipped(kind) {
         let line = format!(
