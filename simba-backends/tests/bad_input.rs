@@ -15,7 +15,7 @@ use std::time::Duration;
 #[tokio::test]
 async fn wrong_urls_are_rejected_without_showing_credentials() {
     for url in [
-        "redis://u:s3cret@h/0",
+        "mongodb://u:s3cret@h/0",
         "postgres://u:s3cret@h/db?simba_table_prefix=DROP TABLE",
         "not a url",
         "",
