@@ -343,3 +343,31 @@ impl Factory for EtcdFactory {
         vec![Capability::LockHold, Capability::KillConnectionMidCall]
     }
 }
+
+/// Like [`Report::assert_passed`], except for the listed `(case, reason)`
+/// gaps: a listed case that fails is announced loudly (stderr, past the test
+/// harness's capture) with its reason instead of failing the run. Every
+/// entry is an open defect of that backend, recorded in `docs/BACKENDS.md`;
+/// a listed case that passes is simply counted as passed.
+#[cfg(feature = "testkit")]
+pub fn assert_passed_except_known_gaps(mut report: Report, known: &[(&str, &str)]) {
+    use std::io::Write;
+    let backend = report.backend.clone();
+    report.results.retain(|r| {
+        let failed = matches!(r.outcome, simba_backends::testkit::Outcome::Failed(_));
+        match known.iter().find(|(case, _)| *case == r.case) {
+            Some((_, why)) if failed => {
+                let _ = std::io::stderr().write_all(
+                    format!(
+                        "\n!!!!!!!! KNOWN GAP [{backend}] {} failed ({why}): {:?}\n",
+                        r.case, r.outcome
+                    )
+                    .as_bytes(),
+                );
+                false
+            }
+            _ => true,
+        }
+    });
+    report.assert_passed();
+}
