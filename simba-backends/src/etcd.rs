@@ -763,6 +763,7 @@ impl Backend for EtcdBackend {
                 l.renewed_at = sent;
             }
             Ok(Renewal {
+                groups: Vec::new(),
                 remaining: secs(ttl),
                 owned,
             })

@@ -1,4 +1,4 @@
-//! Fencing (S9): a resource accepts a write only with a token at least
+//! Fencing (S10): a resource accepts a write only with a token at least
 //! as high as the highest it has seen, so a holder whose term ended (a paused
 //! process, a partitioned node) is refused once a later term has written.
 //!

@@ -73,7 +73,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, Token,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::time::Duration;
 
@@ -171,8 +171,66 @@ pub trait Backend: Send + Sync + 'static {
         Fraction::ONE
     }
 
+    /// Makes `session` a member of the partitioned group `group` (S10):
+    /// from then on every [`Backend::renew`] of the session lists the
+    /// group's live members in [`Renewal::groups`]. The membership ends with
+    /// the session (close or expiry) or [`Backend::leave_group`]. Joining
+    /// twice is a no-op.
+    ///
+    /// # Errors
+    /// [`BackendErrorKind::Unsupported`] where the backend has no groups
+    /// (the default); a [`BackendError`] if the call failed.
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let _ = (session, group);
+        Box::pin(async move { Err(unsupported(self.name(), "partitioned groups")) })
+    }
+
+    /// Ends `session`'s membership of `group`; a no-op if it is not a member.
+    ///
+    /// # Errors
+    /// As [`Backend::join_group`].
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let _ = (session, group);
+        Box::pin(async move { Err(unsupported(self.name(), "partitioned groups")) })
+    }
+
+    /// Records `slot` of the schedule `name` as claimed, in one atomic step,
+    /// only if `session` owns `name` with `token` and `slot` is later than
+    /// the last claimed slot of `name` (S11). The record outlives sessions
+    /// and leases.
+    ///
+    /// # Errors
+    /// [`BackendErrorKind::Unsupported`] where the backend has no schedule
+    /// slots (the default); a [`BackendError`] if the call failed (the claim
+    /// may or may not have been recorded).
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        let _ = (session, name, token, slot);
+        Box::pin(async move { Err(unsupported(self.name(), "schedule slots")) })
+    }
+
     /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`, `redis`, `etcd`.
     fn name(&self) -> &'static str;
+}
+
+fn unsupported(backend: &str, what: &str) -> BackendError {
+    BackendError::new(
+        BackendErrorKind::Unsupported,
+        format!("the {backend} backend does not support {what}"),
+    )
 }
 
 impl<B: Backend + ?Sized> Backend for Box<B> {
@@ -219,6 +277,29 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn renewal_proves(&self) -> Fraction {
         (**self).renewal_proves()
+    }
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        (**self).join_group(session, group)
+    }
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        (**self).leave_group(session, group)
+    }
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        (**self).claim_slot(session, name, token, slot)
     }
     fn name(&self) -> &'static str {
         (**self).name()

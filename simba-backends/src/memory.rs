@@ -261,7 +261,11 @@ impl Backend for MemoryBackend {
                 .filter(|(_, l)| l.holder == Some(session))
                 .filter_map(|(n, l)| Some((n.clone(), Token::new(l.token)?)))
                 .collect();
-            Ok(Renewal { remaining, owned })
+            Ok(Renewal {
+                remaining,
+                owned,
+                groups: Vec::new(),
+            })
         })();
         futures::future::ready(result).boxed()
     }

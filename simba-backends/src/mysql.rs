@@ -446,7 +446,11 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
             owned.push((name_from(NAME, &n)?, token_from(NAME, &n, t)?));
         }
     }
-    Ok(Renewal { remaining, owned })
+    Ok(Renewal {
+        remaining,
+        owned,
+        groups: Vec::new(),
+    })
 }
 
 async fn release_on(

@@ -632,6 +632,7 @@ impl Backend for RedisBackend {
             }
             owned.sort();
             Ok(Renewal {
+                groups: Vec::new(),
                 remaining: millis(ms),
                 owned,
             })

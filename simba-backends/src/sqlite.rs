@@ -320,6 +320,7 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     let lease_us: i64 = row.try_get(0).map_err(get)?;
     let owned: Option<String> = row.try_get(1).map_err(get)?;
     Ok(Renewal {
+        groups: Vec::new(),
         remaining: micros(lease_us),
         owned: parse_owned(NAME, owned.as_deref())?,
     })

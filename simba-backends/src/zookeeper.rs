@@ -679,6 +679,7 @@ impl Backend for ZkBackend {
             }
             owned.sort_by(|a, b| a.0.cmp(&b.0));
             Ok(Renewal {
+                groups: Vec::new(),
                 remaining: entry.timeout,
                 owned,
             })

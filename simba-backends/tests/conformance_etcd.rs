@@ -15,7 +15,6 @@ const ETCD_KNOWN_GAPS: &[(&str, &str)] = &[
     ("s2_1_live_until_the_reported_remaining_time_then_gone", "etcd expires leases lazily (its lessor checks about every 500 ms), so a key can outlive the TTL it reported; late, never early"),
 ];
 
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_passes_the_conformance_suite() {
     if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {

@@ -24,7 +24,6 @@ const ZK_KNOWN_GAPS: &[(&str, &str)] = &[
     ("sixteen_clients_with_short_sessions_left_to_expire", "the case holds the backend to the full reported remaining time, but one ZooKeeper renewal proves only 5/12 of it (S8.5) and the session watchdog ends sessions within the full time"),
 ];
 
-
 struct ZkFactory {
     root: String,
 }

@@ -922,6 +922,7 @@ mod tests {
                     Output::Command(Command::Renew { op, .. }) => Input::RenewReplied {
                         op,
                         result: Ok(Renewal {
+                            groups: Vec::new(),
                             remaining: lease,
                             owned: Vec::new(),
                         }),

@@ -566,6 +566,24 @@ impl Driver {
                 let result = backend.close_session(session).await;
                 Input::SessionClosed { op, result }
             }),
+            Command::JoinGroup { op, session, group } => Box::pin(async move {
+                let result = backend.join_group(session, &group).await;
+                Input::GroupJoined { op, result }
+            }),
+            Command::LeaveGroup { op, session, group } => Box::pin(async move {
+                let result = backend.leave_group(session, &group).await;
+                Input::GroupLeft { op, result }
+            }),
+            Command::ClaimSlot {
+                op,
+                session,
+                name,
+                token,
+                slot,
+            } => Box::pin(async move {
+                let result = backend.claim_slot(session, &name, token, slot).await;
+                Input::SlotClaimed { op, result }
+            }),
         };
         self.calls.push(Box::pin(async move {
             match futures::future::select(call, sleep).await {
@@ -1016,6 +1034,18 @@ fn timeout_reply(cmd: &Command, timeout: Duration) -> Input {
         Command::CloseSession { op, .. } => Input::SessionClosed {
             op: *op,
             result: Err(error("close")),
+        },
+        Command::JoinGroup { op, .. } => Input::GroupJoined {
+            op: *op,
+            result: Err(error("join_group")),
+        },
+        Command::LeaveGroup { op, .. } => Input::GroupLeft {
+            op: *op,
+            result: Err(error("leave_group")),
+        },
+        Command::ClaimSlot { op, .. } => Input::SlotClaimed {
+            op: *op,
+            result: Err(error("claim_slot")),
         },
     }
 }

@@ -700,6 +700,7 @@ impl Harness {
                         Some(expiry) => {
                             *expiry = now + lease;
                             Ok(Renewal {
+                                groups: Vec::new(),
                                 remaining: lease,
                                 owned: self.model.owned(session),
                             })
@@ -709,6 +710,7 @@ impl Harness {
                     Answer::Fail => Err(RenewError::Backend(fail("renew"))),
                     Answer::Expired => Err(RenewError::Expired),
                     Answer::Held => Ok(Renewal {
+                        groups: Vec::new(),
                         remaining: lease,
                         owned: Vec::new(),
                     }),
@@ -718,6 +720,7 @@ impl Harness {
                         let mut owned = self.model.owned(session);
                         owned.push((name, token));
                         Ok(Renewal {
+                            groups: Vec::new(),
                             remaining: remaining(r, lease),
                             owned,
                         })
@@ -802,6 +805,19 @@ impl Harness {
                 };
                 Input::SessionClosed { op, result }
             }
+            // The engine sends no group or slot commands yet (S10, S11).
+            Command::JoinGroup { op, .. } => Input::GroupJoined {
+                op,
+                result: Err(fail("join_group")),
+            },
+            Command::LeaveGroup { op, .. } => Input::GroupLeft {
+                op,
+                result: Err(fail("leave_group")),
+            },
+            Command::ClaimSlot { op, .. } => Input::SlotClaimed {
+                op,
+                result: Err(fail("claim_slot")),
+            },
         }
     }
 

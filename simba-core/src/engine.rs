@@ -442,6 +442,9 @@ impl Engine {
                 }
             }
             Input::SessionClosed { op, result } => self.on_session_closed(op, result),
+            // Groups (S10) and schedule slots (S11) are not driven by the
+            // engine yet: a reply to a command it never sent is stale.
+            Input::GroupJoined { .. } | Input::GroupLeft { .. } | Input::SlotClaimed { .. } => {}
             Input::ReleaseBroadcast { name } => self.on_release_broadcast(&name),
             Input::TaskExited { term, outcome } => self.on_task_exited(term, outcome),
             Input::ElectedRejected { term } => self.on_elected_rejected(term),

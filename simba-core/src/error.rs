@@ -43,6 +43,9 @@ pub enum BackendErrorKind {
     Malformed,
     /// The backend refused the call (privileges, schema, constraint).
     Rejected,
+    /// The backend does not implement this call (for example partitioned
+    /// groups or schedule slots on a backend that lacks them).
+    Unsupported,
     /// Anything else.
     Other,
 }
@@ -54,6 +57,7 @@ impl fmt::Display for BackendErrorKind {
             BackendErrorKind::Unavailable => "backend unavailable",
             BackendErrorKind::Malformed => "malformed backend reply",
             BackendErrorKind::Rejected => "backend refused the call",
+            BackendErrorKind::Unsupported => "backend does not support the call",
             BackendErrorKind::Other => "backend error",
         })
     }

@@ -120,7 +120,8 @@ pub use lease::{
 pub use mutant::Mutant;
 pub use name::{is_name_char, LeaseName, NameError, MAX_NAME_LEN};
 pub use protocol::{
-    AcquireOutcome, Command, Event, Input, Level, Output, RenewError, Renewal, RevokeReason,
-    SessionGrant, SessionState, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, Term,
+    AcquireOutcome, Command, Event, GroupView, Input, Level, Output, RenewError, Renewal,
+    RevokeReason, SessionGrant, SessionState, SlotClaim, TaskExitAction, TaskExitPolicy, TaskOrder,
+    TaskOutcome, Term,
 };
 pub use time::Timestamp;

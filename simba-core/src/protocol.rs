@@ -59,6 +59,42 @@ pub enum Command {
         /// The session to close.
         session: SessionId,
     },
+    /// Make `session` a member of the partitioned group `group` (S10). The
+    /// membership lives and dies with the session; joining twice is a no-op.
+    /// Reply: [`Input::GroupJoined`].
+    JoinGroup {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The joining session.
+        session: SessionId,
+        /// The group.
+        group: LeaseName,
+    },
+    /// End `session`'s membership of `group` (a no-op if it is not a
+    /// member). Reply: [`Input::GroupLeft`].
+    LeaveGroup {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The leaving session.
+        session: SessionId,
+        /// The group.
+        group: LeaseName,
+    },
+    /// Record `slot` of the schedule `name` as claimed, atomically and only
+    /// if `session` owns `name` with `token` and `slot` is later than the
+    /// last claimed slot of `name` (S11). Reply: [`Input::SlotClaimed`].
+    ClaimSlot {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The owning session.
+        session: SessionId,
+        /// The lease (the schedule's election).
+        name: LeaseName,
+        /// The token of the term claiming the slot.
+        token: Token,
+        /// The slot number (for example whole seconds of the slot's start).
+        slot: u64,
+    },
 }
 
 impl Command {
@@ -69,7 +105,10 @@ impl Command {
             | Command::Renew { op, .. }
             | Command::Acquire { op, .. }
             | Command::Release { op, .. }
-            | Command::CloseSession { op, .. } => *op,
+            | Command::CloseSession { op, .. }
+            | Command::JoinGroup { op, .. }
+            | Command::LeaveGroup { op, .. }
+            | Command::ClaimSlot { op, .. } => *op,
         }
     }
 }
@@ -90,6 +129,36 @@ pub struct Renewal {
     pub remaining: Duration,
     /// Every lease this session still owns, in any order (S3.4 `TakenOver`).
     pub owned: Vec<(LeaseName, Token)>,
+    /// For every partitioned group this session has joined
+    /// ([`Command::JoinGroup`]), the group's live members, itself included
+    /// (S10). Empty when the session has joined no group. Membership costs no
+    /// extra call: it rides on the renewal (S1.1).
+    pub groups: Vec<GroupView>,
+}
+
+/// The live members of one partitioned group, as a renewal saw them (S10).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GroupView {
+    /// The group.
+    pub group: LeaseName,
+    /// Its live members' sessions, ascending and without duplicates.
+    pub members: Vec<SessionId>,
+}
+
+/// What a successful [`Command::ClaimSlot`] answered (S11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotClaim {
+    /// The session owns the lease with the token, and `slot` was later than
+    /// the last claimed slot of that name: it is now recorded as claimed.
+    Claimed,
+    /// The slot (or a later one) was already claimed; `last` is the latest.
+    AlreadyClaimed {
+        /// The latest claimed slot of that name.
+        last: u64,
+    },
+    /// The session does not own the lease with that token (any more): nothing
+    /// was recorded.
+    NotHolder,
 }
 
 /// Why a `Renew` did not succeed.
@@ -163,6 +232,27 @@ pub enum Input {
         op: OpId,
         /// `Ok` also when the session was already gone.
         result: Result<(), BackendError>,
+    },
+    /// Reply to [`Command::JoinGroup`].
+    GroupJoined {
+        /// The command's id.
+        op: OpId,
+        /// `Ok` also when the session already was a member.
+        result: Result<(), BackendError>,
+    },
+    /// Reply to [`Command::LeaveGroup`].
+    GroupLeft {
+        /// The command's id.
+        op: OpId,
+        /// `Ok` also when the session was not a member.
+        result: Result<(), BackendError>,
+    },
+    /// Reply to [`Command::ClaimSlot`].
+    SlotClaimed {
+        /// The command's id.
+        op: OpId,
+        /// The claim's outcome, or why the call failed.
+        result: Result<SlotClaim, BackendError>,
     },
     /// The backend announced that `name` became free (S4.2).
     ReleaseBroadcast {

@@ -13,7 +13,7 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Rule ids in `text`: `S` then a digit 1–9, optionally `.` and digits, not
+/// Rule ids in `text`: `S` then a number 1–99 (no leading zero), optionally `.` and digits, not
 /// glued to other letters or digits on either side.
 fn rule_ids(text: &str) -> Vec<String> {
     let b = text.as_bytes();
@@ -23,6 +23,10 @@ fn rule_ids(text: &str) -> Vec<String> {
     while i + 1 < b.len() {
         if b[i] == b'S' && (b'1'..=b'9').contains(&b[i + 1]) && (i == 0 || !word(b[i - 1])) {
             let mut j = i + 2;
+            // Two-digit sections: S10, S11, …
+            if j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
             if j + 1 < b.len() && b[j] == b'.' && b[j + 1].is_ascii_digit() {
                 j += 1;
                 while j < b.len() && b[j].is_ascii_digit() {

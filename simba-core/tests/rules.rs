@@ -151,6 +151,7 @@ fn s2_1_deadline_counts_from_the_send_with_drift_and_margin() {
     h.input(Input::RenewReplied {
         op,
         result: Ok(Renewal {
+            groups: Vec::new(),
             remaining: secs(3),
             owned: vec![],
         }),
@@ -189,6 +190,7 @@ fn s2_3_a_reply_after_the_deadline_does_not_extend_it() {
     let out = h.input(Input::RenewReplied {
         op: last_renew.unwrap(),
         result: Ok(Renewal {
+            groups: Vec::new(),
             remaining: secs(3),
             owned: vec![(name("a"), tok(1))],
         }),
@@ -978,6 +980,7 @@ fn now_going_backwards_is_clamped() {
         Input::RenewReplied {
             op,
             result: Ok(Renewal {
+                groups: Vec::new(),
                 remaining: secs(3),
                 owned: vec![(name("a"), tok(1))],
             }),

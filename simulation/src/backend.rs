@@ -202,6 +202,7 @@ impl SimBackend {
             .map(|(n, (_, t))| (n.clone(), *t))
             .collect();
         Ok(Renewal {
+            groups: Vec::new(),
             remaining: self.remaining(expires_at, now),
             owned,
         })

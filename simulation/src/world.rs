@@ -1526,6 +1526,19 @@ impl World {
                     Err(down())
                 },
             },
+            // Groups (S10) and schedule slots (S11): not simulated yet.
+            Command::JoinGroup { op, .. } => Input::GroupJoined {
+                op,
+                result: Err(unsupported()),
+            },
+            Command::LeaveGroup { op, .. } => Input::GroupLeft {
+                op,
+                result: Err(unsupported()),
+            },
+            Command::ClaimSlot { op, .. } => Input::SlotClaimed {
+                op,
+                result: Err(unsupported()),
+            },
         };
         if let Input::AcquireReplied {
             result: Ok(AcquireOutcome::Won { token, .. }),
@@ -1928,6 +1941,10 @@ impl World {
     }
 }
 
+fn unsupported() -> BackendError {
+    BackendError::new(BackendErrorKind::Unsupported, "not simulated yet")
+}
+
 fn command_code(c: &Command) -> u64 {
     match c {
         Command::OpenSession { .. } => 1,
@@ -1935,6 +1952,9 @@ fn command_code(c: &Command) -> u64 {
         Command::Acquire { .. } => 3,
         Command::Release { .. } => 4,
         Command::CloseSession { .. } => 5,
+        Command::JoinGroup { .. } => 6,
+        Command::LeaveGroup { .. } => 7,
+        Command::ClaimSlot { .. } => 8,
     }
 }
 
@@ -1955,5 +1975,8 @@ fn input_code(i: &Input) -> u64 {
             16 + (o << 4) + (term.0 << 8)
         }
         Input::ElectedRejected { term } => 17 + (term.0 << 8),
+        Input::GroupJoined { op, .. } => 18 + (op.0 << 8),
+        Input::GroupLeft { op, .. } => 19 + (op.0 << 8),
+        Input::SlotClaimed { op, .. } => 20 + (op.0 << 8),
     }
 }

@@ -256,7 +256,7 @@ pub mod db {
                         .bind(t)
                         .execute(&mut *tx)
                         .await?;
-                        // A locking read: it sees the latest committed row (S9).
+                        // A locking read: it sees the latest committed row (S10).
                         let seen: i64 = sqlx::query_scalar(&format!(
                             "SELECT token FROM {p}fence WHERE resource = 'chaos' FOR UPDATE"
                         ))

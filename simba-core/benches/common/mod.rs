@@ -102,6 +102,7 @@ impl Held {
             Command::Renew { op, .. } => Input::RenewReplied {
                 op: *op,
                 result: Ok(Renewal {
+                    groups: Vec::new(),
                     remaining: Duration::from_secs(15),
                     owned: self.owned.clone(),
                 }),

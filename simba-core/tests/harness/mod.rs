@@ -174,7 +174,11 @@ impl H {
         let op = self.take_renew();
         self.input(Input::RenewReplied {
             op,
-            result: Ok(Renewal { remaining, owned }),
+            result: Ok(Renewal {
+                remaining,
+                owned,
+                groups: Vec::new(),
+            }),
         })
     }
 
