@@ -11,7 +11,7 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    SessionId, SlotClaim, Token,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,6 +32,8 @@ pub struct MemoryBackend {
 struct State {
     sessions: HashMap<SessionId, Session>,
     leases: BTreeMap<LeaseName, Lease>,
+    /// The last claimed schedule slot of each name (S11.1); never forgotten.
+    slots: HashMap<LeaseName, u64>,
     subscribers: Vec<mpsc::UnboundedSender<LeaseName>>,
     fail_next: u32,
     /// A deliberate bug for must-fail tests: acquire ignores a live holder.
@@ -54,6 +56,11 @@ pub enum Flaw {
     /// An acquire decides, lets other calls run, then writes (not atomic):
     /// concurrent acquires of a free lease each take a new term.
     SplitAcquire,
+    /// `claim_slot` records the slot without checking that the session holds
+    /// the lease with the token (S11.1).
+    SlotIgnoresHolder,
+    /// `claim_slot` records any slot, even one not later than the last.
+    SlotRewinds,
 }
 
 struct Session {
@@ -413,6 +420,44 @@ impl Backend for MemoryBackend {
 
     fn broadcasts_releases(&self) -> bool {
         true
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let now = Instant::now();
+            // The holder check comes first: a session that does not own the
+            // lease with this token learns nothing about the slots.
+            let owns = st
+                .leases
+                .get(name)
+                .is_some_and(|l| l.holder == Some(session) && l.token == token.get());
+            #[cfg(feature = "testkit")]
+            let (any_holder, rewind) = (
+                st.flaw == Some(Flaw::SlotIgnoresHolder),
+                st.flaw == Some(Flaw::SlotRewinds),
+            );
+            #[cfg(not(feature = "testkit"))]
+            let (any_holder, rewind) = (false, false);
+            if !any_holder && (!owns || st.live(session, now).is_none()) {
+                return Ok(SlotClaim::NotHolder);
+            }
+            match st.slots.get(name) {
+                Some(&last) if last >= slot && !rewind => Ok(SlotClaim::AlreadyClaimed { last }),
+                _ => {
+                    st.slots.insert(name.clone(), slot);
+                    Ok(SlotClaim::Claimed)
+                }
+            }
+        })();
+        futures::future::ready(result).boxed()
     }
 
     fn name(&self) -> &'static str {

@@ -10,8 +10,9 @@
 //! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
 
 use crate::sql::{
-    check_shape, decide, inspection_from_rows, malformed, map_err, micros, name_from, token_from,
-    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
+    check_shape, decide, group_views, inspection_from_rows, malformed, map_err, micros, name_from,
+    session_from, slot_from, slot_to_i64, token_from, token_to_i64, Decision, Judged,
+    LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -22,7 +23,7 @@ use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    SessionId, SlotClaim, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
@@ -31,6 +32,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 const NAME: &str = "mysql";
+/// Simba's tables: sessions, leases, group members, schedule slots.
+const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 
@@ -46,8 +49,11 @@ struct Sql {
     prefix: String,
     sessions: String,
     leases: String,
+    members: String,
+    slots: String,
     open: String,
     gc: String,
+    gc_members: String,
     renew: String,
     renew_read: String,
     ensure: String,
@@ -55,6 +61,13 @@ struct Sql {
     take: String,
     release: String,
     close: String,
+    close_members: String,
+    join: String,
+    leave: String,
+    holds: String,
+    ensure_slot: String,
+    read_slot: String,
+    write_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
 }
@@ -63,15 +76,30 @@ impl Sql {
     fn new(prefix: &str) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
+        let m = format!("{prefix}members");
+        let c = format!("{prefix}slots");
         Sql {
             open: format!("INSERT INTO {s} (id, lease_us, expires_us) VALUES (?, ?, {NOW} + ?)"),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
+            gc_members: format!(
+                "DELETE FROM {m} WHERE session IN \
+                 (SELECT id FROM {s} WHERE expires_us <= {NOW})"
+            ),
             renew: format!(
                 "UPDATE {s} SET expires_us = {NOW} + lease_us WHERE id = ? AND expires_us > {NOW}"
             ),
+            // Kind 0 rows: the lease duration and each owned lease; kind 1
+            // rows: the live members of every group the session joined
+            // (S10.1). One statement, however many leases and groups.
             renew_read: format!(
-                "SELECT s.lease_us, CAST(l.name AS CHAR), l.token FROM {s} s \
-                 LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ?"
+                "SELECT CAST(0 AS SIGNED), s.lease_us, CAST(l.name AS CHAR), l.token, \
+                   CAST(NULL AS BINARY(16)) \
+                 FROM {s} s LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ? \
+                 UNION ALL \
+                 SELECT CAST(1 AS SIGNED), CAST(0 AS SIGNED), CAST(gm.name AS CHAR), \
+                   CAST(0 AS SIGNED), gm.session \
+                 FROM {m} gm JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
+                 WHERE gm.name IN (SELECT name FROM {m} WHERE session = ?)"
             ),
             ensure: format!(
                 "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
@@ -91,6 +119,22 @@ impl Sql {
                  WHERE name = ? AND session = ? AND token = ?"
             ),
             close: format!("DELETE FROM {s} WHERE id = ?"),
+            close_members: format!("DELETE FROM {m} WHERE session = ?"),
+            join: format!(
+                "INSERT IGNORE INTO {m} (name, session) \
+                 SELECT ?, id FROM {s} WHERE id = ? AND expires_us > {NOW}"
+            ),
+            leave: format!("DELETE FROM {m} WHERE name = ? AND session = ?"),
+            holds: format!(
+                "SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session \
+                 WHERE l.name = ? AND l.session = ? AND l.token = ? AND h.expires_us > {NOW} \
+                 LOCK IN SHARE MODE"
+            ),
+            ensure_slot: format!(
+                "INSERT INTO {c} (name, slot) VALUES (?, -1) ON DUPLICATE KEY UPDATE slot = slot"
+            ),
+            read_slot: format!("SELECT slot FROM {c} WHERE name = ? FOR UPDATE"),
+            write_slot: format!("UPDATE {c} SET slot = ? WHERE name = ?"),
             inspect_sessions: format!(
                 "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
             ),
@@ -102,6 +146,8 @@ impl Sql {
             prefix: prefix.to_owned(),
             sessions: s,
             leases: l,
+            members: m,
+            slots: c,
         }
     }
 }
@@ -144,14 +190,8 @@ impl MysqlBackend {
         };
         if config.create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "mysql: tables `{}` / `{}` are missing; run migrate()",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -162,7 +202,7 @@ impl MysqlBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        if self.check_tables().await? == 2 {
+        if self.check_tables().await? == TABLES {
             return Ok(());
         }
         let schema = Self::schema_sql(&self.sql.prefix);
@@ -177,11 +217,24 @@ impl MysqlBackend {
         Ok(())
     }
 
+    fn missing(&self) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "mysql: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
+                 (migrations/mysql/*.sql) or allow create_schema",
+                self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
+            ),
+        )
+    }
+
     async fn check_tables(&self) -> Result<usize, BackendError> {
         let mut present = 0;
         for (table, cols) in [
             (&self.sql.sessions, SESSION_COLUMNS),
             (&self.sql.leases, LEASE_COLUMNS),
+            (&self.sql.members, MEMBER_COLUMNS),
+            (&self.sql.slots, SLOT_COLUMNS),
         ] {
             let found: Vec<String> = sqlx::query_scalar(
                 "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
@@ -201,8 +254,33 @@ impl MysqlBackend {
 
     /// The DDL that creates Simba's tables under `table_prefix`: exactly what
     /// [`MysqlBackend::migrate`] runs. `simba-backends/migrations/mysql/`
-    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like.
+    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like,
+    /// in two files (sessions and leases; then group members and schedule
+    /// slots, S10/S11), whose concatenation this is.
     pub fn schema_sql(table_prefix: &str) -> String {
+        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+    }
+
+    /// `0002_groups_slots.sql`: group members and schedule slots.
+    fn groups_schema_sql(table_prefix: &str) -> String {
+        let m = format!("{table_prefix}members");
+        let c = format!("{table_prefix}slots");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {m} (\n\
+             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n\
+             \x20   session BINARY(16) NOT NULL,\n\
+             \x20   PRIMARY KEY (name, session),\n\
+             \x20   KEY {m}_session (session)\n\
+             ) ENGINE=InnoDB;\n\
+             CREATE TABLE IF NOT EXISTS {c} (\n\
+             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,\n\
+             \x20   slot BIGINT NOT NULL\n\
+             ) ENGINE=InnoDB;\n"
+        )
+    }
+
+    /// `0001_simba.sql`: sessions and leases.
+    fn base_schema_sql(table_prefix: &str) -> String {
         let s = format!("{table_prefix}sessions");
         let l = format!("{table_prefix}leases");
         format!(
@@ -250,14 +328,8 @@ impl MysqlBackend {
         };
         if options.get_create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "mysql: tables `{}` / `{}` are missing: create them (migrations/mysql/*.sql) or allow create_schema",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -357,6 +429,7 @@ async fn open_on(
         .map_err(|e| map_err(NAME, "open session", e))?;
     // Housekeeping: forget expired sessions (ids are never reused, and an
     // unknown session is an expired one). A failure changes nothing.
+    let _ = sqlx::query(&sql.gc_members).execute(&mut *c).await;
     let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
     Ok(SessionGrant {
         session,
@@ -431,17 +504,27 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     }
     let rows = sqlx::query(&sql.renew_read)
         .bind(&id[..])
+        .bind(&id[..])
         .fetch_all(&mut *tx)
         .await
         .map_err(get)?;
     tx.commit().await.map_err(get)?;
     let mut remaining = Duration::ZERO;
     let mut owned = Vec::with_capacity(rows.len());
+    let mut members = Vec::new();
     for r in rows {
-        let lease_us: i64 = r.try_get(0).map_err(get)?;
+        let kind: i64 = r.try_get(0).map_err(get)?;
+        let name: Option<String> = r.try_get(2).map_err(get)?;
+        if kind == 1 {
+            let member: Option<Vec<u8>> = r.try_get(4).map_err(get)?;
+            if let (Some(g), Some(m)) = (name, member) {
+                members.push((name_from(NAME, &g)?, session_from(NAME, &m)?));
+            }
+            continue;
+        }
+        let lease_us: i64 = r.try_get(1).map_err(get)?;
         remaining = micros(lease_us);
-        let name: Option<String> = r.try_get(1).map_err(get)?;
-        let token: Option<i64> = r.try_get(2).map_err(get)?;
+        let token: Option<i64> = r.try_get(3).map_err(get)?;
         if let (Some(n), Some(t)) = (name, token) {
             owned.push((name_from(NAME, &n)?, token_from(NAME, &n, t)?));
         }
@@ -449,7 +532,7 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     Ok(Renewal {
         remaining,
         owned,
-        groups: Vec::new(),
+        groups: group_views(members),
     })
 }
 
@@ -473,12 +556,98 @@ async fn release_on(
 }
 
 async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    sqlx::query(&sql.close)
+    // The memberships go with the session (S10.1). Once the session row is
+    // gone no renewal lists them anyway; the second statement only tidies.
+    for stmt in [&sql.close, &sql.close_members] {
+        sqlx::query(stmt)
+            .bind(&session.to_bytes()[..])
+            .execute(&mut *c)
+            .await
+            .map_err(|e| map_err(NAME, "close session", e))?;
+    }
+    Ok(())
+}
+
+/// Join (`join == true`) or leave a group: one statement. A join by a
+/// session that is not live inserts nothing (S10.1).
+async fn membership_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    group: &LeaseName,
+    join: bool,
+) -> Result<(), BackendError> {
+    let (stmt, what) = if join {
+        (&sql.join, "join group")
+    } else {
+        (&sql.leave, "leave group")
+    };
+    sqlx::query(stmt)
+        .bind(group.as_str())
         .bind(&session.to_bytes()[..])
         .execute(&mut *c)
         .await
-        .map_err(|e| map_err(NAME, "close session", e))?;
+        .map_err(|e| map_err(NAME, what, e))?;
     Ok(())
+}
+
+/// Claim a schedule slot (S11.1): one InnoDB transaction of locking reads
+/// (see `docs/BACKENDS.md`).
+/// 1. Judge the holder on the latest committed lease and session rows,
+///    share-locked to the commit: an acquire, release, renewal or close in
+///    flight commits before (and is seen) or after this claim.
+/// 2. Make sure the slot row exists (a placeholder `-1` if new, gone again
+///    on rollback) and lock it exclusively; read its latest value.
+/// 3. Write the slot if it is later, and commit.
+async fn claim_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+    slot: u64,
+) -> Result<SlotClaim, BackendError> {
+    let get = |e| map_err(NAME, "claim slot", e);
+    let slot = slot_to_i64(NAME, slot)?;
+    let Some(token) = token_to_i64(token) else {
+        return Ok(SlotClaim::NotHolder);
+    };
+    let mut tx = c.begin().await.map_err(get)?;
+    let holds = sqlx::query(&sql.holds)
+        .bind(name.as_str())
+        .bind(&session.to_bytes()[..])
+        .bind(token)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    if holds.is_none() {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::NotHolder);
+    }
+    sqlx::query(&sql.ensure_slot)
+        .bind(name.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(get)?;
+    let last: i64 = sqlx::query_scalar(&sql.read_slot)
+        .bind(name.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(get)?;
+    if last >= 0 && last >= slot {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::AlreadyClaimed {
+            last: slot_from(NAME, name, last)?,
+        });
+    }
+    sqlx::query(&sql.write_slot)
+        .bind(slot)
+        .bind(name.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(get)?;
+    tx.commit().await.map_err(get)?;
+    Ok(SlotClaim::Claimed)
 }
 
 impl Backend for MysqlBackend {
@@ -563,6 +732,44 @@ impl Backend for MysqlBackend {
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         futures::future::ready(Ok(None)).boxed()
+    }
+
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("join group").await?;
+            membership_on(&self.sql, &mut c, session, group, true).await
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("leave group").await?;
+            membership_on(&self.sql, &mut c, session, group, false).await
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let mut c = self.conn("claim slot").await?;
+            claim_on(&self.sql, &mut c, session, name, token, slot).await
+        }
+        .boxed()
     }
 
     fn name(&self) -> &'static str {

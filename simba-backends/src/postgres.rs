@@ -9,12 +9,15 @@
 //! share-locks both session rows, waiting for a renewal or close in flight);
 //! then take the lease if it is free. A single statement that waited for the
 //! lease row's lock would judge the holder on a snapshot older than the row
-//! (issue 9). Times are microseconds of `clock_timestamp()`, read once per
+//! (issue 9). A schedule slot's claim (S11.1) is one transaction too: a
+//! holder check that share-locks exactly the rows it judges, then a
+//! conditional upsert of the slot. Times are microseconds of `clock_timestamp()`, read once per
 //! statement. See `docs/BACKENDS.md` for the argument in full.
 
 use crate::sql::{
-    check_shape, decide, inspection_from_rows, malformed, map_err, micros, parse_owned, token_from,
-    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
+    check_shape, decide, inspection_from_rows, malformed, map_err, micros, parse_groups,
+    parse_owned, slot_from, slot_to_i64, token_from, token_to_i64, Decision, Judged, LEASE_COLUMNS,
+    MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -25,7 +28,7 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    SessionId, SlotClaim, Token,
 };
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::Connection;
@@ -36,6 +39,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NAME: &str = "postgres";
+/// Simba's tables: sessions, leases, group members, schedule slots.
+const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
 
@@ -56,6 +61,8 @@ struct Sql {
     prefix: String,
     sessions: String,
     leases: String,
+    members: String,
+    slots: String,
     channel: String,
     open: String,
     renew: String,
@@ -65,6 +72,11 @@ struct Sql {
     close: String,
     /// Locks a lease row (inserting it free if missing) without changing it.
     lock: String,
+    join: String,
+    leave: String,
+    holds: String,
+    claim: String,
+    last_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
 }
@@ -73,21 +85,54 @@ impl Sql {
     fn new(prefix: &str) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
+        let m = format!("{prefix}members");
+        let c = format!("{prefix}slots");
         Sql {
             open: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
                  gc AS (DELETE FROM {s} WHERE id IN (SELECT x.id FROM {s} x, now \
-                        WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED)) \
+                        WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED) \
+                        RETURNING id), \
+                 gm AS (DELETE FROM {m} WHERE session IN (SELECT id FROM gc)) \
                  INSERT INTO {s} (id, lease_us, expires_us) SELECT $1, $2, now.t + $2 FROM now"
             ),
+            // The live members of every group the session joined ride on the
+            // renewal (S10.1): one statement, however many groups. Members
+            // are judged on the statement's snapshot: a renewal committed
+            // since only extends an expiry, so no member expired by `now` is
+            // listed.
             renew: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
                  r AS (UPDATE {s} SET expires_us = now.t + lease_us FROM now \
                        WHERE id = $1 AND expires_us > now.t RETURNING lease_us) \
                  SELECT r.lease_us, \
-                   (SELECT string_agg(name || '=' || token, ',') FROM {l} WHERE session = $1) \
+                   (SELECT string_agg(name || '=' || token, ',') FROM {l} WHERE session = $1), \
+                   (SELECT string_agg(gm.name || '=' || encode(gm.session, 'hex'), ',') \
+                    FROM {m} gm JOIN {s} h ON h.id = gm.session, now \
+                    WHERE h.expires_us > now.t \
+                      AND gm.name IN (SELECT name FROM {m} WHERE session = $1)) \
                  FROM r"
             ),
+            join: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 INSERT INTO {m} (name, session) \
+                 SELECT $2, $1 FROM {s}, now WHERE id = $1 AND expires_us > now.t \
+                 ON CONFLICT (name, session) DO NOTHING"
+            ),
+            leave: format!("DELETE FROM {m} WHERE name = $2 AND session = $1"),
+            holds: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session, now \
+                 WHERE l.name = $2 AND l.session = $1 AND l.token = $3 \
+                   AND h.expires_us > now.t \
+                 FOR SHARE OF l, h"
+            ),
+            claim: format!(
+                "INSERT INTO {c} AS c (name, slot) VALUES ($1, $2) \
+                 ON CONFLICT (name) DO UPDATE SET slot = excluded.slot \
+                 WHERE c.slot < excluded.slot RETURNING c.slot"
+            ),
+            last_slot: format!("SELECT slot FROM {c} WHERE name = $1"),
             judge: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
                  SELECT (SELECT me.expires_us - now.t FROM {s} me, now \
@@ -111,7 +156,8 @@ impl Sql {
                  RETURNING l.session, l.token"
             ),
             close: format!(
-                "WITH d AS (DELETE FROM {s} WHERE id = $1 RETURNING id) \
+                "WITH d AS (DELETE FROM {s} WHERE id = $1 RETURNING id), \
+                 dm AS (DELETE FROM {m} WHERE session = $1) \
                  SELECT pg_notify($2, l.name) FROM {l} l, d WHERE l.session = d.id"
             ),
             inspect_sessions: format!(
@@ -129,6 +175,8 @@ impl Sql {
             prefix: prefix.to_owned(),
             sessions: s,
             leases: l,
+            members: m,
+            slots: c,
         }
     }
 }
@@ -177,14 +225,8 @@ impl PgBackend {
         };
         if config.create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "postgres: tables `{}` / `{}` are missing; run migrate()",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -195,17 +237,28 @@ impl PgBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        if self.check_tables().await? == 2 {
+        if self.check_tables().await? == TABLES {
             return Ok(());
         }
         let ddl = Self::schema_sql(&self.sql.prefix);
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
-            if self.check_tables().await? < 2 {
+            if self.check_tables().await? < TABLES {
                 return Err(map_err(NAME, "create tables", e));
             }
         }
         Ok(())
+    }
+
+    fn missing(&self) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "postgres: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
+                 (migrations/postgres/*.sql) or allow create_schema",
+                self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
+            ),
+        )
     }
 
     async fn check_tables(&self) -> Result<usize, BackendError> {
@@ -213,6 +266,8 @@ impl PgBackend {
         for (table, cols) in [
             (&self.sql.sessions, SESSION_COLUMNS),
             (&self.sql.leases, LEASE_COLUMNS),
+            (&self.sql.members, MEMBER_COLUMNS),
+            (&self.sql.slots, SLOT_COLUMNS),
         ] {
             let found: Vec<String> = sqlx::query_scalar(
                 "SELECT column_name::text FROM information_schema.columns \
@@ -232,8 +287,33 @@ impl PgBackend {
 
     /// The DDL that creates Simba's tables under `table_prefix`: exactly what
     /// [`PgBackend::migrate`] runs. `simba-backends/migrations/postgres/`
-    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like.
+    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like,
+    /// in two files (sessions and leases; then group members and schedule
+    /// slots, S10/S11), whose concatenation this is.
     pub fn schema_sql(table_prefix: &str) -> String {
+        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+    }
+
+    /// `0002_groups_slots.sql`: group members and schedule slots.
+    fn groups_schema_sql(table_prefix: &str) -> String {
+        let m = format!("{table_prefix}members");
+        let c = format!("{table_prefix}slots");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {m} (\n\
+             \x20   name varchar(128) NOT NULL,\n\
+             \x20   session bytea NOT NULL,\n\
+             \x20   PRIMARY KEY (name, session)\n\
+             );\n\
+             CREATE INDEX IF NOT EXISTS {m}_session ON {m} (session);\n\
+             CREATE TABLE IF NOT EXISTS {c} (\n\
+             \x20   name varchar(128) PRIMARY KEY,\n\
+             \x20   slot bigint NOT NULL CHECK (slot >= 0)\n\
+             );\n"
+        )
+    }
+
+    /// `0001_simba.sql`: sessions and leases.
+    fn base_schema_sql(table_prefix: &str) -> String {
         let s = format!("{table_prefix}sessions");
         let l = format!("{table_prefix}leases");
         format!(
@@ -278,14 +358,8 @@ impl PgBackend {
         };
         if options.get_create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "postgres: tables `{}` / `{}` are missing: create them (migrations/postgres/*.sql) or allow create_schema",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -412,8 +486,9 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     };
     let lease_us: i64 = row.try_get(0).map_err(get)?;
     let owned: Option<String> = row.try_get(1).map_err(get)?;
+    let groups: Option<String> = row.try_get(2).map_err(get)?;
     Ok(Renewal {
-        groups: Vec::new(),
+        groups: parse_groups(NAME, groups.as_deref())?,
         remaining: micros(lease_us),
         owned: parse_owned(NAME, owned.as_deref())?,
     })
@@ -515,6 +590,88 @@ async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), Bac
         .await
         .map_err(|e| map_err(NAME, "close session", e))?;
     Ok(())
+}
+
+/// Join (`join == true`) or leave a group: one statement. A join by a
+/// session that is not live inserts nothing (S10.1).
+async fn membership_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    group: &LeaseName,
+    join: bool,
+) -> Result<(), BackendError> {
+    let (stmt, what) = if join {
+        (&sql.join, "join group")
+    } else {
+        (&sql.leave, "leave group")
+    };
+    sqlx::query(stmt)
+        .bind(&session.to_bytes()[..])
+        .bind(group.as_str())
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, what, e))?;
+    Ok(())
+}
+
+/// Claim a schedule slot (S11.1): one READ COMMITTED transaction of two or
+/// three statements (see `docs/BACKENDS.md`).
+/// 1. Judge the holder and share-lock the lease row and the caller's
+///    session row. A row changed by a transaction that commits after the
+///    statement's snapshot is re-read at its latest version before it is
+///    locked, so the judgement rests on data no older than the locks:
+///    an acquire taking the lease over, a release, a renewal or a close in
+///    flight commits first and is seen. From then on none of them can
+///    commit until this transaction ends.
+/// 2. Upsert the slot only if it is later: the slot row is locked and its
+///    latest version compared, so concurrent claims of one name serialize.
+/// 3. If it was not later, read the last slot.
+async fn claim_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+    slot: u64,
+) -> Result<SlotClaim, BackendError> {
+    let get = |e| map_err(NAME, "claim slot", e);
+    let slot = slot_to_i64(NAME, slot)?;
+    let Some(token) = token_to_i64(token) else {
+        return Ok(SlotClaim::NotHolder);
+    };
+    let mut tx = c.begin().await.map_err(get)?;
+    let holds = sqlx::query(&sql.holds)
+        .bind(&session.to_bytes()[..])
+        .bind(name.as_str())
+        .bind(token)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    if holds.is_none() {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::NotHolder);
+    }
+    let claimed = sqlx::query(&sql.claim)
+        .bind(name.as_str())
+        .bind(slot)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    let answer = if claimed.is_some() {
+        SlotClaim::Claimed
+    } else {
+        let last: i64 = sqlx::query_scalar(&sql.last_slot)
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(get)?;
+        SlotClaim::AlreadyClaimed {
+            last: slot_from(NAME, name, last)?,
+        }
+    };
+    tx.commit().await.map_err(get)?;
+    Ok(answer)
 }
 
 impl PgBackend {
@@ -663,6 +820,44 @@ impl Backend for PgBackend {
 
     fn broadcasts_releases(&self) -> bool {
         true
+    }
+
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("join group").await?;
+            membership_on(&self.sql, &mut c, session, group, true).await
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("leave group").await?;
+            membership_on(&self.sql, &mut c, session, group, false).await
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let mut c = self.conn("claim slot").await?;
+            claim_on(&self.sql, &mut c, session, name, token, slot).await
+        }
+        .boxed()
     }
 
     fn name(&self) -> &'static str {

@@ -2,7 +2,7 @@
 
 use crate::{redact, LeaseInfo};
 use simba_core::AcquireOutcome;
-use simba_core::{BackendError, BackendErrorKind, LeaseName, SessionId, Token};
+use simba_core::{BackendError, BackendErrorKind, GroupView, LeaseName, SessionId, Token};
 use std::time::Duration;
 
 /// Turns a driver error into a typed [`BackendError`] (credentials redacted).
@@ -118,6 +118,80 @@ pub(crate) fn parse_owned(
         .collect()
 }
 
+/// `group=HEXID,group=HEXID` as built by the renew statements of SQLite and
+/// PostgreSQL (the live members of every group the session joined, in any
+/// order) into views with members ascending. MySQL lists them as rows and
+/// uses [`group_views`] directly.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn parse_groups(
+    backend: &str,
+    list: Option<&str>,
+) -> Result<Vec<GroupView>, BackendError> {
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let mut pairs = Vec::new();
+    for item in list.split(',') {
+        let (g, id) = item.split_once('=').ok_or_else(|| {
+            malformed(backend, format!("group member entry {item:?} in a renewal"))
+        })?;
+        let id: SessionId = id
+            .parse()
+            .map_err(|_| malformed(backend, format!("member id {id:?} of group `{g}`")))?;
+        pairs.push((name_from(backend, g)?, id));
+    }
+    Ok(group_views(pairs))
+}
+
+/// Groups `(group, member)` pairs into [`GroupView`]s: groups ascending,
+/// members ascending and without duplicates.
+pub(crate) fn group_views(
+    pairs: impl IntoIterator<Item = (LeaseName, SessionId)>,
+) -> Vec<GroupView> {
+    let mut map: std::collections::BTreeMap<LeaseName, Vec<SessionId>> =
+        std::collections::BTreeMap::new();
+    for (g, m) in pairs {
+        map.entry(g).or_default().push(m);
+    }
+    map.into_iter()
+        .map(|(group, mut members)| {
+            members.sort_unstable();
+            members.dedup();
+            GroupView { group, members }
+        })
+        .collect()
+}
+
+/// A schedule slot as a signed 64-bit column value: SQL has no unsigned
+/// 64-bit integer, so slots above `i64::MAX` are refused (`Rejected`).
+pub(crate) fn slot_to_i64(backend: &str, slot: u64) -> Result<i64, BackendError> {
+    i64::try_from(slot).map_err(|_| {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: slot {slot} is above the largest storable slot {}",
+                i64::MAX
+            ),
+        )
+    })
+}
+
+/// A slot column read back: never negative.
+pub(crate) fn slot_from(backend: &str, name: &LeaseName, v: i64) -> Result<u64, BackendError> {
+    u64::try_from(v).map_err(|_| {
+        malformed(
+            backend,
+            format!("slot {v} of schedule `{name}` is negative"),
+        )
+    })
+}
+
+/// A token as a signed column value; `None` if no row can hold it (a token
+/// above `i64::MAX` was never handed out, so it owns nothing).
+pub(crate) fn token_to_i64(token: Token) -> Option<i64> {
+    i64::try_from(token.get()).ok()
+}
+
 /// Checks that an existing table has exactly the columns Simba creates; a
 /// foreign table of the same name is reported, never altered.
 pub(crate) fn check_shape(
@@ -149,6 +223,10 @@ pub(crate) fn check_shape(
 pub(crate) const SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us"];
 /// The columns of the leases table.
 pub(crate) const LEASE_COLUMNS: &[&str] = &["name", "session", "token", "acquired_us"];
+/// The columns of the group members table (S10.1).
+pub(crate) const MEMBER_COLUMNS: &[&str] = &["name", "session"];
+/// The columns of the schedule slots table (S11.1).
+pub(crate) const SLOT_COLUMNS: &[&str] = &["name", "slot"];
 
 /// Builds an [`Inspection`] lease row.
 pub(crate) fn lease_info(

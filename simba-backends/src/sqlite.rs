@@ -1,7 +1,8 @@
 //! The SQLite backend (feature `sqlite`): the embedded default, for the
 //! processes of one host sharing one database file.
 //!
-//! Every decision is one SQL statement. SQLite runs a writing statement
+//! Every decision is one SQL statement (a schedule slot's claim, S11.1, is
+//! one `BEGIN IMMEDIATE` transaction). SQLite runs a writing statement
 //! inside a write transaction that takes the database's single write lock
 //! before it reads anything (WAL mode, `busy_timeout` to wait for it), so
 //! each statement sees and changes the database alone: writers are fully
@@ -10,8 +11,9 @@
 //! on one host is the clock all processes share. See `docs/BACKENDS.md`.
 
 use crate::sql::{
-    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, parse_owned,
-    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, parse_groups,
+    parse_owned, slot_from, slot_to_i64, token_from, token_to_i64, LEASE_COLUMNS, MEMBER_COLUMNS,
+    SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -21,7 +23,8 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
-    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token,
+    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
+    SlotClaim, Token,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -31,6 +34,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 const NAME: &str = "sqlite";
+/// Simba's tables: sessions, leases, group members, schedule slots.
+const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on SQLite's clock.
 const NOW: &str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
 
@@ -45,13 +50,22 @@ pub struct SqliteBackend {
 struct Sql {
     sessions: String,
     leases: String,
+    members: String,
+    slots: String,
     open: String,
     gc: String,
+    gc_members: String,
     renew: String,
     acquire: String,
     acquire_lost: String,
     release: String,
     close: String,
+    close_members: String,
+    join: String,
+    leave: String,
+    holds: String,
+    claim: String,
+    last_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
 }
@@ -60,16 +74,26 @@ impl Sql {
     fn new(prefix: &str) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
+        let m = format!("{prefix}members");
+        let c = format!("{prefix}slots");
         Sql {
             open: format!(
                 "INSERT INTO {s} (id, lease_us, expires_us) VALUES (?1, ?2, {NOW} + ?2)"
             ),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW}"),
+            gc_members: format!(
+                "DELETE FROM {m} WHERE session IN (SELECT id FROM {s} WHERE expires_us <= {NOW})"
+            ),
+            // The live members of every group the session joined ride on the
+            // renewal (S10.1): one statement, however many groups.
             renew: format!(
                 "UPDATE {s} SET expires_us = {NOW} + lease_us \
                  WHERE id = ?1 AND expires_us > {NOW} \
                  RETURNING lease_us, \
-                 (SELECT group_concat(name || '=' || token, ',') FROM {l} WHERE session = ?1)"
+                 (SELECT group_concat(name || '=' || token, ',') FROM {l} WHERE session = ?1), \
+                 (SELECT group_concat(gm.name || '=' || hex(gm.session), ',') FROM {m} gm \
+                  JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
+                  WHERE gm.name IN (SELECT name FROM {m} WHERE session = ?1))"
             ),
             acquire: format!(
                 "INSERT INTO {l} (name, session, token, acquired_us) \
@@ -93,6 +117,23 @@ impl Sql {
                  WHERE name = ?2 AND session = ?1 AND token = ?3"
             ),
             close: format!("DELETE FROM {s} WHERE id = ?1"),
+            close_members: format!("DELETE FROM {m} WHERE session = ?1"),
+            join: format!(
+                "INSERT INTO {m} (name, session) \
+                 SELECT ?2, ?1 FROM {s} WHERE id = ?1 AND expires_us > {NOW} \
+                 ON CONFLICT (name, session) DO NOTHING"
+            ),
+            leave: format!("DELETE FROM {m} WHERE name = ?2 AND session = ?1"),
+            holds: format!(
+                "SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session \
+                 WHERE l.name = ?2 AND l.session = ?1 AND l.token = ?3 AND h.expires_us > {NOW}"
+            ),
+            claim: format!(
+                "INSERT INTO {c} (name, slot) VALUES (?1, ?2) \
+                 ON CONFLICT (name) DO UPDATE SET slot = excluded.slot \
+                 WHERE {c}.slot < excluded.slot RETURNING slot"
+            ),
+            last_slot: format!("SELECT slot FROM {c} WHERE name = ?1"),
             inspect_sessions: format!(
                 "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
             ),
@@ -103,6 +144,8 @@ impl Sql {
             ),
             sessions: s,
             leases: l,
+            members: m,
+            slots: c,
         }
     }
 }
@@ -172,7 +215,7 @@ impl SqliteBackend {
     /// `Rejected` naming a foreign table, or the driver's error.
     pub async fn migrate(&self) -> Result<(), BackendError> {
         let present = self.check_tables().await?;
-        if present < 2 {
+        if present < TABLES {
             let prefix = self.sql.sessions.strip_suffix("sessions").unwrap_or("");
             let ddl = Self::schema_sql(prefix);
             sqlx::raw_sql(&ddl)
@@ -184,12 +227,13 @@ impl SqliteBackend {
     }
 
     async fn check_schema(&self) -> Result<(), BackendError> {
-        if self.check_tables().await? < 2 {
+        if self.check_tables().await? < TABLES {
             return Err(BackendError::new(
                 simba_core::BackendErrorKind::Rejected,
                 format!(
-                    "sqlite: tables `{}` / `{}` are missing; run migrate()",
-                    self.sql.sessions, self.sql.leases
+                    "sqlite: some of the tables `{}`, `{}`, `{}`, `{}` are missing; \
+                     run migrate() or apply migrations/sqlite/*.sql",
+                    self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
                 ),
             ));
         }
@@ -202,6 +246,8 @@ impl SqliteBackend {
         for (table, cols) in [
             (&self.sql.sessions, SESSION_COLUMNS),
             (&self.sql.leases, LEASE_COLUMNS),
+            (&self.sql.members, MEMBER_COLUMNS),
+            (&self.sql.slots, SLOT_COLUMNS),
         ] {
             let found: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
                 .bind(table)
@@ -218,8 +264,33 @@ impl SqliteBackend {
 
     /// The DDL that creates Simba's tables under `table_prefix`: exactly what
     /// [`SqliteBackend::migrate`] runs. `simba-backends/migrations/sqlite/`
-    /// holds it for the default prefix.
+    /// holds it for the default prefix, in two files (sessions and leases;
+    /// then group members and schedule slots, S10/S11), whose concatenation
+    /// this is.
     pub fn schema_sql(table_prefix: &str) -> String {
+        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+    }
+
+    /// `0002_groups_slots.sql`: group members and schedule slots.
+    fn groups_schema_sql(table_prefix: &str) -> String {
+        let m = format!("{table_prefix}members");
+        let c = format!("{table_prefix}slots");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {m} (\n\
+             \x20   name TEXT NOT NULL,\n\
+             \x20   session BLOB NOT NULL,\n\
+             \x20   PRIMARY KEY (name, session)\n\
+             );\n\
+             CREATE INDEX IF NOT EXISTS {m}_session ON {m} (session);\n\
+             CREATE TABLE IF NOT EXISTS {c} (\n\
+             \x20   name TEXT PRIMARY KEY NOT NULL,\n\
+             \x20   slot INTEGER NOT NULL\n\
+             );\n"
+        )
+    }
+
+    /// `0001_simba.sql`: sessions and leases.
+    fn base_schema_sql(table_prefix: &str) -> String {
         let s = format!("{table_prefix}sessions");
         let l = format!("{table_prefix}leases");
         format!(
@@ -300,6 +371,7 @@ async fn open_on(
     // Housekeeping: forget expired sessions (their ids are never reused, and
     // an unknown session is an expired one). Failure here changes nothing
     // the contract promises.
+    let _ = sqlx::query(&sql.gc_members).execute(&mut *c).await;
     let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
     Ok(SessionGrant {
         session,
@@ -319,8 +391,9 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     };
     let lease_us: i64 = row.try_get(0).map_err(get)?;
     let owned: Option<String> = row.try_get(1).map_err(get)?;
+    let groups: Option<String> = row.try_get(2).map_err(get)?;
     Ok(Renewal {
-        groups: Vec::new(),
+        groups: parse_groups(NAME, groups.as_deref())?,
         remaining: micros(lease_us),
         owned: parse_owned(NAME, owned.as_deref())?,
     })
@@ -390,12 +463,91 @@ async fn release_on(
 }
 
 async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    sqlx::query(&sql.close)
+    // The memberships go with the session (S10.1). Once the session row is
+    // gone no renewal lists them anyway; the second statement only tidies.
+    for stmt in [&sql.close, &sql.close_members] {
+        sqlx::query(stmt)
+            .bind(&session.to_bytes()[..])
+            .execute(&mut *c)
+            .await
+            .map_err(|e| map_err(NAME, "close session", e))?;
+    }
+    Ok(())
+}
+
+/// Join (`join == true`) or leave a group: one statement. A join by a
+/// session that is not live inserts nothing (S10.1).
+async fn membership_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    group: &LeaseName,
+    join: bool,
+) -> Result<(), BackendError> {
+    let (stmt, what) = if join {
+        (&sql.join, "join group")
+    } else {
+        (&sql.leave, "leave group")
+    };
+    sqlx::query(stmt)
         .bind(&session.to_bytes()[..])
+        .bind(group.as_str())
         .execute(&mut *c)
         .await
-        .map_err(|e| map_err(NAME, "close session", e))?;
+        .map_err(|e| map_err(NAME, what, e))?;
     Ok(())
+}
+
+/// Claim a schedule slot (S11.1) in one `BEGIN IMMEDIATE` transaction: it
+/// holds the database's write lock from its first statement, so the holder
+/// check, the conditional upsert and the read of the last slot see and
+/// change the database alone.
+async fn claim_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+    slot: u64,
+) -> Result<SlotClaim, BackendError> {
+    use sqlx::Connection;
+    let get = |e| map_err(NAME, "claim slot", e);
+    let slot = slot_to_i64(NAME, slot)?;
+    let Some(token) = token_to_i64(token) else {
+        return Ok(SlotClaim::NotHolder);
+    };
+    let mut tx = c.begin_with("BEGIN IMMEDIATE").await.map_err(get)?;
+    let holds = sqlx::query(&sql.holds)
+        .bind(&session.to_bytes()[..])
+        .bind(name.as_str())
+        .bind(token)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    if holds.is_none() {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::NotHolder);
+    }
+    let claimed = sqlx::query(&sql.claim)
+        .bind(name.as_str())
+        .bind(slot)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    let answer = if claimed.is_some() {
+        SlotClaim::Claimed
+    } else {
+        let last: i64 = sqlx::query_scalar(&sql.last_slot)
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(get)?;
+        SlotClaim::AlreadyClaimed {
+            last: slot_from(NAME, name, last)?,
+        }
+    };
+    tx.commit().await.map_err(get)?;
+    Ok(answer)
 }
 
 impl Backend for SqliteBackend {
@@ -480,6 +632,44 @@ impl Backend for SqliteBackend {
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         futures::future::ready(Ok(None)).boxed()
+    }
+
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("join group").await?;
+            membership_on(&self.sql, &mut c, session, group, true).await
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("leave group").await?;
+            membership_on(&self.sql, &mut c, session, group, false).await
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let mut c = self.conn("claim slot").await?;
+            claim_on(&self.sql, &mut c, session, name, token, slot).await
+        }
+        .boxed()
     }
 
     fn name(&self) -> &'static str {

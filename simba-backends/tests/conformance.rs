@@ -115,6 +115,26 @@ async fn broken_memory_backends_fail_the_lying_backend_cases() {
             Flaw::SplitAcquire,
             "s3_two_concurrent_acquires_by_one_session_win_one_term",
         ),
+        (
+            Flaw::SlotIgnoresHolder,
+            "s11_1_claim_slot_by_the_holder_only_forward",
+        ),
+        (
+            Flaw::SlotIgnoresHolder,
+            "s11_1_slot_record_outlives_the_holder_and_refuses_stale_tokens",
+        ),
+        (
+            Flaw::SlotIgnoresHolder,
+            "s11_1_an_expired_holder_claims_nothing",
+        ),
+        (
+            Flaw::SlotRewinds,
+            "s11_1_claim_slot_by_the_holder_only_forward",
+        ),
+        (
+            Flaw::SlotRewinds,
+            "s11_1_slot_record_outlives_the_holder_and_refuses_stale_tokens",
+        ),
     ] {
         let report = run_selected(&MemoryFactory::flawed(flaw), |c| c == case).await;
         show(&report);

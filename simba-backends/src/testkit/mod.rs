@@ -312,6 +312,7 @@ macro_rules! check {
     };
 }
 
+mod groups;
 pub mod history;
 mod interleave;
 mod timing;
@@ -360,6 +361,26 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
         }),
         ("sixteen_clients_never_see_two_winners", |f, ns| {
             sixteen_clients(f, ns).boxed()
+        }),
+        (
+            "s10_1_join_and_leave_list_members_in_the_renewal",
+            |f, ns| groups::join_and_leave(f, ns).boxed(),
+        ),
+        ("s10_1_membership_ends_with_close_and_expiry", |f, ns| {
+            groups::membership_ends_with_the_session(f, ns).boxed()
+        }),
+        ("s10_1_thirty_groups_of_four_in_one_renewal", |f, ns| {
+            groups::many_groups_in_one_renewal(f, ns).boxed()
+        }),
+        ("s11_1_claim_slot_by_the_holder_only_forward", |f, ns| {
+            groups::claim_slot_by_the_holder_only_forward(f, ns).boxed()
+        }),
+        (
+            "s11_1_slot_record_outlives_the_holder_and_refuses_stale_tokens",
+            |f, ns| groups::slot_record_outlives_the_holder(f, ns).boxed(),
+        ),
+        ("s11_1_an_expired_holder_claims_nothing", |f, ns| {
+            groups::expired_holder_claims_nothing(f, ns).boxed()
         }),
         ("s4_2_release_notifications_arrive", |f, ns| {
             notifications(f, ns).boxed()
