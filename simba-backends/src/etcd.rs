@@ -843,6 +843,7 @@ impl Backend for EtcdBackend {
                 return Ok(AcquireOutcome::Held {
                     holder: None,
                     token: None,
+                    holder_remaining: None,
                 });
             };
             let holder = session_from(kv.value())?;
@@ -856,6 +857,7 @@ impl Backend for EtcdBackend {
             Ok(AcquireOutcome::Held {
                 holder: Some(holder),
                 token: Some(token),
+                holder_remaining: None,
             })
         }
         .boxed()

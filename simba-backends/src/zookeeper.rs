@@ -498,11 +498,13 @@ impl ZkBackend {
             return Ok(AcquireOutcome::Held {
                 holder: Some(session_id_of(h.ephemeral_owner)),
                 token: u64::try_from(h.czxid).ok().and_then(Token::new),
+                holder_remaining: None,
             });
         }
         Ok(AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         })
     }
 
@@ -515,6 +517,7 @@ impl ZkBackend {
             None => AcquireOutcome::Held {
                 holder: None,
                 token: None,
+                holder_remaining: None,
             },
         }
     }

@@ -386,6 +386,7 @@ fn s4_1_candidates_retry_at_half_interval_plus_jitter_one_attempt_at_a_time() {
             AcquireOutcome::Held {
                 holder: Some(SessionId::from_u128(99)),
                 token: Some(tok(5)),
+                holder_remaining: None,
             },
         );
         let replied = h.now;
@@ -415,6 +416,7 @@ fn s4_2_a_release_broadcast_makes_candidates_try_at_once() {
         AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         },
     );
     let out = h.input(Input::ReleaseBroadcast { name: name("a") });
@@ -548,6 +550,7 @@ fn s5_3_try_and_timed_locks_give_up() {
         AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         },
     );
     assert!(events(&out).contains(&Event::LockFailed { name: name("t") }));
@@ -561,6 +564,7 @@ fn s5_3_try_and_timed_locks_give_up() {
         AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         },
     );
     let mut failed = false;
@@ -575,6 +579,7 @@ fn s5_3_try_and_timed_locks_give_up() {
                 AcquireOutcome::Held {
                     holder: None,
                     token: None,
+                    holder_remaining: None,
                 },
             );
         }

@@ -76,3 +76,10 @@ fn forgotten_completions_are_caught_s7_3() {
         &["completions (S7.3)", "callbacks (S7.3, S6.4)"],
     );
 }
+
+#[test]
+fn retry_before_expiry_is_caught_s4_4() {
+    // Not a safety bug (the backend refuses an early attempt): the
+    // efficiency checker sees the call wasted before the holder's expiry.
+    caught(Mutant::RetryBeforeExpiry, &["expiry timing (S4.4)"]);
+}
