@@ -510,9 +510,15 @@ impl ZkBackend {
 
     fn won(&self, entry: &Entry, zxid: i64) -> AcquireOutcome {
         match u64::try_from(zxid).ok().and_then(Token::new) {
+            // The session lives until its watchdog's deadline (set by the
+            // last renewal), which an acquire does not move: report the time
+            // left until then, never the full timeout, or the caller would
+            // believe the term valid after the watchdog closed the session.
             Some(token) => AcquireOutcome::Won {
                 token,
-                remaining: entry.timeout,
+                remaining: entry
+                    .timeout
+                    .min(lock(&entry.deadline).saturating_duration_since(Instant::now())),
             },
             None => AcquireOutcome::Held {
                 holder: None,

@@ -108,6 +108,15 @@ pub trait Factory: Send + Sync {
     fn lacks(&self) -> Vec<Capability> {
         Vec::new()
     }
+
+    /// How much later than the remaining time it reported the backend may
+    /// expire a session, where its expiry is lazy (for example a lessor
+    /// that looks for expired leases every 500 ms). Late is safe — no holder
+    /// loses a lease before its deadline — but slows fail-over, so a factory
+    /// states the bound and its reason. Default: none.
+    fn expiry_lateness(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 /// Something a backend may lack. A case that needs it is skipped where it is
@@ -127,6 +136,12 @@ pub enum Capability {
     /// server, or under one process-wide lock) declares this lack, with the
     /// reason in its `hold` answer.
     LockHold,
+    /// One session acted for by two backend instances at once
+    /// (`s3_two_concurrent_acquires_by_one_session_win_one_term`). A backend
+    /// whose session is bound to the connection that opened it (ZooKeeper)
+    /// declares this lack; the engine only ever uses a session through the
+    /// instance that opened it.
+    SharedSession,
 }
 
 impl Capability {
@@ -138,6 +153,9 @@ impl Capability {
                 Some(Capability::KillConnectionMidCall)
             }
             c if c.starts_with("interleave_") => Some(Capability::LockHold),
+            "s3_two_concurrent_acquires_by_one_session_win_one_term" => {
+                Some(Capability::SharedSession)
+            }
             _ => None,
         }
     }
@@ -149,6 +167,7 @@ impl fmt::Display for Capability {
             Capability::ReleaseBroadcast => "release broadcast (S4.2)",
             Capability::KillConnectionMidCall => "killing a connection mid-call",
             Capability::LockHold => "holding a lock another call waits on (interleaving cases)",
+            Capability::SharedSession => "one session used through two backend instances",
         })
     }
 }
@@ -404,6 +423,14 @@ pub async fn run_selected<F: Factory>(factory: &F, select: impl Fn(&str) -> bool
         }
         let ns = format!("k{i:02}");
         let started = std::time::Instant::now();
+        if let Some(lack) = Capability::needed_by(case).filter(|c| report.lacks.contains(c)) {
+            report.results.push(CaseResult {
+                case,
+                outcome: Outcome::Skipped(format!("the backend declares it lacks {lack}")),
+                elapsed: started.elapsed(),
+            });
+            continue;
+        }
         let timed =
             futures::future::select(run(factory, &ns), sleep(Duration::from_secs(60)).boxed());
         let outcome = match timed.await {

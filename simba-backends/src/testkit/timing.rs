@@ -133,7 +133,8 @@ async fn live_for_reported_remaining<F: Factory>(
             Some(true) => {}
         }
         // Gone after it: the session is expired for good and the lease free.
-        sleep_until(got + r.remaining.mul_f64(1.0 + RATE) + LATE).await;
+        let late = LATE + f.expiry_lateness();
+        sleep_until(got + r.remaining.mul_f64(1.0 + RATE) + late).await;
         match c.acquire(o, &n).await? {
             AcquireOutcome::Won { token, .. } => check!(
                 token > t,
@@ -141,8 +142,9 @@ async fn live_for_reported_remaining<F: Factory>(
             ),
             other => {
                 return Err(Step::Fail(format!(
-                    "`{n}` still {other:?} {LATE:?} after its holder's reported remaining time \
-                     ran out"
+                    "`{n}` still {other:?} {late:?} after its holder's reported remaining time \
+                     ran out (the factory declares {:?} of lazy expiry)",
+                    f.expiry_lateness()
                 )))
             }
         }
@@ -240,8 +242,10 @@ struct Belief {
 /// sessions (opened 300 ms apart) each try until they win once and then
 /// vanish without releasing or renewing; twelve on long sessions keep
 /// acquiring and releasing for 4 s. A client believes it
-/// holds a lease until `send + remaining·(1 − RATE)` of its winning call (the
-/// engine's deadline, without margin); a win whose reply arrives before
+/// holds a lease until `send + proven·(1 − RATE)` of its winning call, where
+/// `proven` is the part of the reported remaining time that one call proves
+/// ([`Backend::renewal_proves`], S8.5; all of it except on ZooKeeper): the
+/// engine's deadline, without margin; a win whose reply arrives before
 /// another session's belief ends is two holders at once. At least one
 /// abandoned lease must be taken over (expiry did enter the race).
 pub(super) async fn sixteen_clients_with_expiry<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
@@ -328,7 +332,7 @@ pub(super) async fn sixteen_clients_with_expiry<F: Factory>(f: &F, ns: &str) -> 
                                 Belief {
                                     session: s,
                                     token,
-                                    valid_until: live_until(sent, remaining),
+                                    valid_until: live_until(sent, b.renewal_proves().of(remaining)),
                                     abandoned: abandons,
                                 },
                             );

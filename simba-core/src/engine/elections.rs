@@ -1,0 +1,716 @@
+//! Elections and locks (S4, S5, S6, S7.7): the API that starts and stops
+//! them, acquire attempts, terms, the hand-over order and task exits.
+
+use super::{Engine, MutantKind, TimerKey};
+use crate::election::{Attempt, Entry, Handover, Held, Kind, LockWait, Status};
+use crate::error::ApiError;
+use crate::error::BackendError;
+use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::lease::task_failure_backoff;
+use crate::name::LeaseName;
+use crate::protocol::{
+    AcquireOutcome, Command, Event, Output, RevokeReason, TaskExitAction, TaskExitPolicy,
+    TaskOrder, TaskOutcome, Term,
+};
+use crate::time::Timestamp;
+use std::time::Duration;
+
+/// An acquire command whose reply has not arrived (current or abandoned).
+#[derive(Clone, Debug)]
+pub(super) struct AcquireOp {
+    pub(super) name: LeaseName,
+    pub(super) session: SessionId,
+    pub(super) sent_at: Timestamp,
+}
+
+impl Engine {
+    // ----- API calls -----------------------------------------------------
+
+    /// Starts competing for `name` as an election (S4.1). With `runs_task`,
+    /// every term starts a task and voluntary handovers wait for it (S6.1).
+    ///
+    /// # Errors
+    /// [`ApiError::AlreadyStarted`] if the name is in use on this engine
+    /// (S7.4); [`ApiError::Closed`] once `close` was called.
+    pub fn start_election(
+        &mut self,
+        now: Timestamp,
+        name: LeaseName,
+        runs_task: bool,
+    ) -> Result<(), ApiError> {
+        self.insert(
+            now,
+            name,
+            Kind::Election,
+            runs_task,
+            LockWait::Forever,
+            TaskExitPolicy::default(),
+        )
+    }
+
+    /// As [`Engine::start_election`] with a task, and `policy` deciding what
+    /// a task that ends on its own does to its term (S6.5).
+    ///
+    /// # Errors
+    /// As [`Engine::start_election`].
+    pub fn start_task_election(
+        &mut self,
+        now: Timestamp,
+        name: LeaseName,
+        policy: TaskExitPolicy,
+    ) -> Result<(), ApiError> {
+        self.insert(now, name, Kind::Election, true, LockWait::Forever, policy)
+    }
+
+    /// Starts acquiring `name` as a lock: one term only (S5.3).
+    ///
+    /// # Errors
+    /// As [`Engine::start_election`].
+    pub fn acquire_lock(
+        &mut self,
+        now: Timestamp,
+        name: LeaseName,
+        wait: LockWait,
+        runs_task: bool,
+    ) -> Result<(), ApiError> {
+        self.insert(
+            now,
+            name,
+            Kind::Lock,
+            runs_task,
+            wait,
+            TaskExitPolicy::StopElection,
+        )
+    }
+
+    pub(super) fn insert(
+        &mut self,
+        now: Timestamp,
+        name: LeaseName,
+        kind: Kind,
+        runs_task: bool,
+        wait: LockWait,
+        policy: TaskExitPolicy,
+    ) -> Result<(), ApiError> {
+        self.advance(now);
+        // Every path runs `finish`, errors too: the deadlines due at `now`
+        // fire, so `poll_timeout` stays later than `now`.
+        if self.closing {
+            self.finish();
+            return Err(ApiError::Closed);
+        }
+        if self.entries.contains_key(&name) {
+            self.finish();
+            return Err(ApiError::AlreadyStarted(name));
+        }
+        let mut entry = Entry::new(kind, runs_task, wait, self.now);
+        entry.exit_policy = policy;
+        self.entries.insert(name.clone(), entry);
+        self.dirty.push(name);
+        self.finish();
+        Ok(())
+    }
+
+    /// Stops an election or releases a lock (S6.1): revokes the term,
+    /// interrupts its task, releases the lease once the task has exited or
+    /// the deadline has passed, then emits [`Event::Completed`].
+    ///
+    /// # Errors
+    /// [`ApiError::NotStarted`] if no election or lock has that name.
+    pub fn stop(&mut self, now: Timestamp, name: &LeaseName) -> Result<(), ApiError> {
+        self.advance(now);
+        let Some(entry) = self.entries.get_mut(name) else {
+            self.finish();
+            return Err(ApiError::NotStarted(name.clone()));
+        };
+        if entry.stopping {
+            self.finish();
+            return Ok(());
+        }
+        entry.stopping = true;
+        entry.status = Status::Stopped;
+        entry.attempt = None;
+        entry.cooldown_until = None;
+        let _ = self.revoke(name, RevokeReason::Stopped);
+        self.after_handover_step(name);
+        self.finish();
+        Ok(())
+    }
+
+    /// Steps an election down (S6.4): hands the lease over as `stop` does,
+    /// then stays out of the competition for `cooldown`, counted from now.
+    ///
+    /// # Errors
+    /// [`ApiError::NotStarted`], or [`ApiError::WrongKind`] for a lock.
+    pub fn step_down(
+        &mut self,
+        now: Timestamp,
+        name: &LeaseName,
+        cooldown: Duration,
+    ) -> Result<(), ApiError> {
+        self.advance(now);
+        let until = self.now + cooldown;
+        let Some(entry) = self.entries.get_mut(name) else {
+            self.finish();
+            return Err(ApiError::NotStarted(name.clone()));
+        };
+        if entry.kind != Kind::Election {
+            let error = ApiError::WrongKind {
+                name: name.clone(),
+                expected: Kind::Election.as_str(),
+                actual: entry.kind.as_str(),
+            };
+            self.finish();
+            return Err(error);
+        }
+        if entry.stopping {
+            self.finish();
+            return Ok(());
+        }
+        entry.status = Status::CoolingDown;
+        entry.cooldown_until = Some(until);
+        entry.attempt = None;
+        entry.pending_completion = true;
+        let _ = self.revoke(name, RevokeReason::SteppedDown);
+        self.after_handover_step(name);
+        self.finish();
+        Ok(())
+    }
+
+    // ----- elections and locks (S4, S5, S6, S7.7) ------------------------
+
+    pub(super) fn on_entry_wake(&mut self, name: &LeaseName) {
+        let now = self.now;
+        let can_acquire = self.can_acquire();
+        let timeout = self.call_timeout();
+        let resend_early = self.mutant_is(MutantKind::AcquireWhileInFlight);
+        if self
+            .entries
+            .get(name)
+            .and_then(|e| e.handover.as_ref())
+            .is_some_and(|h| h.until <= now)
+        {
+            // S6.2: the task ignored its interruption for the term's whole
+            // remaining time; release without it.
+            self.complete_handover(name);
+        }
+        let Some(entry) = self.entries.get_mut(name) else {
+            // A removed entry's timer: disarm it.
+            self.timers.set(&TimerKey::Entry(name.clone()), None);
+            return;
+        };
+        self.dirty.push(name.clone());
+        match entry.status {
+            Status::CoolingDown => {
+                if entry.cooldown_until.is_some_and(|t| t <= now) && entry.handover.is_none() {
+                    entry.cooldown_until = None;
+                    entry.status = Status::Candidate;
+                    entry.next_attempt = Some(now);
+                }
+            }
+            Status::Candidate => {
+                let lock_expired = entry.kind == Kind::Lock
+                    && matches!(entry.wait, LockWait::Until(t) if now >= t);
+                if lock_expired {
+                    self.lock_failed(name);
+                } else if let Some(a) = &entry.attempt {
+                    if now >= a.sent_at + timeout {
+                        // S2.4: abandoned; a late reply releases what it won.
+                        entry.attempt = None;
+                        self.attempt_lost(name);
+                    } else if resend_early && can_acquire && now >= a.sent_at + timeout / 2 {
+                        // The mutant: a second acquire while this one is in flight.
+                        self.send_acquire(name);
+                    }
+                } else if can_acquire && entry.next_attempt.is_some_and(|t| t <= now) {
+                    self.send_acquire(name);
+                }
+            }
+            Status::Leader | Status::Stopped => {}
+        }
+    }
+
+    /// S4.1: `renew_interval / 2` plus a seeded jitter in `[0, retry_jitter)`.
+    pub(super) fn retry_delay(&mut self) -> Duration {
+        let jitter = u64::try_from(self.config.retry_jitter().as_nanos()).unwrap_or(u64::MAX);
+        let extra = if jitter == 0 {
+            0
+        } else {
+            self.rng.u64(0..jitter)
+        };
+        self.config.renew_interval() / 2 + Duration::from_nanos(extra)
+    }
+
+    pub(super) fn send_acquire(&mut self, name: &LeaseName) {
+        let Some(session) = self.session.id else {
+            return;
+        };
+        let op = self.op();
+        let now = self.now;
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        entry.attempt = Some(Attempt { op, sent_at: now });
+        entry.next_attempt = None;
+        self.acquires.insert(
+            op,
+            AcquireOp {
+                name: name.clone(),
+                session,
+                sent_at: now,
+            },
+        );
+        self.prune_acquires();
+        self.stats.acquires += 1;
+        self.dirty.push(name.clone());
+        self.command(Command::Acquire {
+            op,
+            session,
+            name: name.clone(),
+        });
+    }
+
+    /// Forgets abandoned acquires whose replies can no longer matter.
+    pub(super) fn prune_acquires(&mut self) {
+        let horizon = self.config.lease_duration().saturating_mul(4);
+        while let Some(entry) = self.acquires.first_entry() {
+            if entry.get().sent_at + horizon < self.now {
+                entry.remove();
+            } else {
+                break;
+            }
+        }
+    }
+
+    pub(super) fn on_acquire_replied(
+        &mut self,
+        op: OpId,
+        result: Result<AcquireOutcome, BackendError>,
+    ) {
+        let Some(sent) = self.acquires.remove(&op) else {
+            self.stats.stale_replies += 1;
+            return;
+        };
+        let name = sent.name;
+        let mut current = self
+            .entries
+            .get(&name)
+            .and_then(|e| e.attempt.as_ref())
+            .is_some_and(|a| a.op == op);
+        if !current
+            && self.mutant_is(MutantKind::AcceptAbandonedAttempts)
+            && self
+                .entries
+                .get(&name)
+                .is_some_and(|e| e.status == Status::Candidate)
+        {
+            current = true;
+        }
+        if !current {
+            self.stats.stale_replies += 1;
+            // S4.3: a late reply to an abandoned attempt releases what it won.
+            if let Ok(AcquireOutcome::Won { token, .. }) = result {
+                let ours = self.entries.get(&name).is_some_and(|e| {
+                    e.held.as_ref().is_some_and(|h| h.term.token == token)
+                        || e.handover.as_ref().is_some_and(|h| h.term.token == token)
+                });
+                if !ours {
+                    self.release(sent.session, name, token);
+                }
+            }
+            return;
+        }
+        if let Some(entry) = self.entries.get_mut(&name) {
+            entry.attempt = None;
+        }
+        self.dirty.push(name.clone());
+        match result {
+            Ok(AcquireOutcome::Won {
+                token,
+                remaining: _,
+            }) => self.on_won(&name, token, sent.session),
+            Ok(AcquireOutcome::Held { .. }) => self.attempt_lost(&name),
+            Ok(AcquireOutcome::Expired) => {
+                if Some(sent.session) == self.session.id {
+                    self.end_session(RevokeReason::SessionExpired);
+                } else {
+                    self.attempt_lost(&name);
+                }
+            }
+            Err(error) => {
+                self.emit(Event::BackendFailed {
+                    command: "acquire",
+                    error,
+                });
+                self.attempt_lost(&name);
+            }
+        }
+    }
+
+    /// S4.3: a won lease becomes a term only from the current attempt,
+    /// before the deadline, with a token above every one this session released.
+    pub(super) fn on_won(&mut self, name: &LeaseName, token: Token, session: SessionId) {
+        let Some(current_session) = self.session.id else {
+            return;
+        };
+        let session = if self.mutant_is(MutantKind::AcceptAbandonedAttempts) {
+            current_session
+        } else {
+            session
+        };
+        if session != current_session {
+            self.release(session, name.clone(), token);
+            self.attempt_lost(name);
+            return;
+        }
+        if self.deadline_passed() && !self.mutant_is(MutantKind::AcceptLateAcquire) {
+            // The session is over; `finish` ends it right after this input.
+            return;
+        }
+        if !self.mutant_is(MutantKind::SkipReleasedTokenCheck)
+            && self.released.get(name).is_some_and(|r| token <= *r)
+        {
+            // A stale grant (its release may still be on the way): not a term.
+            self.attempt_lost(name);
+            return;
+        }
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        if entry.held.is_some() || entry.status != Status::Candidate {
+            return;
+        }
+        self.next_term += 1;
+        let term = Term {
+            id: TermId(self.next_term),
+            name: name.clone(),
+            token,
+            session,
+        };
+        entry.status = Status::Leader;
+        entry.next_attempt = None;
+        entry.held = Some(Held {
+            term: term.clone(),
+            created_seq: self.seq,
+            task_running: entry.runs_task,
+            started_at: self.now,
+        });
+        let runs_task = entry.runs_task;
+        self.stats.terms += 1;
+        self.term_names.insert(term.id, name.clone());
+        self.emit(Event::Elected { term: term.clone() });
+        if runs_task {
+            self.out.push_back(Output::Task(TaskOrder::Start { term }));
+        }
+    }
+
+    /// The attempt did not win: retry later, or give up a `Try` lock.
+    pub(super) fn attempt_lost(&mut self, name: &LeaseName) {
+        let delay = self.retry_delay();
+        let now = self.now;
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        if entry.status != Status::Candidate {
+            return;
+        }
+        if entry.kind == Kind::Lock && entry.wait == LockWait::Try {
+            self.lock_failed(name);
+            return;
+        }
+        entry.next_attempt = Some(now + delay);
+        self.dirty.push(name.clone());
+    }
+
+    pub(super) fn lock_failed(&mut self, name: &LeaseName) {
+        if self.entries.remove(name).is_some() {
+            self.dirty.push(name.clone());
+            self.emit(Event::LockFailed { name: name.clone() });
+            self.maybe_finish_close();
+        }
+    }
+
+    pub(super) fn on_release_broadcast(&mut self, name: &LeaseName) {
+        let now = self.now;
+        if let Some(entry) = self.entries.get_mut(name) {
+            if entry.status == Status::Candidate && entry.attempt.is_none() {
+                entry.next_attempt = Some(now);
+                self.dirty.push(name.clone());
+            }
+        }
+    }
+
+    /// Ends the held term of `name`, if any, for `reason` (S3.4), in the
+    /// order of S6: revoke, interrupt, then release now or after the task.
+    pub(super) fn revoke(&mut self, name: &LeaseName, reason: RevokeReason) -> bool {
+        let deadline_passed = self.deadline_passed();
+        let Some(entry) = self.entries.get_mut(name) else {
+            return false;
+        };
+        let Some(held) = entry.held.take() else {
+            return false;
+        };
+        if entry.status == Status::Leader {
+            entry.status = Status::Candidate;
+        }
+        self.dirty.push(name.clone());
+        let term = held.term;
+        if reason.is_voluntary() && self.mutant_is(MutantKind::ReleaseBeforeRevoke) {
+            self.release(term.session, term.name.clone(), term.token);
+            self.emit(Event::Revoked {
+                term: term.clone(),
+                reason,
+            });
+            if held.task_running {
+                self.out
+                    .push_back(Output::Task(TaskOrder::Interrupt { term: term.clone() }));
+            }
+            self.term_names.remove(&term.id);
+            return true;
+        }
+        // 1. revoke
+        self.emit(Event::Revoked {
+            term: term.clone(),
+            reason,
+        });
+        // 2. interrupt
+        if held.task_running {
+            self.out
+                .push_back(Output::Task(TaskOrder::Interrupt { term: term.clone() }));
+        }
+        if !reason.is_voluntary() {
+            // S6.3: lost involuntarily; nothing to hand over.
+            self.term_names.remove(&term.id);
+            return true;
+        }
+        if held.task_running && !deadline_passed {
+            // 3. hold the lease until the task exits or the deadline (as of
+            //    now) passes.
+            let until = self.session.deadline.unwrap_or(self.now);
+            if let Some(entry) = self.entries.get_mut(name) {
+                entry.handover = Some(Handover { term, until });
+            }
+        } else {
+            // 4. release with the term's token.
+            self.term_names.remove(&term.id);
+            self.release_voluntarily(term);
+        }
+        true
+    }
+
+    /// Releases a voluntarily ended term, unless the client is closing: then
+    /// the one `CloseSession` releases every lease at once (S1.4).
+    pub(super) fn release_voluntarily(&mut self, term: Term) {
+        if !self.closing {
+            self.release(term.session, term.name, term.token);
+        }
+    }
+
+    /// S6.1 steps 4–5: the wait is over; release, then resolve what waited.
+    pub(super) fn complete_handover(&mut self, name: &LeaseName) {
+        let Some(h) = self.entries.get_mut(name).and_then(|e| e.handover.take()) else {
+            return;
+        };
+        self.term_names.remove(&h.term.id);
+        self.release_voluntarily(h.term);
+        self.dirty.push(name.clone());
+        self.after_handover_step(name);
+    }
+
+    /// After an involuntary loss of a term: a lock is gone for good (S5.3);
+    /// an election competes again at once (S5.2).
+    pub(super) fn after_involuntary_loss(&mut self, name: &LeaseName) {
+        let now = self.now;
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        self.dirty.push(name.clone());
+        if entry.stopping {
+            return;
+        }
+        if entry.kind == Kind::Lock {
+            self.entries.remove(name);
+            self.maybe_finish_close();
+        } else if entry.status == Status::Candidate {
+            entry.attempt = None;
+            entry.next_attempt = Some(now);
+        }
+    }
+
+    /// Completes what waits on a handover: removes a stopped entry, resolves
+    /// `stop()`/`step_down()` with [`Event::Completed`], finishes a close.
+    pub(super) fn after_handover_step(&mut self, name: &LeaseName) {
+        let forget = self.mutant_is(MutantKind::ForgetCompletion);
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        if entry.handover.is_some() {
+            return;
+        }
+        if entry.stopping {
+            self.entries.remove(name);
+            self.dirty.push(name.clone());
+            if !forget {
+                self.emit(Event::Completed { name: name.clone() });
+            }
+            self.maybe_finish_close();
+        } else if entry.pending_completion {
+            entry.pending_completion = false;
+            self.dirty.push(name.clone());
+            if !forget {
+                self.emit(Event::Completed { name: name.clone() });
+            }
+        }
+    }
+
+    pub(super) fn on_task_exited(&mut self, term: TermId, outcome: TaskOutcome) {
+        let Some(name) = self.term_names.get(&term).cloned() else {
+            return;
+        };
+        let Some(entry) = self.entries.get_mut(&name) else {
+            self.term_names.remove(&term);
+            return;
+        };
+        if entry
+            .held
+            .as_ref()
+            .is_some_and(|h| h.term.id == term && h.task_running)
+        {
+            // S6.5: the task ended on its own while the term is held.
+            self.task_ended_in_term(&name, outcome);
+            return;
+        }
+        if entry.handover.as_ref().is_some_and(|h| h.term.id == term) {
+            // S6.1 step 4: the task has exited; release with the term's token.
+            self.complete_handover(&name);
+        }
+    }
+
+    /// S6.5: applies the election's [`TaskExitPolicy`] to a task that ended
+    /// while its term is held.
+    pub(super) fn task_ended_in_term(&mut self, name: &LeaseName, outcome: TaskOutcome) {
+        let now = self.now;
+        let lease = self.config.lease_duration();
+        let interval = self.config.renew_interval();
+        let keep_after_panic =
+            outcome == TaskOutcome::Panicked && self.mutant_is(MutantKind::KeepTermAfterPanic);
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        let Some(held) = entry.held.as_mut() else {
+            return;
+        };
+        // The task is gone: whatever happens next waits for nothing.
+        held.task_running = false;
+        let term = held.term.clone();
+        let ran = now - held.started_at;
+        let action = match (entry.exit_policy, entry.kind) {
+            _ if keep_after_panic => TaskExitAction::KeptTerm,
+            (TaskExitPolicy::KeepTerm, _) => TaskExitAction::KeptTerm,
+            (TaskExitPolicy::StopElection, _) | (_, Kind::Lock) => TaskExitAction::Stopped,
+            (TaskExitPolicy::GiveUpTerm, Kind::Election) if !outcome.is_failure() => {
+                entry.task_failures = 0;
+                TaskExitAction::Released
+            }
+            (TaskExitPolicy::GiveUpTerm, Kind::Election) => {
+                // A task that ran for a lease duration or more starts the
+                // count again: its failure is not part of a crash loop.
+                entry.task_failures = if ran >= lease {
+                    1
+                } else {
+                    entry.task_failures.saturating_add(1)
+                };
+                TaskExitAction::SteppedDown {
+                    cooldown: task_failure_backoff(interval, entry.task_failures),
+                    failures: entry.task_failures,
+                }
+            }
+        };
+        if !outcome.is_failure() && action != TaskExitAction::Released {
+            entry.task_failures = 0;
+        }
+        self.emit(Event::TaskEnded {
+            term,
+            outcome,
+            action,
+        });
+        match action {
+            TaskExitAction::KeptTerm => {}
+            TaskExitAction::Stopped => {
+                if let Some(entry) = self.entries.get_mut(name) {
+                    entry.stopping = true;
+                    entry.status = Status::Stopped;
+                    entry.attempt = None;
+                    entry.cooldown_until = None;
+                }
+                let _ = self.revoke(name, RevokeReason::Stopped);
+                self.after_handover_step(name);
+            }
+            TaskExitAction::Released => {
+                let delay = self.retry_delay();
+                let _ = self.revoke(name, RevokeReason::SteppedDown);
+                if let Some(entry) = self.entries.get_mut(name) {
+                    entry.attempt = None;
+                    entry.next_attempt = Some(now + delay);
+                }
+            }
+            TaskExitAction::SteppedDown { cooldown, .. } => {
+                if let Some(entry) = self.entries.get_mut(name) {
+                    entry.status = Status::CoolingDown;
+                    entry.cooldown_until = Some(now + cooldown);
+                    entry.attempt = None;
+                }
+                let _ = self.revoke(name, RevokeReason::SteppedDown);
+            }
+        }
+        self.dirty.push(name.clone());
+    }
+
+    /// S7.7: nobody learned of the term, so it ends silently (no `Revoked`),
+    /// its task never starts, and the election steps down for one lease duration.
+    pub(super) fn on_elected_rejected(&mut self, term: TermId) {
+        let Some(name) = self.term_names.get(&term).cloned() else {
+            return;
+        };
+        let until = self.now + self.config.lease_duration();
+        let Some(entry) = self.entries.get_mut(&name) else {
+            return;
+        };
+        let Some(held) = entry.held.take_if(|h| h.term.id == term) else {
+            return;
+        };
+        self.term_names.remove(&term);
+        let kind = entry.kind;
+        if kind == Kind::Election {
+            entry.status = Status::CoolingDown;
+            entry.cooldown_until = Some(until);
+        } else {
+            entry.status = Status::Candidate;
+        }
+        self.out
+            .retain(|o| !matches!(o, Output::Task(TaskOrder::Start { term: t }) if t.id == term));
+        self.release(held.term.session, held.term.name, held.term.token);
+        self.dirty.push(name.clone());
+        if kind == Kind::Lock {
+            self.lock_failed(&name);
+        }
+    }
+
+    /// Emits a token-conditional release (S3.5) and remembers the token (S4.3).
+    pub(super) fn release(&mut self, session: SessionId, name: LeaseName, token: Token) {
+        if Some(session) == self.session.id {
+            let max = self.released.entry(name.clone()).or_insert(token);
+            if token > *max {
+                *max = token;
+            }
+        }
+        let op = self.op();
+        self.stats.releases += 1;
+        self.command(Command::Release {
+            op,
+            session,
+            name,
+            token,
+        });
+    }
+}
