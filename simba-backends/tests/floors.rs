@@ -188,10 +188,7 @@ async fn sqlite_release_hints_reach_another_instance_and_renewals_stay_quiet() {
     let m = LeaseName::new("hinted.too").unwrap();
     won(a.acquire(s, &m).await.unwrap());
     a.close_session(s).await.unwrap();
-    let mut got = vec![
-        next(&mut hints).await,
-        next(&mut hints).await,
-    ];
+    let mut got = vec![next(&mut hints).await, next(&mut hints).await];
     got.sort();
     assert_eq!(got, vec![n.clone(), m]);
     assert!(

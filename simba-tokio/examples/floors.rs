@@ -455,8 +455,10 @@ fn main() -> Res<()> {
             "memory",
             move || {
                 let m = mem.clone();
-                async move { Ok::<Arc<dyn Backend>, Box<dyn std::error::Error + Send + Sync>>(Arc::new(m)) }
-                    .boxed()
+                async move {
+                    Ok::<Arc<dyn Backend>, Box<dyn std::error::Error + Send + Sync>>(Arc::new(m))
+                }
+                .boxed()
             },
             lease,
             n_crash,
