@@ -10,19 +10,30 @@
 
 mod common;
 use common::*;
-use simulation::params::FaultKind;
+use simulation::core_api::Mutant;
+use simulation::params::{FaultKind, RunParams};
+use simulation::World;
 use std::time::Duration;
+
+/// Node 0 leads, then crashes at `crash_ms` (true time) for 20 s; no expiry
+/// broadcast (an SQL backend).
+fn crash_at(crash_ms: u64) -> RunParams {
+    let mut p = three_nodes();
+    p.backend.broadcast_expiry = false;
+    p.faults = vec![fault(crash_ms, 20_000, FaultKind::Crash { node: 0 })];
+    p
+}
 
 #[test]
 fn crashed_leader_is_replaced_at_its_expiry_s4_4() {
     let lease = Duration::from_secs(3);
     let mut ratios = Vec::new();
     for k in 0..20u64 {
-        let mut p = three_nodes();
-        p.backend.broadcast_expiry = false;
         let crash_ms = 10_000 + k * 53;
-        p.faults = vec![fault(crash_ms, 20_000, FaultKind::Crash { node: 0 })];
-        let r = run_clean(p);
+        let r = World::new(crash_at(crash_ms))
+            .with_expiry_timing_check()
+            .run();
+        assert!(r.violations.is_empty(), "violations: {:#?}", r.violations);
         assert_eq!(first_leader(&r), 0);
         let crash = Duration::from_millis(crash_ms);
         let (t, _) = takeover_after(&r, 0, crash).expect("a takeover");
@@ -40,4 +51,25 @@ fn crashed_leader_is_replaced_at_its_expiry_s4_4() {
     // round trip (≤ 0.1 ms here).
     assert!(median <= 0.85, "median fail-over {median:.3} × lease");
     assert!(max <= 1.02, "slowest fail-over {max:.3} × lease");
+}
+
+/// The checker that never fired proves nothing: the mutant that times the
+/// attempt by the earliest expiry (S2.1's formula) wastes a call before the
+/// holder's expiry, and the `expiry timing (S4.4)` checker sees it. Retrying
+/// early is not unsafe (the backend refuses): the mutant's runs have no
+/// other violation.
+#[test]
+fn retry_before_expiry_is_caught_s4_4() {
+    let mut caught = 0;
+    for k in 0..20u64 {
+        let mut p = crash_at(10_000 + k * 53);
+        p.mutant = Some(Mutant::RetryBeforeExpiry);
+        let r = World::new(p).with_expiry_timing_check().run();
+        if let Some(v) = r.violations.first() {
+            assert_eq!(v.checker, "expiry timing (S4.4)", "{v}");
+            caught += 1;
+        }
+    }
+    println!("retry-before-expiry caught in {caught} of 20 crash runs");
+    assert!(caught > 0, "the mutant was never caught");
 }

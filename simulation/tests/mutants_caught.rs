@@ -77,9 +77,5 @@ fn forgotten_completions_are_caught_s7_3() {
     );
 }
 
-#[test]
-fn retry_before_expiry_is_caught_s4_4() {
-    // Not a safety bug (the backend refuses an early attempt): the
-    // efficiency checker sees the call wasted before the holder's expiry.
-    caught(Mutant::RetryBeforeExpiry, &["expiry timing (S4.4)"]);
-}
+// `RetryBeforeExpiry` (S4.4) is not a safety bug; its checker runs in the
+// crash scenario: `crash_failover_at_expiry.rs`.
