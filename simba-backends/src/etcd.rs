@@ -1001,6 +1001,7 @@ impl Backend for EtcdBackend {
                 return Ok(AcquireOutcome::Held {
                     holder: None,
                     token: None,
+                    holder_remaining: None,
                 });
             };
             let holder = session_from(kv.value())?;
@@ -1014,6 +1015,7 @@ impl Backend for EtcdBackend {
             Ok(AcquireOutcome::Held {
                 holder: Some(holder),
                 token: Some(token),
+                holder_remaining: None,
             })
         }
         .boxed()

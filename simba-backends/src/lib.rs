@@ -9,7 +9,7 @@
 //! |---|---|
 //! | [`Backend::open_session`] | a new session id (128 random bits, S1.3) and its remaining time |
 //! | [`Backend::renew`] | remaining time and every lease the session still owns, or `Expired` (S1.1, S1.2) |
-//! | [`Backend::acquire`] | `Won { token, remaining }`, `Held { holder, token }` or `Expired` |
+//! | [`Backend::acquire`] | `Won { token, remaining }`, `Held { holder, token, holder_remaining }` (S4.4) or `Expired` |
 //! | [`Backend::release`] | frees the lease only if that session still owns it with that token (S3.5) |
 //! | [`Backend::close_session`] | ends the session and frees all of its leases (S1.4) |
 //! | [`Backend::inspect`] | leases and live sessions, for `simba status` |

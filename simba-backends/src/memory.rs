@@ -177,12 +177,17 @@ impl MemoryBackend {
             let Some(remaining) = st.live(session, now) else {
                 return Ok(AcquireOutcome::Expired);
             };
-            match st.leases.get(name).and_then(|l| l.holder) {
-                Some(h) if h != session && st.live(h, now).is_some() => {
+            let holder = st.leases.get(name).and_then(|l| l.holder);
+            let holder_remaining = holder
+                .filter(|h| *h != session)
+                .and_then(|h| st.live(h, now));
+            match holder {
+                Some(h) if h != session && holder_remaining.is_some() => {
                     let token = st.leases.get(name).and_then(|l| Token::new(l.token));
                     return Ok(AcquireOutcome::Held {
                         holder: Some(h),
                         token,
+                        holder_remaining,
                     });
                 }
                 Some(h) if h == session => {
@@ -294,10 +299,11 @@ impl Backend for MemoryBackend {
                 return Ok(AcquireOutcome::Expired);
             };
             let holder = st.leases.get(name).and_then(|l| l.holder);
-            let holder_live = match holder {
-                Some(h) if h != session => st.live(h, now).is_some() && !st.skip_holder_check,
-                _ => false,
+            let holder_remaining = match holder {
+                Some(h) if h != session && !st.skip_holder_check => st.live(h, now),
+                _ => None,
             };
+            let holder_live = holder_remaining.is_some();
             let lease = st.leases.entry(name.clone()).or_insert(Lease {
                 holder: None,
                 token: 0,
@@ -308,6 +314,7 @@ impl Backend for MemoryBackend {
                 return Ok(AcquireOutcome::Held {
                     holder: lease.holder,
                     token: Token::new(lease.token),
+                    holder_remaining,
                 });
             } else {
                 lease.holder = Some(session);

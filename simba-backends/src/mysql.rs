@@ -107,7 +107,7 @@ impl Sql {
             ),
             decide: format!(
                 "SELECT me.expires_us - {NOW}, l.session, l.token, \
-                   CAST(h.expires_us > {NOW} AS SIGNED) \
+                   h.expires_us - {NOW} \
                  FROM {l} l LEFT JOIN {s} me ON me.id = ? LEFT JOIN {s} h ON h.id = l.session \
                  WHERE l.name = ? LOCK IN SHARE MODE"
             ),
@@ -460,12 +460,11 @@ async fn acquire_on(
         .fetch_one(&mut *tx)
         .await
         .map_err(get)?;
-    let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
     let judged = Judged {
         mine_us: row.try_get(0).map_err(get)?,
         holder: row.try_get(1).map_err(get)?,
         token: row.try_get(2).map_err(get)?,
-        holder_live: holder_live == Some(1),
+        holder_us: row.try_get(3).map_err(get)?,
     };
     match decide(NAME, session, name, judged)? {
         Decision::Answer(outcome) => {

@@ -43,6 +43,13 @@ const NAME: &str = "postgres";
 const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
+/// Turns `synchronous_commit` off for the statement's own (implicit)
+/// transaction: its commit returns before the WAL reaches the disk. Used by
+/// release and close only, whose loss in a server crash delays a takeover
+/// but never lets two sessions hold a lease (`docs/BACKENDS.md`, "Durability").
+/// Acquire, open and renew stay synchronous: a lost renewal could let the
+/// server expire a session earlier than its holder believes.
+const ASYNC_COMMIT: &str = "SELECT set_config('synchronous_commit', 'off', true)";
 
 /// The PostgreSQL backend. Cheap to clone (a pool handle).
 #[derive(Clone, Debug)]
@@ -137,17 +144,20 @@ impl Sql {
                 "WITH now AS (SELECT {NOW} AS t) \
                  SELECT (SELECT me.expires_us - now.t FROM {s} me, now \
                          WHERE me.id = $1 FOR SHARE OF me), \
-                        (SELECT h.expires_us > now.t FROM {s} h, now \
+                        (SELECT h.expires_us - now.t FROM {s} h, now \
                          WHERE h.id = $2 FOR SHARE OF h)"
             ),
             take: format!(
                 "UPDATE {l} SET session = $1, token = token + 1, acquired_us = {NOW} \
                  WHERE name = $2 RETURNING token"
             ),
+            // Asynchronous commit (see `ASYNC_COMMIT`): only a release or
+            // a close may lose its commit in a server crash.
             release: format!(
-                "WITH r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
+                "WITH a AS ({ASYNC_COMMIT}), \
+                 r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
                    WHERE name = $2 AND session = $1 AND token = $3 RETURNING name) \
-                 SELECT pg_notify($4, name) FROM r"
+                 SELECT pg_notify($4, r.name) FROM r, a"
             ),
             lock: format!(
                 "INSERT INTO {l} AS l (name, session, token, acquired_us) \
@@ -156,9 +166,10 @@ impl Sql {
                  RETURNING l.session, l.token"
             ),
             close: format!(
-                "WITH d AS (DELETE FROM {s} WHERE id = $1 RETURNING id), \
+                "WITH a AS ({ASYNC_COMMIT}), \
+                 d AS (DELETE FROM {s} WHERE id = $1 RETURNING id), \
                  dm AS (DELETE FROM {m} WHERE session = $1) \
-                 SELECT pg_notify($2, l.name) FROM {l} l, d WHERE l.session = d.id"
+                 SELECT pg_notify($2, l.name) FROM a, {l} l, d WHERE l.session = d.id"
             ),
             inspect_sessions: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
@@ -527,12 +538,11 @@ async fn acquire_on(
         .fetch_one(&mut *tx)
         .await
         .map_err(get)?;
-    let live: Option<bool> = row.try_get(1).map_err(get)?;
     let judged = Judged {
         mine_us: row.try_get(0).map_err(get)?,
         holder,
         token,
-        holder_live: live == Some(true),
+        holder_us: row.try_get(1).map_err(get)?,
     };
     match decide(NAME, session, name, judged)? {
         Decision::Answer(outcome) => {
@@ -916,6 +926,35 @@ mod hold {
                 pid,
                 sql: self.sql.clone(),
             })
+        }
+    }
+
+    impl PgHold {
+        /// `synchronous_commit` as the hold's transaction sees it now: after
+        /// a release or a close run through the hold, `off` (their commit
+        /// is asynchronous, see `docs/BACKENDS.md`); after an acquire, open
+        /// or renewal alone, the server's setting.
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the query failed.
+        pub async fn synchronous_commit(&mut self) -> Result<String, BackendError> {
+            sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+                .fetch_one(&mut *self.tx)
+                .await
+                .map_err(|e| map_err(NAME, "test hold", e))
+        }
+
+        /// Rolls the hold's transaction back (nothing it did is kept).
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the rollback failed.
+        pub async fn rollback(self) -> Result<(), BackendError> {
+            let PgHold { tx, pool, .. } = self;
+            tx.rollback()
+                .await
+                .map_err(|e| map_err(NAME, "test hold", e))?;
+            pool.close().await;
+            Ok(())
         }
     }
 

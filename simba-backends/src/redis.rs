@@ -139,7 +139,8 @@ return {1, ''}
 
 /// KEYS: session, owned, lease, names index. ARGV: id, name, key tag.
 /// Returns {code, token, holder, remaining ms}: code 0 = caller expired,
-/// 1 = won, 2 = held by a live session.
+/// 1 = won (the caller's remaining ms), 2 = held by a live session (the
+/// holder's remaining ms, S4.4).
 const ACQUIRE: &str = r"
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then return {0, '', '', 0} end
@@ -147,9 +148,11 @@ local h = redis.call('HMGET', KEYS[3], 'holder', 'token')
 local holder, tok = h[1], h[2]
 if holder and holder == ARGV[1] then return {1, tok, holder, pttl} end
 if holder then
-  -- The holder's session key exists exactly while it lives.
-  if redis.call('EXISTS', ARGV[3] .. ':s:' .. holder) == 1 then
-    return {2, tok or '', holder, 0}
+  -- The holder's session key exists exactly while it lives; its PTTL is
+  -- the holder's remaining time.
+  local hp = redis.call('PTTL', ARGV[3] .. ':s:' .. holder)
+  if hp ~= -2 then
+    return {2, tok or '', holder, hp}
   end
   redis.call('HDEL', ARGV[3] .. ':o:' .. holder, ARGV[2])
 end
@@ -748,6 +751,8 @@ impl Backend for RedisBackend {
                     } else {
                         Some(token_from(name.as_str(), &token)?)
                     },
+                    // PTTL: -1 for a key without expiry (never set so).
+                    holder_remaining: (ms >= 0).then(|| millis(ms)),
                 }),
                 other => Err(malformed(format!("acquire answered code {other}"))),
             }

@@ -254,7 +254,8 @@ pub(crate) fn lease_info(
 
 #[cfg(feature = "sqlite")]
 /// The outcome of an acquire that did not win, from a read after it:
-/// `mine_us` is the caller's remaining time (`None` once expired).
+/// `mine_us` is the caller's remaining time (`None` once expired),
+/// `holder_us` the holder's (`None` or ≤ 0 once expired).
 pub(crate) fn held_outcome(
     backend: &str,
     session: SessionId,
@@ -262,7 +263,7 @@ pub(crate) fn held_outcome(
     mine_us: Option<i64>,
     holder: Option<Vec<u8>>,
     token: Option<i64>,
-    holder_live: bool,
+    holder_us: Option<i64>,
 ) -> Result<AcquireOutcome, BackendError> {
     let Some(mine_us) = mine_us else {
         return Ok(AcquireOutcome::Expired);
@@ -277,14 +278,16 @@ pub(crate) fn held_outcome(
             token: token_from(backend, name.as_str(), t)?,
             remaining: micros(mine_us),
         }),
-        (Some(h), Some(t)) if holder_live => Ok(AcquireOutcome::Held {
+        (Some(h), Some(t)) if holder_us.is_some_and(|r| r > 0) => Ok(AcquireOutcome::Held {
             holder: Some(h),
             token: Some(token_from(backend, name.as_str(), t)?),
+            holder_remaining: holder_us.map(micros),
         }),
         // Freed or expired since the decision: someone else raced us.
         _ => Ok(AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         }),
     }
 }
@@ -332,13 +335,13 @@ where
 
 /// What a locking acquire read, after it locked the lease row: the caller's
 /// remaining time (`None` or ≤ 0 once expired), the row's holder and latest
-/// token, and whether that holder's session is live.
+/// token, and that holder's remaining time (`None` or ≤ 0 once expired).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) struct Judged {
     pub(crate) mine_us: Option<i64>,
     pub(crate) holder: Option<Vec<u8>>,
     pub(crate) token: i64,
-    pub(crate) holder_live: bool,
+    pub(crate) holder_us: Option<i64>,
 }
 
 /// What an acquire does after [`Judged`].
@@ -374,10 +377,13 @@ pub(crate) fn decide(
             token: token_from(backend, name.as_str(), j.token)?,
             remaining: micros(mine),
         })),
-        Some(h) if j.holder_live => Ok(Decision::Answer(AcquireOutcome::Held {
-            holder: Some(h),
-            token: Some(token_from(backend, name.as_str(), j.token)?),
-        })),
+        Some(h) if j.holder_us.is_some_and(|r| r > 0) => {
+            Ok(Decision::Answer(AcquireOutcome::Held {
+                holder: Some(h),
+                token: Some(token_from(backend, name.as_str(), j.token)?),
+                holder_remaining: j.holder_us.map(micros),
+            }))
+        }
         _ => {
             let next = j.token.checked_add(1).filter(|t| *t > 0).ok_or_else(|| {
                 malformed(backend, format!("token {} of lease `{name}`", j.token))

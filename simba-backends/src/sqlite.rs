@@ -9,6 +9,14 @@
 //! serialized across every process on the host. Times are microseconds of
 //! SQLite's clock (`unixepoch('subsec')`, fixed within one statement), which
 //! on one host is the clock all processes share. See `docs/BACKENDS.md`.
+//!
+//! Release hints (S4.2): SQLite has no broadcast of its own, so every
+//! release or close that freed a lease appends the freed names, one per
+//! line, to a small file beside the database (`<database>-<prefix>released`),
+//! and [`Backend::subscribe_releases`] watches that file for changes
+//! (inotify on Linux, through the `notify` crate) and yields the names
+//! appended since. Renewals never touch it, so a quiet election costs no
+//! wake-up and no call; a lost hint only leaves the candidate to its retry.
 
 use crate::sql::{
     check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, parse_groups,
@@ -30,7 +38,10 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::Row;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 const NAME: &str = "sqlite";
@@ -44,6 +55,90 @@ const NOW: &str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
 pub struct SqliteBackend {
     pool: SqlitePool,
     sql: Sql,
+    /// The release hint file; `None` for an in-memory database.
+    hint: Option<Arc<PathBuf>>,
+}
+
+/// The hint file is emptied once it grows past this (a reader that misses
+/// names in that instant falls back to its retry).
+const HINT_MAX_BYTES: u64 = 64 * 1024;
+
+/// The release hint file of the database `filename` under `prefix`, or
+/// `None` for an in-memory database.
+fn hint_path(filename: &Path, prefix: &str, in_memory: bool) -> Option<Arc<PathBuf>> {
+    let f = filename.to_string_lossy();
+    if in_memory || f == ":memory:" || f.starts_with("file:") || f.is_empty() {
+        return None;
+    }
+    Some(Arc::new(PathBuf::from(format!("{f}-{prefix}released"))))
+}
+
+/// Appends `names` to the hint file (best effort: a failure only loses the
+/// hint, S4.2).
+fn announce(path: &Path, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let mut text = String::new();
+    for n in names {
+        text.push_str(n);
+        text.push('\n');
+    }
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        if f.metadata()?.len() > HINT_MAX_BYTES {
+            f.set_len(0)?;
+        }
+        f.write_all(text.as_bytes())
+    })();
+    if let Err(e) = written {
+        tracing::debug!(backend = NAME, error = %e, path = %path.display(), "release hint not written");
+    }
+}
+
+/// Reads what was appended to the hint file since the last read.
+struct HintReader {
+    path: Arc<PathBuf>,
+    offset: u64,
+    partial: String,
+}
+
+impl HintReader {
+    fn read_new(&mut self) -> Vec<LeaseName> {
+        let mut out = Vec::new();
+        let Ok(mut f) = std::fs::File::open(&*self.path) else {
+            return out;
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len < self.offset {
+            // Emptied by a writer: start over.
+            self.offset = 0;
+            self.partial.clear();
+        }
+        if len == self.offset || f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return out;
+        }
+        let mut buf = Vec::new();
+        let Ok(read) = f.take(len - self.offset).read_to_end(&mut buf) else {
+            return out;
+        };
+        self.offset += read as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&buf));
+        // Complete lines only; a line still being written waits.
+        if let Some(end) = self.partial.rfind('\n') {
+            let rest = self.partial.split_off(end + 1);
+            for line in self.partial.lines() {
+                if let Ok(name) = LeaseName::new(line) {
+                    out.push(name);
+                }
+            }
+            self.partial = rest;
+        }
+        out
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -109,14 +204,17 @@ impl Sql {
             acquire_lost: format!(
                 "SELECT (SELECT expires_us - {NOW} FROM {s} WHERE id = ?1 AND expires_us > {NOW}), \
                         l.session, l.token, \
-                        (SELECT 1 FROM {s} h WHERE h.id = l.session AND h.expires_us > {NOW}) \
+                        (SELECT h.expires_us - {NOW} FROM {s} h WHERE h.id = l.session AND h.expires_us > {NOW}) \
                  FROM (SELECT 1) LEFT JOIN {l} l ON l.name = ?2"
             ),
             release: format!(
                 "UPDATE {l} SET session = NULL, acquired_us = NULL \
                  WHERE name = ?2 AND session = ?1 AND token = ?3"
             ),
-            close: format!("DELETE FROM {s} WHERE id = ?1"),
+            close: format!(
+                "DELETE FROM {s} WHERE id = ?1 \
+                 RETURNING (SELECT group_concat(name, ',') FROM {l} WHERE session = ?1)"
+            ),
             close_members: format!("DELETE FROM {m} WHERE session = ?1"),
             join: format!(
                 "INSERT INTO {m} (name, session) \
@@ -192,6 +290,7 @@ impl SqliteBackend {
         } else {
             pool.max_connections(config.max_connections())
         };
+        let hint = hint_path(opts.get_filename(), config.table_prefix(), in_memory);
         let pool = pool
             .connect_with(opts)
             .await
@@ -199,6 +298,7 @@ impl SqliteBackend {
         let backend = SqliteBackend {
             pool,
             sql: Sql::new(config.table_prefix()),
+            hint,
         };
         if config.create_schema() {
             backend.migrate().await?;
@@ -322,9 +422,15 @@ impl SqliteBackend {
         pool: SqlitePool,
         options: &PoolOptions,
     ) -> Result<SqliteBackend, BackendError> {
+        let hint = hint_path(
+            pool.connect_options().get_filename(),
+            options.get_table_prefix(),
+            false,
+        );
         let backend = SqliteBackend {
             pool,
             sql: Sql::new(options.get_table_prefix()),
+            hint,
         };
         if options.get_create_schema() {
             backend.migrate().await?;
@@ -431,48 +537,53 @@ async fn acquire_on(
     let mine: Option<i64> = row.try_get(0).map_err(get)?;
     let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
     let token: Option<i64> = row.try_get(2).map_err(get)?;
-    let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
-    held_outcome(
-        NAME,
-        session,
-        name,
-        mine,
-        holder,
-        token,
-        holder_live.is_some(),
-    )
+    let holder_us: Option<i64> = row.try_get(3).map_err(get)?;
+    held_outcome(NAME, session, name, mine, holder, token, holder_us)
 }
 
+/// Releases; answers whether the lease was freed (for the hint).
 async fn release_on(
     sql: &Sql,
     c: &mut Conn,
     session: SessionId,
     name: &LeaseName,
     token: Token,
-) -> Result<(), BackendError> {
+) -> Result<bool, BackendError> {
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-    sqlx::query(&sql.release)
+    let done = sqlx::query(&sql.release)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .bind(token)
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "release", e))?;
-    Ok(())
+    Ok(done.rows_affected() > 0)
 }
 
-async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    // The memberships go with the session (S10.1). Once the session row is
-    // gone no renewal lists them anyway; the second statement only tidies.
-    for stmt in [&sql.close, &sql.close_members] {
-        sqlx::query(stmt)
-            .bind(&session.to_bytes()[..])
-            .execute(&mut *c)
-            .await
-            .map_err(|e| map_err(NAME, "close session", e))?;
-    }
-    Ok(())
+/// Closes; answers the names the session held (freed by the close). The
+/// memberships go with the session (S10.1): once the session row is gone no
+/// renewal lists them anyway; the second statement only tidies.
+async fn close_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+) -> Result<Vec<String>, BackendError> {
+    let get = |e| map_err(NAME, "close session", e);
+    let held: Option<Option<String>> = sqlx::query_scalar(&sql.close)
+        .bind(&session.to_bytes()[..])
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(get)?;
+    sqlx::query(&sql.close_members)
+        .bind(&session.to_bytes()[..])
+        .execute(&mut *c)
+        .await
+        .map_err(get)?;
+    Ok(held
+        .flatten()
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .unwrap_or_default())
 }
 
 /// Join (`join == true`) or leave a group: one statement. A join by a
@@ -590,7 +701,12 @@ impl Backend for SqliteBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("release").await?;
-            release_on(&self.sql, &mut c, session, name, token).await
+            let freed = release_on(&self.sql, &mut c, session, name, token).await?;
+            drop(c);
+            if let (true, Some(hint)) = (freed, &self.hint) {
+                announce(hint, &[name.as_str().to_owned()]);
+            }
+            Ok(())
         }
         .boxed()
     }
@@ -598,7 +714,12 @@ impl Backend for SqliteBackend {
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session).await
+            let freed = close_on(&self.sql, &mut c, session).await?;
+            drop(c);
+            if let Some(hint) = &self.hint {
+                announce(hint, &freed);
+            }
+            Ok(())
         }
         .boxed()
     }
@@ -631,7 +752,15 @@ impl Backend for SqliteBackend {
     fn subscribe_releases(
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        futures::future::ready(Ok(None)).boxed()
+        let subscribed = match &self.hint {
+            None => Ok(None),
+            Some(path) => watch_hints(Arc::clone(path)).map(Some),
+        };
+        futures::future::ready(subscribed).boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        self.hint.is_some()
     }
 
     fn join_group<'a>(
@@ -675,6 +804,55 @@ impl Backend for SqliteBackend {
     fn name(&self) -> &'static str {
         NAME
     }
+}
+
+/// Watches the hint file `path` (created if missing) and yields the names
+/// appended to it from now on.
+fn watch_hints(path: Arc<PathBuf>) -> Result<BoxStream<'static, LeaseName>, BackendError> {
+    use futures::StreamExt;
+    use notify::Watcher;
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        BackendError::new(
+            simba_core::BackendErrorKind::Unavailable,
+            format!(
+                "{NAME}: release hints: {what} {}: {e}",
+                path.as_path().display()
+            ),
+        )
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&*path)
+        .map_err(|e| fail("cannot open", &e))?;
+    let offset = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let (tx, rx) = futures::channel::mpsc::unbounded::<LeaseName>();
+    let mut reader = HintReader {
+        path: Arc::clone(&path),
+        offset,
+        partial: String::new(),
+    };
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        if matches!(
+            event.kind,
+            notify::EventKind::Modify(_) | notify::EventKind::Create(_) | notify::EventKind::Any
+        ) {
+            for name in reader.read_new() {
+                let _ = tx.unbounded_send(name);
+            }
+        }
+    })
+    .map_err(|e| fail("cannot watch", &e))?;
+    watcher
+        .watch(&path, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| fail("cannot watch", &e))?;
+    // The watcher lives as long as the stream.
+    let stream = futures::stream::unfold((rx, watcher), |(mut rx, watcher)| async move {
+        let name = rx.next().await?;
+        Some((name, (rx, watcher)))
+    });
+    Ok(stream.boxed())
 }
 
 #[cfg(feature = "testkit")]
@@ -760,10 +938,15 @@ mod hold {
             name: &'a LeaseName,
             token: Token,
         ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
+            async move {
+                release_on(&self.sql, &mut self.tx, session, name, token)
+                    .await
+                    .map(drop)
+            }
+            .boxed()
         }
         fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
+            async move { close_on(&self.sql, &mut self.tx, session).await.map(drop) }.boxed()
         }
         fn waiters(&mut self, _n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             futures::future::ready(Ok(WaitSeen::Unobservable)).boxed()

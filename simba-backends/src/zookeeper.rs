@@ -524,11 +524,13 @@ impl ZkBackend {
             return Ok(AcquireOutcome::Held {
                 holder: Some(session_id_of(h.ephemeral_owner)),
                 token: u64::try_from(h.czxid).ok().and_then(Token::new),
+                holder_remaining: None,
             });
         }
         Ok(AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         })
     }
 
@@ -655,6 +657,7 @@ impl ZkBackend {
             None => AcquireOutcome::Held {
                 holder: None,
                 token: None,
+                holder_remaining: None,
             },
         }
     }

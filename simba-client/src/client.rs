@@ -934,6 +934,7 @@ mod tests {
                             result: Ok(AcquireOutcome::Held {
                                 holder: None,
                                 token: None,
+                                holder_remaining: None,
                             }),
                         }
                     }

@@ -350,6 +350,7 @@ enum MutantKind {
     IgnoreTakenOver,
     RenewNeverTimesOut,
     AcquireWhileInFlight,
+    RetryBeforeExpiry,
 }
 
 impl Engine {

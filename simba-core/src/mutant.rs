@@ -37,11 +37,17 @@ pub enum Mutant {
     /// A candidate sends a new acquire while its previous attempt is still
     /// in flight, abandoning it early (S4.1).
     AcquireWhileInFlight,
+    /// A candidate times its next attempt after a `Held` reply by the
+    /// *earliest* instant the backend could have expired the holder (the
+    /// S2.1 formula, `sent_at + holder_remaining × (1 − drift) − margin`)
+    /// instead of the latest (S4.4): not unsafe (the backend refuses), but a
+    /// wasted call before the holder's expiry.
+    RetryBeforeExpiry,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 14] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -55,6 +61,7 @@ impl Mutant {
         Mutant::IgnoreTakenOver,
         Mutant::RenewNeverTimesOut,
         Mutant::AcquireWhileInFlight,
+        Mutant::RetryBeforeExpiry,
     ];
 
     /// The mutant's command-line name.
@@ -73,6 +80,7 @@ impl Mutant {
             Mutant::IgnoreTakenOver => "ignore-taken-over",
             Mutant::RenewNeverTimesOut => "renew-never-times-out",
             Mutant::AcquireWhileInFlight => "acquire-while-in-flight",
+            Mutant::RetryBeforeExpiry => "retry-before-expiry",
         }
     }
 

@@ -287,11 +287,17 @@ fn the_checks_catch_the_safety_mutants() {
     // (`IgnoreTakenOver`, S3.4) nor how long a renewal stays in flight
     // (`RenewNeverTimesOut`, S2.4, a liveness bug): rules.rs
     // `s3_4_mutant_ignore_taken_over_is_caught` and
-    // `s2_4_mutant_renew_never_times_out_is_caught` catch them.
+    // `s2_4_mutant_renew_never_times_out_is_caught` catch them. Nor do they
+    // judge when a candidate retries (`RetryBeforeExpiry`, S4.4, an
+    // efficiency bug): the simulation's `expiry timing (S4.4)` checker and
+    // rules.rs `s4_4_mutant_retry_before_expiry_is_caught` catch it.
     for (i, mutant) in Mutant::ALL.iter().enumerate() {
         if matches!(
             *mutant,
-            Mutant::ForgetCompletion | Mutant::IgnoreTakenOver | Mutant::RenewNeverTimesOut
+            Mutant::ForgetCompletion
+                | Mutant::IgnoreTakenOver
+                | Mutant::RenewNeverTimesOut
+                | Mutant::RetryBeforeExpiry
         ) {
             continue;
         }

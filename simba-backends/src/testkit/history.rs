@@ -190,7 +190,9 @@ pub async fn record<B: Backend>(clients: &[B], name: &LeaseName, load: &Load) ->
                             token = Some(t);
                             Ret::Won(t)
                         }
-                        Ok(AcquireOutcome::Held { holder, token: t }) => Ret::Held(holder, t),
+                        Ok(AcquireOutcome::Held {
+                            holder, token: t, ..
+                        }) => Ret::Held(holder, t),
                         Ok(AcquireOutcome::Expired) => {
                             session = None;
                             Ret::Expired

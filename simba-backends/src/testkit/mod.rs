@@ -420,6 +420,9 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
             "sixteen_clients_with_short_sessions_left_to_expire",
             |f, ns| timing::sixteen_clients_with_expiry(f, ns).boxed(),
         ),
+        ("s4_4_held_reports_the_holders_remaining_time", |f, ns| {
+            timing::holder_remaining_then_takeover(f, ns).boxed()
+        }),
     ]
 }
 
@@ -510,7 +513,9 @@ async fn held<B: Backend>(
     token: Token,
 ) -> Result<(), Step> {
     match b.acquire(s, n).await? {
-        AcquireOutcome::Held { holder, token: t } => {
+        AcquireOutcome::Held {
+            holder, token: t, ..
+        } => {
             check!(
                 holder.is_none_or(|h| h == by),
                 "`{n}` held by {holder:?}, expected {by}"

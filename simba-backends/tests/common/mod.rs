@@ -160,10 +160,21 @@ pub fn config(url: &str, tag: &str, ns: &str) -> BackendConfig {
         .with_max_connections(4)
 }
 
-/// Removes an SQLite database file and its WAL and shared-memory files.
+/// Removes an SQLite database file, its WAL and shared-memory files, and
+/// its release hint files (`<file>-<prefix>released`).
 pub fn remove_db(path: &std::path::Path) {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let (Some(dir), Some(file)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let stem = format!("{}-", file.to_string_lossy());
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let n = entry.file_name().to_string_lossy().into_owned();
+        if n.starts_with(&stem) && n.ends_with("released") {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 
@@ -202,11 +213,9 @@ impl Factory for SqliteFactory {
         async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        // One file, no server: nothing to broadcast through, no connection to kill.
-        vec![
-            Capability::ReleaseBroadcast,
-            Capability::KillConnectionMidCall,
-        ]
+        // One file, no server: no connection to kill. Releases are hinted
+        // through a file beside the database (S4.2).
+        vec![Capability::KillConnectionMidCall]
     }
 }
 
