@@ -13,12 +13,13 @@
 //! statement. See `docs/BACKENDS.md` for the argument in full.
 
 use crate::sql::{
-    check_shape, decide, inspection_from_rows, malformed, map_err, micros, parse_owned, token_from,
-    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
+    add_metadata_sql, check_shape, decide, inspection_from_rows, is_legacy_sessions, malformed,
+    map_err, micros, parse_owned, token_from, Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
 };
+use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions,
+    PoolOptions, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -78,7 +79,7 @@ impl Sql {
                 "WITH now AS (SELECT {NOW} AS t), \
                  gc AS (DELETE FROM {s} WHERE id IN (SELECT x.id FROM {s} x, now \
                         WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED)) \
-                 INSERT INTO {s} (id, lease_us, expires_us) SELECT $1, $2, now.t + $2 FROM now"
+                 INSERT INTO {s} (id, lease_us, expires_us, metadata) SELECT $1, $2, now.t + $2, $3 FROM now"
             ),
             renew: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
@@ -116,7 +117,7 @@ impl Sql {
             ),
             inspect_sessions: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
-                 SELECT id, lease_us, expires_us - now.t FROM {s}, now WHERE expires_us > now.t"
+                 SELECT id, lease_us, expires_us - now.t, metadata FROM {s}, now WHERE expires_us > now.t"
             ),
             inspect_leases: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
@@ -195,6 +196,7 @@ impl PgBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
+        self.upgrade_sessions().await?;
         if self.check_tables().await? == 2 {
             return Ok(());
         }
@@ -204,6 +206,25 @@ impl PgBackend {
             if self.check_tables().await? < 2 {
                 return Err(map_err(NAME, "create tables", e));
             }
+        }
+        Ok(())
+    }
+
+    /// Adds the `metadata` column to a sessions table of an older Simba.
+    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1",
+        )
+        .bind(&self.sql.sessions)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "read schema", e))?;
+        if is_legacy_sessions(&found) {
+            // Another process may add it at the same moment: check_tables judges.
+            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
+                .execute(&self.pool)
+                .await;
         }
         Ok(())
     }
@@ -240,7 +261,8 @@ impl PgBackend {
             "CREATE TABLE IF NOT EXISTS {s} (\n\
              \x20   id bytea PRIMARY KEY,\n\
              \x20   lease_us bigint NOT NULL,\n\
-             \x20   expires_us bigint NOT NULL\n\
+             \x20   expires_us bigint NOT NULL,\n\
+             \x20   metadata text\n\
              );\n\
              CREATE TABLE IF NOT EXISTS {l} (\n\
              \x20   name varchar(128) PRIMARY KEY,\n\
@@ -385,12 +407,14 @@ async fn open_on(
     sql: &Sql,
     c: &mut Conn,
     lease_duration: Duration,
+    metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
     sqlx::query(&sql.open)
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
+        .bind((!metadata.is_empty()).then(|| metadata.encode()))
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "open session", e))?;
@@ -534,9 +558,17 @@ impl Backend for PgBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration).await
+            open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
     }
@@ -677,6 +709,7 @@ pub use hold::PgHold;
 mod hold {
     use super::{
         acquire_on, close_on, map_err, open_on, release_on, renew_on, PgBackend, Sql, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -743,7 +776,7 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }.boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
