@@ -45,4 +45,4 @@ ensure_zookeeper() {
   return 1
 }
 
-ensure_zookeeper
+skipping zookeeper || ensure_zookeeper

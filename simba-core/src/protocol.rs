@@ -137,7 +137,7 @@ pub struct Renewal {
 }
 
 /// The live members of one partitioned group, as a renewal saw them (S10).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupView {
     /// The group.
     pub group: LeaseName,

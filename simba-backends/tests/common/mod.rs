@@ -27,22 +27,34 @@ pub fn tag() -> String {
 
 /// Whether a test that needs `what` may run. A missing server FAILS the
 /// test, unless `SIMBA_TEST_SKIP_SERVERS` lists its kind (`postgres`,
-/// `mysql`): then the skip is written to stderr past the harness's capture,
+/// `mysql`, `redis`, `zookeeper`, `etcd`): then the skip is written to stderr past the harness's capture,
 /// and the test returns.
 pub fn server_available(what: &str, probe: Result<(), BackendError>) -> bool {
     match probe {
         Ok(()) => true,
         Err(e) => {
-            let kind = if what.starts_with("PostgreSQL") {
-                "postgres"
-            } else {
-                "mysql"
-            };
+            let kind = server_kind(what);
             let thread = std::thread::current();
             let test = thread.name().unwrap_or("a test");
             simba_backends::test_servers::missing_server(kind, what, test, &e);
             false
         }
+    }
+}
+
+/// The `SIMBA_TEST_SKIP_SERVERS` kind of a server described as `what`.
+pub fn server_kind(what: &str) -> &'static str {
+    let w = what.to_ascii_lowercase();
+    if w.contains("postgres") {
+        "postgres"
+    } else if w.contains("redis") {
+        "redis"
+    } else if w.contains("zookeeper") {
+        "zookeeper"
+    } else if w.contains("etcd") {
+        "etcd"
+    } else {
+        "mysql"
     }
 }
 
