@@ -194,7 +194,10 @@ mod tests {
             m.insert("x", "line\nbreak"),
             Err(MetadataError::InvalidValue(_))
         ));
-        assert!(matches!(m.insert("", "v"), Err(MetadataError::InvalidKey(_))));
+        assert!(matches!(
+            m.insert("", "v"),
+            Err(MetadataError::InvalidKey(_))
+        ));
         let big = "v".repeat(MAX_METADATA_LEN);
         assert_eq!(m.insert("big", big), Err(MetadataError::TooLong));
         assert_eq!(m.len(), 2, "a refused entry leaves the metadata unchanged");

@@ -9,11 +9,11 @@
 //! statements. Times are microseconds of `NOW(6)` on the server (session time
 //! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
 
+use crate::metadata::NO_METADATA;
 use crate::sql::{
     add_metadata_sql, check_shape, decide, inspection_from_rows, is_legacy_sessions, malformed,
     map_err, micros, name_from, token_from, Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
 };
-use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
     PoolOptions, SessionMetadata,
@@ -677,7 +677,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()

@@ -25,11 +25,11 @@
 //! (feature `runtime-async-std`; async-std and smol share one reactor) drive
 //! the connection; with both, a call inside a tokio runtime uses tokio.
 
+use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, redact, Backend, BackendConfig,
     BackendKind, Inspection, LeaseInfo, SessionInfo, SessionMetadata,
 };
-use crate::metadata::NO_METADATA;
 use ::redis::aio::MultiplexedConnection;
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, Script, ScriptInvocation};
 use futures::future::BoxFuture;

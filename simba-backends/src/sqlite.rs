@@ -522,7 +522,8 @@ pub use hold::SqliteHold;
 #[cfg(feature = "testkit")]
 mod hold {
     use super::{
-        acquire_on, close_on, map_err, open_on, NO_METADATA, release_on, renew_on, Sql, SqliteBackend, NAME,
+        acquire_on, close_on, map_err, open_on, release_on, renew_on, Sql, SqliteBackend, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -581,7 +582,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()

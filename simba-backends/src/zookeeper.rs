@@ -28,8 +28,8 @@
 //! last renewal was sent; ZooKeeper's own expiry (a dead or partitioned
 //! process) ends it too. See `docs/BACKENDS.md`.
 
-use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
 use crate::metadata::NO_METADATA;
+use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
 use crate::{LeaseInfo, SessionInfo, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;

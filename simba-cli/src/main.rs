@@ -228,10 +228,7 @@ const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// stderr once per kind of failure, and once when connected. Each attempt
 /// holds at most the connection budget of one node, and gives it back
 /// before the pause.
-async fn connect_retrying(
-    url: &str,
-    retry: ConnectRetry,
-) -> Result<Box<dyn Backend>, CliError> {
+async fn connect_retrying(url: &str, retry: ConnectRetry) -> Result<Box<dyn Backend>, CliError> {
     let config = BackendConfig::parse(url)?.with_create_schema(true);
     let redacted = config.redacted_url();
     let mut pause = RETRY_FIRST;
@@ -271,10 +268,7 @@ async fn connect_retrying(
 /// Prints one progress line on stderr.
 fn note(text: &str) {
     let mut err = anstream::stderr();
-    let _ = std::io::Write::write_fmt(
-        &mut err,
-        format_args!("{} {text}\n", style::dim("simba:")),
-    );
+    let _ = std::io::Write::write_fmt(&mut err, format_args!("{} {text}\n", style::dim("simba:")));
 }
 
 /// Connects to the backend (see [`connect_retrying`]) and builds a client on it.

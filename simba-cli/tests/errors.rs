@@ -119,7 +119,16 @@ fn an_unreachable_backend_is_retried_until_the_wait_unless_fail_fast() {
     let url = "postgres://admin:hunter2@127.0.0.1:1/x";
     let t0 = std::time::Instant::now();
     let out = simba()
-        .args(["--backend", url, "lock", "--wait", "2s", "retried", "--", "true"])
+        .args([
+            "--backend",
+            url,
+            "lock",
+            "--wait",
+            "2s",
+            "retried",
+            "--",
+            "true",
+        ])
         .output()
         .unwrap();
     let took = t0.elapsed();
@@ -138,7 +147,15 @@ fn an_unreachable_backend_is_retried_until_the_wait_unless_fail_fast() {
     eprintln!("lock --wait 2s on an unreachable backend: exit 69 after {took:?}");
     let t0 = std::time::Instant::now();
     let out = simba()
-        .args(["--backend", url, "lock", "--fail-fast", "retried", "--", "true"])
+        .args([
+            "--backend",
+            url,
+            "lock",
+            "--fail-fast",
+            "retried",
+            "--",
+            "true",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(69));

@@ -3,8 +3,8 @@
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
 use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
 use crate::runtime::Runtime;
-use crate::term::{in_callback_or_task, CancellationToken, Clock, TaskOutput, Term};
 use crate::suspend::{HostSuspendClock, SuspendClock};
+use crate::term::{in_callback_or_task, CancellationToken, Clock, TaskOutput, Term};
 use crate::turns::{Turn, Turns};
 use futures::channel::{mpsc, oneshot};
 use futures::future::BoxFuture;
@@ -490,9 +490,9 @@ impl Simba {
         let backend = self.inner.backend.clone();
         let runtime = self.inner.runtime.clone();
         let every = self.inner.observe_every;
-        self.inner
-            .runtime
-            .spawn(Box::pin(observe_loop(client, backend, runtime, every, name, tx)));
+        self.inner.runtime.spawn(Box::pin(observe_loop(
+            client, backend, runtime, every, name, tx,
+        )));
         Ok(rx.boxed())
     }
 

@@ -636,9 +636,16 @@ impl Driver {
                     control.revoke(reason);
                     control.term
                 });
-                if let Some(current) = self.entries.get(&term.name).and_then(|e| e.current.as_ref()) {
+                if let Some(current) = self
+                    .entries
+                    .get(&term.name)
+                    .and_then(|e| e.current.as_ref())
+                {
                     let mut current = current.lock().unwrap_or_else(|p| p.into_inner());
-                    if current.as_ref().is_some_and(|t| t.token() == term.token.get()) {
+                    if current
+                        .as_ref()
+                        .is_some_and(|t| t.token() == term.token.get())
+                    {
                         *current = None;
                     }
                 }

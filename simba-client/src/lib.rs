@@ -74,9 +74,9 @@ mod observe;
 mod runtime;
 mod suspend;
 mod term;
-mod turns;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod turns;
 
 pub use client::{
     default_metadata, CallbackExecutor, ClientEvent, Election, ElectionBuilder, ElectionListener,

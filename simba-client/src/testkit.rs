@@ -1308,7 +1308,11 @@ pub async fn leader_observation(env: Env) {
     assert_eq!(h.metadata.get("app"), Some("suite-a"));
     let pid = std::process::id().to_string();
     assert_eq!(h.metadata.get("pid"), Some(pid.as_str()));
-    assert!(h.metadata.get("host").is_some(), "default host: {}", h.metadata);
+    assert!(
+        h.metadata.get("host").is_some(),
+        "default host: {}",
+        h.metadata
+    );
     let seen = next_holder(&env, &mut watch, PATIENCE, Option::is_some)
         .await
         .unwrap();
@@ -1462,8 +1466,14 @@ pub async fn host_suspend_ends_terms_at_once(env: Env) {
     assert!(lock.is_valid() && before.is_valid());
     assert!(lock.remaining() <= LEASE);
     clock.jump(2 * LEASE);
-    assert!(!lock.is_valid(), "S3.3: a lock term outlived a host suspend");
-    assert!(!before.is_valid(), "S3.3: a leader term outlived a host suspend");
+    assert!(
+        !lock.is_valid(),
+        "S3.3: a lock term outlived a host suspend"
+    );
+    assert!(
+        !before.is_valid(),
+        "S3.3: a leader term outlived a host suspend"
+    );
     assert_eq!(lock.remaining(), Duration::ZERO);
     assert!(!e.is_leader());
     let revoked = lock.term().revoked();

@@ -111,7 +111,10 @@ impl Turns {
             let id = st.next_id;
             st.next_id += 1;
             let (tx, rx) = oneshot::channel();
-            st.names.entry(name.clone()).or_default().push_back((id, tx));
+            st.names
+                .entry(name.clone())
+                .or_default()
+                .push_back((id, tx));
             Waiting {
                 turns: self.clone(),
                 name: name.clone(),
