@@ -735,6 +735,15 @@ impl Backend for EtcdBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &crate::metadata::NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a crate::SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
+        let metadata = metadata.encode();
         async move {
             let ttl = ttl_for(lease_duration)?;
             let mut hi = [0u8; 8];
@@ -754,9 +763,15 @@ impl Backend for EtcdBackend {
                     let lease = grant.id();
                     let low = u64::try_from(lease).unwrap_or(0);
                     let session = SessionId::from_u128((u128::from(hi) << 64) | u128::from(low));
+                    // The session id, then the metadata on the lines below.
+                    let value = if metadata.is_empty() {
+                        session.to_string()
+                    } else {
+                        format!("{session}\n{metadata}")
+                    };
                     c.put(
                         format!("{prefix}/s/{lease:016x}"),
-                        session.to_string(),
+                        value,
                         Some(PutOptions::new().with_lease(lease)),
                     )
                     .await?;
@@ -1110,10 +1125,20 @@ impl Backend for EtcdBackend {
                 if rest.contains(&b'/') {
                     continue;
                 }
-                sessions.push((session_from(kv.value())?, kv.lease()));
+                let value = kv.value();
+                let cut = value.iter().position(|b| *b == b'\n');
+                let (id, metadata) = match cut {
+                    Some(i) => (&value[..i], String::from_utf8_lossy(&value[i + 1..])),
+                    None => (value, "".into()),
+                };
+                sessions.push((
+                    session_from(id)?,
+                    kv.lease(),
+                    crate::SessionMetadata::decode(&metadata),
+                ));
             }
             let mut lc = self.inner.client.lease_client();
-            let ids: Vec<i64> = sessions.iter().map(|(_, l)| *l).collect();
+            let ids: Vec<i64> = sessions.iter().map(|(_, l, _)| *l).collect();
             let ttls = self
                 .run("inspect sessions", async move {
                     let mut out = Vec::with_capacity(ids.len());
@@ -1132,7 +1157,7 @@ impl Backend for EtcdBackend {
                 .await?;
             let mut out = Inspection::default();
             let mut remaining: HashMap<SessionId, Duration> = HashMap::new();
-            for ((session, _), (ttl, granted)) in sessions.iter().zip(ttls) {
+            for ((session, _, metadata), (ttl, granted)) in sessions.iter().zip(ttls) {
                 if ttl <= 0 {
                     continue;
                 }
@@ -1141,6 +1166,7 @@ impl Backend for EtcdBackend {
                     session: *session,
                     remaining: secs(ttl),
                     lease_duration: secs(granted),
+                    metadata: metadata.clone(),
                 });
             }
             let mut leases: std::collections::BTreeMap<LeaseName, crate::LeaseInfo> =

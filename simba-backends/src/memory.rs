@@ -1,9 +1,10 @@
 //! An in-memory backend: the reference model of the contract, for tests and
 //! single-process use. Its clock is the process's monotonic clock.
 
+use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, Inspection, LeaseInfo,
-    SessionInfo,
+    SessionInfo, SessionMetadata,
 };
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
@@ -66,6 +67,7 @@ pub enum Flaw {
 struct Session {
     expires: Instant,
     lease_duration: Duration,
+    metadata: SessionMetadata,
 }
 
 struct Lease {
@@ -219,6 +221,14 @@ impl Backend for MemoryBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         let result = (|| {
             check_lease_duration(lease_duration)?;
             let mut st = self.lock();
@@ -232,6 +242,7 @@ impl Backend for MemoryBackend {
                 Session {
                     expires,
                     lease_duration,
+                    metadata: metadata.clone(),
                 },
             );
             Ok(SessionGrant {
@@ -395,6 +406,7 @@ impl Backend for MemoryBackend {
                     session: *id,
                     remaining: st.reported(s.expires - now),
                     lease_duration: s.lease_duration,
+                    metadata: s.metadata.clone(),
                 })
                 .collect();
             sessions.sort_by_key(|s| s.session);

@@ -9,14 +9,13 @@
 //! statements. Times are microseconds of `NOW(6)` on the server (session time
 //! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
 
+use crate::metadata::NO_METADATA;
 use crate::sql::{
-    check_shape, decide, group_views, inspection_from_rows, malformed, map_err, micros, name_from,
-    session_from, slot_from, slot_to_i64, token_from, token_to_i64, Decision, Judged,
-    LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    add_metadata_sql, check_shape, decide, group_views, inspection_from_rows, is_legacy_sessions, malformed, map_err, micros, name_from, session_from, slot_from, slot_to_i64, token_from, token_to_i64, Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions,
+    PoolOptions, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -79,7 +78,7 @@ impl Sql {
         let m = format!("{prefix}members");
         let c = format!("{prefix}slots");
         Sql {
-            open: format!("INSERT INTO {s} (id, lease_us, expires_us) VALUES (?, ?, {NOW} + ?)"),
+            open: format!("INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?, ?, {NOW} + ?, ?)"),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
             gc_members: format!(
                 "DELETE FROM {m} WHERE session IN \
@@ -136,7 +135,7 @@ impl Sql {
             read_slot: format!("SELECT slot FROM {c} WHERE name = ? FOR UPDATE"),
             write_slot: format!("UPDATE {c} SET slot = ? WHERE name = ?"),
             inspect_sessions: format!(
-                "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
+                "SELECT id, lease_us, expires_us - {NOW}, metadata FROM {s} WHERE expires_us > {NOW}"
             ),
             inspect_leases: format!(
                 "SELECT CAST(l.name AS CHAR), l.token, h.id, h.expires_us - {NOW} FROM {l} l \
@@ -202,6 +201,7 @@ impl MysqlBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
+        self.upgrade_sessions().await?;
         if self.check_tables().await? == TABLES {
             return Ok(());
         }
@@ -226,6 +226,25 @@ impl MysqlBackend {
                 self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
             ),
         )
+    }
+
+    /// Adds the `metadata` column to a sessions table of an older Simba.
+    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+             WHERE table_schema = DATABASE() AND table_name = ?",
+        )
+        .bind(&self.sql.sessions)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "read schema", e))?;
+        if is_legacy_sessions(&found) {
+            // Another process may add it at the same moment: check_tables judges.
+            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
+                .execute(&self.pool)
+                .await;
+        }
+        Ok(())
     }
 
     async fn check_tables(&self) -> Result<usize, BackendError> {
@@ -287,7 +306,8 @@ impl MysqlBackend {
             "CREATE TABLE IF NOT EXISTS {s} (\n\
              \x20   id BINARY(16) NOT NULL PRIMARY KEY,\n\
              \x20   lease_us BIGINT NOT NULL,\n\
-             \x20   expires_us BIGINT NOT NULL\n\
+             \x20   expires_us BIGINT NOT NULL,\n\
+             \x20   metadata TEXT NULL\n\
              ) ENGINE=InnoDB;\n\
              CREATE TABLE IF NOT EXISTS {l} (\n\
              \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,\n\
@@ -417,6 +437,7 @@ async fn open_on(
     sql: &Sql,
     c: &mut Conn,
     lease_duration: Duration,
+    metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
@@ -424,6 +445,7 @@ async fn open_on(
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
         .bind(lease_us)
+        .bind((!metadata.is_empty()).then(|| metadata.encode()))
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "open session", e))?;
@@ -654,9 +676,17 @@ impl Backend for MysqlBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration).await
+            open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
     }
@@ -783,6 +813,7 @@ pub use hold::MysqlHold;
 mod hold {
     use super::{
         acquire_on, close_on, map_err, open_on, release_on, renew_on, MysqlBackend, Sql, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -850,7 +881,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()

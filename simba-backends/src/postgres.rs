@@ -14,14 +14,13 @@
 //! conditional upsert of the slot. Times are microseconds of `clock_timestamp()`, read once per
 //! statement. See `docs/BACKENDS.md` for the argument in full.
 
+use crate::metadata::NO_METADATA;
 use crate::sql::{
-    check_shape, decide, inspection_from_rows, malformed, map_err, micros, parse_groups,
-    parse_owned, slot_from, slot_to_i64, token_from, token_to_i64, Decision, Judged, LEASE_COLUMNS,
-    MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    add_metadata_sql, check_shape, decide, inspection_from_rows, is_legacy_sessions, malformed, map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from, token_to_i64, Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions,
+    PoolOptions, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -101,7 +100,7 @@ impl Sql {
                         WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED) \
                         RETURNING id), \
                  gm AS (DELETE FROM {m} WHERE session IN (SELECT id FROM gc)) \
-                 INSERT INTO {s} (id, lease_us, expires_us) SELECT $1, $2, now.t + $2 FROM now"
+                 INSERT INTO {s} (id, lease_us, expires_us, metadata) SELECT $1, $2, now.t + $2, $3 FROM now"
             ),
             // The live members of every group the session joined ride on the
             // renewal (S10.1): one statement, however many groups. Members
@@ -173,7 +172,7 @@ impl Sql {
             ),
             inspect_sessions: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
-                 SELECT id, lease_us, expires_us - now.t FROM {s}, now WHERE expires_us > now.t"
+                 SELECT id, lease_us, expires_us - now.t, metadata FROM {s}, now WHERE expires_us > now.t"
             ),
             inspect_leases: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
@@ -248,6 +247,7 @@ impl PgBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
+        self.upgrade_sessions().await?;
         if self.check_tables().await? == TABLES {
             return Ok(());
         }
@@ -270,6 +270,25 @@ impl PgBackend {
                 self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
             ),
         )
+    }
+
+    /// Adds the `metadata` column to a sessions table of an older Simba.
+    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1",
+        )
+        .bind(&self.sql.sessions)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "read schema", e))?;
+        if is_legacy_sessions(&found) {
+            // Another process may add it at the same moment: check_tables judges.
+            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
+                .execute(&self.pool)
+                .await;
+        }
+        Ok(())
     }
 
     async fn check_tables(&self) -> Result<usize, BackendError> {
@@ -331,7 +350,8 @@ impl PgBackend {
             "CREATE TABLE IF NOT EXISTS {s} (\n\
              \x20   id bytea PRIMARY KEY,\n\
              \x20   lease_us bigint NOT NULL,\n\
-             \x20   expires_us bigint NOT NULL\n\
+             \x20   expires_us bigint NOT NULL,\n\
+             \x20   metadata text\n\
              );\n\
              CREATE TABLE IF NOT EXISTS {l} (\n\
              \x20   name varchar(128) PRIMARY KEY,\n\
@@ -470,12 +490,14 @@ async fn open_on(
     sql: &Sql,
     c: &mut Conn,
     lease_duration: Duration,
+    metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
     sqlx::query(&sql.open)
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
+        .bind((!metadata.is_empty()).then(|| metadata.encode()))
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "open session", e))?;
@@ -701,9 +723,17 @@ impl Backend for PgBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration).await
+            open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
     }
@@ -882,6 +912,7 @@ pub use hold::PgHold;
 mod hold {
     use super::{
         acquire_on, close_on, map_err, open_on, release_on, renew_on, PgBackend, Sql, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -977,7 +1008,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()

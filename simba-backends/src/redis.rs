@@ -28,9 +28,10 @@
 //! (feature `runtime-async-std`; async-std and smol share one reactor) drive
 //! the connection; with both, a call inside a tokio runtime uses tokio.
 
+use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, redact, Backend, BackendConfig,
-    BackendKind, Inspection, LeaseInfo, SessionInfo,
+    BackendKind, Inspection, LeaseInfo, SessionInfo, SessionMetadata,
 };
 use ::redis::aio::MultiplexedConnection;
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, Script, ScriptInvocation};
@@ -58,7 +59,8 @@ end
 local function int(n) return string.format('%.0f', n) end
 ";
 
-/// KEYS: session, sessions index. ARGV: id, lease µs, lease ms.
+/// KEYS: session, sessions index. ARGV: id, session value (lease µs, then
+/// `|` and the session's metadata if it has any), lease ms.
 const OPEN: &str = r"
 local ms = tonumber(ARGV[3])
 if not redis.call('SET', KEYS[1], ARGV[2], 'PX', ms, 'NX') then
@@ -76,11 +78,13 @@ return ms
 /// (S10.1). A member's score is its session's expiry less 1 ms (the server
 /// time is read first, so the score never exceeds the true expiry), and only
 /// members scored after now are listed: an expired member never is.
+/// The session's value is its lease in µs, then `|` and its metadata if it
+/// has any.
 const RENEW: &str = r"
 local now_ms = math.floor(now_us() / 1000)
 local lease_us = redis.call('GET', KEYS[1])
 if not lease_us then return false end
-local ms = math.floor(tonumber(lease_us) / 1000)
+local ms = math.floor(tonumber(string.match(lease_us, '^%d+')) / 1000)
 if ms < 1 then ms = 1 end
 redis.call('PEXPIRE', KEYS[1], ms)
 redis.call('PEXPIRE', KEYS[2], ms + 1000)
@@ -671,15 +675,28 @@ impl Backend for RedisBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let (us, ms) = lease_ms(lease_duration)?;
+            let value = if metadata.is_empty() {
+                us.to_string()
+            } else {
+                format!("{us}|{}", metadata.encode())
+            };
             let session = random_session_id()?;
             let keys = &self.inner.keys;
             let mut inv = self.inner.scripts.open.prepare_invoke();
             inv.key(keys.session(session))
                 .key(&keys.sessions)
                 .arg(session.to_string())
-                .arg(us)
+                .arg(value)
                 .arg(ms);
             let granted: i64 = self.run("open session", inv).await?;
             Ok(SessionGrant {
@@ -824,11 +841,13 @@ impl Backend for RedisBackend {
             }
             let mut out = Inspection::default();
             for s in ss.chunks_exact(3) {
-                let lease_us = int_from("lease duration", &s[1])?;
+                let (lease_us, metadata) = s[1].split_once('|').unwrap_or((&s[1], ""));
+                let lease_us = int_from("lease duration", lease_us)?;
                 out.sessions.push(SessionInfo {
                     session: session_from(&s[0])?,
                     remaining: millis(int_from("remaining time", &s[2])?),
                     lease_duration: Duration::from_micros(u64::try_from(lease_us).unwrap_or(0)),
+                    metadata: SessionMetadata::decode(metadata),
                 });
             }
             for l in ls.chunks_exact(4) {

@@ -206,6 +206,16 @@ pub(crate) fn check_shape(
     e.sort();
     if f == e {
         Ok(())
+    } else if expected == SESSION_COLUMNS && is_legacy_sessions(found) {
+        Err(BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: table `{table}` was created by an older Simba without the \
+                 `metadata` column; let Simba migrate it (create_schema) or run \
+                 `{}`",
+                add_metadata_sql(table)
+            ),
+        ))
     } else {
         Err(BackendError::new(
             BackendErrorKind::Rejected,
@@ -220,7 +230,25 @@ pub(crate) fn check_shape(
 }
 
 /// The columns of the sessions table.
-pub(crate) const SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us"];
+pub(crate) const SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us", "metadata"];
+/// The columns of a sessions table created before session metadata.
+const LEGACY_SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us"];
+
+/// Whether `found` are the columns of a sessions table of an older Simba,
+/// which `migrate()` upgrades with [`add_metadata_sql`].
+pub(crate) fn is_legacy_sessions(found: &[String]) -> bool {
+    let mut f: Vec<String> = found.iter().map(|c| c.to_ascii_lowercase()).collect();
+    f.sort();
+    let mut e: Vec<&str> = LEGACY_SESSION_COLUMNS.to_vec();
+    e.sort_unstable();
+    f == e
+}
+
+/// The statement that adds the `metadata` column to an older sessions table
+/// (the same on PostgreSQL, MySQL/MariaDB and SQLite).
+pub(crate) fn add_metadata_sql(table: &str) -> String {
+    format!("ALTER TABLE {table} ADD COLUMN metadata TEXT")
+}
 /// The columns of the leases table.
 pub(crate) const LEASE_COLUMNS: &[&str] = &["name", "session", "token", "acquired_us"];
 /// The columns of the group members table (S10.1).
@@ -293,7 +321,7 @@ pub(crate) fn held_outcome(
 }
 
 /// Decodes the two result sets of an `inspect` (sessions: id, lease µs,
-/// remaining µs; leases: name, token, holder, remaining µs) into an
+/// remaining µs, metadata; leases: name, token, holder, remaining µs) into an
 /// [`Inspection`](crate::Inspection), sorted by session and by name. Shared
 /// by every SQL backend; `err` maps a driver error the backend's way.
 pub(crate) fn inspection_from_rows<R>(
@@ -314,10 +342,12 @@ where
         let id: Vec<u8> = r.try_get(0).map_err(&err)?;
         let lease_us: i64 = r.try_get(1).map_err(&err)?;
         let rem: i64 = r.try_get(2).map_err(&err)?;
+        let metadata: Option<String> = r.try_get(3).map_err(&err)?;
         out.sessions.push(crate::SessionInfo {
             session: session_from(backend, &id)?,
             remaining: micros(rem),
             lease_duration: micros(lease_us),
+            metadata: crate::SessionMetadata::decode(metadata.as_deref().unwrap_or("")),
         });
     }
     for r in leases {

@@ -18,14 +18,13 @@
 //! appended since. Renewals never touch it, so a quiet election costs no
 //! wake-up and no call; a lost hint only leaves the candidate to its retry.
 
+use crate::metadata::NO_METADATA;
 use crate::sql::{
-    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, parse_groups,
-    parse_owned, slot_from, slot_to_i64, token_from, token_to_i64, LEASE_COLUMNS, MEMBER_COLUMNS,
-    SESSION_COLUMNS, SLOT_COLUMNS,
+    add_metadata_sql, check_shape, held_outcome, inspection_from_rows, is_legacy_sessions, malformed, map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from, token_to_i64, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions,
+    PoolOptions, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -173,7 +172,7 @@ impl Sql {
         let c = format!("{prefix}slots");
         Sql {
             open: format!(
-                "INSERT INTO {s} (id, lease_us, expires_us) VALUES (?1, ?2, {NOW} + ?2)"
+                "INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?1, ?2, {NOW} + ?2, ?3)"
             ),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW}"),
             gc_members: format!(
@@ -233,7 +232,7 @@ impl Sql {
             ),
             last_slot: format!("SELECT slot FROM {c} WHERE name = ?1"),
             inspect_sessions: format!(
-                "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
+                "SELECT id, lease_us, expires_us - {NOW}, metadata FROM {s} WHERE expires_us > {NOW}"
             ),
             inspect_leases: format!(
                 "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
@@ -314,6 +313,7 @@ impl SqliteBackend {
     /// # Errors
     /// `Rejected` naming a foreign table, or the driver's error.
     pub async fn migrate(&self) -> Result<(), BackendError> {
+        self.upgrade_sessions().await?;
         let present = self.check_tables().await?;
         if present < TABLES {
             let prefix = self.sql.sessions.strip_suffix("sessions").unwrap_or("");
@@ -336,6 +336,22 @@ impl SqliteBackend {
                     self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// Adds the `metadata` column to a sessions table of an older Simba.
+    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
+        let found: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
+            .bind(&self.sql.sessions)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err(NAME, "read schema", e))?;
+        if is_legacy_sessions(&found) {
+            // Another process may add it at the same moment: check_tables judges.
+            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
+                .execute(&self.pool)
+                .await;
         }
         Ok(())
     }
@@ -397,7 +413,8 @@ impl SqliteBackend {
             "CREATE TABLE IF NOT EXISTS {s} (\n\
              \x20   id BLOB PRIMARY KEY NOT NULL,\n\
              \x20   lease_us INTEGER NOT NULL,\n\
-             \x20   expires_us INTEGER NOT NULL\n\
+             \x20   expires_us INTEGER NOT NULL,\n\
+             \x20   metadata TEXT\n\
              );\n\
              CREATE TABLE IF NOT EXISTS {l} (\n\
              \x20   name TEXT PRIMARY KEY NOT NULL,\n\
@@ -465,12 +482,14 @@ async fn open_on(
     sql: &Sql,
     c: &mut Conn,
     lease_duration: Duration,
+    metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
     sqlx::query(&sql.open)
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
+        .bind((!metadata.is_empty()).then(|| metadata.encode()))
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "open session", e))?;
@@ -666,9 +685,17 @@ impl Backend for SqliteBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration).await
+            open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
     }
@@ -862,6 +889,7 @@ pub use hold::SqliteHold;
 mod hold {
     use super::{
         acquire_on, close_on, map_err, open_on, release_on, renew_on, Sql, SqliteBackend, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -920,7 +948,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()

@@ -32,8 +32,9 @@
 //! last renewal was sent; ZooKeeper's own expiry (a dead or partitioned
 //! process) ends it too. See `docs/BACKENDS.md`.
 
+use crate::metadata::NO_METADATA;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
-use crate::{LeaseInfo, SessionInfo};
+use crate::{LeaseInfo, SessionInfo, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
@@ -760,6 +761,14 @@ impl Backend for ZkBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             check_lease_duration(lease_duration)?;
             // ZooKeeper's session timeout is an i32 of milliseconds.
@@ -769,7 +778,12 @@ impl Backend for ZkBackend {
             let zk_id = client.session_id().0;
             let timeout = client.session_timeout();
             let marker = self.marker_path(zk_id);
-            let data = format!("{} {}", millis(lease_duration), millis(timeout));
+            // `lease timeout` in ms, then the metadata on the lines below.
+            let mut data = format!("{} {}", millis(lease_duration), millis(timeout));
+            if !metadata.is_empty() {
+                data.push('\n');
+                data.push_str(&metadata.encode());
+            }
             let opts = zk::CreateMode::Ephemeral.with_acls(self.inner.target.acls());
             if let Err(e) = client.create(&marker, data.as_bytes(), &opts).await {
                 return Err(map_err("open session", e));
@@ -1021,7 +1035,8 @@ impl Backend for ZkBackend {
                     Err(e) => return Err(get(e)),
                 };
                 let text = String::from_utf8_lossy(&data);
-                let mut parts = text.split(' ').map(|p| p.parse::<u64>().ok());
+                let (first, metadata) = text.split_once('\n').unwrap_or((&text, ""));
+                let mut parts = first.split(' ').map(|p| p.parse::<u64>().ok());
                 let (Some(Some(lease)), Some(Some(timeout))) = (parts.next(), parts.next()) else {
                     return Err(malformed(format!("session znode {id} holds {text:?}")));
                 };
@@ -1032,6 +1047,7 @@ impl Backend for ZkBackend {
                     session: session_id_of(stat.ephemeral_owner),
                     remaining: timeout,
                     lease_duration: lease,
+                    metadata: SessionMetadata::decode(metadata),
                 });
             }
             for ((n, parent), holder) in names.iter().zip(parents).zip(holders) {

@@ -356,6 +356,10 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
             "inspect_lists_leases_by_prefix_and_live_sessions",
             |f, ns| inspect_case(f, ns).boxed(),
         ),
+        (
+            "session_metadata_round_trips_to_inspect_and_holder",
+            |f, ns| metadata_case(f, ns).boxed(),
+        ),
         ("bad_lease_durations_are_refused", |f, ns| {
             bad_durations(f, ns).boxed()
         }),
@@ -838,6 +842,62 @@ async fn inspect_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
             .iter()
             .any(|s| s.session == o && s.lease_duration == Duration::from_secs(20)),
         "inspect misses session o"
+    );
+    Ok(())
+}
+
+/// Leader observation: the metadata a session is opened with comes back,
+/// unchanged, from `inspect` and from `holder` of a lease it holds, to any
+/// client; a session opened without any shows none; a free lease has no holder.
+async fn metadata_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let watcher = f.connect(ns).await?;
+    let mut meta = crate::SessionMetadata::new();
+    for (k, v) in [
+        ("host", "node-7.example"),
+        ("pid", "4242"),
+        ("app", "ledger posting"),
+        ("addr", "10.0.0.7:8443|x=y"),
+    ] {
+        meta.insert(k, v)
+            .map_err(|e| Step::Fail(format!("metadata {k}: {e}")))?;
+    }
+    let a = b.open_session_with(LONG, &meta).await?.session;
+    let plain = b.open_session(LONG).await?.session;
+    let n = name("observed")?;
+    let free = name("observed.free")?;
+    let token = won(&b, a, &n).await?;
+    let seen = watcher.inspect(Some("observed")).await?;
+    let sa = seen.sessions.iter().find(|s| s.session == a);
+    check!(
+        sa.is_some_and(|s| s.metadata == meta),
+        "inspect shows session a as {sa:?}, expected metadata {meta}"
+    );
+    let sp = seen.sessions.iter().find(|s| s.session == plain);
+    check!(
+        sp.is_some_and(|s| s.metadata.is_empty()),
+        "a session opened without metadata shows {sp:?}"
+    );
+    let h = watcher.holder(&n).await?;
+    check!(
+        h.as_ref().is_some_and(|h| h.session == a
+            && h.token == token
+            && h.metadata == meta
+            && h.remaining > Duration::ZERO
+            && h.remaining <= LONG),
+        "holder(`{n}`) is {h:?}, expected session {a} token {token} metadata {meta}"
+    );
+    let h = watcher.holder(&free).await?;
+    check!(h.is_none(), "a never acquired lease has holder {h:?}");
+    b.release(a, &n, token).await?;
+    let h = watcher.holder(&n).await?;
+    check!(h.is_none(), "a released lease has holder {h:?}");
+    let t2 = won(&b, plain, &n).await?;
+    let h = watcher.holder(&n).await?;
+    check!(
+        h.as_ref()
+            .is_some_and(|h| h.session == plain && h.token == t2 && h.metadata.is_empty()),
+        "holder(`{n}`) after a new term is {h:?}"
     );
     Ok(())
 }
