@@ -11,7 +11,9 @@
 
 use crate::metadata::NO_METADATA;
 use crate::sql::{
-    add_metadata_sql, check_shape, decide, group_views, inspection_from_rows, is_legacy_sessions, malformed, map_err, micros, name_from, session_from, slot_from, slot_to_i64, token_from, token_to_i64, Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    add_metadata_sql, check_shape, decide, group_views, inspection_from_rows, is_legacy_sessions,
+    malformed, map_err, micros, name_from, session_from, slot_from, slot_to_i64, token_from,
+    token_to_i64, Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,

@@ -20,7 +20,9 @@
 
 use crate::metadata::NO_METADATA;
 use crate::sql::{
-    add_metadata_sql, check_shape, held_outcome, inspection_from_rows, is_legacy_sessions, malformed, map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from, token_to_i64, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    add_metadata_sql, check_shape, held_outcome, inspection_from_rows, is_legacy_sessions,
+    malformed, map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from,
+    token_to_i64, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,

@@ -157,7 +157,13 @@ impl Factory for Namespaces {
         async move { Ok(client) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        vec![Capability::KillConnectionMidCall, Capability::LockHold]
+        // Groups and schedule slots are not simulated yet (issue 14).
+        vec![
+            Capability::KillConnectionMidCall,
+            Capability::LockHold,
+            Capability::Groups,
+            Capability::ScheduleSlots,
+        ]
     }
 }
 

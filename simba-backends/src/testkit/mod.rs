@@ -24,7 +24,7 @@
 //!     // wait on one another: it says so, and the cases that need these are
 //!     // skipped (any undeclared skip fails the suite).
 //!     fn lacks(&self) -> Vec<Capability> {
-//!         vec![Capability::KillConnectionMidCall, Capability::LockHold]
+//!         vec![Capability::KillConnectionMidCall, Capability::LockHold, Capability::Groups]
 //!     }
 //! }
 //!
@@ -142,6 +142,11 @@ pub enum Capability {
     /// declares this lack; the engine only ever uses a session through the
     /// instance that opened it.
     SharedSession,
+    /// Partitioned groups (S10.1): [`Backend::join_group`] and the members
+    /// listed by each renewal.
+    Groups,
+    /// Schedule slots (S11.1): [`Backend::claim_slot`].
+    ScheduleSlots,
 }
 
 impl Capability {
@@ -156,6 +161,8 @@ impl Capability {
             "s3_two_concurrent_acquires_by_one_session_win_one_term" => {
                 Some(Capability::SharedSession)
             }
+            c if c.starts_with("s10_") => Some(Capability::Groups),
+            c if c.starts_with("s11_") => Some(Capability::ScheduleSlots),
             _ => None,
         }
     }
@@ -168,6 +175,8 @@ impl fmt::Display for Capability {
             Capability::KillConnectionMidCall => "killing a connection mid-call",
             Capability::LockHold => "holding a lock another call waits on (interleaving cases)",
             Capability::SharedSession => "one session used through two backend instances",
+            Capability::Groups => "partitioned groups (S10)",
+            Capability::ScheduleSlots => "schedule slots (S11)",
         })
     }
 }

@@ -105,8 +105,10 @@ impl Factory for MemoryFactory {
         async move { Ok(b) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        // One process-wide lock: no call ever waits inside another.
-        vec![Capability::LockHold]
+        // One process-wide lock: no call ever waits inside another. Groups
+        // are not in the memory backend yet (they are on the groups-core
+        // branch, with the engine's assignment).
+        vec![Capability::LockHold, Capability::Groups]
     }
     fn acquire_while_killed<'a>(
         &'a self,
