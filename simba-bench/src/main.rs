@@ -32,10 +32,10 @@ struct Cli {
     no_peers: bool,
     /// The `simba` binary for the `simba run` hand-over [default: next to
     /// this binary].
-    #[arg(long, env = "SIMBA_BENCH_SIMBA")]
+    #[arg(long)]
     simba: Option<PathBuf>,
     /// The Python of the peers' venv [default: the one bench/setup.sh makes].
-    #[arg(long, env = "SIMBA_BENCH_PYTHON")]
+    #[arg(long)]
     python: Option<PathBuf>,
     /// Base name of the results in bench/results/ [default: `latest`, or
     /// `quick` with --quick].
@@ -229,6 +229,7 @@ fn tools(cli: &Cli) -> Tools {
     let simba = cli
         .simba
         .clone()
+        .or_else(|| std::env::var_os("SIMBA_BENCH_SIMBA").map(PathBuf::from))
         .or_else(|| me.parent().map(|d| d.join("simba")))
         .filter(|p| p.is_file());
     let cache = std::env::var_os("XDG_CACHE_HOME")
@@ -238,6 +239,7 @@ fn tools(cli: &Cli) -> Tools {
     let python = cli
         .python
         .clone()
+        .or_else(|| std::env::var_os("SIMBA_BENCH_PYTHON").map(PathBuf::from))
         .or_else(|| Some(cache.join("simba-bench/venv/bin/python")))
         .filter(|p| p.is_file());
     Tools {
