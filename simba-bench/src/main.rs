@@ -597,7 +597,7 @@ async fn bench(cli: Cli) -> i32 {
         .unwrap_or_else(|| if plan.quick { "quick" } else { "latest" }.into());
     let dir = repo_dir().join("bench/results");
     let command = format!(
-        "bash bench/setup.sh && cargo build --release -p simba-cli --all-features && cargo run -p simba-bench --release --{}{}",
+        "bash bench/setup.sh && cargo build --release -p simba-cli --all-features && cargo run -p simba-bench --release --features etcd --{}{}",
         if plan.quick { " --quick" } else { "" },
         cli.out
             .as_ref()
