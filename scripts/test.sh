@@ -13,7 +13,7 @@
 # servers are not started, each skipped test writes a line past the test
 # harness's capture, and the list is printed before and after the run.
 #
-# Extra arguments are passed to `cargo test`.
+# Extra arguments are passed to `cargo nextest run` (or `cargo test`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -40,5 +40,18 @@ for f in scripts/servers.d/*.sh; do
   source "$f"
 done
 
-log "running every test: cargo test --workspace --all-features $*"
-cargo test --workspace --all-features "$@"
+# cargo-nextest runs the test binaries side by side (settings and why in
+# .config/nextest.toml); it does not run doc examples, so `cargo test --doc`
+# follows. Without nextest, plain `cargo test` runs everything, one test
+# binary at a time (slower, same tests).
+if cargo nextest --version >/dev/null 2>&1; then
+  log "running every test: cargo nextest run --workspace --all-features $*"
+  status=0
+  cargo nextest run --workspace --all-features --no-fail-fast "$@" || status=$?
+  log "running every doc example: cargo test --workspace --all-features --doc"
+  cargo test --workspace --all-features --doc || status=$?
+  exit "$status"
+else
+  log "cargo-nextest not found: running every test with cargo test $*"
+  cargo test --workspace --all-features "$@"
+fi
