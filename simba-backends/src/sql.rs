@@ -429,6 +429,14 @@ pub(crate) fn decide(
 /// Opens a lazily built pool's first connection within `timeout` (the
 /// connect timeout), so a server that does not answer fails start-up quickly
 /// even though a call may wait longer for a pooled connection later.
+///
+/// One plain connection is tried first and closed again: a pool retries a
+/// refused connection silently until its acquire timeout, which would turn
+/// "nothing listens there" into a late `Timeout`; the plain attempt reports
+/// it at once as `Unavailable`, so a caller that retries with back-off (the
+/// CLI's `simba lock --wait`) can say so and pace itself. The pool never
+/// holds more than its budget: the plain connection is gone before the
+/// pool's first one opens.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) async fn first_connection<DB: sqlx::Database>(
     backend: &str,
@@ -437,6 +445,24 @@ pub(crate) async fn first_connection<DB: sqlx::Database>(
     timeout: Duration,
 ) -> Result<(), BackendError> {
     use futures::future::{select, Either};
+    use sqlx::Connection as _;
+    let options = pool.connect_options();
+    let plain = DB::Connection::connect_with(&options);
+    futures::pin_mut!(plain);
+    match select(plain, futures_timer::Delay::new(timeout)).await {
+        Either::Left((Ok(conn), _)) => {
+            // Closing politely is best effort; a failure here says nothing
+            // about the server's reachability.
+            let _ = conn.close().await;
+        }
+        Either::Left((Err(e), _)) => return Err(map_err(backend, what, e)),
+        Either::Right(_) => {
+            return Err(BackendError::new(
+                BackendErrorKind::Timeout,
+                format!("{backend}: {what}: no connection within {timeout:?}"),
+            ))
+        }
+    }
     let acquire = pool.acquire();
     futures::pin_mut!(acquire);
     match select(acquire, futures_timer::Delay::new(timeout)).await {
