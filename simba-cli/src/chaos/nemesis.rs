@@ -134,8 +134,16 @@ fn pid(raw: u32) -> Option<Pid> {
 
 /// The children of `simba`: (the worker, the guard), from /proc.
 fn children(simba: u32) -> (Option<u32>, Option<u32>) {
-    let list =
-        std::fs::read_to_string(format!("/proc/{simba}/task/{simba}/children")).unwrap_or_default();
+    // A child belongs to the thread that spawned it: simba's runtime spawns
+    // from any of its worker threads, so every thread's list is read.
+    let mut list = String::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{simba}/task")) {
+        for task in tasks.flatten() {
+            let path = task.path().join("children");
+            list.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+            list.push(' ');
+        }
+    }
     let (mut worker, mut guard) = (None, None);
     for c in list
         .split_whitespace()
