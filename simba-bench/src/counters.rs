@@ -16,7 +16,8 @@ pub enum Counter {
         db: String,
     },
     /// `information_schema.USER_STATISTICS` (MariaDB `userstat`) of the
-    /// bench's own user: its SELECT, UPDATE and other commands.
+    /// bench's own user: its committed and rolled-back transactions (an
+    /// autocommit statement is one), as PostgreSQL's `xact_commit` counts.
     MysqlUser {
         /// An administrator URL (another user).
         admin: String,
@@ -28,7 +29,9 @@ pub enum Counter {
         /// An administrator URL.
         admin: String,
     },
-    /// Redis `INFO commandstats`, all commands but `INFO` itself.
+    /// Redis `INFO commandstats`: the commands clients send (script calls
+    /// and connection commands), not those a script runs inside the server
+    /// (`commandstats` counts those too).
     RedisInfo {
         /// host:port of a server only this run uses.
         addr: String,
@@ -52,9 +55,13 @@ impl Counter {
             Counter::PgDatabase { .. } => {
                 "transactions (pg_stat_database.xact_commit of the bench's database)"
             }
-            Counter::MysqlUser { .. } => "statements (USER_STATISTICS of the bench's user)",
+            Counter::MysqlUser { .. } => {
+                "transactions (USER_STATISTICS commits + rollbacks of the bench's user)"
+            }
             Counter::MysqlGlobal { .. } => "statements (global Questions: other clients included)",
-            Counter::RedisInfo { .. } => "commands (INFO commandstats, private server)",
+            Counter::RedisInfo { .. } => {
+                "commands sent (INFO commandstats: script calls and connection commands, private server)"
+            }
             Counter::ZkMntr { .. } => "packets (mntr zk_packets_received, private server)",
             Counter::EtcdMetrics { .. } => {
                 "gRPC messages (grpc_server_msg_received_total, private server)"
@@ -66,7 +73,7 @@ impl Counter {
     pub fn short(&self) -> &'static str {
         match self {
             Counter::PgDatabase { .. } => "transactions/min",
-            Counter::MysqlUser { .. } => "statements/min",
+            Counter::MysqlUser { .. } => "transactions/min",
             Counter::MysqlGlobal { .. } => "statements/min (global)",
             Counter::RedisInfo { .. } => "commands/min",
             Counter::ZkMntr { .. } => "packets/min",
@@ -103,7 +110,7 @@ impl Counter {
                     .await
                     .map_err(|e| e.to_string())?;
                 let v: Option<i64> = sqlx::query_scalar(
-                    "SELECT CAST(SUM(SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS) AS SIGNED) \
+                    "SELECT CAST(SUM(COMMIT_TRANSACTIONS + ROLLBACK_TRANSACTIONS) AS SIGNED) \
                      FROM information_schema.USER_STATISTICS WHERE USER = ?",
                 )
                 .bind(user)
@@ -164,10 +171,38 @@ async fn exchange(addr: &str, request: &[u8]) -> Result<String, String> {
     }
 }
 
-/// The sum of `calls=` of every `cmdstat_` line but `cmdstat_info`.
+/// Commands a client sends itself; every other command in `commandstats`
+/// is one a script ran inside the server (Simba's scripts call `GET`, `SET`,
+/// `PEXPIRE`, `PUBLISH`, …), which `commandstats` counts as well.
+const REDIS_CLIENT_COMMANDS: &[&str] = &[
+    "evalsha",
+    "eval",
+    "evalsha_ro",
+    "eval_ro",
+    "fcall",
+    "fcall_ro",
+    "script",
+    "ping",
+    "client",
+    "hello",
+    "auth",
+    "select",
+    "subscribe",
+    "psubscribe",
+    "ssubscribe",
+    "unsubscribe",
+];
+
+/// The sum of `calls=` of the `cmdstat_` lines of commands clients send
+/// ([`REDIS_CLIENT_COMMANDS`], subcommands such as `client|setname`
+/// included), `INFO` itself excluded.
 pub fn redis_calls(info: &str) -> f64 {
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| {
+            let rest = l.strip_prefix("cmdstat_")?;
+            let command = rest.split([':', '|']).next()?;
+            REDIS_CLIENT_COMMANDS.contains(&command).then_some(l)
+        })
         .filter_map(|l| {
             let calls = l.split(':').nth(1)?.split(',').next()?;
             calls.strip_prefix("calls=")?.parse::<f64>().ok()
@@ -191,8 +226,11 @@ mod tests {
     #[test]
     fn redis_commandstats_without_info() {
         let info = "# Commandstats\r\ncmdstat_evalsha:calls=10,usec=5,usec_per_call=0.5\r\n\
-                    cmdstat_info:calls=7,usec=1\r\ncmdstat_ping:calls=2,usec=1\r\n";
-        assert_eq!(redis_calls(info), 12.0);
+                    cmdstat_info:calls=7,usec=1\r\ncmdstat_ping:calls=2,usec=1\r\n\
+                    cmdstat_client|setname:calls=1,usec=1\r\n\
+                    cmdstat_pexpire:calls=40,usec=9\r\ncmdstat_get:calls=30,usec=3\r\n";
+        // The script-internal PEXPIRE and GET are not calls of a client.
+        assert_eq!(redis_calls(info), 13.0);
     }
 
     #[test]
