@@ -82,6 +82,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "etcd";
+/// At most this many calls (renewals aside) in flight at once; see
+/// [`Backend::max_concurrent_calls`].
+const MAX_CALLS_IN_FLIGHT: usize = 32;
 /// The key prefix used when the URL has no path.
 pub const DEFAULT_KEY_PREFIX: &str = "/simba";
 
@@ -731,6 +734,14 @@ fn ttl_for(lease_duration: Duration) -> Result<i64, BackendError> {
 }
 
 impl Backend for EtcdBackend {
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        // Calls share one connection, but each acquire or release is a write
+        // that etcd commits one after the other: beyond a few dozen in
+        // flight, more only wait inside the server while their call timeouts
+        // (S2.4) run down. A burst of elections waits in the client instead.
+        Some(MAX_CALLS_IN_FLIGHT)
+    }
+
     fn open_session(
         &self,
         lease_duration: Duration,

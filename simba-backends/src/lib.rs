@@ -202,6 +202,25 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// How many calls this backend can serve at once, if that is bounded: a
+    /// SQL backend's connection pool; 32 on ZooKeeper and etcd, whose
+    /// servers commit writes one after the other; `None` (Redis, memory)
+    /// where more at once costs nothing.
+    ///
+    /// A client never has more acquires, releases and other calls in flight
+    /// than this, and queues the rest itself: many at once would only wait
+    /// for a connection inside the pool, where each one's call timeout (S2.4)
+    /// runs down and a renewal (S1.1), sent past that local queue, would wait
+    /// behind all of them.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend};
+    /// assert_eq!(MemoryBackend::new().max_concurrent_calls(), None);
+    /// ```
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        None
+    }
+
     /// Which part of the granted remaining time one renewal proves (S8.5):
     /// the whole of it on every backend here.
     fn renewal_proves(&self) -> Fraction {
@@ -324,6 +343,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn broadcasts_releases(&self) -> bool {
         (**self).broadcasts_releases()
+    }
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        (**self).max_concurrent_calls()
     }
     fn renewal_proves(&self) -> Fraction {
         (**self).renewal_proves()

@@ -680,6 +680,11 @@ async fn claim_on(
 }
 
 impl Backend for MysqlBackend {
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        // The pool's connections (the release listener has its own).
+        usize::try_from(self.pool.options().get_max_connections()).ok()
+    }
+
     fn open_session(
         &self,
         lease_duration: Duration,

@@ -721,6 +721,11 @@ impl PgBackend {
 }
 
 impl Backend for PgBackend {
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        // The pool's connections (the release listener has its own).
+        usize::try_from(self.pool.options().get_max_connections()).ok()
+    }
+
     fn open_session(
         &self,
         lease_duration: Duration,

@@ -48,6 +48,9 @@ use std::time::{Duration, Instant};
 use zookeeper_client as zk;
 
 const NAME: &str = "zookeeper";
+/// At most this many calls (renewals aside) in flight at once; see
+/// [`Backend::max_concurrent_calls`].
+const MAX_CALLS_IN_FLIGHT: usize = 32;
 const HOLDER: &str = "holder";
 /// The session timeout the backend's own (observer) session asks for.
 const OBSERVER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -757,6 +760,14 @@ async fn watchdog(entry: Weak<Entry>, inner: Weak<Inner>, session: SessionId) {
 }
 
 impl Backend for ZkBackend {
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        // Calls share one connection, but each acquire or release is a write
+        // that ZooKeeper commits one after the other: beyond a few dozen in
+        // flight, more only wait inside the server while their call timeouts
+        // (S2.4) run down. A burst of elections waits in the client instead.
+        Some(MAX_CALLS_IN_FLIGHT)
+    }
+
     fn open_session(
         &self,
         lease_duration: Duration,

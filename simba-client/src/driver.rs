@@ -19,7 +19,7 @@ use simba_core::{
     Level, LockWait, Output, RenewError, RevokeReason, SessionId, SessionState, Snapshot,
     TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, TermId, Timestamp,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -66,6 +66,9 @@ pub(crate) enum Spec {
 
 /// What the API handles and the spawned calls send to the driver.
 pub(crate) enum Msg {
+    /// A backend call's reply; `true` if the call counted against the
+    /// backend's concurrency limit.
+    Reply(Input, bool),
     Start {
         name: LeaseName,
         entry: u64,
@@ -209,8 +212,18 @@ pub(crate) struct Driver {
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
     /// Backend calls in flight, polled by the driver task itself (no task
-    /// spawned per call: one wake-up less per renewal).
-    calls: FuturesUnordered<BoxFuture<'static, Input>>,
+    /// spawned per call: one wake-up less per renewal); each says whether it
+    /// counts against [`Driver::call_limit`].
+    calls: FuturesUnordered<BoxFuture<'static, (Input, bool)>>,
+    /// Calls waiting for one of the backend's connections
+    /// ([`Backend::max_concurrent_calls`]), oldest first, each with the
+    /// reply that stands for its timeout. Renewals and session openings
+    /// never wait here.
+    queued: VecDeque<Queued>,
+    /// How many calls that count against the limit are in flight.
+    limited_in_flight: usize,
+    /// [`Backend::max_concurrent_calls`], read once.
+    call_limit: Option<usize>,
     /// Attached to every session this client opens.
     metadata: Arc<SessionMetadata>,
     /// The kind of the last backend failure, until a call succeeds again
@@ -219,6 +232,16 @@ pub(crate) struct Driver {
     span: tracing::Span,
     /// Dropped with the driver: ends the release-broadcast forwarding.
     _exit: oneshot::Sender<()>,
+}
+
+/// A call waiting for a connection (see [`Driver::queued`]).
+struct Queued {
+    call: BoxFuture<'static, Input>,
+    /// The reply that stands for its timeout.
+    timed_out: Input,
+    /// For an acquire: when the engine abandons the attempt (S2.4), counted
+    /// from when it was asked for; it is not sent after that.
+    abandoned_at: Option<std::time::Instant>,
 }
 
 impl Driver {
@@ -232,6 +255,7 @@ impl Driver {
         metadata: Arc<SessionMetadata>,
     ) -> Driver {
         let span = tracing::info_span!("simba_client", backend = backend.name());
+        let call_limit = backend.max_concurrent_calls().map(|n| n.max(1));
         Driver {
             engine,
             backend,
@@ -250,6 +274,9 @@ impl Driver {
             workers_done: Vec::new(),
             closed: false,
             calls: FuturesUnordered::new(),
+            queued: VecDeque::new(),
+            limited_in_flight: 0,
+            call_limit,
             metadata,
             backend_down: None,
             span,
@@ -284,8 +311,8 @@ impl Driver {
                 if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
                     return Poll::Ready(Either::Left(msg));
                 }
-                if let Poll::Ready(Some(input)) = calls.poll_next_unpin(cx) {
-                    return Poll::Ready(Either::Left(Some(Msg::Input(input))));
+                if let Poll::Ready(Some((input, limited))) = calls.poll_next_unpin(cx) {
+                    return Poll::Ready(Either::Left(Some(Msg::Reply(input, limited))));
                 }
                 if let Some((_, s)) = sleep.as_mut() {
                     if s.as_mut().poll(cx).is_ready() {
@@ -313,10 +340,19 @@ impl Driver {
             }
         }
         // Calls still in flight (say, the release of an orphan grant) run to
-        // their end on their own; nobody waits for their replies.
+        // their end on their own; nobody waits for their replies. Queued
+        // ones follow, one after the other.
         for call in std::mem::take(&mut self.calls) {
             runtime.spawn(Box::pin(async move {
                 let _ = call.await;
+            }));
+        }
+        let queued = std::mem::take(&mut self.queued);
+        if !queued.is_empty() {
+            runtime.spawn(Box::pin(async move {
+                for q in queued {
+                    let _ = q.call.await;
+                }
             }));
         }
         tracing::debug!(parent: &self.span, "simba driver stopped");
@@ -326,6 +362,12 @@ impl Driver {
         let now = self.clock.now();
         match msg {
             Msg::Input(input) => self.engine.handle(now, input),
+            Msg::Reply(input, limited) => {
+                if limited {
+                    self.call_ended();
+                }
+                self.engine.handle(now, input);
+            }
             Msg::TaskExited {
                 term,
                 outcome,
@@ -539,12 +581,12 @@ impl Driver {
     }
 
     /// Runs one backend command as its own future, cancelled after
-    /// `call_timeout()` (S2.4); its reply comes back as a message.
+    /// `call_timeout()` (S2.4) from when it is sent; its reply comes back as
+    /// a message. Beyond the backend's [`Backend::max_concurrent_calls`], a
+    /// call other than a renewal or an opening waits in a local queue first.
     fn run_command(&mut self, cmd: Command) {
         let backend = self.backend.clone();
         let timeout = self.engine.call_timeout();
-        let runtime = &self.clock.runtime;
-        let sleep = runtime.sleep_until(runtime.now() + timeout);
         tracing::trace!(command = ?cmd, "backend call");
         if matches!(cmd, Command::Renew { .. }) {
             observe::renewal();
@@ -558,6 +600,11 @@ impl Driver {
             _ => {}
         }
         let timed_out = timeout_reply(&cmd, timeout);
+        // Renewals (S1.1) and openings go out at once; the rest wait their
+        // turn for a connection here, where no call timeout runs down.
+        let limited = !matches!(cmd, Command::Renew { .. } | Command::OpenSession { .. })
+            && self.call_limit.is_some();
+        let is_acquire = matches!(cmd, Command::Acquire { .. });
         let call: BoxFuture<'static, Input> = match cmd {
             Command::OpenSession { op, lease_duration } => {
                 let metadata = self.metadata.clone();
@@ -606,12 +653,59 @@ impl Driver {
                 Input::SlotClaimed { op, result }
             }),
         };
+        if limited
+            && self
+                .call_limit
+                .is_some_and(|max| self.limited_in_flight >= max)
+        {
+            self.queued.push_back(Queued {
+                call,
+                timed_out,
+                abandoned_at: is_acquire.then(|| self.clock.runtime.now() + timeout),
+            });
+            return;
+        }
+        self.dispatch(call, timed_out, limited, timeout);
+    }
+
+    /// Sends one call, cancelled after `timeout` (S2.4) from now.
+    fn dispatch(
+        &mut self,
+        call: BoxFuture<'static, Input>,
+        timed_out: Input,
+        limited: bool,
+        timeout: std::time::Duration,
+    ) {
+        let runtime = &self.clock.runtime;
+        let sleep = runtime.sleep_until(runtime.now() + timeout);
+        if limited {
+            self.limited_in_flight += 1;
+        }
         self.calls.push(Box::pin(async move {
             match futures::future::select(call, sleep).await {
-                Either::Left((input, _)) => input,
-                Either::Right(((), _)) => timed_out,
+                Either::Left((input, _)) => (input, limited),
+                Either::Right(((), _)) => (timed_out, limited),
             }
         }));
+    }
+
+    /// A limited call ended: the oldest queued one takes its connection.
+    /// An acquire that waited past its call timeout is not sent: the engine
+    /// has abandoned that attempt (S2.4) and will try again; it is answered
+    /// with its timeout reply instead, which the engine drops as stale.
+    fn call_ended(&mut self) {
+        self.limited_in_flight = self.limited_in_flight.saturating_sub(1);
+        let now = self.clock.runtime.now();
+        while let Some(q) = self.queued.pop_front() {
+            if q.abandoned_at.is_some_and(|at| at <= now) {
+                let engine_now = self.clock.now();
+                self.engine.handle(engine_now, q.timed_out);
+                continue;
+            }
+            let timeout = self.engine.call_timeout();
+            self.dispatch(q.call, q.timed_out, true, timeout);
+            break;
+        }
     }
 
     fn publish(&mut self, event: ClientEvent) {
