@@ -37,11 +37,18 @@ pub enum Mutant {
     /// A candidate sends a new acquire while its previous attempt is still
     /// in flight, abandoning it early (S4.1).
     AcquireWhileInFlight,
+    /// A group member targets every partition instead of its fair share
+    /// (S10.2): members fight over partitions and never balance.
+    GroupIgnoresShare,
+    /// A partition moving away is released at once, while its task still
+    /// runs: the new owner's task starts before the old one's has stopped
+    /// (S10.3, S6.1).
+    PartitionSkipsHandover,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 15] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -55,6 +62,8 @@ impl Mutant {
         Mutant::IgnoreTakenOver,
         Mutant::RenewNeverTimesOut,
         Mutant::AcquireWhileInFlight,
+        Mutant::GroupIgnoresShare,
+        Mutant::PartitionSkipsHandover,
     ];
 
     /// The mutant's command-line name.
@@ -73,6 +82,8 @@ impl Mutant {
             Mutant::IgnoreTakenOver => "ignore-taken-over",
             Mutant::RenewNeverTimesOut => "renew-never-times-out",
             Mutant::AcquireWhileInFlight => "acquire-while-in-flight",
+            Mutant::GroupIgnoresShare => "group-ignores-share",
+            Mutant::PartitionSkipsHandover => "partition-skips-handover",
         }
     }
 

@@ -287,11 +287,18 @@ fn the_checks_catch_the_safety_mutants() {
     // (`IgnoreTakenOver`, S3.4) nor how long a renewal stays in flight
     // (`RenewNeverTimesOut`, S2.4, a liveness bug): rules.rs
     // `s3_4_mutant_ignore_taken_over_is_caught` and
-    // `s2_4_mutant_renew_never_times_out_is_caught` catch them.
+    // `s2_4_mutant_renew_never_times_out_is_caught` catch them. The group
+    // mutants need a group of several members: groups.rs
+    // `s10_3_mutant_partition_skips_handover_is_caught` and
+    // `s10_4_mutant_group_ignores_share_is_caught` catch them.
     for (i, mutant) in Mutant::ALL.iter().enumerate() {
         if matches!(
             *mutant,
-            Mutant::ForgetCompletion | Mutant::IgnoreTakenOver | Mutant::RenewNeverTimesOut
+            Mutant::ForgetCompletion
+                | Mutant::IgnoreTakenOver
+                | Mutant::RenewNeverTimesOut
+                | Mutant::GroupIgnoresShare
+                | Mutant::PartitionSkipsHandover
         ) {
             continue;
         }
