@@ -17,6 +17,9 @@
 //! | `P/s/L/NAME` | empty: "session `L` owns `NAME`" | `L` |
 //! | `P/l/NAME` | the holder's session id | `L` |
 //! | `P/t/NAME` | empty; its `mod_revision` is the latest token of `NAME` | none |
+//! | `P/g/GROUP/ID` | empty: "session `ID` (32 hex digits) is a member of `GROUP`" (S10.1) | `L` |
+//! | `P/j/L/GROUP` | empty: "session `L` joined `GROUP`" | `L` |
+//! | `P/c/NAME` | the last claimed schedule slot of `NAME`, 20 decimal digits (S11.1) | none |
 //!
 //! The session id is the etcd lease id in its low 64 bits and 64 random bits
 //! above; every call checks the whole id against `P/s/L`, so a session id is
@@ -38,7 +41,17 @@
 //! * **release** is one transaction deleting `P/l/NAME` and `P/s/L/NAME` only
 //!   if `P/l/NAME` has `create_revision == token` and holds this session id.
 //! * **close** checks `P/s/L` holds this session id, then revokes lease `L`,
-//!   which deletes every key attached to it at once (S1.4).
+//!   which deletes every key attached to it at once (S1.4), memberships
+//!   included.
+//! * **join** is one transaction: if `P/s/L` holds this session id, put
+//!   `P/g/GROUP/ID` and `P/j/L/GROUP` on lease `L`. **leave** deletes both.
+//!   The renewal's read is one read-only transaction of ranges: `P/s/L…`,
+//!   `P/j/L/…` and `P/g/GROUP/…` for each group this client knows the session
+//!   joined (a group joined through another client costs one more read, once).
+//! * **claim slot** is one transaction: if `P/s/L` holds this session id and
+//!   `P/l/NAME` holds it with `create_revision == token`, a nested
+//!   transaction writes `P/c/NAME` if it is missing or smaller (zero-padded
+//!   decimals compare as numbers), else reads it.
 //! * **expiry**: etcd revokes the lease, deleting its keys atomically.
 //!
 //! # Runtimes
@@ -60,8 +73,8 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -282,6 +295,9 @@ struct Local {
     /// When the last successful renewal (or the grant) was *sent*.
     renewed_at: Instant,
     keep_alive: KeepAlive,
+    /// The groups the session joined, as this client last saw them: the
+    /// renewal reads their members in its one transaction.
+    groups: std::collections::BTreeSet<LeaseName>,
 }
 
 struct Inner {
@@ -533,6 +549,91 @@ impl EtcdBackend {
     fn key_token(&self, name: &LeaseName) -> String {
         format!("{}/t/{name}", self.inner.prefix)
     }
+    /// `P/g/GROUP/`: the members of a group.
+    fn key_group(&self, group: &LeaseName) -> String {
+        format!("{}/g/{group}/", self.inner.prefix)
+    }
+    /// `P/j/L/`: the groups session `L` joined.
+    fn key_joined(&self, lease: i64) -> String {
+        format!("{}/j/{lease:016x}/", self.inner.prefix)
+    }
+    fn key_slot(&self, name: &LeaseName) -> String {
+        format!("{}/c/{name}", self.inner.prefix)
+    }
+
+    /// The groups this client knows `session` joined.
+    fn cached_groups(&self, lease: i64, session: SessionId) -> Vec<LeaseName> {
+        let local = self.inner.local.lock().unwrap_or_else(|p| p.into_inner());
+        local
+            .get(&lease)
+            .filter(|l| l.session == session)
+            .map(|l| l.groups.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Records what this client knows of `session`'s groups.
+    fn cache_groups(
+        &self,
+        lease: i64,
+        session: SessionId,
+        change: impl FnOnce(&mut std::collections::BTreeSet<LeaseName>),
+    ) {
+        self.keep_alive_of(lease, session);
+        let mut local = self.inner.local.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = local.get_mut(&lease).filter(|l| l.session == session) {
+            change(&mut l.groups);
+        }
+    }
+
+    /// Reads the members of `groups` in one read-only transaction.
+    async fn read_members(&self, groups: &[LeaseName]) -> Result<Vec<GroupView>, BackendError> {
+        let txn = Txn::new().and_then(
+            groups
+                .iter()
+                .map(|g| TxnOp::get(self.key_group(g), Some(GetOptions::new().with_prefix())))
+                .collect::<Vec<_>>(),
+        );
+        let mut c = self.client();
+        let resp = self.run("renew", async move { c.txn(txn).await }).await?;
+        let gets = gets_of(&resp);
+        if gets.len() != groups.len() {
+            return Err(malformed(format!(
+                "renew read {} groups' members, expected {}",
+                gets.len(),
+                groups.len()
+            )));
+        }
+        groups
+            .iter()
+            .zip(gets)
+            .map(|(g, get)| self.view(g, &get))
+            .collect()
+    }
+
+    /// A group's view from the range read of `P/g/GROUP/`.
+    fn view(
+        &self,
+        group: &LeaseName,
+        get: &etcd_client::GetResponse,
+    ) -> Result<GroupView, BackendError> {
+        let prefix = self.key_group(group);
+        let mut members = get
+            .kvs()
+            .iter()
+            .map(|kv| {
+                kv.key()
+                    .strip_prefix(prefix.as_bytes())
+                    .ok_or_else(|| malformed(format!("a key outside {prefix} in its range")))
+                    .and_then(session_from)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        members.sort_unstable();
+        members.dedup();
+        Ok(GroupView {
+            group: group.clone(),
+            members,
+        })
+    }
 
     /// Runs `fut` on the tokio runtime, bounded by the call timeout.
     async fn run<T: Send + 'static>(
@@ -556,6 +657,7 @@ impl EtcdBackend {
                         ttl_secs: 0,
                         renewed_at: Instant::now(),
                         keep_alive: k.clone(),
+                        groups: std::collections::BTreeSet::new(),
                     },
                 );
                 k
@@ -633,6 +735,15 @@ impl Backend for EtcdBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &crate::metadata::NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a crate::SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
+        let metadata = metadata.encode();
         async move {
             let ttl = ttl_for(lease_duration)?;
             let mut hi = [0u8; 8];
@@ -652,12 +763,22 @@ impl Backend for EtcdBackend {
                     let lease = grant.id();
                     let low = u64::try_from(lease).unwrap_or(0);
                     let session = SessionId::from_u128((u128::from(hi) << 64) | u128::from(low));
-                    c.put(
+                    // The session key holds exactly the session id (every
+                    // guarded write compares it); the metadata, if any, sits
+                    // beside it on the same lease, written in one transaction.
+                    let mut puts = vec![TxnOp::put(
                         format!("{prefix}/s/{lease:016x}"),
                         session.to_string(),
                         Some(PutOptions::new().with_lease(lease)),
-                    )
-                    .await?;
+                    )];
+                    if !metadata.is_empty() {
+                        puts.push(TxnOp::put(
+                            format!("{prefix}/m/{lease:016x}"),
+                            metadata.clone(),
+                            Some(PutOptions::new().with_lease(lease)),
+                        ));
+                    }
+                    c.txn(Txn::new().and_then(puts)).await?;
                     Ok((session, grant.ttl()))
                 })
                 .await?;
@@ -677,6 +798,7 @@ impl Backend for EtcdBackend {
                         ttl_secs: granted,
                         renewed_at: sent,
                         keep_alive: KeepAlive::default(),
+                        groups: std::collections::BTreeSet::new(),
                     },
                 );
             Ok(SessionGrant {
@@ -720,18 +842,44 @@ impl Backend for EtcdBackend {
             };
             let mut c = self.client();
             let skey = self.key_session(lease);
-            let read = async move {
-                c.get(skey, Some(GetOptions::new().with_prefix()))
-                    .await
-                    .map(|mut r| r.take_kvs())
-            };
+            // One read-only transaction: the session key and its owned index,
+            // the groups it joined, and the members of the groups this client
+            // knows it joined (S10.1).
+            let cached = self.cached_groups(lease, session);
+            let mut reads = vec![
+                TxnOp::get(skey, Some(GetOptions::new().with_prefix())),
+                TxnOp::get(
+                    self.key_joined(lease),
+                    Some(GetOptions::new().with_prefix()),
+                ),
+            ];
+            reads.extend(
+                cached
+                    .iter()
+                    .map(|g| TxnOp::get(self.key_group(g), Some(GetOptions::new().with_prefix()))),
+            );
+            let txn = Txn::new().and_then(reads);
+            let read = async move { c.txn(txn).await };
             let sent = Instant::now();
-            let (ttl, kvs) = self
+            let (ttl, resp) = self
                 .run("renew", async move {
                     let (ka, read) = futures::join!(ka, read);
                     Ok((ka?, read?))
                 })
                 .await?;
+            let gets = gets_of(&resp);
+            let [own, joined, members @ ..] = gets.as_slice() else {
+                return Err(malformed(format!("renew read {} ranges", gets.len())).into());
+            };
+            if members.len() != cached.len() {
+                return Err(malformed(format!(
+                    "renew read {} groups' members, expected {}",
+                    members.len(),
+                    cached.len()
+                ))
+                .into());
+            }
+            let kvs = own.kvs();
             let skey = self.key_session(lease);
             let mine = kvs.iter().find(|kv| kv.key() == skey.as_bytes());
             if ttl <= 0 || mine.is_none_or(|kv| kv.value() != session.to_string().as_bytes()) {
@@ -740,7 +888,7 @@ impl Backend for EtcdBackend {
             }
             let owned_prefix = format!("{skey}/");
             let mut owned = Vec::new();
-            for kv in &kvs {
+            for kv in kvs {
                 let Some(name) = kv.key().strip_prefix(owned_prefix.as_bytes()) else {
                     continue;
                 };
@@ -762,8 +910,37 @@ impl Backend for EtcdBackend {
                 l.ttl_secs = ttl;
                 l.renewed_at = sent;
             }
+            // The groups joined, as the index says; members read above for
+            // those this client knew, in one more read for the others.
+            let jprefix = self.key_joined(lease);
+            let mut groups = std::collections::BTreeSet::new();
+            for kv in joined.kvs() {
+                let g = kv
+                    .key()
+                    .strip_prefix(jprefix.as_bytes())
+                    .and_then(|g| std::str::from_utf8(g).ok())
+                    .and_then(|g| LeaseName::new(g).ok())
+                    .ok_or_else(|| malformed(format!("a bad group name under {jprefix}")))?;
+                groups.insert(g);
+            }
+            let mut views = Vec::with_capacity(groups.len());
+            for (g, get) in cached.iter().zip(members) {
+                if groups.contains(g) {
+                    views.push(self.view(g, get)?);
+                }
+            }
+            let unknown: Vec<LeaseName> = groups
+                .iter()
+                .filter(|g| !cached.contains(g))
+                .cloned()
+                .collect();
+            if !unknown.is_empty() {
+                views.extend(self.read_members(&unknown).await?);
+            }
+            views.sort_by(|a, b| a.group.cmp(&b.group));
+            self.cache_groups(lease, session, |known| *known = groups);
             Ok(Renewal {
-                groups: Vec::new(),
+                groups: views,
                 remaining: secs(ttl),
                 owned,
             })
@@ -843,6 +1020,7 @@ impl Backend for EtcdBackend {
                 return Ok(AcquireOutcome::Held {
                     holder: None,
                     token: None,
+                    holder_remaining: None,
                 });
             };
             let holder = session_from(kv.value())?;
@@ -856,6 +1034,7 @@ impl Backend for EtcdBackend {
             Ok(AcquireOutcome::Held {
                 holder: Some(holder),
                 token: Some(token),
+                holder_remaining: None,
             })
         }
         .boxed()
@@ -941,6 +1120,13 @@ impl Backend for EtcdBackend {
                 format!("{root}l/"),
                 format!("{root}t/"),
             );
+            // Session metadata: P/m/L, on the session's lease.
+            let m_pre = format!("{root}m/");
+            let metadata_of: HashMap<i64, String> = kvs
+                .iter()
+                .filter(|kv| kv.key().starts_with(m_pre.as_bytes()))
+                .map(|kv| (kv.lease(), String::from_utf8_lossy(kv.value()).into_owned()))
+                .collect();
             // Sessions: P/s/L (no further '/'), with etcd's remaining TTL.
             let mut sessions = Vec::new();
             for kv in &kvs {
@@ -950,10 +1136,15 @@ impl Backend for EtcdBackend {
                 if rest.contains(&b'/') {
                     continue;
                 }
-                sessions.push((session_from(kv.value())?, kv.lease()));
+                let metadata = metadata_of.get(&kv.lease()).map_or("", String::as_str);
+                sessions.push((
+                    session_from(kv.value())?,
+                    kv.lease(),
+                    crate::SessionMetadata::decode(metadata),
+                ));
             }
             let mut lc = self.inner.client.lease_client();
-            let ids: Vec<i64> = sessions.iter().map(|(_, l)| *l).collect();
+            let ids: Vec<i64> = sessions.iter().map(|(_, l, _)| *l).collect();
             let ttls = self
                 .run("inspect sessions", async move {
                     let mut out = Vec::with_capacity(ids.len());
@@ -972,7 +1163,7 @@ impl Backend for EtcdBackend {
                 .await?;
             let mut out = Inspection::default();
             let mut remaining: HashMap<SessionId, Duration> = HashMap::new();
-            for ((session, _), (ttl, granted)) in sessions.iter().zip(ttls) {
+            for ((session, _, metadata), (ttl, granted)) in sessions.iter().zip(ttls) {
                 if ttl <= 0 {
                     continue;
                 }
@@ -981,6 +1172,7 @@ impl Backend for EtcdBackend {
                     session: *session,
                     remaining: secs(ttl),
                     lease_duration: secs(granted),
+                    metadata: metadata.clone(),
                 });
             }
             let mut leases: std::collections::BTreeMap<LeaseName, crate::LeaseInfo> =
@@ -1068,9 +1260,158 @@ impl Backend for EtcdBackend {
         true
     }
 
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let Some(lease) = lease_of(session) else {
+                return Ok(());
+            };
+            let sid = session.to_string();
+            let on_lease = || Some(PutOptions::new().with_lease(lease));
+            let txn = Txn::new()
+                .when([Compare::value(
+                    self.key_session(lease),
+                    CompareOp::Equal,
+                    sid.clone(),
+                )])
+                .and_then([
+                    TxnOp::put(format!("{}{sid}", self.key_group(group)), "", on_lease()),
+                    TxnOp::put(format!("{}{group}", self.key_joined(lease)), "", on_lease()),
+                ]);
+            let mut c = self.client();
+            let resp = self
+                .run("join group", async move { c.txn(txn).await })
+                .await?;
+            // Not live: a join is a no-op.
+            if resp.succeeded() {
+                self.cache_groups(lease, session, |known| {
+                    known.insert(group.clone());
+                });
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let Some(lease) = lease_of(session) else {
+                return Ok(());
+            };
+            let sid = session.to_string();
+            let txn = Txn::new()
+                .when([Compare::value(
+                    self.key_session(lease),
+                    CompareOp::Equal,
+                    sid.clone(),
+                )])
+                .and_then([
+                    TxnOp::delete(format!("{}{sid}", self.key_group(group)), None),
+                    TxnOp::delete(format!("{}{group}", self.key_joined(lease)), None),
+                ]);
+            let mut c = self.client();
+            self.run("leave group", async move { c.txn(txn).await.map(|_| ()) })
+                .await?;
+            self.cache_groups(lease, session, |known| {
+                known.remove(group);
+            });
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let (Some(lease), Ok(rev)) = (lease_of(session), i64::try_from(token.get())) else {
+                return Ok(SlotClaim::NotHolder);
+            };
+            let sid = session.to_string();
+            let lkey = self.key_lease(name);
+            let ckey = self.key_slot(name);
+            // 20 digits hold every u64; equal-length decimals compare as
+            // numbers byte by byte, as etcd compares values.
+            let padded = format!("{slot:020}");
+            let later = Txn::new()
+                .when([Compare::value(
+                    ckey.clone(),
+                    CompareOp::Less,
+                    padded.clone(),
+                )])
+                .and_then([TxnOp::put(ckey.clone(), padded.clone(), None)])
+                .or_else([TxnOp::get(ckey.clone(), None)]);
+            let first = Txn::new()
+                .when([Compare::version(ckey.clone(), CompareOp::Equal, 0)])
+                .and_then([TxnOp::put(ckey, padded, None)])
+                .or_else([TxnOp::txn(later)]);
+            let txn = Txn::new()
+                .when([
+                    Compare::value(self.key_session(lease), CompareOp::Equal, sid.clone()),
+                    Compare::create_revision(lkey.clone(), CompareOp::Equal, rev),
+                    Compare::value(lkey, CompareOp::Equal, sid),
+                ])
+                .and_then([TxnOp::txn(first)]);
+            let mut c = self.client();
+            let resp = self
+                .run("claim slot", async move { c.txn(txn).await })
+                .await?;
+            if !resp.succeeded() {
+                return Ok(SlotClaim::NotHolder);
+            }
+            let bad = |what: &str| malformed(format!("claim slot of `{name}`: {what}"));
+            let first = nested(&resp).ok_or_else(|| bad("no nested reply"))?;
+            if first.succeeded() {
+                return Ok(SlotClaim::Claimed);
+            }
+            let later = nested(&first).ok_or_else(|| bad("no second nested reply"))?;
+            if later.succeeded() {
+                return Ok(SlotClaim::Claimed);
+            }
+            let last = gets_of(&later)
+                .first()
+                .and_then(|g| g.kvs().first())
+                .and_then(|kv| std::str::from_utf8(kv.value()).ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| bad("the last slot is unreadable"))?;
+            Ok(SlotClaim::AlreadyClaimed { last })
+        }
+        .boxed()
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }
+}
+
+/// The range reads of a transaction's reply, in order.
+fn gets_of(resp: &etcd_client::TxnResponse) -> Vec<etcd_client::GetResponse> {
+    resp.op_responses()
+        .into_iter()
+        .filter_map(|r| match r {
+            TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The reply of a transaction's first nested transaction.
+fn nested(resp: &etcd_client::TxnResponse) -> Option<etcd_client::TxnResponse> {
+    resp.op_responses().into_iter().find_map(|r| match r {
+        TxnOpResponse::Txn(t) => Some(t),
+        _ => None,
+    })
 }
 
 /// Forwards the names of deleted `P/l/NAME` keys to `tx` until the receiver

@@ -9,10 +9,12 @@
 //! |---|---|
 //! | [`Backend::open_session`] | a new session id (128 random bits, S1.3) and its remaining time |
 //! | [`Backend::renew`] | remaining time and every lease the session still owns, or `Expired` (S1.1, S1.2) |
-//! | [`Backend::acquire`] | `Won { token, remaining }`, `Held { holder, token }` or `Expired` |
+//! | [`Backend::acquire`] | `Won { token, remaining }`, `Held { holder, token, holder_remaining }` (S4.4) or `Expired` |
 //! | [`Backend::release`] | frees the lease only if that session still owns it with that token (S3.5) |
 //! | [`Backend::close_session`] | ends the session and frees all of its leases (S1.4) |
-//! | [`Backend::inspect`] | leases and live sessions, for `simba status` |
+//! | [`Backend::open_session_with`] | as `open_session`, storing the session's [`SessionMetadata`] with it |
+//! | [`Backend::inspect`] | leases and live sessions (with their metadata), for `simba status` |
+//! | [`Backend::holder`] | who holds one lease: session, token, remaining time, metadata |
 //! | [`Backend::subscribe_releases`] | a stream of freed names, where the backend broadcasts (S4.2) |
 //!
 //! Features: `sqlite` (default), `postgres`, `mysql`, `redis` (with
@@ -40,6 +42,7 @@
 mod config;
 pub mod fencing;
 mod memory;
+mod metadata;
 mod pool;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
@@ -67,6 +70,7 @@ pub use config::{
 #[cfg(feature = "testkit")]
 pub use memory::Flaw;
 pub use memory::MemoryBackend;
+pub use metadata::{MetadataError, SessionMetadata, MAX_METADATA_KEY_LEN, MAX_METADATA_LEN};
 pub use pool::PoolOptions;
 
 use futures::future::BoxFuture;
@@ -95,6 +99,39 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>>;
+
+    /// As [`Backend::open_session`], and stores `metadata` with the session
+    /// until it ends, for [`Backend::inspect`] and [`Backend::holder`] to
+    /// show (leader observation). Every backend of this crate stores it; the
+    /// default, for a backend that cannot, drops it and opens the session.
+    ///
+    /// # Errors
+    /// As [`Backend::open_session`].
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
+        let _ = metadata;
+        self.open_session(lease_duration)
+    }
+
+    /// Who holds `name` now: the live holder's session, the term's token,
+    /// its remaining time and the metadata its session was opened with;
+    /// `None` if the lease is free (or was never acquired). The default
+    /// reads it from [`Backend::inspect`] with the name as prefix.
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed.
+    fn holder<'a>(
+        &'a self,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<Option<LeaseHolder>, BackendError>> {
+        Box::pin(async move {
+            let seen = self.inspect(Some(name.as_str())).await?;
+            Ok(LeaseHolder::find(&seen, name))
+        })
+    }
 
     /// Renews `session` for another lease duration, in one backend call
     /// however many leases it holds (S1.1), and lists the leases it still owns.
@@ -242,6 +279,19 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
         (**self).open_session(lease_duration)
     }
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
+        (**self).open_session_with(lease_duration, metadata)
+    }
+    fn holder<'a>(
+        &'a self,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<Option<LeaseHolder>, BackendError>> {
+        (**self).holder(name)
+    }
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         (**self).renew(session)
     }
@@ -343,6 +393,42 @@ pub struct SessionInfo {
     pub remaining: Duration,
     /// The lease duration each renewal grants.
     pub lease_duration: Duration,
+    /// What the session was opened with ([`Backend::open_session_with`]);
+    /// empty if nothing.
+    pub metadata: SessionMetadata,
+}
+
+/// Who holds a lease ([`Backend::holder`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseHolder {
+    /// The holder's live session.
+    pub session: SessionId,
+    /// The current term's fencing token.
+    pub token: Token,
+    /// The holder's remaining time by the backend clock.
+    pub remaining: Duration,
+    /// The metadata the holder's session was opened with.
+    pub metadata: SessionMetadata,
+}
+
+impl LeaseHolder {
+    /// The live holder of `name` in `seen`, with its session's metadata.
+    pub fn find(seen: &Inspection, name: &LeaseName) -> Option<LeaseHolder> {
+        let lease = seen.leases.iter().find(|l| &l.name == name)?;
+        let (session, token) = (lease.holder?, lease.token?);
+        let metadata = seen
+            .sessions
+            .iter()
+            .find(|s| s.session == session)
+            .map(|s| s.metadata.clone())
+            .unwrap_or_default();
+        Some(LeaseHolder {
+            session,
+            token,
+            remaining: lease.remaining.unwrap_or_default(),
+            metadata,
+        })
+    }
 }
 
 /// A fresh session id: 128 random bits from the operating system (S1.3).

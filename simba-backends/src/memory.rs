@@ -1,9 +1,10 @@
 //! An in-memory backend: the reference model of the contract, for tests and
 //! single-process use. Its clock is the process's monotonic clock.
 
+use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, Inspection, LeaseInfo,
-    SessionInfo,
+    SessionInfo, SessionMetadata,
 };
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
@@ -11,7 +12,7 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, Token,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,6 +36,8 @@ struct State {
     /// Partitioned groups (S10.1): each group's member sessions, live or not
     /// (an expired member is left out of every listing).
     groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
+    /// The last claimed schedule slot of each name (S11.1); never forgotten.
+    slots: HashMap<LeaseName, u64>,
     subscribers: Vec<mpsc::UnboundedSender<LeaseName>>,
     fail_next: u32,
     /// A deliberate bug for must-fail tests: acquire ignores a live holder.
@@ -57,11 +60,17 @@ pub enum Flaw {
     /// An acquire decides, lets other calls run, then writes (not atomic):
     /// concurrent acquires of a free lease each take a new term.
     SplitAcquire,
+    /// `claim_slot` records the slot without checking that the session holds
+    /// the lease with the token (S11.1).
+    SlotIgnoresHolder,
+    /// `claim_slot` records any slot, even one not later than the last.
+    SlotRewinds,
 }
 
 struct Session {
     expires: Instant,
     lease_duration: Duration,
+    metadata: SessionMetadata,
 }
 
 struct Lease {
@@ -204,12 +213,17 @@ impl MemoryBackend {
             let Some(remaining) = st.live(session, now) else {
                 return Ok(AcquireOutcome::Expired);
             };
-            match st.leases.get(name).and_then(|l| l.holder) {
-                Some(h) if h != session && st.live(h, now).is_some() => {
+            let holder = st.leases.get(name).and_then(|l| l.holder);
+            let holder_remaining = holder
+                .filter(|h| *h != session)
+                .and_then(|h| st.live(h, now));
+            match holder {
+                Some(h) if h != session && holder_remaining.is_some() => {
                     let token = st.leases.get(name).and_then(|l| Token::new(l.token));
                     return Ok(AcquireOutcome::Held {
                         holder: Some(h),
                         token,
+                        holder_remaining,
                     });
                 }
                 Some(h) if h == session => {
@@ -241,6 +255,14 @@ impl Backend for MemoryBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         let result = (|| {
             check_lease_duration(lease_duration)?;
             let mut st = self.lock();
@@ -254,6 +276,7 @@ impl Backend for MemoryBackend {
                 Session {
                     expires,
                     lease_duration,
+                    metadata: metadata.clone(),
                 },
             );
             Ok(SessionGrant {
@@ -322,10 +345,11 @@ impl Backend for MemoryBackend {
                 return Ok(AcquireOutcome::Expired);
             };
             let holder = st.leases.get(name).and_then(|l| l.holder);
-            let holder_live = match holder {
-                Some(h) if h != session => st.live(h, now).is_some() && !st.skip_holder_check,
-                _ => false,
+            let holder_remaining = match holder {
+                Some(h) if h != session && !st.skip_holder_check => st.live(h, now),
+                _ => None,
             };
+            let holder_live = holder_remaining.is_some();
             let lease = st.leases.entry(name.clone()).or_insert(Lease {
                 holder: None,
                 token: 0,
@@ -336,6 +360,7 @@ impl Backend for MemoryBackend {
                 return Ok(AcquireOutcome::Held {
                     holder: lease.holder,
                     token: Token::new(lease.token),
+                    holder_remaining,
                 });
             } else {
                 lease.holder = Some(session);
@@ -417,6 +442,7 @@ impl Backend for MemoryBackend {
                     session: *id,
                     remaining: st.reported(s.expires - now),
                     lease_duration: s.lease_duration,
+                    metadata: s.metadata.clone(),
                 })
                 .collect();
             sessions.sort_by_key(|s| s.session);
@@ -490,6 +516,44 @@ impl Backend for MemoryBackend {
                 st.broadcast(group);
             }
             Ok(())
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let now = Instant::now();
+            // The holder check comes first: a session that does not own the
+            // lease with this token learns nothing about the slots.
+            let owns = st
+                .leases
+                .get(name)
+                .is_some_and(|l| l.holder == Some(session) && l.token == token.get());
+            #[cfg(feature = "testkit")]
+            let (any_holder, rewind) = (
+                st.flaw == Some(Flaw::SlotIgnoresHolder),
+                st.flaw == Some(Flaw::SlotRewinds),
+            );
+            #[cfg(not(feature = "testkit"))]
+            let (any_holder, rewind) = (false, false);
+            if !any_holder && (!owns || st.live(session, now).is_none()) {
+                return Ok(SlotClaim::NotHolder);
+            }
+            match st.slots.get(name) {
+                Some(&last) if last >= slot && !rewind => Ok(SlotClaim::AlreadyClaimed { last }),
+                _ => {
+                    st.slots.insert(name.clone(), slot);
+                    Ok(SlotClaim::Claimed)
+                }
+            }
         })();
         futures::future::ready(result).boxed()
     }

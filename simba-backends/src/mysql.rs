@@ -9,20 +9,22 @@
 //! statements. Times are microseconds of `NOW(6)` on the server (session time
 //! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
 
+use crate::metadata::NO_METADATA;
 use crate::sql::{
-    check_shape, decide, inspection_from_rows, malformed, map_err, micros, name_from, token_from,
-    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
+    add_metadata_sql, check_shape, decide, group_views, inspection_from_rows, is_legacy_sessions,
+    malformed, map_err, micros, name_from, session_from, slot_from, slot_to_i64, token_from,
+    token_to_i64, Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions,
+    PoolOptions, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    SessionId, SlotClaim, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
@@ -31,6 +33,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 const NAME: &str = "mysql";
+/// Simba's tables: sessions, leases, group members, schedule slots.
+const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 
@@ -46,8 +50,11 @@ struct Sql {
     prefix: String,
     sessions: String,
     leases: String,
+    members: String,
+    slots: String,
     open: String,
     gc: String,
+    gc_members: String,
     renew: String,
     renew_read: String,
     ensure: String,
@@ -55,6 +62,13 @@ struct Sql {
     take: String,
     release: String,
     close: String,
+    close_members: String,
+    join: String,
+    leave: String,
+    holds: String,
+    ensure_slot: String,
+    read_slot: String,
+    write_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
 }
@@ -63,15 +77,30 @@ impl Sql {
     fn new(prefix: &str) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
+        let m = format!("{prefix}members");
+        let c = format!("{prefix}slots");
         Sql {
-            open: format!("INSERT INTO {s} (id, lease_us, expires_us) VALUES (?, ?, {NOW} + ?)"),
+            open: format!("INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?, ?, {NOW} + ?, ?)"),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
+            gc_members: format!(
+                "DELETE FROM {m} WHERE session IN \
+                 (SELECT id FROM {s} WHERE expires_us <= {NOW})"
+            ),
             renew: format!(
                 "UPDATE {s} SET expires_us = {NOW} + lease_us WHERE id = ? AND expires_us > {NOW}"
             ),
+            // Kind 0 rows: the lease duration and each owned lease; kind 1
+            // rows: the live members of every group the session joined
+            // (S10.1). One statement, however many leases and groups.
             renew_read: format!(
-                "SELECT s.lease_us, CAST(l.name AS CHAR), l.token FROM {s} s \
-                 LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ?"
+                "SELECT CAST(0 AS SIGNED), s.lease_us, CAST(l.name AS CHAR), l.token, \
+                   CAST(NULL AS BINARY(16)) \
+                 FROM {s} s LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ? \
+                 UNION ALL \
+                 SELECT CAST(1 AS SIGNED), CAST(0 AS SIGNED), CAST(gm.name AS CHAR), \
+                   CAST(0 AS SIGNED), gm.session \
+                 FROM {m} gm JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
+                 WHERE gm.name IN (SELECT name FROM {m} WHERE session = ?)"
             ),
             ensure: format!(
                 "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
@@ -79,7 +108,7 @@ impl Sql {
             ),
             decide: format!(
                 "SELECT me.expires_us - {NOW}, l.session, l.token, \
-                   CAST(h.expires_us > {NOW} AS SIGNED) \
+                   h.expires_us - {NOW} \
                  FROM {l} l LEFT JOIN {s} me ON me.id = ? LEFT JOIN {s} h ON h.id = l.session \
                  WHERE l.name = ? LOCK IN SHARE MODE"
             ),
@@ -91,8 +120,24 @@ impl Sql {
                  WHERE name = ? AND session = ? AND token = ?"
             ),
             close: format!("DELETE FROM {s} WHERE id = ?"),
+            close_members: format!("DELETE FROM {m} WHERE session = ?"),
+            join: format!(
+                "INSERT IGNORE INTO {m} (name, session) \
+                 SELECT ?, id FROM {s} WHERE id = ? AND expires_us > {NOW}"
+            ),
+            leave: format!("DELETE FROM {m} WHERE name = ? AND session = ?"),
+            holds: format!(
+                "SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session \
+                 WHERE l.name = ? AND l.session = ? AND l.token = ? AND h.expires_us > {NOW} \
+                 LOCK IN SHARE MODE"
+            ),
+            ensure_slot: format!(
+                "INSERT INTO {c} (name, slot) VALUES (?, -1) ON DUPLICATE KEY UPDATE slot = slot"
+            ),
+            read_slot: format!("SELECT slot FROM {c} WHERE name = ? FOR UPDATE"),
+            write_slot: format!("UPDATE {c} SET slot = ? WHERE name = ?"),
             inspect_sessions: format!(
-                "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
+                "SELECT id, lease_us, expires_us - {NOW}, metadata FROM {s} WHERE expires_us > {NOW}"
             ),
             inspect_leases: format!(
                 "SELECT CAST(l.name AS CHAR), l.token, h.id, h.expires_us - {NOW} FROM {l} l \
@@ -102,6 +147,8 @@ impl Sql {
             prefix: prefix.to_owned(),
             sessions: s,
             leases: l,
+            members: m,
+            slots: c,
         }
     }
 }
@@ -144,14 +191,8 @@ impl MysqlBackend {
         };
         if config.create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "mysql: tables `{}` / `{}` are missing; run migrate()",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -162,7 +203,8 @@ impl MysqlBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        if self.check_tables().await? == 2 {
+        self.upgrade_sessions().await?;
+        if self.check_tables().await? == TABLES {
             return Ok(());
         }
         let schema = Self::schema_sql(&self.sql.prefix);
@@ -177,11 +219,43 @@ impl MysqlBackend {
         Ok(())
     }
 
+    fn missing(&self) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "mysql: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
+                 (migrations/mysql/*.sql) or allow create_schema",
+                self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
+            ),
+        )
+    }
+
+    /// Adds the `metadata` column to a sessions table of an older Simba.
+    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+             WHERE table_schema = DATABASE() AND table_name = ?",
+        )
+        .bind(&self.sql.sessions)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "read schema", e))?;
+        if is_legacy_sessions(&found) {
+            // Another process may add it at the same moment: check_tables judges.
+            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
+                .execute(&self.pool)
+                .await;
+        }
+        Ok(())
+    }
+
     async fn check_tables(&self) -> Result<usize, BackendError> {
         let mut present = 0;
         for (table, cols) in [
             (&self.sql.sessions, SESSION_COLUMNS),
             (&self.sql.leases, LEASE_COLUMNS),
+            (&self.sql.members, MEMBER_COLUMNS),
+            (&self.sql.slots, SLOT_COLUMNS),
         ] {
             let found: Vec<String> = sqlx::query_scalar(
                 "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
@@ -201,15 +275,41 @@ impl MysqlBackend {
 
     /// The DDL that creates Simba's tables under `table_prefix`: exactly what
     /// [`MysqlBackend::migrate`] runs. `simba-backends/migrations/mysql/`
-    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like.
+    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like,
+    /// in two files (sessions and leases; then group members and schedule
+    /// slots, S10/S11), whose concatenation this is.
     pub fn schema_sql(table_prefix: &str) -> String {
+        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+    }
+
+    /// `0002_groups_slots.sql`: group members and schedule slots.
+    fn groups_schema_sql(table_prefix: &str) -> String {
+        let m = format!("{table_prefix}members");
+        let c = format!("{table_prefix}slots");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {m} (\n\
+             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n\
+             \x20   session BINARY(16) NOT NULL,\n\
+             \x20   PRIMARY KEY (name, session),\n\
+             \x20   KEY {m}_session (session)\n\
+             ) ENGINE=InnoDB;\n\
+             CREATE TABLE IF NOT EXISTS {c} (\n\
+             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,\n\
+             \x20   slot BIGINT NOT NULL\n\
+             ) ENGINE=InnoDB;\n"
+        )
+    }
+
+    /// `0001_simba.sql`: sessions and leases.
+    fn base_schema_sql(table_prefix: &str) -> String {
         let s = format!("{table_prefix}sessions");
         let l = format!("{table_prefix}leases");
         format!(
             "CREATE TABLE IF NOT EXISTS {s} (\n\
              \x20   id BINARY(16) NOT NULL PRIMARY KEY,\n\
              \x20   lease_us BIGINT NOT NULL,\n\
-             \x20   expires_us BIGINT NOT NULL\n\
+             \x20   expires_us BIGINT NOT NULL,\n\
+             \x20   metadata TEXT NULL\n\
              ) ENGINE=InnoDB;\n\
              CREATE TABLE IF NOT EXISTS {l} (\n\
              \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,\n\
@@ -250,14 +350,8 @@ impl MysqlBackend {
         };
         if options.get_create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "mysql: tables `{}` / `{}` are missing: create them (migrations/mysql/*.sql) or allow create_schema",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -345,6 +439,7 @@ async fn open_on(
     sql: &Sql,
     c: &mut Conn,
     lease_duration: Duration,
+    metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
@@ -352,16 +447,24 @@ async fn open_on(
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
         .bind(lease_us)
+        .bind((!metadata.is_empty()).then(|| metadata.encode()))
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "open session", e))?;
     // Housekeeping: forget expired sessions (ids are never reused, and an
     // unknown session is an expired one). A failure changes nothing.
+    let _ = sqlx::query(&sql.gc_members).execute(&mut *c).await;
     let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
     Ok(SessionGrant {
         session,
         remaining: lease_duration,
     })
+}
+
+/// Whether `e` reports InnoDB's deadlock victim (error 1213, SQLSTATE
+/// 40001): its transaction was rolled back whole.
+fn is_deadlock(e: &BackendError) -> bool {
+    e.message.contains("1213 (40001)") || e.message.contains("Deadlock found")
 }
 
 async fn acquire_on(
@@ -387,12 +490,11 @@ async fn acquire_on(
         .fetch_one(&mut *tx)
         .await
         .map_err(get)?;
-    let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
     let judged = Judged {
         mine_us: row.try_get(0).map_err(get)?,
         holder: row.try_get(1).map_err(get)?,
         token: row.try_get(2).map_err(get)?,
-        holder_live: holder_live == Some(1),
+        holder_us: row.try_get(3).map_err(get)?,
     };
     match decide(NAME, session, name, judged)? {
         Decision::Answer(outcome) => {
@@ -431,17 +533,27 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     }
     let rows = sqlx::query(&sql.renew_read)
         .bind(&id[..])
+        .bind(&id[..])
         .fetch_all(&mut *tx)
         .await
         .map_err(get)?;
     tx.commit().await.map_err(get)?;
     let mut remaining = Duration::ZERO;
     let mut owned = Vec::with_capacity(rows.len());
+    let mut members = Vec::new();
     for r in rows {
-        let lease_us: i64 = r.try_get(0).map_err(get)?;
+        let kind: i64 = r.try_get(0).map_err(get)?;
+        let name: Option<String> = r.try_get(2).map_err(get)?;
+        if kind == 1 {
+            let member: Option<Vec<u8>> = r.try_get(4).map_err(get)?;
+            if let (Some(g), Some(m)) = (name, member) {
+                members.push((name_from(NAME, &g)?, session_from(NAME, &m)?));
+            }
+            continue;
+        }
+        let lease_us: i64 = r.try_get(1).map_err(get)?;
         remaining = micros(lease_us);
-        let name: Option<String> = r.try_get(1).map_err(get)?;
-        let token: Option<i64> = r.try_get(2).map_err(get)?;
+        let token: Option<i64> = r.try_get(3).map_err(get)?;
         if let (Some(n), Some(t)) = (name, token) {
             owned.push((name_from(NAME, &n)?, token_from(NAME, &n, t)?));
         }
@@ -449,7 +561,7 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     Ok(Renewal {
         remaining,
         owned,
-        groups: Vec::new(),
+        groups: group_views(members),
     })
 }
 
@@ -473,12 +585,98 @@ async fn release_on(
 }
 
 async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    sqlx::query(&sql.close)
+    // The memberships go with the session (S10.1). Once the session row is
+    // gone no renewal lists them anyway; the second statement only tidies.
+    for stmt in [&sql.close, &sql.close_members] {
+        sqlx::query(stmt)
+            .bind(&session.to_bytes()[..])
+            .execute(&mut *c)
+            .await
+            .map_err(|e| map_err(NAME, "close session", e))?;
+    }
+    Ok(())
+}
+
+/// Join (`join == true`) or leave a group: one statement. A join by a
+/// session that is not live inserts nothing (S10.1).
+async fn membership_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    group: &LeaseName,
+    join: bool,
+) -> Result<(), BackendError> {
+    let (stmt, what) = if join {
+        (&sql.join, "join group")
+    } else {
+        (&sql.leave, "leave group")
+    };
+    sqlx::query(stmt)
+        .bind(group.as_str())
         .bind(&session.to_bytes()[..])
         .execute(&mut *c)
         .await
-        .map_err(|e| map_err(NAME, "close session", e))?;
+        .map_err(|e| map_err(NAME, what, e))?;
     Ok(())
+}
+
+/// Claim a schedule slot (S11.1): one InnoDB transaction of locking reads
+/// (see `docs/BACKENDS.md`).
+/// 1. Judge the holder on the latest committed lease and session rows,
+///    share-locked to the commit: an acquire, release, renewal or close in
+///    flight commits before (and is seen) or after this claim.
+/// 2. Make sure the slot row exists (a placeholder `-1` if new, gone again
+///    on rollback) and lock it exclusively; read its latest value.
+/// 3. Write the slot if it is later, and commit.
+async fn claim_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+    slot: u64,
+) -> Result<SlotClaim, BackendError> {
+    let get = |e| map_err(NAME, "claim slot", e);
+    let slot = slot_to_i64(NAME, slot)?;
+    let Some(token) = token_to_i64(token) else {
+        return Ok(SlotClaim::NotHolder);
+    };
+    let mut tx = c.begin().await.map_err(get)?;
+    let holds = sqlx::query(&sql.holds)
+        .bind(name.as_str())
+        .bind(&session.to_bytes()[..])
+        .bind(token)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    if holds.is_none() {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::NotHolder);
+    }
+    sqlx::query(&sql.ensure_slot)
+        .bind(name.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(get)?;
+    let last: i64 = sqlx::query_scalar(&sql.read_slot)
+        .bind(name.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(get)?;
+    if last >= 0 && last >= slot {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::AlreadyClaimed {
+            last: slot_from(NAME, name, last)?,
+        });
+    }
+    sqlx::query(&sql.write_slot)
+        .bind(slot)
+        .bind(name.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(get)?;
+    tx.commit().await.map_err(get)?;
+    Ok(SlotClaim::Claimed)
 }
 
 impl Backend for MysqlBackend {
@@ -486,9 +684,17 @@ impl Backend for MysqlBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration).await
+            open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
     }
@@ -508,7 +714,17 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
             let mut c = self.conn("acquire").await?;
-            acquire_on(&self.sql, &mut c, session, name).await
+            // InnoDB may pick this transaction as a deadlock victim when
+            // acquires of one name race: it is rolled back whole (nothing
+            // was written), so trying again is safe. A few tries, then the
+            // error is the caller's.
+            let mut tries = 0;
+            loop {
+                match acquire_on(&self.sql, &mut c, session, name).await {
+                    Err(e) if tries < 3 && is_deadlock(&e) => tries += 1,
+                    other => return other,
+                }
+            }
         }
         .boxed()
     }
@@ -565,6 +781,44 @@ impl Backend for MysqlBackend {
         futures::future::ready(Ok(None)).boxed()
     }
 
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("join group").await?;
+            membership_on(&self.sql, &mut c, session, group, true).await
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("leave group").await?;
+            membership_on(&self.sql, &mut c, session, group, false).await
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let mut c = self.conn("claim slot").await?;
+            claim_on(&self.sql, &mut c, session, name, token, slot).await
+        }
+        .boxed()
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }
@@ -577,6 +831,7 @@ pub use hold::MysqlHold;
 mod hold {
     use super::{
         acquire_on, close_on, map_err, open_on, release_on, renew_on, MysqlBackend, Sql, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -644,7 +899,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()

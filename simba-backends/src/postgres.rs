@@ -9,23 +9,27 @@
 //! share-locks both session rows, waiting for a renewal or close in flight);
 //! then take the lease if it is free. A single statement that waited for the
 //! lease row's lock would judge the holder on a snapshot older than the row
-//! (issue 9). Times are microseconds of `clock_timestamp()`, read once per
+//! (issue 9). A schedule slot's claim (S11.1) is one transaction too: a
+//! holder check that share-locks exactly the rows it judges, then a
+//! conditional upsert of the slot. Times are microseconds of `clock_timestamp()`, read once per
 //! statement. See `docs/BACKENDS.md` for the argument in full.
 
+use crate::metadata::NO_METADATA;
 use crate::sql::{
-    check_shape, decide, inspection_from_rows, malformed, map_err, micros, parse_owned, token_from,
-    Decision, Judged, LEASE_COLUMNS, SESSION_COLUMNS,
+    add_metadata_sql, check_shape, decide, inspection_from_rows, is_legacy_sessions, malformed,
+    map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from, token_to_i64,
+    Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions,
+    PoolOptions, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    SessionId, SlotClaim, Token,
 };
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::Connection;
@@ -36,8 +40,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NAME: &str = "postgres";
+/// Simba's tables: sessions, leases, group members, schedule slots.
+const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
+/// Turns `synchronous_commit` off for the statement's own (implicit)
+/// transaction: its commit returns before the WAL reaches the disk. Used by
+/// release and close only, whose loss in a server crash delays a takeover
+/// but never lets two sessions hold a lease (`docs/BACKENDS.md`, "Durability").
+/// Acquire, open and renew stay synchronous: a lost renewal could let the
+/// server expire a session earlier than its holder believes.
+const ASYNC_COMMIT: &str = "SELECT set_config('synchronous_commit', 'off', true)";
 
 /// The PostgreSQL backend. Cheap to clone (a pool handle).
 #[derive(Clone, Debug)]
@@ -56,6 +69,8 @@ struct Sql {
     prefix: String,
     sessions: String,
     leases: String,
+    members: String,
+    slots: String,
     channel: String,
     open: String,
     renew: String,
@@ -65,6 +80,11 @@ struct Sql {
     close: String,
     /// Locks a lease row (inserting it free if missing) without changing it.
     lock: String,
+    join: String,
+    leave: String,
+    holds: String,
+    claim: String,
+    last_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
 }
@@ -73,36 +93,72 @@ impl Sql {
     fn new(prefix: &str) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
+        let m = format!("{prefix}members");
+        let c = format!("{prefix}slots");
         Sql {
             open: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
                  gc AS (DELETE FROM {s} WHERE id IN (SELECT x.id FROM {s} x, now \
-                        WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED)) \
-                 INSERT INTO {s} (id, lease_us, expires_us) SELECT $1, $2, now.t + $2 FROM now"
+                        WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED) \
+                        RETURNING id), \
+                 gm AS (DELETE FROM {m} WHERE session IN (SELECT id FROM gc)) \
+                 INSERT INTO {s} (id, lease_us, expires_us, metadata) SELECT $1, $2, now.t + $2, $3 FROM now"
             ),
+            // The live members of every group the session joined ride on the
+            // renewal (S10.1): one statement, however many groups. Members
+            // are judged on the statement's snapshot: a renewal committed
+            // since only extends an expiry, so no member expired by `now` is
+            // listed.
             renew: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
                  r AS (UPDATE {s} SET expires_us = now.t + lease_us FROM now \
                        WHERE id = $1 AND expires_us > now.t RETURNING lease_us) \
                  SELECT r.lease_us, \
-                   (SELECT string_agg(name || '=' || token, ',') FROM {l} WHERE session = $1) \
+                   (SELECT string_agg(name || '=' || token, ',') FROM {l} WHERE session = $1), \
+                   (SELECT string_agg(gm.name || '=' || encode(gm.session, 'hex'), ',') \
+                    FROM {m} gm JOIN {s} h ON h.id = gm.session, now \
+                    WHERE h.expires_us > now.t \
+                      AND gm.name IN (SELECT name FROM {m} WHERE session = $1)) \
                  FROM r"
             ),
+            join: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 INSERT INTO {m} (name, session) \
+                 SELECT $2, $1 FROM {s}, now WHERE id = $1 AND expires_us > now.t \
+                 ON CONFLICT (name, session) DO NOTHING"
+            ),
+            leave: format!("DELETE FROM {m} WHERE name = $2 AND session = $1"),
+            holds: format!(
+                "WITH now AS (SELECT {NOW} AS t) \
+                 SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session, now \
+                 WHERE l.name = $2 AND l.session = $1 AND l.token = $3 \
+                   AND h.expires_us > now.t \
+                 FOR SHARE OF l, h"
+            ),
+            claim: format!(
+                "INSERT INTO {c} AS c (name, slot) VALUES ($1, $2) \
+                 ON CONFLICT (name) DO UPDATE SET slot = excluded.slot \
+                 WHERE c.slot < excluded.slot RETURNING c.slot"
+            ),
+            last_slot: format!("SELECT slot FROM {c} WHERE name = $1"),
             judge: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
                  SELECT (SELECT me.expires_us - now.t FROM {s} me, now \
                          WHERE me.id = $1 FOR SHARE OF me), \
-                        (SELECT h.expires_us > now.t FROM {s} h, now \
+                        (SELECT h.expires_us - now.t FROM {s} h, now \
                          WHERE h.id = $2 FOR SHARE OF h)"
             ),
             take: format!(
                 "UPDATE {l} SET session = $1, token = token + 1, acquired_us = {NOW} \
                  WHERE name = $2 RETURNING token"
             ),
+            // Asynchronous commit (see `ASYNC_COMMIT`): only a release or
+            // a close may lose its commit in a server crash.
             release: format!(
-                "WITH r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
+                "WITH a AS ({ASYNC_COMMIT}), \
+                 r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
                    WHERE name = $2 AND session = $1 AND token = $3 RETURNING name) \
-                 SELECT pg_notify($4, name) FROM r"
+                 SELECT pg_notify($4, r.name) FROM r, a"
             ),
             lock: format!(
                 "INSERT INTO {l} AS l (name, session, token, acquired_us) \
@@ -111,12 +167,14 @@ impl Sql {
                  RETURNING l.session, l.token"
             ),
             close: format!(
-                "WITH d AS (DELETE FROM {s} WHERE id = $1 RETURNING id) \
-                 SELECT pg_notify($2, l.name) FROM {l} l, d WHERE l.session = d.id"
+                "WITH a AS ({ASYNC_COMMIT}), \
+                 d AS (DELETE FROM {s} WHERE id = $1 RETURNING id), \
+                 dm AS (DELETE FROM {m} WHERE session = $1) \
+                 SELECT pg_notify($2, l.name) FROM a, {l} l, d WHERE l.session = d.id"
             ),
             inspect_sessions: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
-                 SELECT id, lease_us, expires_us - now.t FROM {s}, now WHERE expires_us > now.t"
+                 SELECT id, lease_us, expires_us - now.t, metadata FROM {s}, now WHERE expires_us > now.t"
             ),
             inspect_leases: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
@@ -129,6 +187,8 @@ impl Sql {
             prefix: prefix.to_owned(),
             sessions: s,
             leases: l,
+            members: m,
+            slots: c,
         }
     }
 }
@@ -177,14 +237,8 @@ impl PgBackend {
         };
         if config.create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "postgres: tables `{}` / `{}` are missing; run migrate()",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -195,15 +249,46 @@ impl PgBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        if self.check_tables().await? == 2 {
+        self.upgrade_sessions().await?;
+        if self.check_tables().await? == TABLES {
             return Ok(());
         }
         let ddl = Self::schema_sql(&self.sql.prefix);
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
-            if self.check_tables().await? < 2 {
+            if self.check_tables().await? < TABLES {
                 return Err(map_err(NAME, "create tables", e));
             }
+        }
+        Ok(())
+    }
+
+    fn missing(&self) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "postgres: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
+                 (migrations/postgres/*.sql) or allow create_schema",
+                self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
+            ),
+        )
+    }
+
+    /// Adds the `metadata` column to a sessions table of an older Simba.
+    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1",
+        )
+        .bind(&self.sql.sessions)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "read schema", e))?;
+        if is_legacy_sessions(&found) {
+            // Another process may add it at the same moment: check_tables judges.
+            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
+                .execute(&self.pool)
+                .await;
         }
         Ok(())
     }
@@ -213,6 +298,8 @@ impl PgBackend {
         for (table, cols) in [
             (&self.sql.sessions, SESSION_COLUMNS),
             (&self.sql.leases, LEASE_COLUMNS),
+            (&self.sql.members, MEMBER_COLUMNS),
+            (&self.sql.slots, SLOT_COLUMNS),
         ] {
             let found: Vec<String> = sqlx::query_scalar(
                 "SELECT column_name::text FROM information_schema.columns \
@@ -232,15 +319,41 @@ impl PgBackend {
 
     /// The DDL that creates Simba's tables under `table_prefix`: exactly what
     /// [`PgBackend::migrate`] runs. `simba-backends/migrations/postgres/`
-    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like.
+    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like,
+    /// in two files (sessions and leases; then group members and schedule
+    /// slots, S10/S11), whose concatenation this is.
     pub fn schema_sql(table_prefix: &str) -> String {
+        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+    }
+
+    /// `0002_groups_slots.sql`: group members and schedule slots.
+    fn groups_schema_sql(table_prefix: &str) -> String {
+        let m = format!("{table_prefix}members");
+        let c = format!("{table_prefix}slots");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {m} (\n\
+             \x20   name varchar(128) NOT NULL,\n\
+             \x20   session bytea NOT NULL,\n\
+             \x20   PRIMARY KEY (name, session)\n\
+             );\n\
+             CREATE INDEX IF NOT EXISTS {m}_session ON {m} (session);\n\
+             CREATE TABLE IF NOT EXISTS {c} (\n\
+             \x20   name varchar(128) PRIMARY KEY,\n\
+             \x20   slot bigint NOT NULL CHECK (slot >= 0)\n\
+             );\n"
+        )
+    }
+
+    /// `0001_simba.sql`: sessions and leases.
+    fn base_schema_sql(table_prefix: &str) -> String {
         let s = format!("{table_prefix}sessions");
         let l = format!("{table_prefix}leases");
         format!(
             "CREATE TABLE IF NOT EXISTS {s} (\n\
              \x20   id bytea PRIMARY KEY,\n\
              \x20   lease_us bigint NOT NULL,\n\
-             \x20   expires_us bigint NOT NULL\n\
+             \x20   expires_us bigint NOT NULL,\n\
+             \x20   metadata text\n\
              );\n\
              CREATE TABLE IF NOT EXISTS {l} (\n\
              \x20   name varchar(128) PRIMARY KEY,\n\
@@ -278,14 +391,8 @@ impl PgBackend {
         };
         if options.get_create_schema() {
             backend.migrate().await?;
-        } else if backend.check_tables().await? < 2 {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!(
-                    "postgres: tables `{}` / `{}` are missing: create them (migrations/postgres/*.sql) or allow create_schema",
-                    backend.sql.sessions, backend.sql.leases
-                ),
-            ));
+        } else if backend.check_tables().await? < TABLES {
+            return Err(backend.missing());
         }
         Ok(backend)
     }
@@ -385,12 +492,14 @@ async fn open_on(
     sql: &Sql,
     c: &mut Conn,
     lease_duration: Duration,
+    metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
     sqlx::query(&sql.open)
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
+        .bind((!metadata.is_empty()).then(|| metadata.encode()))
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "open session", e))?;
@@ -412,8 +521,9 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     };
     let lease_us: i64 = row.try_get(0).map_err(get)?;
     let owned: Option<String> = row.try_get(1).map_err(get)?;
+    let groups: Option<String> = row.try_get(2).map_err(get)?;
     Ok(Renewal {
-        groups: Vec::new(),
+        groups: parse_groups(NAME, groups.as_deref())?,
         remaining: micros(lease_us),
         owned: parse_owned(NAME, owned.as_deref())?,
     })
@@ -452,12 +562,11 @@ async fn acquire_on(
         .fetch_one(&mut *tx)
         .await
         .map_err(get)?;
-    let live: Option<bool> = row.try_get(1).map_err(get)?;
     let judged = Judged {
         mine_us: row.try_get(0).map_err(get)?,
         holder,
         token,
-        holder_live: live == Some(true),
+        holder_us: row.try_get(1).map_err(get)?,
     };
     match decide(NAME, session, name, judged)? {
         Decision::Answer(outcome) => {
@@ -517,6 +626,88 @@ async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), Bac
     Ok(())
 }
 
+/// Join (`join == true`) or leave a group: one statement. A join by a
+/// session that is not live inserts nothing (S10.1).
+async fn membership_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    group: &LeaseName,
+    join: bool,
+) -> Result<(), BackendError> {
+    let (stmt, what) = if join {
+        (&sql.join, "join group")
+    } else {
+        (&sql.leave, "leave group")
+    };
+    sqlx::query(stmt)
+        .bind(&session.to_bytes()[..])
+        .bind(group.as_str())
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, what, e))?;
+    Ok(())
+}
+
+/// Claim a schedule slot (S11.1): one READ COMMITTED transaction of two or
+/// three statements (see `docs/BACKENDS.md`).
+/// 1. Judge the holder and share-lock the lease row and the caller's
+///    session row. A row changed by a transaction that commits after the
+///    statement's snapshot is re-read at its latest version before it is
+///    locked, so the judgement rests on data no older than the locks:
+///    an acquire taking the lease over, a release, a renewal or a close in
+///    flight commits first and is seen. From then on none of them can
+///    commit until this transaction ends.
+/// 2. Upsert the slot only if it is later: the slot row is locked and its
+///    latest version compared, so concurrent claims of one name serialize.
+/// 3. If it was not later, read the last slot.
+async fn claim_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+    slot: u64,
+) -> Result<SlotClaim, BackendError> {
+    let get = |e| map_err(NAME, "claim slot", e);
+    let slot = slot_to_i64(NAME, slot)?;
+    let Some(token) = token_to_i64(token) else {
+        return Ok(SlotClaim::NotHolder);
+    };
+    let mut tx = c.begin().await.map_err(get)?;
+    let holds = sqlx::query(&sql.holds)
+        .bind(&session.to_bytes()[..])
+        .bind(name.as_str())
+        .bind(token)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    if holds.is_none() {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::NotHolder);
+    }
+    let claimed = sqlx::query(&sql.claim)
+        .bind(name.as_str())
+        .bind(slot)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    let answer = if claimed.is_some() {
+        SlotClaim::Claimed
+    } else {
+        let last: i64 = sqlx::query_scalar(&sql.last_slot)
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(get)?;
+        SlotClaim::AlreadyClaimed {
+            last: slot_from(NAME, name, last)?,
+        }
+    };
+    tx.commit().await.map_err(get)?;
+    Ok(answer)
+}
+
 impl PgBackend {
     async fn conn(
         &self,
@@ -534,9 +725,17 @@ impl Backend for PgBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration).await
+            open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
     }
@@ -665,6 +864,44 @@ impl Backend for PgBackend {
         true
     }
 
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("join group").await?;
+            membership_on(&self.sql, &mut c, session, group, true).await
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("leave group").await?;
+            membership_on(&self.sql, &mut c, session, group, false).await
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let mut c = self.conn("claim slot").await?;
+            claim_on(&self.sql, &mut c, session, name, token, slot).await
+        }
+        .boxed()
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }
@@ -677,6 +914,7 @@ pub use hold::PgHold;
 mod hold {
     use super::{
         acquire_on, close_on, map_err, open_on, release_on, renew_on, PgBackend, Sql, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -724,6 +962,35 @@ mod hold {
         }
     }
 
+    impl PgHold {
+        /// `synchronous_commit` as the hold's transaction sees it now: after
+        /// a release or a close run through the hold, `off` (their commit
+        /// is asynchronous, see `docs/BACKENDS.md`); after an acquire, open
+        /// or renewal alone, the server's setting.
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the query failed.
+        pub async fn synchronous_commit(&mut self) -> Result<String, BackendError> {
+            sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+                .fetch_one(&mut *self.tx)
+                .await
+                .map_err(|e| map_err(NAME, "test hold", e))
+        }
+
+        /// Rolls the hold's transaction back (nothing it did is kept).
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the rollback failed.
+        pub async fn rollback(self) -> Result<(), BackendError> {
+            let PgHold { tx, pool, .. } = self;
+            tx.rollback()
+                .await
+                .map_err(|e| map_err(NAME, "test hold", e))?;
+            pool.close().await;
+            Ok(())
+        }
+    }
+
     impl Hold for PgHold {
         fn lock_lease<'a>(
             &'a mut self,
@@ -743,7 +1010,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()

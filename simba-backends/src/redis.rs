@@ -13,6 +13,9 @@
 //! | `{p}:l:<name>` | hash, never expires | `holder` (session id, absent when free) and `token` (the latest token of the name) |
 //! | `{p}:names` | sorted set (score 0) | every lease name, for `inspect` by prefix (`ZRANGEBYLEX`) |
 //! | `{p}:sessions` | sorted set | session ids scored by expiry, for `inspect` |
+//! | `{p}:g:<group>` | sorted set | the group's members (S10.1), scored by their session's expiry in ms |
+//! | `{p}:j:<id>` | set, outlives `{p}:s:<id>` by 1 s | the groups the session joined |
+//! | `{p}:c:<name>` | string, never expires | the last claimed schedule slot of `name` (S11.1) |
 //!
 //! Releases and closes `PUBLISH` the freed names on `{p}:released`.
 //!
@@ -25,9 +28,10 @@
 //! (feature `runtime-async-std`; async-std and smol share one reactor) drive
 //! the connection; with both, a call inside a tokio runtime uses tokio.
 
+use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, redact, Backend, BackendConfig,
-    BackendKind, Inspection, LeaseInfo, SessionInfo,
+    BackendKind, Inspection, LeaseInfo, SessionInfo, SessionMetadata,
 };
 use ::redis::aio::MultiplexedConnection;
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, Script, ScriptInvocation};
@@ -35,8 +39,8 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -55,7 +59,8 @@ end
 local function int(n) return string.format('%.0f', n) end
 ";
 
-/// KEYS: session, sessions index. ARGV: id, lease µs, lease ms.
+/// KEYS: session, sessions index. ARGV: id, session value (lease µs, then
+/// `|` and the session's metadata if it has any), lease ms.
 const OPEN: &str = r"
 local ms = tonumber(ARGV[3])
 if not redis.call('SET', KEYS[1], ARGV[2], 'PX', ms, 'NX') then
@@ -67,22 +72,79 @@ redis.call('ZADD', KEYS[2], int(now_ms + ms), ARGV[1])
 return ms
 ";
 
-/// KEYS: session, owned, sessions index. ARGV: id.
-/// Returns nil once the session has expired, else {ms, {name, token, ...}}.
+/// KEYS: session, owned, sessions index, joined groups. ARGV: id, key tag.
+/// Returns nil once the session has expired, else {ms, {name, token, ...},
+/// {group, 'id,id,...', ...}}: the live members of every group joined
+/// (S10.1). A member's score is its session's expiry less 1 ms (the server
+/// time is read first, so the score never exceeds the true expiry), and only
+/// members scored after now are listed: an expired member never is.
+/// The session's value is its lease in µs, then `|` and its metadata if it
+/// has any.
 const RENEW: &str = r"
+local now_ms = math.floor(now_us() / 1000)
 local lease_us = redis.call('GET', KEYS[1])
 if not lease_us then return false end
-local ms = math.floor(tonumber(lease_us) / 1000)
+local ms = math.floor(tonumber(string.match(lease_us, '^%d+')) / 1000)
 if ms < 1 then ms = 1 end
 redis.call('PEXPIRE', KEYS[1], ms)
 redis.call('PEXPIRE', KEYS[2], ms + 1000)
-redis.call('ZADD', KEYS[3], int(math.floor(now_us() / 1000) + ms), ARGV[1])
-return {ms, redis.call('HGETALL', KEYS[2])}
+redis.call('ZADD', KEYS[3], int(now_ms + ms), ARGV[1])
+local groups = {}
+local joined = redis.call('SMEMBERS', KEYS[4])
+if #joined > 0 then
+  redis.call('PEXPIRE', KEYS[4], ms + 1000)
+  for _, g in ipairs(joined) do
+    local gk = ARGV[2] .. ':g:' .. g
+    redis.call('ZADD', gk, int(now_ms + ms - 1), ARGV[1])
+    redis.call('ZREMRANGEBYSCORE', gk, '-inf', int(now_ms))
+    table.insert(groups, g)
+    table.insert(groups, table.concat(redis.call('ZRANGE', gk, 0, -1), ','))
+  end
+end
+return {ms, redis.call('HGETALL', KEYS[2]), groups}
+";
+
+/// KEYS: session, joined groups, group. ARGV: id, group.
+/// Returns 1 if the session is a member now, 0 if it is not live.
+const JOIN: &str = r"
+local now_ms = math.floor(now_us() / 1000)
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then return 0 end
+redis.call('ZADD', KEYS[3], int(now_ms + pttl - 1), ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], pttl + 1000)
+return 1
+";
+
+/// KEYS: joined groups, group. ARGV: id, group.
+const LEAVE: &str = r"
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[1], ARGV[2])
+return 1
+";
+
+/// KEYS: session, lease, slot. ARGV: id, token, slot (decimal, no leading
+/// zeros). Returns {0, ''} if the session does not hold the lease with that
+/// token (or is not live), {1, ''} once the slot is recorded, {2, last} if
+/// `last` >= slot was claimed already. Slots compare as decimal strings
+/// (longer is larger, then lexicographic): exact for every u64, where a Lua
+/// number is exact only below 2^53.
+const CLAIM: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0, ''} end
+local h = redis.call('HMGET', KEYS[2], 'holder', 'token')
+if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then return {0, ''} end
+local last = redis.call('GET', KEYS[3])
+if last and (#last > #ARGV[3] or (#last == #ARGV[3] and last >= ARGV[3])) then
+  return {2, last}
+end
+redis.call('SET', KEYS[3], ARGV[3])
+return {1, ''}
 ";
 
 /// KEYS: session, owned, lease, names index. ARGV: id, name, key tag.
 /// Returns {code, token, holder, remaining ms}: code 0 = caller expired,
-/// 1 = won, 2 = held by a live session.
+/// 1 = won (the caller's remaining ms), 2 = held by a live session (the
+/// holder's remaining ms, S4.4).
 const ACQUIRE: &str = r"
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then return {0, '', '', 0} end
@@ -90,9 +152,11 @@ local h = redis.call('HMGET', KEYS[3], 'holder', 'token')
 local holder, tok = h[1], h[2]
 if holder and holder == ARGV[1] then return {1, tok, holder, pttl} end
 if holder then
-  -- The holder's session key exists exactly while it lives.
-  if redis.call('EXISTS', ARGV[3] .. ':s:' .. holder) == 1 then
-    return {2, tok or '', holder, 0}
+  -- The holder's session key exists exactly while it lives; its PTTL is
+  -- the holder's remaining time.
+  local hp = redis.call('PTTL', ARGV[3] .. ':s:' .. holder)
+  if hp ~= -2 then
+    return {2, tok or '', holder, hp}
   end
   redis.call('HDEL', ARGV[3] .. ':o:' .. holder, ARGV[2])
 end
@@ -121,10 +185,14 @@ end
 return 0
 ";
 
-/// KEYS: session, owned, sessions index. ARGV: id, key tag, channel.
+/// KEYS: session, owned, sessions index, joined groups. ARGV: id, key tag,
+/// channel.
 const CLOSE: &str = r"
 local names = redis.call('HKEYS', KEYS[2])
-redis.call('DEL', KEYS[1], KEYS[2])
+for _, g in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+  redis.call('ZREM', ARGV[2] .. ':g:' .. g, ARGV[1])
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
 redis.call('ZREM', KEYS[3], ARGV[1])
 local freed = 0
 for _, n in ipairs(names) do
@@ -178,6 +246,9 @@ struct Scripts {
     release: Script,
     close: Script,
     inspect: Script,
+    join: Script,
+    leave: Script,
+    claim: Script,
 }
 
 impl Scripts {
@@ -190,6 +261,9 @@ impl Scripts {
             release: s(RELEASE),
             close: s(CLOSE),
             inspect: s(INSPECT),
+            join: s(JOIN),
+            leave: s(LEAVE),
+            claim: s(CLAIM),
         }
     }
 }
@@ -222,6 +296,15 @@ impl Keys {
     }
     fn lease(&self, name: &LeaseName) -> String {
         format!("{}:l:{name}", self.tag)
+    }
+    fn joined(&self, id: SessionId) -> String {
+        format!("{}:j:{id}", self.tag)
+    }
+    fn group(&self, group: &LeaseName) -> String {
+        format!("{}:g:{group}", self.tag)
+    }
+    fn slot(&self, name: &LeaseName) -> String {
+        format!("{}:c:{name}", self.tag)
     }
 }
 
@@ -592,15 +675,28 @@ impl Backend for RedisBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let (us, ms) = lease_ms(lease_duration)?;
+            let value = if metadata.is_empty() {
+                us.to_string()
+            } else {
+                format!("{us}|{}", metadata.encode())
+            };
             let session = random_session_id()?;
             let keys = &self.inner.keys;
             let mut inv = self.inner.scripts.open.prepare_invoke();
             inv.key(keys.session(session))
                 .key(&keys.sessions)
                 .arg(session.to_string())
-                .arg(us)
+                .arg(value)
                 .arg(ms);
             let granted: i64 = self.run("open session", inv).await?;
             Ok(SessionGrant {
@@ -618,9 +714,11 @@ impl Backend for RedisBackend {
             inv.key(keys.session(session))
                 .key(keys.owned(session))
                 .key(&keys.sessions)
-                .arg(session.to_string());
-            let reply: Option<(i64, Vec<String>)> = self.run("renew", inv).await?;
-            let Some((ms, flat)) = reply else {
+                .key(keys.joined(session))
+                .arg(session.to_string())
+                .arg(&keys.tag);
+            let reply: Option<(i64, Vec<String>, Vec<String>)> = self.run("renew", inv).await?;
+            let Some((ms, flat, groups)) = reply else {
                 return Err(RenewError::Expired);
             };
             if flat.len() % 2 != 0 {
@@ -632,7 +730,7 @@ impl Backend for RedisBackend {
             }
             owned.sort();
             Ok(Renewal {
-                groups: Vec::new(),
+                groups: group_views(&groups)?,
                 remaining: millis(ms),
                 owned,
             })
@@ -670,6 +768,8 @@ impl Backend for RedisBackend {
                     } else {
                         Some(token_from(name.as_str(), &token)?)
                     },
+                    // PTTL: -1 for a key without expiry (never set so).
+                    holder_remaining: (ms >= 0).then(|| millis(ms)),
                 }),
                 other => Err(malformed(format!("acquire answered code {other}"))),
             }
@@ -705,6 +805,7 @@ impl Backend for RedisBackend {
             inv.key(keys.session(session))
                 .key(keys.owned(session))
                 .key(&keys.sessions)
+                .key(keys.joined(session))
                 .arg(session.to_string())
                 .arg(&keys.tag)
                 .arg(&keys.channel);
@@ -740,11 +841,13 @@ impl Backend for RedisBackend {
             }
             let mut out = Inspection::default();
             for s in ss.chunks_exact(3) {
-                let lease_us = int_from("lease duration", &s[1])?;
+                let (lease_us, metadata) = s[1].split_once('|').unwrap_or((&s[1], ""));
+                let lease_us = int_from("lease duration", lease_us)?;
                 out.sessions.push(SessionInfo {
                     session: session_from(&s[0])?,
                     remaining: millis(int_from("remaining time", &s[2])?),
                     lease_duration: Duration::from_micros(u64::try_from(lease_us).unwrap_or(0)),
+                    metadata: SessionMetadata::decode(metadata),
                 });
             }
             for l in ls.chunks_exact(4) {
@@ -815,7 +918,100 @@ impl Backend for RedisBackend {
         true
     }
 
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.join.prepare_invoke();
+            inv.key(keys.session(session))
+                .key(keys.joined(session))
+                .key(keys.group(group))
+                .arg(session.to_string())
+                .arg(group.as_str());
+            // 0: the session is not live, and a join by it is a no-op.
+            let _: i64 = self.run("join group", inv).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.leave.prepare_invoke();
+            inv.key(keys.joined(session))
+                .key(keys.group(group))
+                .arg(session.to_string())
+                .arg(group.as_str());
+            let _: i64 = self.run("leave group", inv).await?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let keys = &self.inner.keys;
+            let mut inv = self.inner.scripts.claim.prepare_invoke();
+            inv.key(keys.session(session))
+                .key(keys.lease(name))
+                .key(keys.slot(name))
+                .arg(session.to_string())
+                .arg(token.get().to_string())
+                .arg(slot.to_string());
+            let (code, last): (i64, String) = self.run("claim slot", inv).await?;
+            match code {
+                0 => Ok(SlotClaim::NotHolder),
+                1 => Ok(SlotClaim::Claimed),
+                2 => Ok(SlotClaim::AlreadyClaimed {
+                    last: last.parse().map_err(|_| {
+                        malformed(format!("last slot {last:?} of `{name}` is not a u64"))
+                    })?,
+                }),
+                other => Err(malformed(format!("claim slot answered code {other}"))),
+            }
+        }
+        .boxed()
+    }
+
     fn name(&self) -> &'static str {
         NAME
     }
+}
+
+/// The renewal's `{group, 'id,id,...', ...}` list as views (members
+/// ascending).
+fn group_views(flat: &[String]) -> Result<Vec<GroupView>, BackendError> {
+    if flat.len() % 2 != 0 {
+        return Err(malformed(
+            "renew listed an odd number of group fields".into(),
+        ));
+    }
+    let mut out = Vec::with_capacity(flat.len() / 2);
+    for pair in flat.chunks_exact(2) {
+        let group = name_from(&pair[0])?;
+        let mut members = pair[1]
+            .split(',')
+            .filter(|m| !m.is_empty())
+            .map(session_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        members.sort_unstable();
+        members.dedup();
+        out.push(GroupView { group, members });
+    }
+    out.sort_by(|a, b| a.group.cmp(&b.group));
+    Ok(out)
 }

@@ -2,7 +2,7 @@
 
 use crate::{redact, LeaseInfo};
 use simba_core::AcquireOutcome;
-use simba_core::{BackendError, BackendErrorKind, LeaseName, SessionId, Token};
+use simba_core::{BackendError, BackendErrorKind, GroupView, LeaseName, SessionId, Token};
 use std::time::Duration;
 
 /// Turns a driver error into a typed [`BackendError`] (credentials redacted).
@@ -118,6 +118,80 @@ pub(crate) fn parse_owned(
         .collect()
 }
 
+/// `group=HEXID,group=HEXID` as built by the renew statements of SQLite and
+/// PostgreSQL (the live members of every group the session joined, in any
+/// order) into views with members ascending. MySQL lists them as rows and
+/// uses [`group_views`] directly.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn parse_groups(
+    backend: &str,
+    list: Option<&str>,
+) -> Result<Vec<GroupView>, BackendError> {
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let mut pairs = Vec::new();
+    for item in list.split(',') {
+        let (g, id) = item.split_once('=').ok_or_else(|| {
+            malformed(backend, format!("group member entry {item:?} in a renewal"))
+        })?;
+        let id: SessionId = id
+            .parse()
+            .map_err(|_| malformed(backend, format!("member id {id:?} of group `{g}`")))?;
+        pairs.push((name_from(backend, g)?, id));
+    }
+    Ok(group_views(pairs))
+}
+
+/// Groups `(group, member)` pairs into [`GroupView`]s: groups ascending,
+/// members ascending and without duplicates.
+pub(crate) fn group_views(
+    pairs: impl IntoIterator<Item = (LeaseName, SessionId)>,
+) -> Vec<GroupView> {
+    let mut map: std::collections::BTreeMap<LeaseName, Vec<SessionId>> =
+        std::collections::BTreeMap::new();
+    for (g, m) in pairs {
+        map.entry(g).or_default().push(m);
+    }
+    map.into_iter()
+        .map(|(group, mut members)| {
+            members.sort_unstable();
+            members.dedup();
+            GroupView { group, members }
+        })
+        .collect()
+}
+
+/// A schedule slot as a signed 64-bit column value: SQL has no unsigned
+/// 64-bit integer, so slots above `i64::MAX` are refused (`Rejected`).
+pub(crate) fn slot_to_i64(backend: &str, slot: u64) -> Result<i64, BackendError> {
+    i64::try_from(slot).map_err(|_| {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: slot {slot} is above the largest storable slot {}",
+                i64::MAX
+            ),
+        )
+    })
+}
+
+/// A slot column read back: never negative.
+pub(crate) fn slot_from(backend: &str, name: &LeaseName, v: i64) -> Result<u64, BackendError> {
+    u64::try_from(v).map_err(|_| {
+        malformed(
+            backend,
+            format!("slot {v} of schedule `{name}` is negative"),
+        )
+    })
+}
+
+/// A token as a signed column value; `None` if no row can hold it (a token
+/// above `i64::MAX` was never handed out, so it owns nothing).
+pub(crate) fn token_to_i64(token: Token) -> Option<i64> {
+    i64::try_from(token.get()).ok()
+}
+
 /// Checks that an existing table has exactly the columns Simba creates; a
 /// foreign table of the same name is reported, never altered.
 pub(crate) fn check_shape(
@@ -132,6 +206,16 @@ pub(crate) fn check_shape(
     e.sort();
     if f == e {
         Ok(())
+    } else if expected == SESSION_COLUMNS && is_legacy_sessions(found) {
+        Err(BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: table `{table}` was created by an older Simba without the \
+                 `metadata` column; let Simba migrate it (create_schema) or run \
+                 `{}`",
+                add_metadata_sql(table)
+            ),
+        ))
     } else {
         Err(BackendError::new(
             BackendErrorKind::Rejected,
@@ -146,9 +230,31 @@ pub(crate) fn check_shape(
 }
 
 /// The columns of the sessions table.
-pub(crate) const SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us"];
+pub(crate) const SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us", "metadata"];
+/// The columns of a sessions table created before session metadata.
+const LEGACY_SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us"];
+
+/// Whether `found` are the columns of a sessions table of an older Simba,
+/// which `migrate()` upgrades with [`add_metadata_sql`].
+pub(crate) fn is_legacy_sessions(found: &[String]) -> bool {
+    let mut f: Vec<String> = found.iter().map(|c| c.to_ascii_lowercase()).collect();
+    f.sort();
+    let mut e: Vec<&str> = LEGACY_SESSION_COLUMNS.to_vec();
+    e.sort_unstable();
+    f == e
+}
+
+/// The statement that adds the `metadata` column to an older sessions table
+/// (the same on PostgreSQL, MySQL/MariaDB and SQLite).
+pub(crate) fn add_metadata_sql(table: &str) -> String {
+    format!("ALTER TABLE {table} ADD COLUMN metadata TEXT")
+}
 /// The columns of the leases table.
 pub(crate) const LEASE_COLUMNS: &[&str] = &["name", "session", "token", "acquired_us"];
+/// The columns of the group members table (S10.1).
+pub(crate) const MEMBER_COLUMNS: &[&str] = &["name", "session"];
+/// The columns of the schedule slots table (S11.1).
+pub(crate) const SLOT_COLUMNS: &[&str] = &["name", "slot"];
 
 /// Builds an [`Inspection`] lease row.
 pub(crate) fn lease_info(
@@ -176,7 +282,8 @@ pub(crate) fn lease_info(
 
 #[cfg(feature = "sqlite")]
 /// The outcome of an acquire that did not win, from a read after it:
-/// `mine_us` is the caller's remaining time (`None` once expired).
+/// `mine_us` is the caller's remaining time (`None` once expired),
+/// `holder_us` the holder's (`None` or ≤ 0 once expired).
 pub(crate) fn held_outcome(
     backend: &str,
     session: SessionId,
@@ -184,7 +291,7 @@ pub(crate) fn held_outcome(
     mine_us: Option<i64>,
     holder: Option<Vec<u8>>,
     token: Option<i64>,
-    holder_live: bool,
+    holder_us: Option<i64>,
 ) -> Result<AcquireOutcome, BackendError> {
     let Some(mine_us) = mine_us else {
         return Ok(AcquireOutcome::Expired);
@@ -199,20 +306,22 @@ pub(crate) fn held_outcome(
             token: token_from(backend, name.as_str(), t)?,
             remaining: micros(mine_us),
         }),
-        (Some(h), Some(t)) if holder_live => Ok(AcquireOutcome::Held {
+        (Some(h), Some(t)) if holder_us.is_some_and(|r| r > 0) => Ok(AcquireOutcome::Held {
             holder: Some(h),
             token: Some(token_from(backend, name.as_str(), t)?),
+            holder_remaining: holder_us.map(micros),
         }),
         // Freed or expired since the decision: someone else raced us.
         _ => Ok(AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         }),
     }
 }
 
 /// Decodes the two result sets of an `inspect` (sessions: id, lease µs,
-/// remaining µs; leases: name, token, holder, remaining µs) into an
+/// remaining µs, metadata; leases: name, token, holder, remaining µs) into an
 /// [`Inspection`](crate::Inspection), sorted by session and by name. Shared
 /// by every SQL backend; `err` maps a driver error the backend's way.
 pub(crate) fn inspection_from_rows<R>(
@@ -233,10 +342,12 @@ where
         let id: Vec<u8> = r.try_get(0).map_err(&err)?;
         let lease_us: i64 = r.try_get(1).map_err(&err)?;
         let rem: i64 = r.try_get(2).map_err(&err)?;
+        let metadata: Option<String> = r.try_get(3).map_err(&err)?;
         out.sessions.push(crate::SessionInfo {
             session: session_from(backend, &id)?,
             remaining: micros(rem),
             lease_duration: micros(lease_us),
+            metadata: crate::SessionMetadata::decode(metadata.as_deref().unwrap_or("")),
         });
     }
     for r in leases {
@@ -254,13 +365,13 @@ where
 
 /// What a locking acquire read, after it locked the lease row: the caller's
 /// remaining time (`None` or ≤ 0 once expired), the row's holder and latest
-/// token, and whether that holder's session is live.
+/// token, and that holder's remaining time (`None` or ≤ 0 once expired).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) struct Judged {
     pub(crate) mine_us: Option<i64>,
     pub(crate) holder: Option<Vec<u8>>,
     pub(crate) token: i64,
-    pub(crate) holder_live: bool,
+    pub(crate) holder_us: Option<i64>,
 }
 
 /// What an acquire does after [`Judged`].
@@ -296,10 +407,13 @@ pub(crate) fn decide(
             token: token_from(backend, name.as_str(), j.token)?,
             remaining: micros(mine),
         })),
-        Some(h) if j.holder_live => Ok(Decision::Answer(AcquireOutcome::Held {
-            holder: Some(h),
-            token: Some(token_from(backend, name.as_str(), j.token)?),
-        })),
+        Some(h) if j.holder_us.is_some_and(|r| r > 0) => {
+            Ok(Decision::Answer(AcquireOutcome::Held {
+                holder: Some(h),
+                token: Some(token_from(backend, name.as_str(), j.token)?),
+                holder_remaining: j.holder_us.map(micros),
+            }))
+        }
         _ => {
             let next = j.token.checked_add(1).filter(|t| *t > 0).ok_or_else(|| {
                 malformed(backend, format!("token {} of lease `{name}`", j.token))

@@ -1,36 +1,53 @@
 //! The SQLite backend (feature `sqlite`): the embedded default, for the
 //! processes of one host sharing one database file.
 //!
-//! Every decision is one SQL statement. SQLite runs a writing statement
+//! Every decision is one SQL statement (a schedule slot's claim, S11.1, is
+//! one `BEGIN IMMEDIATE` transaction). SQLite runs a writing statement
 //! inside a write transaction that takes the database's single write lock
 //! before it reads anything (WAL mode, `busy_timeout` to wait for it), so
 //! each statement sees and changes the database alone: writers are fully
 //! serialized across every process on the host. Times are microseconds of
 //! SQLite's clock (`unixepoch('subsec')`, fixed within one statement), which
 //! on one host is the clock all processes share. See `docs/BACKENDS.md`.
+//!
+//! Release hints (S4.2): SQLite has no broadcast of its own, so every
+//! release or close that freed a lease appends the freed names, one per
+//! line, to a small file beside the database (`<database>-<prefix>released`),
+//! and [`Backend::subscribe_releases`] watches that file for changes
+//! (inotify on Linux, through the `notify` crate) and yields the names
+//! appended since. Renewals never touch it, so a quiet election costs no
+//! wake-up and no call; a lost hint only leaves the candidate to its retry.
 
+use crate::metadata::NO_METADATA;
 use crate::sql::{
-    check_shape, held_outcome, inspection_from_rows, malformed, map_err, micros, parse_owned,
-    token_from, LEASE_COLUMNS, SESSION_COLUMNS,
+    add_metadata_sql, check_shape, held_outcome, inspection_from_rows, is_legacy_sessions,
+    malformed, map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from,
+    token_to_i64, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions,
+    PoolOptions, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
-    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token,
+    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
+    SlotClaim, Token,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::Row;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 const NAME: &str = "sqlite";
+/// Simba's tables: sessions, leases, group members, schedule slots.
+const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on SQLite's clock.
 const NOW: &str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
 
@@ -39,19 +56,112 @@ const NOW: &str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
 pub struct SqliteBackend {
     pool: SqlitePool,
     sql: Sql,
+    /// The release hint file; `None` for an in-memory database.
+    hint: Option<Arc<PathBuf>>,
+}
+
+/// The hint file is emptied once it grows past this (a reader that misses
+/// names in that instant falls back to its retry).
+const HINT_MAX_BYTES: u64 = 64 * 1024;
+
+/// The release hint file of the database `filename` under `prefix`, or
+/// `None` for an in-memory database.
+fn hint_path(filename: &Path, prefix: &str, in_memory: bool) -> Option<Arc<PathBuf>> {
+    let f = filename.to_string_lossy();
+    if in_memory || f == ":memory:" || f.starts_with("file:") || f.is_empty() {
+        return None;
+    }
+    Some(Arc::new(PathBuf::from(format!("{f}-{prefix}released"))))
+}
+
+/// Appends `names` to the hint file (best effort: a failure only loses the
+/// hint, S4.2).
+fn announce(path: &Path, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let mut text = String::new();
+    for n in names {
+        text.push_str(n);
+        text.push('\n');
+    }
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        if f.metadata()?.len() > HINT_MAX_BYTES {
+            f.set_len(0)?;
+        }
+        f.write_all(text.as_bytes())
+    })();
+    if let Err(e) = written {
+        tracing::debug!(backend = NAME, error = %e, path = %path.display(), "release hint not written");
+    }
+}
+
+/// Reads what was appended to the hint file since the last read.
+struct HintReader {
+    path: Arc<PathBuf>,
+    offset: u64,
+    partial: String,
+}
+
+impl HintReader {
+    fn read_new(&mut self) -> Vec<LeaseName> {
+        let mut out = Vec::new();
+        let Ok(mut f) = std::fs::File::open(&*self.path) else {
+            return out;
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len < self.offset {
+            // Emptied by a writer: start over.
+            self.offset = 0;
+            self.partial.clear();
+        }
+        if len == self.offset || f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return out;
+        }
+        let mut buf = Vec::new();
+        let Ok(read) = f.take(len - self.offset).read_to_end(&mut buf) else {
+            return out;
+        };
+        self.offset += read as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&buf));
+        // Complete lines only; a line still being written waits.
+        if let Some(end) = self.partial.rfind('\n') {
+            let rest = self.partial.split_off(end + 1);
+            for line in self.partial.lines() {
+                if let Ok(name) = LeaseName::new(line) {
+                    out.push(name);
+                }
+            }
+            self.partial = rest;
+        }
+        out
+    }
 }
 
 #[derive(Clone, Debug)]
 struct Sql {
     sessions: String,
     leases: String,
+    members: String,
+    slots: String,
     open: String,
     gc: String,
+    gc_members: String,
     renew: String,
     acquire: String,
     acquire_lost: String,
     release: String,
     close: String,
+    close_members: String,
+    join: String,
+    leave: String,
+    holds: String,
+    claim: String,
+    last_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
 }
@@ -60,16 +170,26 @@ impl Sql {
     fn new(prefix: &str) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
+        let m = format!("{prefix}members");
+        let c = format!("{prefix}slots");
         Sql {
             open: format!(
-                "INSERT INTO {s} (id, lease_us, expires_us) VALUES (?1, ?2, {NOW} + ?2)"
+                "INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?1, ?2, {NOW} + ?2, ?3)"
             ),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW}"),
+            gc_members: format!(
+                "DELETE FROM {m} WHERE session IN (SELECT id FROM {s} WHERE expires_us <= {NOW})"
+            ),
+            // The live members of every group the session joined ride on the
+            // renewal (S10.1): one statement, however many groups.
             renew: format!(
                 "UPDATE {s} SET expires_us = {NOW} + lease_us \
                  WHERE id = ?1 AND expires_us > {NOW} \
                  RETURNING lease_us, \
-                 (SELECT group_concat(name || '=' || token, ',') FROM {l} WHERE session = ?1)"
+                 (SELECT group_concat(name || '=' || token, ',') FROM {l} WHERE session = ?1), \
+                 (SELECT group_concat(gm.name || '=' || hex(gm.session), ',') FROM {m} gm \
+                  JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
+                  WHERE gm.name IN (SELECT name FROM {m} WHERE session = ?1))"
             ),
             acquire: format!(
                 "INSERT INTO {l} (name, session, token, acquired_us) \
@@ -85,16 +205,36 @@ impl Sql {
             acquire_lost: format!(
                 "SELECT (SELECT expires_us - {NOW} FROM {s} WHERE id = ?1 AND expires_us > {NOW}), \
                         l.session, l.token, \
-                        (SELECT 1 FROM {s} h WHERE h.id = l.session AND h.expires_us > {NOW}) \
+                        (SELECT h.expires_us - {NOW} FROM {s} h WHERE h.id = l.session AND h.expires_us > {NOW}) \
                  FROM (SELECT 1) LEFT JOIN {l} l ON l.name = ?2"
             ),
             release: format!(
                 "UPDATE {l} SET session = NULL, acquired_us = NULL \
                  WHERE name = ?2 AND session = ?1 AND token = ?3"
             ),
-            close: format!("DELETE FROM {s} WHERE id = ?1"),
+            close: format!(
+                "DELETE FROM {s} WHERE id = ?1 \
+                 RETURNING (SELECT group_concat(name, ',') FROM {l} WHERE session = ?1)"
+            ),
+            close_members: format!("DELETE FROM {m} WHERE session = ?1"),
+            join: format!(
+                "INSERT INTO {m} (name, session) \
+                 SELECT ?2, ?1 FROM {s} WHERE id = ?1 AND expires_us > {NOW} \
+                 ON CONFLICT (name, session) DO NOTHING"
+            ),
+            leave: format!("DELETE FROM {m} WHERE name = ?2 AND session = ?1"),
+            holds: format!(
+                "SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session \
+                 WHERE l.name = ?2 AND l.session = ?1 AND l.token = ?3 AND h.expires_us > {NOW}"
+            ),
+            claim: format!(
+                "INSERT INTO {c} (name, slot) VALUES (?1, ?2) \
+                 ON CONFLICT (name) DO UPDATE SET slot = excluded.slot \
+                 WHERE {c}.slot < excluded.slot RETURNING slot"
+            ),
+            last_slot: format!("SELECT slot FROM {c} WHERE name = ?1"),
             inspect_sessions: format!(
-                "SELECT id, lease_us, expires_us - {NOW} FROM {s} WHERE expires_us > {NOW}"
+                "SELECT id, lease_us, expires_us - {NOW}, metadata FROM {s} WHERE expires_us > {NOW}"
             ),
             inspect_leases: format!(
                 "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
@@ -103,6 +243,8 @@ impl Sql {
             ),
             sessions: s,
             leases: l,
+            members: m,
+            slots: c,
         }
     }
 }
@@ -149,6 +291,7 @@ impl SqliteBackend {
         } else {
             pool.max_connections(config.max_connections())
         };
+        let hint = hint_path(opts.get_filename(), config.table_prefix(), in_memory);
         let pool = pool
             .connect_with(opts)
             .await
@@ -156,6 +299,7 @@ impl SqliteBackend {
         let backend = SqliteBackend {
             pool,
             sql: Sql::new(config.table_prefix()),
+            hint,
         };
         if config.create_schema() {
             backend.migrate().await?;
@@ -171,8 +315,9 @@ impl SqliteBackend {
     /// # Errors
     /// `Rejected` naming a foreign table, or the driver's error.
     pub async fn migrate(&self) -> Result<(), BackendError> {
+        self.upgrade_sessions().await?;
         let present = self.check_tables().await?;
-        if present < 2 {
+        if present < TABLES {
             let prefix = self.sql.sessions.strip_suffix("sessions").unwrap_or("");
             let ddl = Self::schema_sql(prefix);
             sqlx::raw_sql(&ddl)
@@ -184,14 +329,31 @@ impl SqliteBackend {
     }
 
     async fn check_schema(&self) -> Result<(), BackendError> {
-        if self.check_tables().await? < 2 {
+        if self.check_tables().await? < TABLES {
             return Err(BackendError::new(
                 simba_core::BackendErrorKind::Rejected,
                 format!(
-                    "sqlite: tables `{}` / `{}` are missing; run migrate()",
-                    self.sql.sessions, self.sql.leases
+                    "sqlite: some of the tables `{}`, `{}`, `{}`, `{}` are missing; \
+                     run migrate() or apply migrations/sqlite/*.sql",
+                    self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// Adds the `metadata` column to a sessions table of an older Simba.
+    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
+        let found: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
+            .bind(&self.sql.sessions)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| map_err(NAME, "read schema", e))?;
+        if is_legacy_sessions(&found) {
+            // Another process may add it at the same moment: check_tables judges.
+            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
+                .execute(&self.pool)
+                .await;
         }
         Ok(())
     }
@@ -202,6 +364,8 @@ impl SqliteBackend {
         for (table, cols) in [
             (&self.sql.sessions, SESSION_COLUMNS),
             (&self.sql.leases, LEASE_COLUMNS),
+            (&self.sql.members, MEMBER_COLUMNS),
+            (&self.sql.slots, SLOT_COLUMNS),
         ] {
             let found: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
                 .bind(table)
@@ -218,15 +382,41 @@ impl SqliteBackend {
 
     /// The DDL that creates Simba's tables under `table_prefix`: exactly what
     /// [`SqliteBackend::migrate`] runs. `simba-backends/migrations/sqlite/`
-    /// holds it for the default prefix.
+    /// holds it for the default prefix, in two files (sessions and leases;
+    /// then group members and schedule slots, S10/S11), whose concatenation
+    /// this is.
     pub fn schema_sql(table_prefix: &str) -> String {
+        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+    }
+
+    /// `0002_groups_slots.sql`: group members and schedule slots.
+    fn groups_schema_sql(table_prefix: &str) -> String {
+        let m = format!("{table_prefix}members");
+        let c = format!("{table_prefix}slots");
+        format!(
+            "CREATE TABLE IF NOT EXISTS {m} (\n\
+             \x20   name TEXT NOT NULL,\n\
+             \x20   session BLOB NOT NULL,\n\
+             \x20   PRIMARY KEY (name, session)\n\
+             );\n\
+             CREATE INDEX IF NOT EXISTS {m}_session ON {m} (session);\n\
+             CREATE TABLE IF NOT EXISTS {c} (\n\
+             \x20   name TEXT PRIMARY KEY NOT NULL,\n\
+             \x20   slot INTEGER NOT NULL\n\
+             );\n"
+        )
+    }
+
+    /// `0001_simba.sql`: sessions and leases.
+    fn base_schema_sql(table_prefix: &str) -> String {
         let s = format!("{table_prefix}sessions");
         let l = format!("{table_prefix}leases");
         format!(
             "CREATE TABLE IF NOT EXISTS {s} (\n\
              \x20   id BLOB PRIMARY KEY NOT NULL,\n\
              \x20   lease_us INTEGER NOT NULL,\n\
-             \x20   expires_us INTEGER NOT NULL\n\
+             \x20   expires_us INTEGER NOT NULL,\n\
+             \x20   metadata TEXT\n\
              );\n\
              CREATE TABLE IF NOT EXISTS {l} (\n\
              \x20   name TEXT PRIMARY KEY NOT NULL,\n\
@@ -251,9 +441,15 @@ impl SqliteBackend {
         pool: SqlitePool,
         options: &PoolOptions,
     ) -> Result<SqliteBackend, BackendError> {
+        let hint = hint_path(
+            pool.connect_options().get_filename(),
+            options.get_table_prefix(),
+            false,
+        );
         let backend = SqliteBackend {
             pool,
             sql: Sql::new(options.get_table_prefix()),
+            hint,
         };
         if options.get_create_schema() {
             backend.migrate().await?;
@@ -288,18 +484,21 @@ async fn open_on(
     sql: &Sql,
     c: &mut Conn,
     lease_duration: Duration,
+    metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
     sqlx::query(&sql.open)
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
+        .bind((!metadata.is_empty()).then(|| metadata.encode()))
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "open session", e))?;
     // Housekeeping: forget expired sessions (their ids are never reused, and
     // an unknown session is an expired one). Failure here changes nothing
     // the contract promises.
+    let _ = sqlx::query(&sql.gc_members).execute(&mut *c).await;
     let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
     Ok(SessionGrant {
         session,
@@ -319,8 +518,9 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     };
     let lease_us: i64 = row.try_get(0).map_err(get)?;
     let owned: Option<String> = row.try_get(1).map_err(get)?;
+    let groups: Option<String> = row.try_get(2).map_err(get)?;
     Ok(Renewal {
-        groups: Vec::new(),
+        groups: parse_groups(NAME, groups.as_deref())?,
         remaining: micros(lease_us),
         owned: parse_owned(NAME, owned.as_deref())?,
     })
@@ -358,44 +558,128 @@ async fn acquire_on(
     let mine: Option<i64> = row.try_get(0).map_err(get)?;
     let holder: Option<Vec<u8>> = row.try_get(1).map_err(get)?;
     let token: Option<i64> = row.try_get(2).map_err(get)?;
-    let holder_live: Option<i64> = row.try_get(3).map_err(get)?;
-    held_outcome(
-        NAME,
-        session,
-        name,
-        mine,
-        holder,
-        token,
-        holder_live.is_some(),
-    )
+    let holder_us: Option<i64> = row.try_get(3).map_err(get)?;
+    held_outcome(NAME, session, name, mine, holder, token, holder_us)
 }
 
+/// Releases; answers whether the lease was freed (for the hint).
 async fn release_on(
     sql: &Sql,
     c: &mut Conn,
     session: SessionId,
     name: &LeaseName,
     token: Token,
-) -> Result<(), BackendError> {
+) -> Result<bool, BackendError> {
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-    sqlx::query(&sql.release)
+    let done = sqlx::query(&sql.release)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .bind(token)
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "release", e))?;
-    Ok(())
+    Ok(done.rows_affected() > 0)
 }
 
-async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    sqlx::query(&sql.close)
+/// Closes; answers the names the session held (freed by the close). The
+/// memberships go with the session (S10.1): once the session row is gone no
+/// renewal lists them anyway; the second statement only tidies.
+async fn close_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+) -> Result<Vec<String>, BackendError> {
+    let get = |e| map_err(NAME, "close session", e);
+    let held: Option<Option<String>> = sqlx::query_scalar(&sql.close)
+        .bind(&session.to_bytes()[..])
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(get)?;
+    sqlx::query(&sql.close_members)
         .bind(&session.to_bytes()[..])
         .execute(&mut *c)
         .await
-        .map_err(|e| map_err(NAME, "close session", e))?;
+        .map_err(get)?;
+    Ok(held
+        .flatten()
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .unwrap_or_default())
+}
+
+/// Join (`join == true`) or leave a group: one statement. A join by a
+/// session that is not live inserts nothing (S10.1).
+async fn membership_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    group: &LeaseName,
+    join: bool,
+) -> Result<(), BackendError> {
+    let (stmt, what) = if join {
+        (&sql.join, "join group")
+    } else {
+        (&sql.leave, "leave group")
+    };
+    sqlx::query(stmt)
+        .bind(&session.to_bytes()[..])
+        .bind(group.as_str())
+        .execute(&mut *c)
+        .await
+        .map_err(|e| map_err(NAME, what, e))?;
     Ok(())
+}
+
+/// Claim a schedule slot (S11.1) in one `BEGIN IMMEDIATE` transaction: it
+/// holds the database's write lock from its first statement, so the holder
+/// check, the conditional upsert and the read of the last slot see and
+/// change the database alone.
+async fn claim_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    name: &LeaseName,
+    token: Token,
+    slot: u64,
+) -> Result<SlotClaim, BackendError> {
+    use sqlx::Connection;
+    let get = |e| map_err(NAME, "claim slot", e);
+    let slot = slot_to_i64(NAME, slot)?;
+    let Some(token) = token_to_i64(token) else {
+        return Ok(SlotClaim::NotHolder);
+    };
+    let mut tx = c.begin_with("BEGIN IMMEDIATE").await.map_err(get)?;
+    let holds = sqlx::query(&sql.holds)
+        .bind(&session.to_bytes()[..])
+        .bind(name.as_str())
+        .bind(token)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    if holds.is_none() {
+        tx.rollback().await.map_err(get)?;
+        return Ok(SlotClaim::NotHolder);
+    }
+    let claimed = sqlx::query(&sql.claim)
+        .bind(name.as_str())
+        .bind(slot)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(get)?;
+    let answer = if claimed.is_some() {
+        SlotClaim::Claimed
+    } else {
+        let last: i64 = sqlx::query_scalar(&sql.last_slot)
+            .bind(name.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(get)?;
+        SlotClaim::AlreadyClaimed {
+            last: slot_from(NAME, name, last)?,
+        }
+    };
+    tx.commit().await.map_err(get)?;
+    Ok(answer)
 }
 
 impl Backend for SqliteBackend {
@@ -403,9 +687,17 @@ impl Backend for SqliteBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration).await
+            open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
     }
@@ -438,7 +730,12 @@ impl Backend for SqliteBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("release").await?;
-            release_on(&self.sql, &mut c, session, name, token).await
+            let freed = release_on(&self.sql, &mut c, session, name, token).await?;
+            drop(c);
+            if let (true, Some(hint)) = (freed, &self.hint) {
+                announce(hint, &[name.as_str().to_owned()]);
+            }
+            Ok(())
         }
         .boxed()
     }
@@ -446,7 +743,12 @@ impl Backend for SqliteBackend {
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session).await
+            let freed = close_on(&self.sql, &mut c, session).await?;
+            drop(c);
+            if let Some(hint) = &self.hint {
+                announce(hint, &freed);
+            }
+            Ok(())
         }
         .boxed()
     }
@@ -479,12 +781,107 @@ impl Backend for SqliteBackend {
     fn subscribe_releases(
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        futures::future::ready(Ok(None)).boxed()
+        let subscribed = match &self.hint {
+            None => Ok(None),
+            Some(path) => watch_hints(Arc::clone(path)).map(Some),
+        };
+        futures::future::ready(subscribed).boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        self.hint.is_some()
+    }
+
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("join group").await?;
+            membership_on(&self.sql, &mut c, session, group, true).await
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let mut c = self.conn("leave group").await?;
+            membership_on(&self.sql, &mut c, session, group, false).await
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let mut c = self.conn("claim slot").await?;
+            claim_on(&self.sql, &mut c, session, name, token, slot).await
+        }
+        .boxed()
     }
 
     fn name(&self) -> &'static str {
         NAME
     }
+}
+
+/// Watches the hint file `path` (created if missing) and yields the names
+/// appended to it from now on.
+fn watch_hints(path: Arc<PathBuf>) -> Result<BoxStream<'static, LeaseName>, BackendError> {
+    use futures::StreamExt;
+    use notify::Watcher;
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        BackendError::new(
+            simba_core::BackendErrorKind::Unavailable,
+            format!(
+                "{NAME}: release hints: {what} {}: {e}",
+                path.as_path().display()
+            ),
+        )
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&*path)
+        .map_err(|e| fail("cannot open", &e))?;
+    let offset = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let (tx, rx) = futures::channel::mpsc::unbounded::<LeaseName>();
+    let mut reader = HintReader {
+        path: Arc::clone(&path),
+        offset,
+        partial: String::new(),
+    };
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        if matches!(
+            event.kind,
+            notify::EventKind::Modify(_) | notify::EventKind::Create(_) | notify::EventKind::Any
+        ) {
+            for name in reader.read_new() {
+                let _ = tx.unbounded_send(name);
+            }
+        }
+    })
+    .map_err(|e| fail("cannot watch", &e))?;
+    watcher
+        .watch(&path, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| fail("cannot watch", &e))?;
+    // The watcher lives as long as the stream.
+    let stream = futures::stream::unfold((rx, watcher), |(mut rx, watcher)| async move {
+        let name = rx.next().await?;
+        Some((name, (rx, watcher)))
+    });
+    Ok(stream.boxed())
 }
 
 #[cfg(feature = "testkit")]
@@ -494,6 +891,7 @@ pub use hold::SqliteHold;
 mod hold {
     use super::{
         acquire_on, close_on, map_err, open_on, release_on, renew_on, Sql, SqliteBackend, NAME,
+        NO_METADATA,
     };
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
@@ -552,7 +950,8 @@ mod hold {
             &mut self,
             lease_duration: Duration,
         ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration).await }.boxed()
+            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
+                .boxed()
         }
         fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
             async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
@@ -570,10 +969,15 @@ mod hold {
             name: &'a LeaseName,
             token: Token,
         ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
+            async move {
+                release_on(&self.sql, &mut self.tx, session, name, token)
+                    .await
+                    .map(drop)
+            }
+            .boxed()
         }
         fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
+            async move { close_on(&self.sql, &mut self.tx, session).await.map(drop) }.boxed()
         }
         fn waiters(&mut self, _n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             futures::future::ready(Ok(WaitSeen::Unobservable)).boxed()

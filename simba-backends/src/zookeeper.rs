@@ -15,12 +15,16 @@
 //! | `<root>/sessions/<id as 16 hex digits>` | ephemeral | a live session; data `lease_ms timeout_ms` |
 //! | `<root>/leases/<name>` | persistent | the name; its `mzxid` is the latest token handed out |
 //! | `<root>/leases/<name>/holder` | ephemeral | the current term: owner = `ephemeralOwner`, token = `czxid` |
+//! | `<root>/groups/<group>` | persistent | a partitioned group (S10.1) |
+//! | `<root>/groups/<group>/<id as 16 hex digits>` | ephemeral | a member: it lives exactly as long as the member's session |
+//! | `<root>/slots/<name>` | persistent | the last claimed schedule slot of `name` (S11.1), in decimal |
 //!
 //! Acquire is one multi-op (create `holder` + touch `<name>`), so the holder's
 //! `czxid` and the name's `mzxid` are the same zxid, which never repeats or
 //! decreases. Release is one multi-op (check `<name>`'s version + delete
 //! `holder`): a later term always bumped that version, so a stale release
-//! is a no-op (S3.5). Renew is one `getEphemerals` call (S1.1).
+//! is a no-op (S3.5). Renew is one `getEphemerals` call (S1.1), sent with
+//! one multi-read of the joined groups' members (S10.1) when there are any.
 //!
 //! The ZooKeeper client pings the server on its own, so a session whose
 //! owner stops renewing would never expire. Each session therefore has a
@@ -28,14 +32,15 @@
 //! last renewal was sent; ZooKeeper's own expiry (a dead or partitioned
 //! process) ends it too. See `docs/BACKENDS.md`.
 
+use crate::metadata::NO_METADATA;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
-use crate::{LeaseInfo, SessionInfo};
+use crate::{LeaseInfo, SessionInfo, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, Token,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -80,6 +85,8 @@ struct Inner {
     target: Target,
     leases_dir: String,
     sessions_dir: String,
+    groups_dir: String,
+    slots_dir: String,
     observer: Mutex<zk::Client>,
     sessions: Mutex<HashMap<SessionId, Arc<Entry>>>,
 }
@@ -94,6 +101,10 @@ struct Entry {
     deadline: Mutex<Instant>,
     /// Terms won through this backend: name -> (token, version of `<name>`).
     terms: Mutex<HashMap<String, (i64, i32)>>,
+    /// The groups this session joined (S10.1): its renewal lists their
+    /// members. A ZooKeeper session acts only through the backend that
+    /// opened it, so this is the whole truth.
+    groups: Mutex<std::collections::BTreeSet<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -307,9 +318,11 @@ impl ZkBackend {
         let observer = target.connect(OBSERVER_TIMEOUT).await?;
         let leases_dir = format!("{}/leases", target.root);
         let sessions_dir = format!("{}/sessions", target.root);
+        let groups_dir = format!("{}/groups", target.root);
+        let slots_dir = format!("{}/slots", target.root);
         let acls = target.acls();
         let opts = zk::CreateMode::Persistent.with_acls(acls);
-        for dir in [&leases_dir, &sessions_dir] {
+        for dir in [&leases_dir, &sessions_dir, &groups_dir, &slots_dir] {
             observer
                 .mkdir(dir, &opts)
                 .await
@@ -320,6 +333,8 @@ impl ZkBackend {
                 target,
                 leases_dir,
                 sessions_dir,
+                groups_dir,
+                slots_dir,
                 observer: Mutex::new(observer),
                 sessions: Mutex::new(HashMap::new()),
             }),
@@ -376,6 +391,18 @@ impl ZkBackend {
 
     fn holder_path(&self, name: &str) -> String {
         format!("{}/{name}/{HOLDER}", self.inner.leases_dir)
+    }
+
+    fn group_path(&self, group: &str) -> String {
+        format!("{}/{group}", self.inner.groups_dir)
+    }
+
+    fn member_path(&self, group: &str, zk_id: i64) -> String {
+        format!("{}/{group}/{:016x}", self.inner.groups_dir, zk_id as u64)
+    }
+
+    fn slot_path(&self, name: &str) -> String {
+        format!("{}/{name}", self.inner.slots_dir)
     }
 
     fn marker_path(&self, zk_id: i64) -> String {
@@ -498,26 +525,190 @@ impl ZkBackend {
             return Ok(AcquireOutcome::Held {
                 holder: Some(session_id_of(h.ephemeral_owner)),
                 token: u64::try_from(h.czxid).ok().and_then(Token::new),
+                holder_remaining: None,
             });
         }
         Ok(AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         })
+    }
+
+    /// The version of `<name>` that our term with `token` set, if the
+    /// session holds `name` with `token`: from the terms won through this
+    /// backend, else read (a lost acquire reply), as `release` does.
+    async fn term_version(
+        &self,
+        entry: &Entry,
+        client: &zk::Client,
+        name: &str,
+        token: Token,
+    ) -> Result<Option<i32>, zk::Error> {
+        let recorded = lock(&entry.terms).get(name).copied();
+        match recorded {
+            Some((t, v)) => Ok((u64::try_from(t).ok() == Some(token.get())).then_some(v)),
+            None => {
+                let (holder, parent) = (self.holder_path(name), self.lease_path(name));
+                let (h, p) = futures::join!(client.check_stat(&holder), client.check_stat(&parent));
+                Ok(match (h?, p?) {
+                    (Some(h), Some(p))
+                        if h.ephemeral_owner == entry.zk_id
+                            && u64::try_from(h.czxid).ok() == Some(token.get())
+                            && p.mzxid == h.czxid =>
+                    {
+                        Some(p.version)
+                    }
+                    _ => None,
+                })
+            }
+        }
+    }
+
+    /// Claim a slot (S11.1): read the last slot, then one multi-op that
+    /// checks the term (`<name>`'s version, which every later acquire bumps,
+    /// and `holder` at version 0, which exists only while the term lasts)
+    /// and writes the slot at the version read, or only checks when the slot
+    /// is not later. A concurrent claim changes the slot's version: read
+    /// again.
+    async fn claim_with(
+        &self,
+        entry: &Entry,
+        client: &zk::Client,
+        name: &LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> Result<SlotClaim, zk::Error> {
+        let n = name.as_str();
+        let Some(version) = self.term_version(entry, client, n, token).await? else {
+            return Ok(SlotClaim::NotHolder);
+        };
+        let (parent, holder, path) = (self.lease_path(n), self.holder_path(n), self.slot_path(n));
+        let persistent = zk::CreateMode::Persistent.with_acls(self.inner.target.acls());
+        let text = slot.to_string();
+        for _ in 0..8 {
+            let read = match client.get_data(&path).await {
+                Ok((data, stat)) => {
+                    let last = std::str::from_utf8(&data)
+                        .ok()
+                        .and_then(|d| d.parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            zk::Error::UnexpectedError(format!(
+                                "slot znode of `{n}` holds {data:?}"
+                            ))
+                        })?;
+                    Some((last, stat.version))
+                }
+                Err(zk::Error::NoNode) => None,
+                Err(e) => return Err(e),
+            };
+            let mut multi = client.new_multi_writer();
+            multi.add_check_version(&parent, version)?;
+            multi.add_check_version(&holder, 0)?;
+            let already = match read {
+                Some((last, v)) if last >= slot => {
+                    multi.add_check_version(&path, v)?;
+                    Some(last)
+                }
+                Some((_, v)) => {
+                    multi.add_set_data(&path, text.as_bytes(), Some(v))?;
+                    None
+                }
+                None => {
+                    multi.add_create(&path, text.as_bytes(), &persistent)?;
+                    None
+                }
+            };
+            match multi.commit().await {
+                Ok(_) => {
+                    return Ok(match already {
+                        Some(last) => SlotClaim::AlreadyClaimed { last },
+                        None => SlotClaim::Claimed,
+                    })
+                }
+                // The term's checks: another term, or this one ended.
+                Err(zk::MultiWriteError::OperationFailed { index: 0 | 1, .. }) => {
+                    return Ok(SlotClaim::NotHolder)
+                }
+                // The slot changed (or appeared) since it was read.
+                Err(zk::MultiWriteError::OperationFailed {
+                    source: zk::Error::BadVersion | zk::Error::NodeExists | zk::Error::NoNode,
+                    ..
+                }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(zk::Error::UnexpectedError(format!(
+            "the slot of `{n}` changed eight times while claiming"
+        )))
     }
 
     fn won(&self, entry: &Entry, zxid: i64) -> AcquireOutcome {
         match u64::try_from(zxid).ok().and_then(Token::new) {
+            // The session lives until its watchdog's deadline (set by the
+            // last renewal), which an acquire does not move: report the time
+            // left until then, never the full timeout, or the caller would
+            // believe the term valid after the watchdog closed the session.
             Some(token) => AcquireOutcome::Won {
                 token,
-                remaining: entry.timeout,
+                remaining: entry
+                    .timeout
+                    .min(lock(&entry.deadline).saturating_duration_since(Instant::now())),
             },
             None => AcquireOutcome::Held {
                 holder: None,
                 token: None,
+                holder_remaining: None,
             },
         }
     }
+}
+
+/// The renewal's multi-read replies (one `getChildren` per joined group) as
+/// views, members ascending.
+fn group_views(
+    joined: &[String],
+    replies: Vec<zk::MultiReadResult>,
+) -> Result<Vec<simba_core::GroupView>, BackendError> {
+    if replies.len() != joined.len() {
+        return Err(malformed(format!(
+            "renew read {} groups' members, expected {}",
+            replies.len(),
+            joined.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(joined.len());
+    for (g, reply) in joined.iter().zip(replies) {
+        let children = match reply {
+            zk::MultiReadResult::Children { children } => children,
+            // The group's znode is gone (a removed tree): no members.
+            zk::MultiReadResult::Error {
+                err: zk::Error::NoNode,
+            } => Vec::new(),
+            zk::MultiReadResult::Error { err } => return Err(map_err("renew", err)),
+            _ => {
+                return Err(malformed(format!(
+                    "group {g:?}: data where children were read"
+                )))
+            }
+        };
+        let mut members = children
+            .iter()
+            .map(|c| {
+                u64::from_str_radix(c, 16)
+                    .ok()
+                    .filter(|_| c.len() == 16)
+                    .map(|id| session_id_of(id as i64))
+                    .ok_or_else(|| malformed(format!("member znode {c:?} of group {g:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        members.sort_unstable();
+        members.dedup();
+        let group =
+            LeaseName::new(g.as_str()).map_err(|e| malformed(format!("group name {g:?}: {e}")))?;
+        out.push(simba_core::GroupView { group, members });
+    }
+    Ok(out)
 }
 
 impl Entry {
@@ -570,6 +761,14 @@ impl Backend for ZkBackend {
         &self,
         lease_duration: Duration,
     ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &NO_METADATA)
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             check_lease_duration(lease_duration)?;
             // ZooKeeper's session timeout is an i32 of milliseconds.
@@ -579,7 +778,12 @@ impl Backend for ZkBackend {
             let zk_id = client.session_id().0;
             let timeout = client.session_timeout();
             let marker = self.marker_path(zk_id);
-            let data = format!("{} {}", millis(lease_duration), millis(timeout));
+            // `lease timeout` in ms, then the metadata on the lines below.
+            let mut data = format!("{} {}", millis(lease_duration), millis(timeout));
+            if !metadata.is_empty() {
+                data.push('\n');
+                data.push_str(&metadata.encode());
+            }
             let opts = zk::CreateMode::Ephemeral.with_acls(self.inner.target.acls());
             if let Err(e) = client.create(&marker, data.as_bytes(), &opts).await {
                 return Err(map_err("open session", e));
@@ -592,6 +796,7 @@ impl Backend for ZkBackend {
                 client: Mutex::new(Some(client)),
                 deadline: Mutex::new(started + lease_duration),
                 terms: Mutex::new(HashMap::new()),
+                groups: Mutex::new(std::collections::BTreeSet::new()),
             });
             lock(&self.inner.sessions).insert(session, entry.clone());
             // Detached: dropping the join handle does not cancel the task.
@@ -624,8 +829,23 @@ impl Backend for ZkBackend {
                 return Err(suspended("renew").into());
             }
             let sent = Instant::now();
+            // The members of the joined groups (S10.1): one multi-read, sent
+            // with the listing before either reply is awaited (one round
+            // trip; ZooKeeper answers a session's requests in order).
+            let joined: Vec<String> = lock(&entry.groups).iter().cloned().collect();
+            let mut reader = client.new_multi_reader();
+            for g in &joined {
+                reader
+                    .add_get_children(&self.group_path(g))
+                    .map_err(|e| map_err("renew", e))?;
+            }
+            let members = reader.commit();
             let listing = client.list_ephemerals(&self.inner.leases_dir);
-            let paths = match bounded(listing, entry.timeout).await {
+            let both = async {
+                let (paths, members) = futures::join!(listing, members);
+                Ok::<_, zk::Error>((paths?, members?))
+            };
+            let (paths, members) = match bounded(both, entry.timeout).await {
                 Ok(p) => p,
                 Err(zk::Error::SessionExpired) => {
                     self.forget(session, &entry).await;
@@ -679,7 +899,7 @@ impl Backend for ZkBackend {
             }
             owned.sort_by(|a, b| a.0.cmp(&b.0));
             Ok(Renewal {
-                groups: Vec::new(),
+                groups: group_views(&joined, members)?,
                 remaining: entry.timeout,
                 owned,
             })
@@ -815,7 +1035,8 @@ impl Backend for ZkBackend {
                     Err(e) => return Err(get(e)),
                 };
                 let text = String::from_utf8_lossy(&data);
-                let mut parts = text.split(' ').map(|p| p.parse::<u64>().ok());
+                let (first, metadata) = text.split_once('\n').unwrap_or((&text, ""));
+                let mut parts = first.split(' ').map(|p| p.parse::<u64>().ok());
                 let (Some(Some(lease)), Some(Some(timeout))) = (parts.next(), parts.next()) else {
                     return Err(malformed(format!("session znode {id} holds {text:?}")));
                 };
@@ -826,6 +1047,7 @@ impl Backend for ZkBackend {
                     session: session_id_of(stat.ephemeral_owner),
                     remaining: timeout,
                     lease_duration: lease,
+                    metadata: SessionMetadata::decode(metadata),
                 });
             }
             for ((n, parent), holder) in names.iter().zip(parents).zip(holders) {
@@ -912,6 +1134,117 @@ impl Backend for ZkBackend {
 
     fn broadcasts_releases(&self) -> bool {
         true
+    }
+
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let (entry, client) = match self.client_of(session).await {
+                Ok(x) => x,
+                // A session that is not live joins nothing.
+                Err(Gone::Expired) => return Ok(()),
+                Err(Gone::Unknown) => return self.unknown(session).await,
+            };
+            if client.state() == zk::SessionState::Disconnected {
+                return Err(suspended("join group"));
+            }
+            let g = group.as_str();
+            let member = self.member_path(g, entry.zk_id);
+            let acls = self.inner.target.acls();
+            let ephemeral = zk::CreateMode::Ephemeral.with_acls(acls);
+            let persistent = zk::CreateMode::Persistent.with_acls(acls);
+            let join = async {
+                for _ in 0..4 {
+                    match client.create(&member, &[], &ephemeral).await {
+                        Ok(_) | Err(zk::Error::NodeExists) => return Ok(true),
+                        Err(zk::Error::NoNode) => {
+                            match client.create(&self.group_path(g), &[], &persistent).await {
+                                Ok(_) | Err(zk::Error::NodeExists) => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(false)
+            };
+            match bounded(join, entry.timeout).await {
+                Ok(true) => {
+                    lock(&entry.groups).insert(g.to_owned());
+                    Ok(())
+                }
+                Ok(false) => Err(BackendError::new(
+                    BackendErrorKind::Other,
+                    format!("{NAME} join group: `{g}` vanished four times while joining"),
+                )),
+                Err(zk::Error::SessionExpired) => {
+                    self.forget(session, &entry).await;
+                    Ok(())
+                }
+                Err(e) => Err(map_err("join group", e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            // An unknown or expired session is a member of nothing.
+            let Ok((entry, client)) = self.client_of(session).await else {
+                return Ok(());
+            };
+            let g = group.as_str();
+            lock(&entry.groups).remove(g);
+            let member = self.member_path(g, entry.zk_id);
+            match bounded(client.delete(&member, None), entry.timeout).await {
+                Ok(()) | Err(zk::Error::NoNode | zk::Error::SessionExpired) => Ok(()),
+                Err(e) => Err(map_err("leave group", e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        async move {
+            let (entry, client) = match self.client_of(session).await {
+                Ok(x) => x,
+                Err(Gone::Expired) => return Ok(SlotClaim::NotHolder),
+                Err(Gone::Unknown) => {
+                    self.unknown(session).await?;
+                    return Ok(SlotClaim::NotHolder);
+                }
+            };
+            if client.state() == zk::SessionState::Disconnected {
+                return Err(suspended("claim slot"));
+            }
+            match bounded(
+                self.claim_with(&entry, &client, name, token, slot),
+                entry.timeout,
+            )
+            .await
+            {
+                Ok(answer) => Ok(answer),
+                Err(zk::Error::SessionExpired) => {
+                    self.forget(session, &entry).await;
+                    Ok(SlotClaim::NotHolder)
+                }
+                Err(e) => Err(map_err("claim slot", e)),
+            }
+        }
+        .boxed()
     }
 
     fn renewal_proves(&self) -> Fraction {

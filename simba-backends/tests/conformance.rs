@@ -21,9 +21,7 @@ async fn sqlite_file_passes_the_conformance_suite() {
     let (factory, path) = SqliteFactory::new();
     let report = run_all(&factory).await;
     show(&report);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    remove_db(&path);
     report.assert_passed();
 }
 
@@ -66,9 +64,7 @@ fn sqlite_passes_core_cases_on_async_std() {
         })
         .await;
         show(&report);
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        remove_db(&path);
         report.assert_passed();
     });
 }
@@ -108,12 +104,36 @@ async fn broken_memory_backends_fail_the_lying_backend_cases() {
             "sixteen_clients_with_short_sessions_left_to_expire",
         ),
         (
+            Flaw::ExpireEarly,
+            "s4_4_held_reports_the_holders_remaining_time",
+        ),
+        (
             Flaw::RenewKeepsExpiry,
             "s1_1_a_renewal_extends_a_full_lease_from_the_renewal",
         ),
         (
             Flaw::SplitAcquire,
             "s3_two_concurrent_acquires_by_one_session_win_one_term",
+        ),
+        (
+            Flaw::SlotIgnoresHolder,
+            "s11_1_claim_slot_by_the_holder_only_forward",
+        ),
+        (
+            Flaw::SlotIgnoresHolder,
+            "s11_1_slot_record_outlives_the_holder_and_refuses_stale_tokens",
+        ),
+        (
+            Flaw::SlotIgnoresHolder,
+            "s11_1_an_expired_holder_claims_nothing",
+        ),
+        (
+            Flaw::SlotRewinds,
+            "s11_1_claim_slot_by_the_holder_only_forward",
+        ),
+        (
+            Flaw::SlotRewinds,
+            "s11_1_slot_record_outlives_the_holder_and_refuses_stale_tokens",
         ),
     ] {
         let report = run_selected(&MemoryFactory::flawed(flaw), |c| c == case).await;

@@ -7,13 +7,7 @@
 mod common;
 
 use common::*;
-use simba_backends::testkit::{run_all, run_selected};
-
-/// Open defects of this backend found by the lying-backend cases (issue 16);
-/// see `docs/BACKENDS.md`. Each failure is printed loudly, never hidden.
-const ETCD_KNOWN_GAPS: &[(&str, &str)] = &[
-    ("s2_1_live_until_the_reported_remaining_time_then_gone", "etcd expires leases lazily (its lessor checks about every 500 ms), so a key can outlive the TTL it reported; late, never early"),
-];
+use simba_backends::testkit::{run_all, run_selected, Factory};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_passes_the_conformance_suite() {
@@ -24,7 +18,7 @@ async fn etcd_passes_the_conformance_suite() {
     let report = run_all(&factory).await;
     println!("{report}");
     factory.cleanup().await;
-    assert_passed_except_known_gaps(report, ETCD_KNOWN_GAPS);
+    report.assert_passed();
 }
 
 /// Outside tokio the backend runs its calls on a runtime thread of its own;
@@ -46,6 +40,30 @@ fn etcd_passes_the_conformance_suite_on_async_std() {
         .await;
         println!("{report}");
         factory.cleanup().await;
-        assert_passed_except_known_gaps(report, ETCD_KNOWN_GAPS);
+        report.assert_passed();
     });
+}
+
+/// The history check (issue 9) on etcd: four clients, random calls on one
+/// name with 2 s leases (etcd's minimum TTL here); the history must
+/// linearize (S1.2, S3.2), allowing etcd's declared lazy expiry on the late
+/// side only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_history_linearizes() {
+    if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {
+        return;
+    }
+    let factory = EtcdFactory { tag: tag() };
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(factory.connect("h").await.unwrap());
+    }
+    let load = simba_backends::testkit::history::Load {
+        calls: 30,
+        lease: std::time::Duration::from_secs(2),
+        seed: 8,
+    };
+    history_check("etcd", &clients, load, factory.expiry_lateness()).await;
+    drop(clients);
+    factory.cleanup().await;
 }

@@ -149,3 +149,27 @@ async fn bad_credentials_and_urls_are_typed_and_redacted() {
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
     assert!(!e.to_string().contains("hunter2"), "{e}");
 }
+
+/// The history check (issue 9) on Redis: four clients, random calls on one
+/// name with 300 ms leases; the history must linearize (S1.2, S3.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_history_linearizes() {
+    if !server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await) {
+        return;
+    }
+    let factory = RedisFactory {
+        url: REDIS_URL.into(),
+        tag: tag(),
+    };
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(factory.connect("h").await.unwrap());
+    }
+    let load = simba_backends::testkit::history::Load {
+        calls: 60,
+        lease: std::time::Duration::from_millis(300),
+        seed: 6,
+    };
+    history_check("redis", &clients, load, factory.expiry_lateness()).await;
+    delete_keys(REDIS_URL, &factory.tag).await;
+}

@@ -17,13 +17,6 @@ use std::time::Duration;
 
 const ZK: &str = "zk://127.0.0.1:2181";
 
-/// Open defects of this backend found by the lying-backend cases (issue 16);
-/// see `docs/BACKENDS.md`. Each failure is printed loudly, never hidden.
-const ZK_KNOWN_GAPS: &[(&str, &str)] = &[
-    ("s3_two_concurrent_acquires_by_one_session_win_one_term", "a ZooKeeper session is bound to the backend instance that opened it; a second instance cannot act for it"),
-    ("sixteen_clients_with_short_sessions_left_to_expire", "the case holds the backend to the full reported remaining time, but one ZooKeeper renewal proves only 5/12 of it (S8.5) and the session watchdog ends sessions within the full time"),
-];
-
 struct ZkFactory {
     root: String,
 }
@@ -51,7 +44,12 @@ impl Factory for ZkFactory {
         // writes), applied in zxid order by the leader: no call waits inside
         // another (docs/BACKENDS.md). Connection loss is covered by
         // tests/zookeeper_failures.rs instead of a mid-call kill.
-        vec![Capability::LockHold, Capability::KillConnectionMidCall]
+        // A ZooKeeper session belongs to the connection that opened it.
+        vec![
+            Capability::LockHold,
+            Capability::KillConnectionMidCall,
+            Capability::SharedSession,
+        ]
     }
 }
 
@@ -81,7 +79,7 @@ async fn zookeeper_passes_the_conformance_suite() {
     let report = run_all(&factory).await;
     println!("{report}");
     cleanup(&factory).await;
-    assert_passed_except_known_gaps(report, ZK_KNOWN_GAPS);
+    report.assert_passed();
 }
 
 /// The same backend on async-std (zookeeper-client's async-global-executor).
@@ -96,6 +94,29 @@ fn zookeeper_passes_the_conformance_suite_on_async_std() {
         let report = run_selected(&factory, |_| true).await;
         println!("{report}");
         cleanup(&factory).await;
-        assert_passed_except_known_gaps(report, ZK_KNOWN_GAPS);
+        report.assert_passed();
     });
+}
+
+/// The history check (issue 9) on ZooKeeper: four clients, random calls on
+/// one name with 1 s sessions (the test server's minimum); the history must
+/// linearize (S1.2, S3.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_history_linearizes() {
+    if !server_available("ZooKeeper at 127.0.0.1:2181", zk_probe().await) {
+        return;
+    }
+    let factory = ZkFactory::new();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(factory.connect("h").await.unwrap());
+    }
+    let load = simba_backends::testkit::history::Load {
+        calls: 30,
+        lease: Duration::from_secs(1),
+        seed: 7,
+    };
+    history_check("zookeeper", &clients, load, factory.expiry_lateness()).await;
+    drop(clients);
+    cleanup(&factory).await;
 }

@@ -186,7 +186,9 @@ async fn etcd_restarted_while_a_term_is_held() {
     let r = renew_until_ok(&b, s).await;
     assert_eq!(r.owned, vec![(n.clone(), token)], "owned after restart");
     match b.acquire(o, &n).await.unwrap() {
-        AcquireOutcome::Held { holder, token: t } => {
+        AcquireOutcome::Held {
+            holder, token: t, ..
+        } => {
             assert_eq!(holder, Some(s));
             assert_eq!(t, Some(token));
         }

@@ -16,18 +16,26 @@ fn file(path: &str) -> String {
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
 }
 
+/// Every migration file of one database, in order, concatenated.
+fn files(db: &str) -> String {
+    ["0001_simba.sql", "0002_groups_slots.sql"]
+        .iter()
+        .map(|f| file(&format!("migrations/{db}/{f}")))
+        .collect()
+}
+
 #[test]
 fn migration_files_equal_what_the_backends_create() {
     assert_eq!(
-        file("migrations/postgres/0001_simba.sql"),
+        files("postgres"),
         PgBackend::schema_sql(DEFAULT_TABLE_PREFIX)
     );
     assert_eq!(
-        file("migrations/mysql/0001_simba.sql"),
+        files("mysql"),
         MysqlBackend::schema_sql(DEFAULT_TABLE_PREFIX)
     );
     assert_eq!(
-        file("migrations/sqlite/0001_simba.sql"),
+        files("sqlite"),
         SqliteBackend::schema_sql(DEFAULT_TABLE_PREFIX)
     );
 }
@@ -36,6 +44,7 @@ fn migration_files_equal_what_the_backends_create() {
 fn the_schema_follows_the_prefix() {
     let ddl = PgBackend::schema_sql("jobs_");
     assert!(ddl.contains("jobs_sessions") && ddl.contains("jobs_leases_session"));
+    assert!(ddl.contains("jobs_members_session") && ddl.contains("jobs_slots"));
     assert!(!ddl.contains("simba_"));
 }
 
@@ -54,6 +63,15 @@ async fn sqlite_file_migration_then_start_without_ddl() {
         .expect_err("missing tables are an error without DDL");
     assert!(err.to_string().contains("missing"), "{err}");
     sqlx::raw_sql(&file("migrations/sqlite/0001_simba.sql"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    // Only the first file: the group and slot tables are missing.
+    let err = SqliteBackend::from_pool(pool.clone(), &no_ddl)
+        .await
+        .expect_err("the second migration is required too");
+    assert!(err.to_string().contains("simba_members"), "{err}");
+    sqlx::raw_sql(&file("migrations/sqlite/0002_groups_slots.sql"))
         .execute(&pool)
         .await
         .unwrap();

@@ -126,7 +126,5 @@ fn sqlite_file_is_safe_for_several_processes_on_one_host() {
             );
         }
     }
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    remove_db(&path);
 }

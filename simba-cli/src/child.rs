@@ -134,17 +134,10 @@ pub const GUARD_FIRED_DEADLINE: u8 = 3;
 pub const GUARD_FIRED_ORPHANED: u8 = 4;
 
 /// The host's monotonic clock **including time spent suspended**
-/// (`CLOCK_BOOTTIME`), in nanoseconds. The guard compares deadlines on it,
-/// so a term never outlives a suspend of the host in the guard's eyes: a
-/// deadline converted from the client's clock (which may not count suspend)
-/// only comes earlier on this one.
-pub fn boottime_ns() -> u64 {
-    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    u64::try_from(ts.tv_sec)
-        .unwrap_or(0)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
-}
+/// (`CLOCK_BOOTTIME`), in nanoseconds: the library's own reading, which its
+/// clients' clocks count suspend with too. The guard compares deadlines on
+/// it, so a term never outlives a suspend of the host in the guard's eyes.
+pub use simba_tokio::boottime_ns;
 
 /// The deadline to give the guard on [`boottime_ns`]: `now` plus the
 /// term's remaining time, or 0 (at once) when the term is over. `now` is

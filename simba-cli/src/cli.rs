@@ -138,6 +138,10 @@ pub struct RunArgs {
     /// Run CMD again if it exits while still leader.
     #[arg(long)]
     pub restart: bool,
+    /// Exit at once (69) if the backend cannot be reached or is full,
+    /// instead of waiting and retrying with back-off.
+    #[arg(long)]
+    pub fail_fast: bool,
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,
@@ -148,9 +152,15 @@ pub struct RunArgs {
 pub struct LockArgs {
     /// The lease name: 1-128 of [A-Za-z0-9._:-].
     pub name: String,
-    /// Give up (exit 75) if not acquired within this long [default: wait forever].
+    /// Give up (exit 75) if not acquired within this long [default: wait
+    /// forever]; a backend that cannot be reached is retried that long too
+    /// (then exit 69).
     #[arg(long, value_name = "DURATION")]
     pub wait: Option<String>,
+    /// Exit at once (69) if the backend cannot be reached or is full,
+    /// instead of waiting and retrying with back-off.
+    #[arg(long)]
+    pub fail_fast: bool,
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,

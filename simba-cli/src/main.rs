@@ -158,8 +158,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             let config = settings::timing(&cli.timing, &file)?;
             let spec = child_spec(&args.child)?;
             let mut signals = StopSignals::install();
+            let retry = ConnectRetry {
+                enabled: !args.fail_fast,
+                until: None,
+            };
             let simba = tokio::select! {
-                simba = client(&url, config) => simba?,
+                simba = client(&url, config, retry) => simba?,
                 sig = signals.recv() => return Ok(128 + sig as u8),
             };
             let options = supervise::RunOptions {
@@ -178,10 +182,17 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 .map(|w| settings::parse_duration("--wait", w))
                 .transpose()?;
             let mut signals = StopSignals::install();
+            let started = tokio::time::Instant::now();
+            let retry = ConnectRetry {
+                enabled: !args.fail_fast,
+                until: wait.map(|w| started + w),
+            };
             let simba = tokio::select! {
-                simba = client(&url, config) => simba?,
+                simba = client(&url, config, retry) => simba?,
                 sig = signals.recv() => return Ok(128 + sig as u8),
             };
+            // The time spent connecting counts against --wait.
+            let wait = wait.map(|w| w.saturating_sub(started.elapsed()));
             supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
         }
         Command::Demo(args) => {
@@ -198,12 +209,75 @@ fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
     })
 }
 
-/// Connects to the backend and builds a client on it.
+/// Whether `simba run`/`simba lock` wait for a backend that cannot be
+/// reached (down, or full: no connection to be had).
+#[derive(Clone, Copy, Debug)]
+struct ConnectRetry {
+    enabled: bool,
+    /// Give up then (`simba lock --wait`).
+    until: Option<tokio::time::Instant>,
+}
+
+/// The first pause between connection attempts; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(250);
+/// The longest pause between connection attempts.
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Connects, retrying with back-off while the backend is unavailable or
+/// times out (server down, or full: "too many clients"), and saying so on
+/// stderr once per kind of failure, and once when connected. Each attempt
+/// holds at most the connection budget of one node, and gives it back
+/// before the pause.
+async fn connect_retrying(url: &str, retry: ConnectRetry) -> Result<Box<dyn Backend>, CliError> {
+    let config = BackendConfig::parse(url)?.with_create_schema(true);
+    let redacted = config.redacted_url();
+    let mut pause = RETRY_FIRST;
+    let mut said: Option<simba_core::BackendErrorKind> = None;
+    loop {
+        let e = match config.connect().await {
+            Ok(backend) => {
+                if said.is_some() {
+                    note(&format!("connected to {redacted}"));
+                }
+                return Ok(backend);
+            }
+            Err(e) => e,
+        };
+        let transient = matches!(
+            e.kind,
+            simba_core::BackendErrorKind::Unavailable | simba_core::BackendErrorKind::Timeout
+        );
+        let now = tokio::time::Instant::now();
+        let next = now + pause;
+        if !retry.enabled || !transient || retry.until.is_some_and(|u| next > u) {
+            return Err(CliError::from_backend(&e));
+        }
+        if said != Some(e.kind) {
+            note(&format!(
+                "cannot connect ({}); retrying with back-off up to every {} (--fail-fast to exit instead)",
+                simba_backends::redact(&e.to_string()),
+                settings::human(RETRY_MAX)
+            ));
+            said = Some(e.kind);
+        }
+        tokio::time::sleep_until(next).await;
+        pause = (pause * 2).min(RETRY_MAX);
+    }
+}
+
+/// Prints one progress line on stderr.
+fn note(text: &str) {
+    let mut err = anstream::stderr();
+    let _ = std::io::Write::write_fmt(&mut err, format_args!("{} {text}\n", style::dim("simba:")));
+}
+
+/// Connects to the backend (see [`connect_retrying`]) and builds a client on it.
 async fn client(
     url: &str,
     config: simba_core::SimbaConfig,
+    retry: ConnectRetry,
 ) -> Result<simba_tokio::Simba, CliError> {
-    let (backend, _) = connect(url, true).await?;
+    let backend = connect_retrying(url, retry).await?;
     simba_tokio::builder_dyn(std::sync::Arc::from(backend))
         .config(config)
         .build()

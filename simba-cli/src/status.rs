@@ -41,6 +41,8 @@ pub struct SessionJson {
     pub remaining_ms: u64,
     /// The lease duration each renewal grants, in milliseconds.
     pub lease_duration_ms: u64,
+    /// What the session's client attached to it (host, pid, app, …).
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -68,6 +70,11 @@ pub fn to_json(backend: &'static str, i: &Inspection) -> StatusJson {
                 session: s.session.to_string(),
                 remaining_ms: ms(s.remaining),
                 lease_duration_ms: ms(s.lease_duration),
+                metadata: s
+                    .metadata
+                    .iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
             })
             .collect(),
     }
@@ -104,14 +111,14 @@ pub fn render_table(i: &Inspection) -> String {
         "SESSION".to_owned(),
         "REMAINING".to_owned(),
         "LEASE DURATION".to_owned(),
-        String::new(),
+        "METADATA".to_owned(),
     ]];
     for s in &i.sessions {
         rows.push([
             s.session.to_string(),
             human(s.remaining),
             human(s.lease_duration),
-            String::new(),
+            s.metadata.to_string(),
         ]);
     }
     if i.sessions.is_empty() {
@@ -246,6 +253,12 @@ mod tests {
                 session: SessionId::from_u128(0xab),
                 remaining: Duration::from_millis(2500),
                 lease_duration: Duration::from_secs(3),
+                metadata: {
+                    let mut m = simba_backends::SessionMetadata::new();
+                    m.insert("host", "ledger-1").unwrap();
+                    m.insert("pid", "4242").unwrap();
+                    m
+                },
             }],
         }
     }
@@ -257,6 +270,7 @@ mod tests {
         assert!(t.contains("000000000000000000000000000000ab"), "{t}");
         assert!(t.contains("2s 500ms"), "{t}");
         assert!(t.contains("free"), "{t}");
+        assert!(t.contains("host=ledger-1 pid=4242"), "{t}");
     }
 
     #[test]
@@ -266,5 +280,6 @@ mod tests {
         assert_eq!(v["leases"][0]["remaining_ms"], 2500);
         assert_eq!(v["leases"][1]["holder"], serde_json::Value::Null);
         assert_eq!(v["sessions"][0]["lease_duration_ms"], 3000);
+        assert_eq!(v["sessions"][0]["metadata"]["host"], "ledger-1");
     }
 }

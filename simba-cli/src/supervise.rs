@@ -1,12 +1,24 @@
 //! `simba run` and `simba lock`: a child process that runs only while this
 //! process holds the lease.
 //!
-//! The command drives an election (or a lock) with a listener rather than a
-//! leader task, so that it decides the handover order itself (S6.1): on
-//! Ctrl-C or SIGTERM the child is stopped **while the term is still held**,
-//! and only then is the election stopped, which releases the lease. A term
-//! lost any other way (S6.3) stops the child at once: SIGTERM, then SIGKILL
-//! as soon as the term is over, which it already is.
+//! Both run the child as the library's **leader task**
+//! (`run_while_leader`), so the hand-over order of S6.1 has one
+//! implementation, the library's: on Ctrl-C or SIGTERM simba stops the
+//! election; the library revokes the term (`term.revoked()` resolves) and
+//! keeps the lease while the task stops the child — SIGTERM to its process
+//! group, SIGKILL after `--grace` capped by the time left until the term's
+//! deadline as of the revoke (`Term::handover_remaining`, S6.2), or at once
+//! on a second signal — and releases the lease only once the task has
+//! returned (or, if it has not, when that deadline passes and the library
+//! drops it, which kills the child). A term lost any other way (S6.3) drops
+//! the task at once, which kills the child (SIGTERM then SIGKILL without
+//! grace); the child's guard (see `child.rs`) covers a simba that is
+//! stopped or dead. A child that exits on its own while leader ends the
+//! election (`TaskExitPolicy::StopElection`: the lease is released) and
+//! simba exits with its status, unless `--restart` runs it again.
+//!
+//! `simba lock` is the same with one term: an election that is stopped
+//! after its first term, and given up after `--wait`.
 
 use crate::child::{exit_code, ChildSpec, Running, TermEnv};
 use crate::error::CliError;
@@ -14,11 +26,11 @@ use crate::settings::human;
 use crate::signals::StopSignals;
 use crate::style;
 use simba_core::RevokeReason;
-use simba_tokio::{ElectionListener, Simba, Term};
+use simba_tokio::{ElectionListener, LeaderTask, Simba, TaskExitPolicy, Term};
 use std::io::Write;
-use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 /// How long closing the client may take before simba gives up on it (the
 /// session then expires by itself).
@@ -26,6 +38,9 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `--restart` starts the command at most this often.
 const RESTART_MIN_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How long simba waits for the status of a child killed with a lost term.
+const KILLED_STATUS_WAIT: Duration = Duration::from_secs(5);
 
 /// Options of `simba run`.
 #[derive(Clone, Debug)]
@@ -42,12 +57,76 @@ fn note(text: &str) {
     let _ = writeln!(err, "{} {text}", style::dim("simba:"));
 }
 
-/// Forwards every new term of the election to the command's loop.
-struct Forward(mpsc::UnboundedSender<Term>);
+/// What the election and its leader task tell the command's loop.
+enum Ev {
+    /// A term began.
+    Elected(Term),
+    /// A term ended.
+    Revoked(Term, RevokeReason),
+    /// A child ended: simba's exit code for it; `own` if it exited on its
+    /// own (not stopped by simba); `guard_fired` if its guard killed it.
+    Exited {
+        code: u8,
+        own: bool,
+        guard_fired: bool,
+    },
+    /// The command could not be started or waited for.
+    Failed(CliError),
+}
+
+/// Forwards every term's start and end to the command's loop.
+struct Forward(mpsc::UnboundedSender<Ev>);
 
 impl ElectionListener for Forward {
     fn on_elected(&self, term: &Term) {
-        let _ = self.0.send(term.clone());
+        let _ = self.0.send(Ev::Elected(term.clone()));
+    }
+    fn on_revoked(&self, term: &Term, reason: RevokeReason) {
+        let _ = self.0.send(Ev::Revoked(term.clone(), reason));
+    }
+}
+
+/// What every term's leader task needs.
+struct Job {
+    simba: Simba,
+    spec: ChildSpec,
+    restart: bool,
+    events: mpsc::UnboundedSender<Ev>,
+    /// A second Ctrl-C or SIGTERM while the child is being stopped.
+    kill_now: Arc<Notify>,
+}
+
+/// A running child owned by the leader task. If the task is dropped (a lost
+/// term, S6.3, or a hand-over whose deadline passed, S6.2) the child is
+/// killed at once and its status reported.
+struct Owned {
+    running: Option<Running>,
+    events: mpsc::UnboundedSender<Ev>,
+}
+
+impl Owned {
+    fn get(&mut self) -> Result<&mut Running, CliError> {
+        self.running
+            .as_mut()
+            .ok_or_else(|| CliError::Internal("the child is gone".into()))
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(mut running) = self.running.take() {
+            let events = self.events.clone();
+            tokio::spawn(async move {
+                let status = running.stop(Duration::ZERO, std::future::ready(())).await;
+                if let Ok(status) = status {
+                    let _ = events.send(Ev::Exited {
+                        code: exit_code(status),
+                        own: false,
+                        guard_fired: false,
+                    });
+                }
+            });
+        }
     }
 }
 
@@ -61,10 +140,11 @@ async fn session_id(simba: &Simba) -> Option<String> {
         .map(|id| id.to_string())
 }
 
-/// The term's remaining time, for the child's guard.
+/// The time the child may still run, for its guard: the term's remaining
+/// time, and after a voluntary revoke the time left to hand over (S6.1).
 fn remaining(term: &Term) -> crate::child::Remaining {
     let term = term.clone();
-    std::sync::Arc::new(move || term.remaining())
+    Arc::new(move || term.handover_remaining())
 }
 
 async fn term_env(simba: &Simba, term: &Term) -> TermEnv {
@@ -72,6 +152,96 @@ async fn term_env(simba: &Simba, term: &Term) -> TermEnv {
         name: term.name().to_owned(),
         token: term.token(),
         session: session_id(simba).await,
+    }
+}
+
+/// The leader task of one term: runs the command (again, with `--restart`)
+/// while the term lasts, and on a voluntary revoke stops it (S6.1 steps
+/// 2–3) before returning, which lets the library release the lease.
+async fn leader_task(job: Arc<Job>, term: Term) {
+    let env = term_env(&job.simba, &term).await;
+    loop {
+        let started = std::time::Instant::now();
+        let mut child = match job.spec.spawn(&env, remaining(&term)) {
+            Ok(running) => Owned {
+                running: Some(running),
+                events: job.events.clone(),
+            },
+            Err(e) => {
+                let _ = job.events.send(Ev::Failed(e));
+                return;
+            }
+        };
+        let exited = {
+            let Ok(running) = child.get() else { return };
+            tokio::select! {
+                status = running.wait() => Some(status),
+                _ = term.revoked() => None,
+            }
+        };
+        let Some(status) = exited else {
+            // A voluntary revoke (a lost term drops this future instead):
+            // the lease is held until the child is gone.
+            let grace = job.spec.grace.min(term.handover_remaining());
+            let kill_now = job.kill_now.notified();
+            let stopped = match child.get() {
+                Ok(running) => running.stop(grace, kill_now).await,
+                Err(e) => Err(e),
+            };
+            child.running = None;
+            let _ = job.events.send(match stopped {
+                Ok(status) => Ev::Exited {
+                    code: exit_code(status),
+                    own: false,
+                    guard_fired: false,
+                },
+                Err(e) => Ev::Failed(e),
+            });
+            return;
+        };
+        let guard_fired = child.running.as_ref().is_some_and(Running::guard_fired);
+        child.running = None;
+        let code = match status {
+            Ok(status) => exit_code(status),
+            Err(e) => {
+                let _ = job.events.send(Ev::Failed(e));
+                return;
+            }
+        };
+        if guard_fired {
+            // simba was stopped or starved past the deadline: the guard
+            // ended the child and the term is over; wait to be dropped.
+            let _ = job.events.send(Ev::Exited {
+                code,
+                own: false,
+                guard_fired: true,
+            });
+            term.revoked().await;
+            return;
+        }
+        if job.restart && term.is_valid() {
+            note(&format!(
+                "{} exited ({code}) while leader: restarting",
+                job.spec.program()
+            ));
+            // A command that fails at once is not restarted in a tight loop.
+            let pause = RESTART_MIN_INTERVAL.saturating_sub(started.elapsed());
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => continue,
+                _ = term.revoked() => {
+                    let _ = job.events.send(Ev::Exited { code, own: false, guard_fired: false });
+                    return;
+                }
+            }
+        }
+        // Returning ends the election (StopElection): the lease is released
+        // now that the child is gone (S6.1).
+        let _ = job.events.send(Ev::Exited {
+            code,
+            own: true,
+            guard_fired: false,
+        });
+        return;
     }
 }
 
@@ -85,27 +255,6 @@ async fn close(simba: &Simba) {
     }
 }
 
-/// Stops `child` while `term` may still be held: SIGTERM, then SIGKILL after
-/// `grace`, capped by the term's remaining time (S6.2), or at once if the
-/// term ends meanwhile (S6.3).
-/// A second Ctrl-C or SIGTERM meanwhile sends the SIGKILL at once.
-async fn stop_child(
-    child: &mut Running,
-    grace: Duration,
-    term: &Term,
-    signals: &mut StopSignals,
-) -> Result<ExitStatus, CliError> {
-    let cap = grace.min(term.remaining());
-    let revoked = term.revoked();
-    let abort = async {
-        tokio::select! {
-            _ = revoked => {}
-            _ = signals.recv() => {}
-        }
-    };
-    child.stop(cap, abort).await
-}
-
 fn describe(reason: RevokeReason) -> &'static str {
     match reason {
         RevokeReason::Stopped => "stopped",
@@ -113,6 +262,123 @@ fn describe(reason: RevokeReason) -> &'static str {
         RevokeReason::DeadlinePassed => "the session's local deadline passed",
         RevokeReason::SessionExpired => "the backend expired the session",
         RevokeReason::TakenOver => "another session took the lease over",
+    }
+}
+
+/// A started election whose leader task runs the command.
+struct Supervisor<'a> {
+    simba: &'a Simba,
+    name: &'a str,
+    spec: &'a ChildSpec,
+    task: LeaderTask,
+    events: mpsc::UnboundedReceiver<Ev>,
+    kill_now: Arc<Notify>,
+    /// simba's exit code for the last child that ended.
+    last: Option<u8>,
+    /// Whether the current term's child has ended (its status is known).
+    child_done: bool,
+}
+
+impl<'a> Supervisor<'a> {
+    async fn start(
+        simba: &'a Simba,
+        name: &'a str,
+        spec: &'a ChildSpec,
+        restart: bool,
+    ) -> Result<Supervisor<'a>, CliError> {
+        let (tx, events) = mpsc::unbounded_channel();
+        let kill_now = Arc::new(Notify::new());
+        let job = Arc::new(Job {
+            simba: simba.clone(),
+            spec: spec.clone(),
+            restart,
+            events: tx.clone(),
+            kill_now: kill_now.clone(),
+        });
+        let task = simba
+            .election(name)
+            .listener(Forward(tx))
+            .on_task_exit(TaskExitPolicy::StopElection)
+            .run_while_leader(move |term| leader_task(job.clone(), term))
+            .await
+            .map_err(|e| CliError::Internal(e.to_string()))?;
+        Ok(Supervisor {
+            simba,
+            name,
+            spec,
+            task,
+            events,
+            kill_now,
+            last: None,
+            child_done: false,
+        })
+    }
+
+    /// Stops the election through the library's hand-over (S6.1; a second
+    /// signal meanwhile kills the child at once), closes the client, and
+    /// returns the stopped child's exit code, if a child ran.
+    async fn stop(mut self, signals: &mut StopSignals) -> Option<u8> {
+        {
+            let stop = self.task.stop();
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    () = &mut stop => break,
+                    _ = signals.recv() => self.kill_now.notify_one(),
+                }
+            }
+        }
+        while let Ok(ev) = self.events.try_recv() {
+            if let Ev::Exited { code, .. } = ev {
+                self.last = Some(code);
+            }
+        }
+        close(self.simba).await;
+        self.last
+    }
+
+    /// Notes what an event says about the current term's child.
+    fn track(&mut self, ev: &Ev) {
+        match ev {
+            Ev::Elected(_) => self.child_done = false,
+            Ev::Exited { code, .. } => {
+                self.last = Some(*code);
+                self.child_done = true;
+            }
+            _ => {}
+        }
+    }
+
+    /// After a lost term: the status of the child killed with it.
+    async fn killed_status(&mut self) -> Option<u8> {
+        if self.child_done {
+            return self.last;
+        }
+        let wait = tokio::time::sleep(KILLED_STATUS_WAIT);
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                ev = self.events.recv() => match ev {
+                    Some(ev @ Ev::Exited { .. }) => {
+                        self.track(&ev);
+                        return self.last;
+                    }
+                    Some(_) => {}
+                    None => return self.last,
+                },
+                () = &mut wait => return self.last,
+            }
+        }
+    }
+
+    /// Note for a signal: what happens now.
+    fn note_stopping(&self) {
+        note(&format!(
+            "stopping {} (grace {}) if it runs, then releasing `{}`",
+            self.spec.program(),
+            human(self.spec.grace),
+            self.name
+        ));
     }
 }
 
@@ -128,112 +394,56 @@ pub async fn run(
     options: &RunOptions,
     signals: &mut StopSignals,
 ) -> Result<u8, CliError> {
-    let (tx, mut terms) = mpsc::unbounded_channel();
-    let election = simba
-        .election(name)
-        .start(Forward(tx))
-        .await
-        .map_err(|e| CliError::Internal(e.to_string()))?;
+    let mut sup = Supervisor::start(simba, name, spec, options.restart).await?;
     note(&format!("competing for `{name}`"));
-    let mut last: Option<u8> = None;
     loop {
-        // Candidate: wait for a term or a stop signal.
-        let term = tokio::select! {
-            term = terms.recv() => match term {
-                Some(term) => term,
+        tokio::select! {
+            ev = sup.events.recv() => {
+                if let Some(ev) = &ev {
+                    sup.track(ev);
+                }
+                match ev {
                 None => {
                     close(simba).await;
                     return Err(CliError::Internal("the client stopped unexpectedly".into()));
                 }
-            },
-            sig = signals.recv() => {
-                election.stop().await;
-                close(simba).await;
-                return Ok(last.unwrap_or(128 + sig as u8));
-            }
-        };
-        if !term.is_valid() {
-            continue; // already over: a later term will come
-        }
-        let env = term_env(simba, &term).await;
-        note(&format!(
-            "elected: `{name}` token {}, running {}",
-            term.token(),
-            spec.program()
-        ));
-        // Leader: run the command (again, with --restart) while the term lasts.
-        loop {
-            let started = std::time::Instant::now();
-            let mut child = match spec.spawn(&env, remaining(&term)) {
-                Ok(child) => child,
-                Err(e) => {
-                    election.stop().await;
-                    close(simba).await;
-                    return Err(e);
-                }
-            };
-            tokio::select! {
-                status = child.wait() => {
-                    let code = exit_code(status?);
-                    if child.guard_fired() {
-                        // simba was stopped or starved past the deadline:
-                        // the guard ended the child; the term is over.
-                        note(&format!("{}: term {} over while simba was held up; the guard stopped {}",
-                            style::bad("lost"), term.token(), spec.program()));
-                        last = Some(code);
-                        if options.once {
-                            election.stop().await;
-                            close(simba).await;
-                            return Ok(code);
-                        }
-                        break;
+                Some(Ev::Elected(term)) => note(&format!(
+                    "elected: `{name}` token {}, running {}",
+                    term.token(),
+                    spec.program()
+                )),
+                Some(Ev::Revoked(term, reason)) => {
+                    if reason.is_voluntary() {
+                        continue;
                     }
-                    if options.restart && term.is_valid() {
-                        note(&format!("{} exited ({code}) while leader: restarting", spec.program()));
-                        // A command that fails at once is not restarted in a tight loop.
-                        let pause = RESTART_MIN_INTERVAL.saturating_sub(started.elapsed());
-                        tokio::select! {
-                            _ = tokio::time::sleep(pause) => continue,
-                            _ = term.revoked() => {
-                                if options.once {
-                                    election.stop().await;
-                                    close(simba).await;
-                                    return Ok(code);
-                                }
-                                break;
-                            }
-                            _ = signals.recv() => {
-                                election.stop().await;
-                                close(simba).await;
-                                return Ok(code);
-                            }
-                        }
-                    }
-                    // Release only after the child is gone (S6.1).
-                    election.stop().await;
-                    close(simba).await;
-                    return Ok(code);
-                }
-                reason = term.revoked() => {
                     note(&format!("{}: term {} over ({}), stopping {}",
                         style::bad("lost"), term.token(), describe(reason), spec.program()));
-                    let code = exit_code(stop_child(&mut child, spec.grace, &term, signals).await?);
-                    last = Some(code);
                     if options.once {
-                        election.stop().await;
-                        close(simba).await;
+                        let code = sup.killed_status().await;
+                        let last = sup.stop(signals).await;
+                        return Ok(code.or(last).unwrap_or(1));
+                    }
+                }
+                Some(Ev::Exited { code, own, guard_fired }) => {
+                    if guard_fired {
+                        note(&format!("{}: term over while simba was held up; the guard stopped {}",
+                            style::bad("lost"), spec.program()));
+                    } else if own {
+                        // The election ended with the task (StopElection).
+                        let _ = sup.stop(signals).await;
                         return Ok(code);
                     }
-                    break;
                 }
-                _ = signals.recv() => {
-                    note(&format!("stopping {} (grace {}), then releasing `{name}`",
-                        spec.program(), human(spec.grace.min(term.remaining()))));
-                    let code = exit_code(stop_child(&mut child, spec.grace, &term, signals).await?);
-                    election.stop().await;
-                    close(simba).await;
-                    return Ok(code);
+                Some(Ev::Failed(e)) => {
+                    let _ = sup.stop(signals).await;
+                    return Err(e);
                 }
+                }
+            },
+            sig = signals.recv() => {
+                sup.note_stopping();
+                let code = sup.stop(signals).await;
+                return Ok(code.unwrap_or(128 + sig as u8));
             }
         }
     }
@@ -251,53 +461,64 @@ pub async fn lock(
     spec: &ChildSpec,
     signals: &mut StopSignals,
 ) -> Result<u8, CliError> {
-    let lock = simba.lock(name);
-    let acquired = tokio::select! {
-        r = async {
-            match wait {
-                Some(d) => lock.acquire_timeout(d).await,
-                None => lock.acquire().await,
+    let mut sup = Supervisor::start(simba, name, spec, false).await?;
+    let give_up = wait.map(|d| tokio::time::Instant::now() + d);
+    let mut acquired = false;
+    loop {
+        let timeout = async {
+            match give_up {
+                Some(at) if !acquired => tokio::time::sleep_until(at).await,
+                _ => std::future::pending::<()>().await,
             }
-        } => r,
-        sig = signals.recv() => {
-            close(simba).await;
-            return Ok(128 + sig as u8);
+        };
+        tokio::select! {
+            () = timeout => {
+                let _ = sup.stop(signals).await;
+                return Err(CliError::NotAcquired {
+                    name: name.to_owned(),
+                    waited: wait.unwrap_or_default(),
+                });
+            }
+            ev = sup.events.recv() => {
+                if let Some(ev) = &ev {
+                    sup.track(ev);
+                }
+                match ev {
+                None => {
+                    close(simba).await;
+                    return Err(CliError::Internal("the client stopped unexpectedly".into()));
+                }
+                Some(Ev::Elected(_)) => acquired = true,
+                Some(Ev::Revoked(term, reason)) => {
+                    if reason.is_voluntary() {
+                        continue;
+                    }
+                    // S5.3: a lock lost is gone for good.
+                    note(&format!("{}: lock `{name}` token {} over ({}), stopping {}",
+                        style::bad("lost"), term.token(), describe(reason), spec.program()));
+                    let code = sup.killed_status().await;
+                    let last = sup.stop(signals).await;
+                    return Ok(code.or(last).unwrap_or(1));
+                }
+                Some(Ev::Exited { code, guard_fired, .. }) => {
+                    if guard_fired {
+                        note(&format!("{}: lock `{name}` over while simba was held up; the guard stopped {}",
+                            style::bad("lost"), spec.program()));
+                    }
+                    let _ = sup.stop(signals).await;
+                    return Ok(code);
+                }
+                Some(Ev::Failed(e)) => {
+                    let _ = sup.stop(signals).await;
+                    return Err(e);
+                }
+                }
+            },
+            sig = signals.recv() => {
+                sup.note_stopping();
+                let code = sup.stop(signals).await;
+                return Ok(code.unwrap_or(128 + sig as u8));
+            }
         }
-    };
-    let held = match acquired {
-        Ok(held) => held,
-        Err(simba_tokio::LockError::TimedOut { .. }) => {
-            close(simba).await;
-            return Err(CliError::NotAcquired {
-                name: name.to_owned(),
-                waited: wait.unwrap_or_default(),
-            });
-        }
-        Err(e) => {
-            close(simba).await;
-            return Err(CliError::Internal(e.to_string()));
-        }
-    };
-    let term = held.term().clone();
-    let env = term_env(simba, &term).await;
-    let mut child = match spec.spawn(&env, remaining(&term)) {
-        Ok(child) => child,
-        Err(e) => {
-            held.release().await;
-            close(simba).await;
-            return Err(e);
-        }
-    };
-    let code = tokio::select! {
-        status = child.wait() => exit_code(status?),
-        reason = term.revoked() => {
-            note(&format!("{}: lock `{name}` token {} over ({}), stopping {}",
-                style::bad("lost"), term.token(), describe(reason), spec.program()));
-            exit_code(stop_child(&mut child, spec.grace, &term, signals).await?)
-        }
-        _ = signals.recv() => exit_code(stop_child(&mut child, spec.grace, &term, signals).await?),
-    };
-    held.release().await;
-    close(simba).await;
-    Ok(code)
+    }
 }

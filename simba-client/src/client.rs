@@ -1,14 +1,16 @@
 //! The application API: the client, elections, leader tasks and locks.
 
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
-use crate::error::{BuildError, ClientError, ElectionError, LockError};
+use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
 use crate::runtime::Runtime;
+use crate::suspend::{HostSuspendClock, SuspendClock};
 use crate::term::{in_callback_or_task, CancellationToken, Clock, TaskOutput, Term};
+use crate::turns::{Turn, Turns};
 use futures::channel::{mpsc, oneshot};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use simba_backends::Backend;
+use simba_backends::{Backend, LeaseHolder, MetadataError, SessionMetadata};
 use simba_core::{
     ApiError, BackendError, BackendProfile, Engine, EntrySnapshot, LeaseName, RevokeReason,
     SessionState, SimbaConfig, Snapshot, TaskExitAction, TaskExitPolicy, TaskOutcome,
@@ -16,7 +18,7 @@ use simba_core::{
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// Where election callbacks run (S7.2). Callbacks of one election always run
@@ -144,6 +146,12 @@ pub(crate) struct ClientInner {
     next_entry: AtomicU64,
     runtime: Arc<dyn Runtime>,
     event_queue: usize,
+    /// For leader observation, which reads the backend directly.
+    backend: Arc<dyn Backend>,
+    /// How often [`Simba::observe`] polls: the renewal interval.
+    observe_every: Duration,
+    /// Same-name locks wait their turn here.
+    turns: Arc<Turns>,
 }
 
 impl Drop for ClientInner {
@@ -184,6 +192,9 @@ pub struct SimbaBuilder {
     executor: CallbackExecutor,
     runtime: Option<Arc<dyn Runtime>>,
     event_queue: usize,
+    metadata: SessionMetadata,
+    metadata_error: Option<MetadataError>,
+    suspend: Arc<dyn SuspendClock>,
 }
 
 impl fmt::Debug for SimbaBuilder {
@@ -192,6 +203,7 @@ impl fmt::Debug for SimbaBuilder {
             .field("backend", &self.backend.name())
             .field("config", &self.config)
             .field("executor", &self.executor)
+            .field("metadata", &self.metadata)
             .finish()
     }
 }
@@ -224,16 +236,53 @@ impl SimbaBuilder {
         self
     }
 
+    /// Attaches `key = value` to the session this client opens, for anyone
+    /// watching a lease it holds ([`Simba::leader`], [`Simba::observe`],
+    /// `simba status`): say, `metadata("addr", "10.0.0.7:8443")` so that
+    /// followers know where to forward requests. Added to
+    /// [`default_metadata`] (`host`, `pid`, `app`), whose entries it may
+    /// replace. Keys are 1–64 characters of `[a-z0-9_.-]`, values have no
+    /// control characters, and the whole stays within
+    /// [`MAX_METADATA_LEN`](simba_backends::MAX_METADATA_LEN) bytes.
+    ///
+    /// A refused entry makes [`SimbaBuilder::build`] fail with
+    /// [`BuildError::Metadata`].
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Err(e) = self.metadata.insert(key, value) {
+            self.metadata_error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// Where the client reads the host's suspended time, which it adds to
+    /// its runtime's monotonic clock so that term validity (S3.3) and the
+    /// engine's deadlines count a host suspend as the backend does. The
+    /// default, [`HostSuspendClock`], reads `CLOCK_BOOTTIME` on Linux; tests
+    /// inject a clock that jumps.
+    pub fn suspend_clock(mut self, clock: Arc<dyn SuspendClock>) -> Self {
+        self.suspend = clock;
+        self
+    }
+
+    /// Replaces the whole session metadata (the defaults included) with
+    /// `metadata`; [`SessionMetadata::new`] attaches nothing.
+    pub fn session_metadata(mut self, metadata: SessionMetadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
     /// Starts the client: spawns its driver, which opens the session at once.
     ///
     /// # Errors
-    /// [`BuildError::NoRuntime`] if no runtime was given.
+    /// [`BuildError::NoRuntime`] if no runtime was given,
+    /// [`BuildError::Metadata`] if a [`SimbaBuilder::metadata`] entry was refused.
     pub fn build(self) -> Result<Simba, BuildError> {
+        if let Some(e) = self.metadata_error {
+            return Err(BuildError::Metadata(e));
+        }
         let runtime = self.runtime.ok_or(BuildError::NoRuntime)?;
-        let clock = Clock {
-            base: runtime.now(),
-            runtime: runtime.clone(),
-        };
+        let observe_every = self.config.renew_interval();
+        let clock = Clock::new(runtime.clone(), self.suspend);
         let profile = BackendProfile {
             renewal_proves: self.backend.renewal_proves(),
         };
@@ -248,18 +297,58 @@ impl SimbaBuilder {
             tx.clone(),
             self.executor,
             exit,
+            Arc::new(self.metadata),
         );
         runtime.spawn(Box::pin(driver.run(rx)));
-        runtime.spawn(forward_releases(self.backend, tx.clone(), driver_exit));
+        runtime.spawn(forward_releases(
+            self.backend.clone(),
+            tx.clone(),
+            driver_exit,
+        ));
         Ok(Simba {
             inner: Arc::new(ClientInner {
                 tx,
                 next_entry: AtomicU64::new(1),
                 runtime,
                 event_queue: self.event_queue,
+                backend: self.backend,
+                observe_every,
+                turns: Arc::new(Turns::default()),
             }),
         })
     }
+}
+
+/// The metadata every client attaches to its session unless told otherwise
+/// ([`SimbaBuilder::session_metadata`]): `host` (the host name), `pid` (the
+/// process id) and `app` (the executable's name), where they can be read.
+pub fn default_metadata() -> SessionMetadata {
+    let mut m = SessionMetadata::new();
+    if let Some(host) = host_name() {
+        let _ = m.insert("host", host);
+    }
+    let _ = m.insert("pid", std::process::id().to_string());
+    let app = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()));
+    if let Some(app) = app {
+        let _ = m.insert("app", app);
+    }
+    m
+}
+
+fn host_name() -> Option<String> {
+    #[cfg(unix)]
+    {
+        let uname = rustix::system::uname();
+        let name = uname.nodename().to_string_lossy().into_owned();
+        if !name.is_empty() {
+            return Some(name);
+        }
+    }
+    ["HOSTNAME", "COMPUTERNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|h| !h.is_empty()))
 }
 
 /// The configuration with its retry-jitter seed (S4.1) drawn from the OS,
@@ -315,6 +404,9 @@ impl Simba {
             executor: CallbackExecutor::default(),
             runtime: None,
             event_queue: EVENT_QUEUE,
+            metadata: default_metadata(),
+            metadata_error: None,
+            suspend: Arc::new(HostSuspendClock),
         }
     }
 
@@ -363,6 +455,54 @@ impl Simba {
             return Err(ClientError::Closed);
         }
         rx.await.map_err(|_| ClientError::Closed)
+    }
+
+    /// Who holds `name` now (leader observation, like etcd's `Leader` or
+    /// Curator's `getLeader`): the holder's session, the term's fencing
+    /// token, its remaining time and the metadata the holder attached to
+    /// its session ([`SimbaBuilder::metadata`]); `None` if nobody holds it.
+    /// Any client may ask, whether or not it takes part in the election.
+    /// One backend call ([`Backend::holder`]).
+    ///
+    /// # Errors
+    /// [`ObserveError::InvalidName`] (S3.1), [`ObserveError::Backend`] if the
+    /// call failed.
+    pub async fn leader(&self, name: impl AsRef<str>) -> Result<Option<LeaseHolder>, ObserveError> {
+        let name = LeaseName::new(name.as_ref())?;
+        Ok(self.inner.backend.holder(&name).await?)
+    }
+
+    /// Watches who holds `name` (like etcd's `Observe` or client-go's
+    /// `OnNewLeader`): the stream yields the current holder (or `None`)
+    /// first, then each change — a new term (another session, or a new
+    /// token), a lease that became free — as `Option<LeaseHolder>`.
+    ///
+    /// It polls [`Backend::holder`] once per renewal interval (S8), so a
+    /// change is seen within one interval plus one call, and a term shorter
+    /// than that may be missed; release broadcasts are not used. A failed
+    /// poll is logged (`tracing`, warn) and retried at the next interval,
+    /// without an item. The stream ends when it is dropped or the client
+    /// closes; it does not keep the client open.
+    ///
+    /// # Errors
+    /// [`ObserveError::InvalidName`] (S3.1), [`ObserveError::Closed`].
+    pub fn observe(
+        &self,
+        name: impl AsRef<str>,
+    ) -> Result<BoxStream<'static, Option<LeaseHolder>>, ObserveError> {
+        let name = LeaseName::new(name.as_ref())?;
+        if self.inner.tx.is_closed() {
+            return Err(ObserveError::Closed);
+        }
+        let (tx, rx) = mpsc::channel(4);
+        let client = Arc::downgrade(&self.inner);
+        let backend = self.inner.backend.clone();
+        let runtime = self.inner.runtime.clone();
+        let every = self.inner.observe_every;
+        self.inner.runtime.spawn(Box::pin(observe_loop(
+            client, backend, runtime, every, name, tx,
+        )));
+        Ok(rx.boxed())
     }
 
     /// A stream of the client's events from now on: terms, session state,
@@ -440,6 +580,41 @@ impl Simba {
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ApiError::Closed),
         }
+    }
+}
+
+/// Polls the holder of `name` until the stream or the client is gone.
+async fn observe_loop(
+    client: Weak<ClientInner>,
+    backend: Arc<dyn Backend>,
+    runtime: Arc<dyn Runtime>,
+    every: Duration,
+    name: LeaseName,
+    mut tx: mpsc::Sender<Option<LeaseHolder>>,
+) {
+    use futures::SinkExt;
+    let mut last: Option<Option<(simba_core::SessionId, simba_core::Token)>> = None;
+    loop {
+        let open = client.upgrade().is_some_and(|c| !c.tx.is_closed());
+        if !open || tx.is_closed() {
+            return;
+        }
+        let next = runtime.now() + every;
+        match backend.holder(&name).await {
+            Ok(holder) => {
+                let key = holder.as_ref().map(|h| (h.session, h.token));
+                if last != Some(key) {
+                    last = Some(key);
+                    if tx.send(holder).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(name = %name, %error, "observing the holder failed; retrying");
+            }
+        }
+        runtime.sleep_until(next).await;
     }
 }
 
@@ -572,6 +747,7 @@ impl ElectionBuilder {
         task: Option<TaskFactory>,
     ) -> Result<Election, ElectionError> {
         let name = LeaseName::new(&self.name)?;
+        let current = CurrentTerm::default();
         let entry = self
             .client
             .start(
@@ -580,6 +756,7 @@ impl ElectionBuilder {
                     listener,
                     task,
                     policy: self.policy,
+                    current: current.clone(),
                 },
             )
             .await
@@ -588,6 +765,7 @@ impl ElectionBuilder {
             client: self.client,
             name,
             entry,
+            current,
         })
     }
 }
@@ -599,7 +777,11 @@ pub struct Election {
     client: Simba,
     name: LeaseName,
     entry: u64,
+    current: CurrentTerm,
 }
+
+/// The election's latest term, set by the driver when it is won (S7.1).
+pub(crate) type CurrentTerm = Arc<Mutex<Option<Term>>>;
 
 impl fmt::Debug for Election {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -613,6 +795,20 @@ impl Election {
     /// The election's name.
     pub fn name(&self) -> &str {
         self.name.as_str()
+    }
+
+    /// Whether this client leads the election now: it holds a term that is
+    /// valid (S3.3) — not revoked and before its local deadline. No backend
+    /// call, no waiting; true from the `on_elected` of a term until it is
+    /// revoked or its deadline passes.
+    pub fn is_leader(&self) -> bool {
+        self.term().is_some()
+    }
+
+    /// The current term while [`Election::is_leader`] (for its token).
+    pub fn term(&self) -> Option<Term> {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        current.as_ref().filter(|t| t.is_valid()).cloned()
     }
 
     /// Ends the election (S6.1, S6.4): revokes any term, interrupts its
@@ -744,25 +940,47 @@ struct StopOnDrop<'a> {
     client: &'a Simba,
     name: LeaseName,
     entry: Option<u64>,
+    turn: Option<Turn>,
 }
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         if let Some(entry) = self.entry {
-            let _ = self.client.inner.send(Msg::Stop {
-                name: self.name.clone(),
-                entry,
-                done: None,
-            });
+            stop_then_pass(self.client, &self.name, entry, self.turn.take());
         }
+    }
+}
+
+/// Stops lock `entry` of `name` without waiting, and hands the name's turn
+/// to the next same-name lock of this client only once the driver has
+/// forgotten the entry (so the next one never meets `AlreadyStarted`).
+fn stop_then_pass(client: &Simba, name: &LeaseName, entry: u64, turn: Option<Turn>) {
+    let (done, rx) = oneshot::channel();
+    let sent = client.inner.send(Msg::Stop {
+        name: name.clone(),
+        entry,
+        done: Some(done),
+    });
+    if let (true, Some(turn)) = (sent, turn) {
+        client.inner.runtime.spawn(Box::pin(async move {
+            let _ = rx.await;
+            drop(turn);
+        }));
     }
 }
 
 impl Lock {
     /// Waits until the lock is acquired.
     ///
+    /// Locks of one name on one client take turns, first come first served:
+    /// while this client holds (or is acquiring) the name, a second
+    /// `acquire` of it waits in a local queue until the first is released,
+    /// then competes for the lease. Dropping the waiting future leaves the
+    /// queue.
+    ///
     /// # Errors
-    /// [`LockError::InvalidName`], [`LockError::AlreadyStarted`], [`LockError::Closed`].
+    /// [`LockError::InvalidName`], [`LockError::AlreadyStarted`] (an
+    /// election of that name runs on this client), [`LockError::Closed`].
     pub async fn acquire(&self) -> Result<LockTerm, LockError> {
         self.acquire_with(Some(None)).await
     }
@@ -770,12 +988,14 @@ impl Lock {
     /// One attempt, once a session is open.
     ///
     /// # Errors
-    /// [`LockError::Held`] if another session holds it, and as [`Lock::acquire`].
+    /// [`LockError::Held`] if another session holds it, or a lock of that
+    /// name on this client holds or waits for it; and as [`Lock::acquire`].
     pub async fn try_acquire(&self) -> Result<LockTerm, LockError> {
         self.acquire_with(None).await
     }
 
-    /// Keeps trying for `timeout`.
+    /// Keeps trying for `timeout`, the wait for a same-name lock of this
+    /// client included (see [`Lock::acquire`]).
     ///
     /// # Errors
     /// [`LockError::TimedOut`], and as [`Lock::acquire`].
@@ -785,6 +1005,34 @@ impl Lock {
 
     async fn acquire_with(&self, wait: Option<Option<Duration>>) -> Result<LockTerm, LockError> {
         let name = LeaseName::new(&self.name)?;
+        let requested = wait;
+        let turns = self.client.inner.turns.clone();
+        let (turn, wait) = match wait {
+            None => match turns.try_take(&name) {
+                Some(turn) => (turn, None),
+                None => return Err(LockError::Held(self.name.clone())),
+            },
+            Some(None) => (turns.take(&name).await, Some(None)),
+            Some(Some(timeout)) => {
+                let runtime = &self.client.inner.runtime;
+                let start = runtime.now();
+                let take = turns.take(&name);
+                let sleep = runtime.sleep_until(start + timeout);
+                futures::pin_mut!(take);
+                match futures::future::select(take, sleep).await {
+                    futures::future::Either::Left((turn, _)) => {
+                        let left = timeout.saturating_sub(runtime.now() - start);
+                        (turn, Some(Some(left)))
+                    }
+                    futures::future::Either::Right(_) => {
+                        return Err(LockError::TimedOut {
+                            name: self.name.clone(),
+                            timeout,
+                        })
+                    }
+                }
+            }
+        };
         let (reply, rx) = oneshot::channel();
         let entry = self
             .client
@@ -800,6 +1048,7 @@ impl Lock {
             client: &self.client,
             name: name.clone(),
             entry: Some(entry),
+            turn: Some(turn),
         };
         let result = rx.await;
         match result {
@@ -811,6 +1060,7 @@ impl Lock {
                     entry,
                     term,
                     released: false,
+                    turn: guard.turn.take(),
                 })
             }
             Ok(Err(failure)) => {
@@ -819,7 +1069,7 @@ impl Lock {
                     LockFailure::Held => LockError::Held(self.name.clone()),
                     LockFailure::TimedOut => LockError::TimedOut {
                         name: self.name.clone(),
-                        timeout: wait.flatten().unwrap_or_default(),
+                        timeout: requested.flatten().unwrap_or_default(),
                     },
                     LockFailure::Closed => LockError::Closed,
                 })
@@ -838,6 +1088,8 @@ pub struct LockTerm {
     entry: u64,
     term: Term,
     released: bool,
+    /// This client's turn for the name, passed on once the lock is gone.
+    turn: Option<Turn>,
 }
 
 impl fmt::Debug for LockTerm {
@@ -897,11 +1149,7 @@ impl LockTerm {
 impl Drop for LockTerm {
     fn drop(&mut self) {
         if !self.released {
-            let _ = self.client.inner.send(Msg::Stop {
-                name: self.name.clone(),
-                entry: self.entry,
-                done: None,
-            });
+            stop_then_pass(&self.client, &self.name, self.entry, self.turn.take());
         }
     }
 }
@@ -954,6 +1202,7 @@ mod tests {
                             result: Ok(AcquireOutcome::Held {
                                 holder: None,
                                 token: None,
+                                holder_remaining: None,
                             }),
                         }
                     }

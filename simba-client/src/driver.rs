@@ -4,7 +4,7 @@
 //! the engine's; this file only carries facts in and orders out, following
 //! the drive loop of the `simba-core` crate documentation.
 
-use crate::client::{CallbackExecutor, ClientEvent, ElectionListener, CALLBACK_QUEUE};
+use crate::client::{CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE};
 use crate::observe;
 use crate::term::{
     CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
@@ -13,7 +13,7 @@ use futures::channel::{mpsc, oneshot};
 use futures::future::{AbortHandle, Abortable, Aborted, BoxFuture, Either, FutureExt};
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
-use simba_backends::Backend;
+use simba_backends::{Backend, SessionMetadata};
 use simba_core::{
     parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event,
     GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RenewError, RevokeReason,
@@ -56,6 +56,7 @@ pub(crate) enum Spec {
         listener: Option<Arc<dyn ElectionListener>>,
         task: Option<TaskFactory>,
         policy: TaskExitPolicy,
+        current: CurrentTerm,
     },
     Lock {
         /// `None`: try once; `Some(None)`: forever; `Some(Some(d))`: for `d`.
@@ -176,6 +177,8 @@ struct DEntry {
     lock_try: bool,
     waiters: Vec<oneshot::Sender<()>>,
     stopping: bool,
+    /// An election's latest term, for `Election::is_leader`.
+    current: Option<CurrentTerm>,
 }
 
 /// A leader task that runs, with its term and the work it spawned.
@@ -221,6 +224,11 @@ pub(crate) struct Driver {
     /// Backend calls in flight, polled by the driver task itself (no task
     /// spawned per call: one wake-up less per renewal).
     calls: FuturesUnordered<BoxFuture<'static, Input>>,
+    /// Attached to every session this client opens.
+    metadata: Arc<SessionMetadata>,
+    /// The kind of the last backend failure, until a call succeeds again
+    /// (so a failing backend is reported once per state change).
+    backend_down: Option<BackendErrorKind>,
     span: tracing::Span,
     /// Dropped with the driver: ends the release-broadcast forwarding.
     _exit: oneshot::Sender<()>,
@@ -234,6 +242,7 @@ impl Driver {
         tx: mpsc::UnboundedSender<Msg>,
         executor: CallbackExecutor,
         exit: oneshot::Sender<()>,
+        metadata: Arc<SessionMetadata>,
     ) -> Driver {
         let span = tracing::info_span!("simba_client", backend = backend.name());
         Driver {
@@ -254,6 +263,8 @@ impl Driver {
             workers_done: Vec::new(),
             closed: false,
             calls: FuturesUnordered::new(),
+            metadata,
+            backend_down: None,
             span,
             _exit: exit,
         }
@@ -446,7 +457,12 @@ impl Driver {
             return;
         }
         let d = match spec {
-            Spec::Election { listener, task, .. } => {
+            Spec::Election {
+                listener,
+                task,
+                current,
+                ..
+            } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
                 DEntry {
                     id: entry,
@@ -458,6 +474,7 @@ impl Driver {
                     lock_try: false,
                     waiters: Vec::new(),
                     stopping: false,
+                    current: Some(current),
                 }
             }
             Spec::Group { listener, task, .. } => {
@@ -484,6 +501,7 @@ impl Driver {
                 lock_try: wait.is_none(),
                 waiters: Vec::new(),
                 stopping: false,
+                current: None,
             },
         };
         tracing::info!(name = %name, kind = ?d.kind, "started");
@@ -601,10 +619,13 @@ impl Driver {
         }
         let timed_out = timeout_reply(&cmd, timeout);
         let call: BoxFuture<'static, Input> = match cmd {
-            Command::OpenSession { op, lease_duration } => Box::pin(async move {
-                let result = backend.open_session(lease_duration).await;
-                Input::SessionOpened { op, result }
-            }),
+            Command::OpenSession { op, lease_duration } => {
+                let metadata = self.metadata.clone();
+                Box::pin(async move {
+                    let result = backend.open_session_with(lease_duration, &metadata).await;
+                    Input::SessionOpened { op, result }
+                })
+            }
             Command::Renew { op, session } => Box::pin(async move {
                 let result = backend.renew(session).await;
                 Input::RenewReplied { op, result }
@@ -675,6 +696,19 @@ impl Driver {
                     control.revoke(reason);
                     control.term
                 });
+                if let Some(current) = self
+                    .entries
+                    .get(&term.name)
+                    .and_then(|e| e.current.as_ref())
+                {
+                    let mut current = current.lock().unwrap_or_else(|p| p.into_inner());
+                    if current
+                        .as_ref()
+                        .is_some_and(|t| t.token() == term.token.get())
+                    {
+                        *current = None;
+                    }
+                }
                 if let Some(h) = &handle {
                     if !self.tasks.contains_key(&term.id) {
                         // No leader task to wait for: spawned work ends now.
@@ -745,10 +779,15 @@ impl Driver {
                 observe::session_state(state);
                 self.publish(ClientEvent::SessionState { state });
             }
-            Event::DeadlineChanged { session, deadline } => match &self.deadline {
-                Some((s, shared)) if *s == session => shared.set(deadline),
-                _ => self.deadline = Some((session, SessionDeadline::new(deadline))),
-            },
+            Event::DeadlineChanged { session, deadline } => {
+                if let Some(kind) = self.backend_down.take() {
+                    tracing::info!(after = ?kind, "the backend answers again");
+                }
+                match &self.deadline {
+                    Some((s, shared)) if *s == session => shared.set(deadline),
+                    _ => self.deadline = Some((session, SessionDeadline::new(deadline))),
+                }
+            }
             Event::SessionLeaseShortened {
                 session: _,
                 validity,
@@ -765,7 +804,19 @@ impl Driver {
                 });
             }
             Event::BackendFailed { command, error } => {
-                tracing::warn!(command, %error, "backend call failed");
+                // Said once per state change: the first failure of a kind
+                // is a warning, repeats (the engine retries with back-off)
+                // are debug, and the next success says the backend is back.
+                if self.backend_down == Some(error.kind) {
+                    tracing::debug!(command, %error, "backend call failed again");
+                } else {
+                    tracing::warn!(
+                        command,
+                        %error,
+                        "backend call failed; retrying with back-off until it answers"
+                    );
+                    self.backend_down = Some(error.kind);
+                }
                 observe::backend_failure(command);
                 self.publish(ClientEvent::BackendFailed { command, error });
             }
@@ -887,6 +938,9 @@ impl Driver {
                 let now = self.clock.now();
                 let _ = self.engine.stop(now, &term.name);
             }
+        }
+        if let Some(current) = &e.current {
+            *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle.clone());
         }
         tracing::info!(name = %term.name, token = %term.token, "elected");
         observe::term_started(term.name.as_str());

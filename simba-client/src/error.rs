@@ -162,6 +162,26 @@ pub enum BuildError {
     /// functions give one; `simba_tokio::builder` outside a tokio runtime cannot).
     #[error("no async runtime to run the Simba driver on: use simba_tokio::builder inside a tokio runtime, simba_async_std::builder, or SimbaBuilder::runtime")]
     NoRuntime,
+    /// A [`SimbaBuilder::metadata`](crate::SimbaBuilder::metadata) entry
+    /// was refused.
+    #[error(transparent)]
+    Metadata(#[from] simba_backends::MetadataError),
+}
+
+/// Why [`Simba::leader`](crate::Simba::leader) or
+/// [`Simba::observe`](crate::Simba::observe) could not answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObserveError {
+    /// The name breaks S3.1; nothing was sent to the backend.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// The backend call failed.
+    #[error(transparent)]
+    Backend(#[from] simba_core::BackendError),
+    /// The client is closed (S1.4).
+    #[error("the client is closed")]
+    Closed,
 }
 
 /// Why a client could not be made from the environment (`from_env()` of the

@@ -73,21 +73,24 @@ mod error;
 mod group;
 mod observe;
 mod runtime;
+mod suspend;
 mod term;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod turns;
 
 pub use client::{
-    CallbackExecutor, ClientEvent, Election, ElectionBuilder, ElectionListener, LeaderTask, Lock,
-    LockTerm, NoListener, Simba, SimbaBuilder, CALLBACK_QUEUE, EVENT_QUEUE,
+    default_metadata, CallbackExecutor, ClientEvent, Election, ElectionBuilder, ElectionListener,
+    LeaderTask, Lock, LockTerm, NoListener, Simba, SimbaBuilder, CALLBACK_QUEUE, EVENT_QUEUE,
 };
 pub use config::{ConfigSection, Settings, BACKEND_VAR, ENV_VARS};
 pub use error::{
     BuildError, ClientError, ConfigSectionError, ElectionError, FromEnvError, GroupError,
-    LockError, TermError,
+    LockError, ObserveError, TermError,
 };
 pub use group::{Group, GroupBuilder, GroupListener, GroupTask};
 pub use runtime::Runtime;
+pub use suspend::{boottime_ns, HostSuspendClock, SuspendClock};
 pub use term::{in_callback_or_task, CancellationToken, TaskOutput, Term};
 
 pub use simba_backends::{Backend, MemoryBackend};
@@ -110,6 +113,6 @@ pub use simba_backends::postgres;
 pub use simba_backends::sqlite;
 pub use simba_backends::{
     connect, fencing, redact, BackendConfig, BackendKind, ConfigError as BackendConfigError,
-    PoolOptions,
+    LeaseHolder, MetadataError, PoolOptions, SessionMetadata,
 };
 pub use simba_core::{BackendError, BackendErrorKind, ConfigError, NameError, Token};

@@ -3,6 +3,7 @@
 
 use crate::error::TermError;
 use crate::runtime::Runtime;
+use crate::suspend::SuspendClock;
 use futures::channel::oneshot;
 use futures::future::{AbortHandle, Abortable, BoxFuture, FutureExt, Shared};
 use simba_core::{term_is_valid, term_remaining, LeaseName, RevokeReason, Timestamp, Token};
@@ -42,19 +43,50 @@ impl SessionDeadline {
     }
 }
 
-/// The clock of one client: its runtime and the instant its timestamps count from.
+/// The clock of one client: its runtime, the instant its timestamps count
+/// from, and the host's suspended time since then, which the runtime's
+/// monotonic clock may not count (Linux `CLOCK_MONOTONIC`): timestamps and
+/// term validity (S3.3) include it, so a term never reads valid after a
+/// suspend that outlasted it.
 #[derive(Clone)]
 pub(crate) struct Clock {
     pub(crate) runtime: Arc<dyn Runtime>,
     pub(crate) base: Instant,
+    suspend: Arc<dyn SuspendClock>,
+    /// `suspend.suspended()` when the clock was made.
+    suspend_base: Duration,
+    /// The largest suspended time seen since then (ns): the clock never goes back.
+    suspend_seen: Arc<AtomicU64>,
 }
 
 impl Clock {
-    pub(crate) fn now(&self) -> Timestamp {
-        Timestamp::from_duration(self.runtime.now().saturating_duration_since(self.base))
+    pub(crate) fn new(runtime: Arc<dyn Runtime>, suspend: Arc<dyn SuspendClock>) -> Clock {
+        Clock {
+            base: runtime.now(),
+            runtime,
+            suspend_base: suspend.suspended(),
+            suspend,
+            suspend_seen: Arc::new(AtomicU64::new(0)),
+        }
     }
+
+    /// The host's suspended time since the clock was made.
+    fn suspended(&self) -> Duration {
+        let now = self.suspend.suspended().saturating_sub(self.suspend_base);
+        let ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        let seen = self.suspend_seen.fetch_max(ns, Ordering::AcqRel);
+        Duration::from_nanos(seen.max(ns))
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        let running = self.runtime.now().saturating_duration_since(self.base);
+        Timestamp::from_duration(running.saturating_add(self.suspended()))
+    }
+
+    /// The runtime instant at which the clock reads `at` (assuming no
+    /// further suspend), for the runtime's timers.
     pub(crate) fn instant(&self, at: Timestamp) -> Instant {
-        self.base + at.as_duration()
+        self.base + at.as_duration().saturating_sub(self.suspended())
     }
 }
 
@@ -68,6 +100,9 @@ struct TermInner {
     reason: Shared<oneshot::Receiver<RevokeReason>>,
     clock: Clock,
     tracker: Arc<Tracker>,
+    /// After a voluntary revoke: the session's deadline as of the revoke
+    /// (ns), until which the hand-over waits for the task (S6.1 step 3).
+    finish_by: AtomicU64,
 }
 
 /// The work a term's holder spawned through [`Term::spawn`]: interrupted
@@ -159,6 +194,13 @@ impl TermControl {
             Ordering::AcqRel,
             Ordering::Acquire,
         );
+        if reason.is_voluntary() && !self.term.inner.revoked.load(Ordering::Acquire) {
+            let deadline = self.term.inner.deadline.get();
+            self.term
+                .inner
+                .finish_by
+                .store(deadline.as_nanos(), Ordering::Release);
+        }
         self.term.inner.revoked.store(true, Ordering::Release);
         if let Some(tx) = self.reason_tx.take() {
             let _ = tx.send(reason);
@@ -185,6 +227,7 @@ impl Term {
                     reason: rx.shared(),
                     clock,
                     tracker: Arc::default(),
+                    finish_by: AtomicU64::new(0),
                 }),
             },
             reason_tx: Some(tx),
@@ -231,6 +274,22 @@ impl Term {
             i.revoked.load(Ordering::Acquire),
             i.clock.now(),
         )
+    }
+
+    /// How long the term's holder may still take to finish its work: while
+    /// the term is valid, [`Term::remaining`]; after a voluntary revoke
+    /// (`stop()`, `step_down()`, close: S6.1), the time until the term's
+    /// local deadline as of the revoke, when a leader task still running is
+    /// dropped and the lease released; zero after an involuntary loss (S6.3)
+    /// or once that deadline has passed. A task stopping a child process
+    /// caps its grace period with it.
+    pub fn handover_remaining(&self) -> Duration {
+        let i = &self.inner;
+        if !i.revoked.load(Ordering::Acquire) {
+            return self.remaining();
+        }
+        let by = Timestamp::from_nanos(i.finish_by.load(Ordering::Acquire));
+        term_remaining(by, false, i.clock.now())
     }
 
     /// `Ok` only if the term stays valid for more than `min_remaining` (S3.2).

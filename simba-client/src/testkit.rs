@@ -1688,6 +1688,257 @@ pub async fn group_close_blocking_from_a_partition_task(env: Env) {
     simba.close().await;
 }
 
+/// The next item of an observation stream matching `f`, within `limit`.
+async fn next_holder<F>(
+    env: &Env,
+    watch: &mut BoxStream<'static, Option<crate::LeaseHolder>>,
+    limit: Duration,
+    f: F,
+) -> Option<crate::LeaseHolder>
+where
+    F: Fn(&Option<crate::LeaseHolder>) -> bool,
+{
+    let find = async {
+        while let Some(h) = watch.next().await {
+            if f(&h) {
+                return Some(h);
+            }
+        }
+        None
+    };
+    let deadline = env.sleep(limit);
+    futures::pin_mut!(find, deadline);
+    match futures::future::select(find, deadline).await {
+        futures::future::Either::Left((Some(h), _)) => h,
+        futures::future::Either::Left((None, _)) => panic!("the observation stream ended"),
+        futures::future::Either::Right(_) => panic!("no matching holder within {limit:?}"),
+    }
+}
+
+/// Leader observation: any client (here one that does not compete) sees
+/// who holds a name — session, token and the holder's session metadata —
+/// and watches it change; `Election::is_leader` agrees.
+pub async fn leader_observation(env: Env) {
+    let name = "suite.observe";
+    match env.builder().metadata("Bad Key", "x").build() {
+        Err(crate::BuildError::Metadata(_)) => {}
+        other => panic!("a bad metadata key must fail the build, got {other:?}"),
+    }
+    let a = env
+        .builder()
+        .metadata("addr", "10.0.0.7:8443")
+        .metadata("app", "suite-a")
+        .build()
+        .unwrap();
+    let b = env.builder().metadata("app", "suite-b").build().unwrap();
+    let watcher = env.client();
+    assert!(watcher.leader(name).await.unwrap().is_none());
+    assert!(matches!(
+        watcher.leader("no/slash").await,
+        Err(crate::ObserveError::InvalidName(_))
+    ));
+    let mut watch = watcher.observe(name).unwrap();
+    next_holder(&env, &mut watch, PATIENCE, Option::is_none).await;
+    let ea = a.election(name).start(crate::NoListener).await.unwrap();
+    env.wait_for("a leads", PATIENCE, || {
+        let ea = ea.clone();
+        async move { ea.is_leader() }
+    })
+    .await;
+    let eb = b.election(name).start(crate::NoListener).await.unwrap();
+    let token = ea.term().unwrap().token();
+    let h = watcher.leader(name).await.unwrap().expect("a holder");
+    assert_eq!(h.token.get(), token);
+    assert_eq!(h.metadata.get("addr"), Some("10.0.0.7:8443"));
+    assert_eq!(h.metadata.get("app"), Some("suite-a"));
+    let pid = std::process::id().to_string();
+    assert_eq!(h.metadata.get("pid"), Some(pid.as_str()));
+    assert!(
+        h.metadata.get("host").is_some(),
+        "default host: {}",
+        h.metadata
+    );
+    let seen = next_holder(&env, &mut watch, PATIENCE, Option::is_some)
+        .await
+        .unwrap();
+    assert_eq!((seen.session, seen.token), (h.session, h.token));
+    assert!(!eb.is_leader());
+    ea.stop().await;
+    assert!(!ea.is_leader() && ea.term().is_none());
+    env.wait_for("b leads", PATIENCE, || {
+        let eb = eb.clone();
+        async move { eb.is_leader() }
+    })
+    .await;
+    let next = next_holder(&env, &mut watch, PATIENCE, |x| {
+        x.as_ref().is_some_and(|x| x.session != h.session)
+    })
+    .await
+    .unwrap();
+    assert!(next.token > h.token, "a new term has a greater token");
+    assert_eq!(next.metadata.get("app"), Some("suite-b"));
+    assert_eq!(next.metadata.get("addr"), None);
+    assert_eq!(next.token.get(), eb.term().unwrap().token());
+    a.close().await;
+    b.close().await;
+    // The stream ends with the watching client.
+    watcher.close().await;
+    let ended = async { while watch.next().await.is_some() {} };
+    let deadline = env.sleep(PATIENCE);
+    futures::pin_mut!(ended, deadline);
+    assert!(
+        matches!(
+            futures::future::select(ended, deadline).await,
+            futures::future::Either::Left(_)
+        ),
+        "the observation stream outlived its client"
+    );
+    assert!(matches!(
+        watcher.observe(name),
+        Err(crate::ObserveError::Closed)
+    ));
+}
+
+/// Locks of one name on one client wait their turn, first come first
+/// served, instead of failing with `AlreadyStarted`; a waiter that gives up
+/// (dropped, or timed out) leaves the queue.
+pub async fn same_name_locks_take_turns(env: Env) {
+    let name = "suite.turns";
+    let simba = env.client();
+    let first = simba.lock(name).acquire().await.unwrap();
+    match simba.lock(name).try_acquire().await {
+        Err(LockError::Held(_)) => {}
+        other => panic!("try_acquire of a name this client holds: {other:?}"),
+    }
+    // Queued first, then dropped: it must not take a turn.
+    let gone_lock = simba.lock(name);
+    let mut gone = Box::pin(gone_lock.acquire());
+    assert!(gone.as_mut().now_or_never().is_none());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (done_tx, mut done_rx) = futures::channel::mpsc::unbounded();
+    for i in 1..=3u32 {
+        let (s, order, done) = (simba.clone(), order.clone(), done_tx.clone());
+        env.runtime.spawn(Box::pin(async move {
+            let held = s.lock("suite.turns").acquire().await.unwrap();
+            order.lock().unwrap().push((i, held.token()));
+            held.release().await;
+            let _ = done.unbounded_send(());
+        }));
+        // Let it take its place before the next one comes.
+        env.sleep(Duration::from_millis(50)).await;
+    }
+    let t0 = Instant::now();
+    match simba
+        .lock(name)
+        .acquire_timeout(Duration::from_millis(300))
+        .await
+    {
+        Err(LockError::TimedOut { .. }) => {}
+        other => panic!("a queued acquire_timeout must time out, got {other:?}"),
+    }
+    assert!(t0.elapsed() >= Duration::from_millis(250));
+    drop(gone);
+    let first_token = first.token();
+    first.release().await;
+    for _ in 0..3 {
+        let next = done_rx.next();
+        let deadline = env.sleep(PATIENCE);
+        futures::pin_mut!(deadline);
+        assert!(
+            matches!(
+                futures::future::select(next, deadline).await,
+                futures::future::Either::Left(_)
+            ),
+            "the queued locks did not all run: {:?}",
+            order.lock().unwrap()
+        );
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(
+        order.iter().map(|o| o.0).collect::<Vec<_>>(),
+        [1, 2, 3],
+        "first come, first served"
+    );
+    let mut last = first_token;
+    for (_, token) in &order {
+        assert!(*token > last, "each turn is a new term: {order:?}");
+        last = *token;
+    }
+    let again = simba.lock(name).try_acquire().await.unwrap();
+    again.release().await;
+    simba.close().await;
+}
+
+/// A host-suspend clock the test moves by hand.
+#[derive(Default)]
+pub struct JumpingSuspendClock(std::sync::atomic::AtomicU64);
+
+impl JumpingSuspendClock {
+    /// The host "was suspended" for `d` more.
+    pub fn jump(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(ns, Ordering::AcqRel);
+    }
+}
+
+impl crate::SuspendClock for JumpingSuspendClock {
+    fn suspended(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Acquire))
+    }
+}
+
+/// Host suspend (S3.3): the monotonic clock stops while the host sleeps,
+/// the backend's does not. A suspend longer than the lease (an injected
+/// clock jumps) leaves no term valid, at once and without any backend call;
+/// the engine then revokes the terms as lost and the election wins again.
+pub async fn host_suspend_ends_terms_at_once(env: Env) {
+    let clock = Arc::new(JumpingSuspendClock::default());
+    let simba = env.builder().suspend_clock(clock.clone()).build().unwrap();
+    let lock = simba.lock("suite.suspend.lock").acquire().await.unwrap();
+    let e = simba
+        .election("suite.suspend.election")
+        .start(crate::NoListener)
+        .await
+        .unwrap();
+    env.wait_for("elected", PATIENCE, || {
+        let e = e.clone();
+        async move { e.is_leader() }
+    })
+    .await;
+    let before = e.term().unwrap();
+    // A short suspend within the lease changes nothing.
+    clock.jump(Duration::from_millis(100));
+    assert!(lock.is_valid() && before.is_valid());
+    assert!(lock.remaining() <= LEASE);
+    clock.jump(2 * LEASE);
+    assert!(
+        !lock.is_valid(),
+        "S3.3: a lock term outlived a host suspend"
+    );
+    assert!(
+        !before.is_valid(),
+        "S3.3: a leader term outlived a host suspend"
+    );
+    assert_eq!(lock.remaining(), Duration::ZERO);
+    assert!(!e.is_leader());
+    let revoked = lock.term().revoked();
+    let deadline = env.sleep(PATIENCE);
+    futures::pin_mut!(revoked, deadline);
+    match futures::future::select(revoked, deadline).await {
+        futures::future::Either::Left((reason, _)) => {
+            assert!(!reason.is_voluntary(), "lost, not given up: {reason}");
+        }
+        futures::future::Either::Right(_) => panic!("the suspended term was never revoked"),
+    }
+    env.wait_for("elected again", PATIENCE, || {
+        let e = e.clone();
+        async move { e.is_leader() }
+    })
+    .await;
+    drop(lock);
+    simba.close().await;
+}
+
 /// Generates the suite's `#[test]`s for one adapter:
 /// `adapter_suite!("tokio", block_on, || runtime)` where `block_on` runs a
 /// future to completion on the adapter's runtime and the closure returns an
@@ -1716,7 +1967,8 @@ macro_rules! adapter_suite {
                 cooperative_interruption_of_async_tasks,
                 stubborn_async_task_is_dropped_at_the_deadline,
                 blocking_calls_on_a_runtime_thread_are_refused,
-                lagging_subscriber_is_told_what_it_missed);
+                lagging_subscriber_is_told_what_it_missed, leader_observation,
+                same_name_locks_take_turns, host_suspend_ends_terms_at_once);
         )*
     };
     (@kind $m:ident, $kind:ident, $adapter:literal, $block_on:path, $runtime:expr; $($test:ident),* $(,)?) => {

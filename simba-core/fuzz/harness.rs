@@ -750,6 +750,7 @@ impl Harness {
                                 Some((s, token)) => Ok(AcquireOutcome::Held {
                                     holder: Some(s),
                                     token: Some(token),
+                                    holder_remaining: None,
                                 }),
                             }
                         }
@@ -759,6 +760,7 @@ impl Harness {
                     Answer::Held => Ok(AcquireOutcome::Held {
                         holder: None,
                         token: None,
+                        holder_remaining: None,
                     }),
                     Answer::Won(pick, r) => {
                         let (token, lie) = self.model.pick(&name, pick);

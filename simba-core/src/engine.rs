@@ -357,6 +357,7 @@ enum MutantKind {
     AcquireWhileInFlight,
     GroupIgnoresShare,
     PartitionSkipsHandover,
+    RetryBeforeExpiry,
 }
 
 impl Engine {

@@ -142,3 +142,36 @@ pub fn task_failure_backoff(renew_interval: Duration, failures: u32) -> Duration
     let factor = (1u32 << exp).min(TASK_BACKOFF_MAX_INTERVALS);
     renew_interval.saturating_mul(factor)
 }
+
+/// When a candidate tries again after a `Held` reply that carried the
+/// holder's remaining time (S4.4): `received_at + (holder_remaining + 1 ms)
+/// × (1 + drift)`, rounded up — the *latest* instant the backend can still
+/// count the holder live (the mirror image of [`local_deadline`], which
+/// takes the earliest). The backend may have read its clock as late as the
+/// reply's arrival; the node's clock may run faster than the backend's by
+/// the rate `drift`; and a backend counting whole milliseconds expires a key
+/// only once its expiry time has passed, hence the extra millisecond.
+///
+/// ```
+/// use simba_core::{retry_after_holder_expiry, Timestamp};
+/// use std::time::Duration;
+/// let got = Timestamp::from_nanos(1_000_000_000);
+/// let at = retry_after_holder_expiry(got, Duration::from_millis(999), 0.01);
+/// assert_eq!(at - got, Duration::from_millis(1010));
+/// ```
+pub fn retry_after_holder_expiry(
+    received_at: Timestamp,
+    holder_remaining: Duration,
+    drift: f64,
+) -> Timestamp {
+    let wait = holder_remaining.saturating_add(Duration::from_millis(1));
+    // drift is validated to [0, 0.5) by the config: the factor is in [1, 1.5).
+    let factor = 1.0 + drift.clamp(0.0, 0.5);
+    let scaled = (wait.as_nanos() as f64 * factor).ceil();
+    let nanos = if scaled >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        scaled as u64
+    };
+    received_at.saturating_add(Duration::from_nanos(nanos))
+}

@@ -120,8 +120,8 @@ pub use group::{
 };
 pub use ids::{OpId, ParseSessionIdError, SessionId, TermId, Token};
 pub use lease::{
-    local_deadline, local_validity, renew_period, renewal_backoff, task_failure_backoff,
-    term_is_valid, term_remaining, TASK_BACKOFF_MAX_INTERVALS,
+    local_deadline, local_validity, renew_period, renewal_backoff, retry_after_holder_expiry,
+    task_failure_backoff, term_is_valid, term_remaining, TASK_BACKOFF_MAX_INTERVALS,
 };
 #[cfg(feature = "mutants")]
 pub use mutant::Mutant;

@@ -37,6 +37,12 @@ pub enum Mutant {
     /// A candidate sends a new acquire while its previous attempt is still
     /// in flight, abandoning it early (S4.1).
     AcquireWhileInFlight,
+    /// A candidate times its next attempt after a `Held` reply by the
+    /// *earliest* instant the backend could have expired the holder (the
+    /// S2.1 formula, `sent_at + holder_remaining × (1 − drift) − margin`)
+    /// instead of the latest (S4.4): not unsafe (the backend refuses), but a
+    /// wasted call before the holder's expiry.
+    RetryBeforeExpiry,
     /// A group member targets every partition instead of its fair share
     /// (S10.2): members fight over partitions and never balance.
     GroupIgnoresShare,
@@ -48,7 +54,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 15] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -62,6 +68,7 @@ impl Mutant {
         Mutant::IgnoreTakenOver,
         Mutant::RenewNeverTimesOut,
         Mutant::AcquireWhileInFlight,
+        Mutant::RetryBeforeExpiry,
         Mutant::GroupIgnoresShare,
         Mutant::PartitionSkipsHandover,
     ];
@@ -82,6 +89,7 @@ impl Mutant {
             Mutant::IgnoreTakenOver => "ignore-taken-over",
             Mutant::RenewNeverTimesOut => "renew-never-times-out",
             Mutant::AcquireWhileInFlight => "acquire-while-in-flight",
+            Mutant::RetryBeforeExpiry => "retry-before-expiry",
             Mutant::GroupIgnoresShare => "group-ignores-share",
             Mutant::PartitionSkipsHandover => "partition-skips-handover",
         }

@@ -189,6 +189,13 @@ pub enum AcquireOutcome {
         holder: Option<SessionId>,
         /// The holder's token, where the backend tells.
         token: Option<Token>,
+        /// The holder session's remaining time by the backend's clock, where
+        /// the backend tells: the lease cannot be won before it has passed
+        /// (unless the holder releases it), and the engine times the
+        /// candidate's next attempt just after it (S4.4). `None` where the
+        /// backend cannot tell cheaply (ZooKeeper, etcd: their release
+        /// broadcast covers expiry, S4.2).
+        holder_remaining: Option<Duration>,
     },
     /// The session has expired on the backend (S1.2).
     Expired,

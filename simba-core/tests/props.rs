@@ -287,7 +287,10 @@ fn the_checks_catch_the_safety_mutants() {
     // (`IgnoreTakenOver`, S3.4) nor how long a renewal stays in flight
     // (`RenewNeverTimesOut`, S2.4, a liveness bug): rules.rs
     // `s3_4_mutant_ignore_taken_over_is_caught` and
-    // `s2_4_mutant_renew_never_times_out_is_caught` catch them. The group
+    // `s2_4_mutant_renew_never_times_out_is_caught` catch them. Nor do they
+    // judge when a candidate retries (`RetryBeforeExpiry`, S4.4, an
+    // efficiency bug): the simulation's `expiry timing (S4.4)` checker and
+    // rules.rs `s4_4_mutant_retry_before_expiry_is_caught` catch it. The group
     // mutants need a group of several members: groups.rs
     // `s10_3_mutant_partition_skips_handover_is_caught` and
     // `s10_4_mutant_group_ignores_share_is_caught` catch them.
@@ -297,6 +300,7 @@ fn the_checks_catch_the_safety_mutants() {
             Mutant::ForgetCompletion
                 | Mutant::IgnoreTakenOver
                 | Mutant::RenewNeverTimesOut
+                | Mutant::RetryBeforeExpiry
                 | Mutant::GroupIgnoresShare
                 | Mutant::PartitionSkipsHandover
         ) {

@@ -386,6 +386,7 @@ fn s4_1_candidates_retry_at_half_interval_plus_jitter_one_attempt_at_a_time() {
             AcquireOutcome::Held {
                 holder: Some(SessionId::from_u128(99)),
                 token: Some(tok(5)),
+                holder_remaining: None,
             },
         );
         let replied = h.now;
@@ -415,10 +416,85 @@ fn s4_2_a_release_broadcast_makes_candidates_try_at_once() {
         AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         },
     );
     let out = h.input(Input::ReleaseBroadcast { name: name("a") });
     assert_eq!(count(&out, is_acquire), 1);
+}
+
+/// Answers the candidate's attempt on `a` with `Held` and `holder_remaining`
+/// `r`, and returns how long after that reply the next attempt came.
+fn next_attempt_after_held(h: &mut H, r: Duration) -> Duration {
+    h.acquire_reply(
+        "a",
+        AcquireOutcome::Held {
+            holder: Some(SessionId::from_u128(99)),
+            token: Some(tok(5)),
+            holder_remaining: Some(r),
+        },
+    );
+    let replied = h.now;
+    while !h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    h.now - replied
+}
+
+/// S4.4: a `Held` reply with the holder's remaining time `r` times the next
+/// attempt at `reply + (r + 1 ms) × (1 + drift)` — never before the backend
+/// can have expired the holder — unless the normal retry (S4.1) comes first.
+fn expiry_timed_retry(config: SimbaConfig) -> Result<(), String> {
+    let (half, jitter, drift) = (
+        config.renew_interval() / 2,
+        config.retry_jitter(),
+        config.drift(),
+    );
+    let mut h = H::live(config);
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    for r in [ms(80), ms(333), half / 2, ms(1), ms(0)] {
+        let delay = next_attempt_after_held(&mut h, r);
+        let latest = retry_after_holder_expiry(Timestamp::ZERO, r, drift) - Timestamp::ZERO;
+        if delay < r.mul_f64(1.0 + drift) {
+            return Err(format!(
+                "attempt {delay:?} after a Held reply with holder_remaining {r:?}:                  before the holder's latest expiry"
+            ));
+        }
+        if delay != latest {
+            return Err(format!(
+                "attempt after {delay:?}, expected {latest:?} for {r:?}"
+            ));
+        }
+    }
+    // A holder with more time left than the normal retry: the normal retry.
+    let delay = next_attempt_after_held(&mut h, secs(60));
+    if !(delay >= half && delay < half + jitter) {
+        return Err(format!("normal retry after {delay:?}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn s4_4_a_held_reply_times_the_next_attempt_just_after_the_holders_expiry() {
+    expiry_timed_retry(fast_config()).unwrap();
+}
+
+/// The check fires on the mutant that times the attempt by the earliest
+/// expiry (S2.1's formula) instead of the latest.
+#[cfg(feature = "mutants")]
+#[test]
+fn s4_4_mutant_retry_before_expiry_is_caught() {
+    let config = fast_config()
+        .to_builder()
+        .mutant(Some(Mutant::RetryBeforeExpiry))
+        .build()
+        .unwrap();
+    let err = expiry_timed_retry(config).unwrap_err();
+    assert!(err.contains("before the holder's latest expiry"), "{err}");
 }
 
 #[test]
@@ -548,6 +624,7 @@ fn s5_3_try_and_timed_locks_give_up() {
         AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         },
     );
     assert!(events(&out).contains(&Event::LockFailed { name: name("t") }));
@@ -561,6 +638,7 @@ fn s5_3_try_and_timed_locks_give_up() {
         AcquireOutcome::Held {
             holder: None,
             token: None,
+            holder_remaining: None,
         },
     );
     let mut failed = false;
@@ -575,6 +653,7 @@ fn s5_3_try_and_timed_locks_give_up() {
                 AcquireOutcome::Held {
                     holder: None,
                     token: None,
+                    holder_remaining: None,
                 },
             );
         }

@@ -306,6 +306,11 @@ impl SimBackend {
             Some((owner, token)) => AcquireOutcome::Held {
                 holder: Some(*owner),
                 token: Some(*token),
+                // `expire` ran first: the owner is live.
+                holder_remaining: self
+                    .sessions
+                    .get(owner)
+                    .map(|h| self.remaining(h.expires_at, now)),
             },
             None => {
                 let next = self.last_token.get(name).copied().unwrap_or(0) + 1;
@@ -413,6 +418,21 @@ impl SimBackend {
     /// How many sessions are alive (for tests).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// The backend-clock instant (ns) at which `session` expires, while the
+    /// backend knows it (for checkers).
+    pub fn expires_at(&self, session: SessionId) -> Option<u64> {
+        self.sessions.get(&session).map(|s| s.expires_at)
+    }
+
+    /// Whether `session` is live at backend time `now`, exactly as the next
+    /// call at `now` would judge it (for checkers).
+    pub fn live_at(&self, session: SessionId, now: u64) -> bool {
+        let now = self.read(now);
+        self.sessions
+            .get(&session)
+            .is_some_and(|s| s.expires_at > now)
     }
 }
 

@@ -297,6 +297,47 @@ struct Node {
     shortened: std::collections::BTreeSet<SessionId>,
 }
 
+/// A `Held` reply a node's current attempt got: (session, local arrival,
+/// holder, token, holder's expiry in backend ns).
+type SeenHeld = (SessionId, Timestamp, SessionId, Token, u64);
+
+/// What the S4.4 expiry-timing checker remembers. An attempt a node makes
+/// sooner after a `Held` reply than any normal retry could (`renew_interval
+/// / 2`, S4.1), with the same session and nothing in between that resets the
+/// schedule (a release broadcast, an API call, a restart), can only have
+/// been timed by that reply's `holder_remaining` (S4.4). Such an attempt
+/// must reach the backend after the expiry of the holder it was timed for,
+/// unless that holder renewed, released or closed meanwhile: otherwise it is
+/// a backend call wasted on a wrong timing. Off where clocks step (S2.5) or
+/// the mode breaks the drift bound on purpose.
+#[derive(Default)]
+struct ExpiryTiming {
+    /// Whether the run's faults and mode allow the check.
+    allowed: bool,
+    /// Whether it runs ([`World::with_expiry_timing_check`]).
+    enabled: bool,
+    /// Per (node, name): the node's latest acquire (op, session, local send time).
+    sent: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp)>,
+    /// Per (node, op): a `Held` answer with `holder_remaining`, as the
+    /// backend gave it: (name, holder, token, holder's expiry in backend ns).
+    answers: BTreeMap<(usize, u64), (LeaseName, SessionId, Token, u64)>,
+    /// Per (node, name): the `Held` reply the node's current attempt got:
+    /// (session, local arrival, holder, token, holder's expiry).
+    seen: BTreeMap<(usize, LeaseName), SeenHeld>,
+    /// Per (node, op): an attempt timed by a `Held` reply: (holder, token,
+    /// holder's expiry, local time of that reply).
+    timed: BTreeMap<(usize, u64), (SessionId, Token, u64, Timestamp)>,
+}
+
+impl ExpiryTiming {
+    fn forget_node(&mut self, node: usize) {
+        self.sent.retain(|(n, _), _| *n != node);
+        self.answers.retain(|(n, _), _| *n != node);
+        self.seen.retain(|(n, _), _| *n != node);
+        self.timed.retain(|(n, _), _| *n != node);
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct Registers {
     fenced_max: Option<Token>,
@@ -330,6 +371,8 @@ pub struct World {
     /// (first seen, last seen valid, node, term).
     candidates: BTreeMap<LeaseName, (u64, u64, usize, TermId)>,
     pending: BTreeMap<(usize, LeaseName), (&'static str, u64)>,
+    /// The S4.4 expiry-timing checker's records (see [`ExpiryTiming`]).
+    s44: ExpiryTiming,
     report: RunReport,
     hash: u64,
     stop_on_violation: bool,
@@ -395,6 +438,14 @@ impl World {
             })
             .collect();
         let heal_at = nanos(params.safety_phase);
+        // S4.4 timing assumes the drift bound and no clock steps (S2.5).
+        let s44_enabled = !params.mode.must_fail()
+            && !params.faults.iter().any(|f| {
+                matches!(
+                    f.kind,
+                    FaultKind::NodeClockStep { .. } | FaultKind::BackendClockStep { .. }
+                )
+            });
         let report = RunReport {
             seed: params.seed,
             liveness_bound: params.liveness_bound(),
@@ -423,6 +474,10 @@ impl World {
             liveness: BTreeMap::new(),
             candidates: BTreeMap::new(),
             pending: BTreeMap::new(),
+            s44: ExpiryTiming {
+                allowed: s44_enabled,
+                ..ExpiryTiming::default()
+            },
             report,
             hash: 0xcbf2_9ce4_8422_2325,
             stop_on_violation: true,
@@ -466,6 +521,14 @@ impl World {
         } else {
             self.rng.u64(..m)
         }
+    }
+
+    /// Turns on the S4.4 expiry-timing checker (off by default: in random
+    /// runs it still reports attempts that something other than a `Held`
+    /// reply scheduled, an open issue), where the run's faults allow it.
+    pub fn with_expiry_timing_check(mut self) -> World {
+        self.s44.enabled = self.s44.allowed;
+        self
     }
 
     fn local(&self, node: usize) -> Timestamp {
@@ -580,6 +643,7 @@ impl World {
                 self.mix(node as u64);
                 self.mix(input_code(&input));
                 let l = self.local(node);
+                self.s44_delivered(node, &input, l);
                 if let Some(e) = self.nodes[node].engine.as_mut() {
                     e.handle(l, input);
                 }
@@ -748,6 +812,7 @@ impl World {
         n.closing = None;
         n.closed = false;
         self.pending.retain(|(n, _), _| *n != node);
+        self.s44.forget_node(node);
     }
 
     fn start_pause(&mut self, node: usize, d: Duration) {
@@ -839,7 +904,11 @@ impl World {
                         token,
                         ..
                     } => self.check_release(node, *session, name, *token),
-                    Command::Acquire { name, .. } => {
+                    Command::Acquire {
+                        op, session, name, ..
+                    } => {
+                        let l = self.local(node);
+                        self.s44_sent(node, op.0, *session, name, l);
                         let n = &mut self.nodes[node];
                         let mut i = 0;
                         while i < n.armed.len() {
@@ -1161,6 +1230,79 @@ impl World {
 
     /// Mutual exclusion: at this true instant, at most one node holds a
     /// valid term of `name`, each judged on its own clock.
+    /// S4.4 checker, at a node's acquire: is it timed by the last `Held` reply?
+    fn s44_sent(
+        &mut self,
+        node: usize,
+        op: u64,
+        session: SessionId,
+        name: &LeaseName,
+        l: Timestamp,
+    ) {
+        if !self.s44.enabled {
+            return;
+        }
+        let key = (node, name.clone());
+        if let Some((s, got, h, t, exp)) = self.s44.seen.remove(&key) {
+            if s == session && l < got + self.p.renew_interval / 2 {
+                self.s44.timed.insert((node, op), (h, t, exp, got));
+            }
+        }
+        self.s44.sent.insert(key, (op, session, l));
+    }
+
+    /// S4.4 checker, when the backend receives acquire `op` of `node` at
+    /// backend time `b`: an attempt timed by a `Held` reply must not find the
+    /// same holder still live with the expiry it was timed for.
+    fn s44_arrived(&mut self, node: usize, op: u64, name: &LeaseName, b: u64) {
+        let Some((h, t, exp, got)) = self.s44.timed.remove(&(node, op)) else {
+            return;
+        };
+        let same = self.backend.owner(name) == Some((h, t))
+            && self.backend.expires_at(h) == Some(exp)
+            && self.backend.live_at(h, b);
+        if same {
+            let early = Duration::from_nanos(exp.saturating_sub(b));
+            self.violation(
+                "expiry timing (S4.4)",
+                format!(
+                    "node {node}'s attempt on {name}, timed by the Held reply it got at local {got},                      reached the backend {early:?} before the holder's expiry (the holder did not renew):                      a wasted call"
+                ),
+            );
+        }
+    }
+
+    /// S4.4 checker, when `input` reaches `node` at local time `l`.
+    fn s44_delivered(&mut self, node: usize, input: &Input, l: Timestamp) {
+        if !self.s44.enabled {
+            return;
+        }
+        match input {
+            Input::ReleaseBroadcast { name } => {
+                self.s44.seen.remove(&(node, name.clone()));
+            }
+            Input::AcquireReplied { op, .. } => {
+                let Some((name, h, t, exp)) = self.s44.answers.remove(&(node, op.0)) else {
+                    return;
+                };
+                let timeout = self.nodes[node]
+                    .engine
+                    .as_ref()
+                    .map(|e| e.call_timeout())
+                    .unwrap_or_default();
+                let key = (node, name);
+                // Only the reply to the current attempt, before it times out,
+                // is one the engine acts on (S2.4, S4.3).
+                if let Some((sent_op, session, sent_l)) = self.s44.sent.get(&key).copied() {
+                    if sent_op == op.0 && l < sent_l + timeout {
+                        self.s44.seen.insert(key, (session, l, h, t, exp));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn check_mutex(&mut self, name: &LeaseName) {
         let mut holders: Vec<(usize, Token, TermId)> = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -1522,14 +1664,34 @@ impl World {
                     Err(RenewError::Backend(down()))
                 },
             },
-            Command::Acquire { op, session, name } => Input::AcquireReplied {
-                op,
-                result: if up {
+            Command::Acquire { op, session, name } => {
+                if up {
+                    self.s44_arrived(node, op.0, &name, b);
+                }
+                let result = if up {
                     Ok(self.backend.acquire(b, session, &name))
                 } else {
                     Err(down())
-                },
-            },
+                };
+                if let Ok(AcquireOutcome::Held {
+                    holder: Some(h),
+                    token: Some(t),
+                    holder_remaining: Some(_),
+                }) = &result
+                {
+                    if let Some(exp) = self.backend.expires_at(*h) {
+                        if self.s44.enabled {
+                            if self.s44.answers.len() >= 4096 {
+                                self.s44.answers.pop_first();
+                            }
+                            self.s44
+                                .answers
+                                .insert((node, op.0), (name.clone(), *h, *t, exp));
+                        }
+                    }
+                }
+                Input::AcquireReplied { op, result }
+            }
             Command::Release {
                 op,
                 session,
@@ -1691,6 +1853,8 @@ impl World {
         if self.nodes[node].closing.is_some() {
             return;
         }
+        // An API call may reset a candidate's schedule (S5, S6.4).
+        self.s44.seen.retain(|(n, _), _| *n != node);
         self.mix(400);
         let runs_task = self.rng.u32(..10) != 0;
         let is_lock = match &call {

@@ -8,7 +8,7 @@
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::{BoxStream, StreamExt};
 use simba_backends::testkit::{run_all, Capability, Factory};
-use simba_backends::{check_prefix, Backend, Inspection, LeaseInfo, SessionInfo};
+use simba_backends::{check_prefix, Backend, Inspection, LeaseInfo, SessionInfo, SessionMetadata};
 use simba_core::{
     AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token,
 };
@@ -21,6 +21,8 @@ struct Shared {
     backend: SimBackend,
     origin: Instant,
     subscribers: Vec<futures::channel::mpsc::UnboundedSender<LeaseName>>,
+    /// Session metadata is opaque to the model: this adapter keeps it.
+    metadata: BTreeMap<SessionId, SessionMetadata>,
 }
 
 /// One client of a namespace's simulated backend.
@@ -42,6 +44,21 @@ impl SimClient {
 impl Backend for SimClient {
     fn open_session(&self, d: Duration) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
         let r = self.with(|b, now| b.open_session(now, d));
+        async move { r }.boxed()
+    }
+    fn open_session_with<'a>(
+        &'a self,
+        d: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
+        let r = self.with(|b, now| b.open_session(now, d));
+        if let Ok(g) = &r {
+            self.0
+                .lock()
+                .unwrap()
+                .metadata
+                .insert(g.session, metadata.clone());
+        }
         async move { r }.boxed()
     }
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
@@ -77,6 +94,7 @@ impl Backend for SimClient {
             Err(e) => Err(e),
             Ok(_) => {
                 let (leases, sessions) = self.with(|b, now| b.inspect(now, prefix));
+                let metadata = self.0.lock().unwrap().metadata.clone();
                 Ok(Inspection {
                     leases: leases
                         .into_iter()
@@ -93,6 +111,7 @@ impl Backend for SimClient {
                             session,
                             remaining,
                             lease_duration,
+                            metadata: metadata.get(&session).cloned().unwrap_or_default(),
                         })
                         .collect(),
                 })
@@ -131,13 +150,20 @@ impl Factory for Namespaces {
                     backend: SimBackend::new(BackendOptions::default(), 7),
                     origin: Instant::now(),
                     subscribers: Vec::new(),
+                    metadata: BTreeMap::new(),
                 })))
             })
             .clone();
         async move { Ok(client) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        vec![Capability::KillConnectionMidCall, Capability::LockHold]
+        // Groups and schedule slots are not simulated yet (issue 14).
+        vec![
+            Capability::KillConnectionMidCall,
+            Capability::LockHold,
+            Capability::Groups,
+            Capability::ScheduleSlots,
+        ]
     }
 }
 

@@ -76,3 +76,6 @@ fn forgotten_completions_are_caught_s7_3() {
         &["completions (S7.3)", "callbacks (S7.3, S6.4)"],
     );
 }
+
+// `RetryBeforeExpiry` (S4.4) is not a safety bug; its checker runs in the
+// crash scenario: `crash_failover_at_expiry.rs`.

@@ -1,7 +1,8 @@
 CREATE TABLE IF NOT EXISTS simba_sessions (
     id bytea PRIMARY KEY,
     lease_us bigint NOT NULL,
-    expires_us bigint NOT NULL
+    expires_us bigint NOT NULL,
+    metadata text
 );
 CREATE TABLE IF NOT EXISTS simba_leases (
     name varchar(128) PRIMARY KEY,

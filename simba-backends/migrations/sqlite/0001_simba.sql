@@ -1,7 +1,8 @@
 CREATE TABLE IF NOT EXISTS simba_sessions (
     id BLOB PRIMARY KEY NOT NULL,
     lease_us INTEGER NOT NULL,
-    expires_us INTEGER NOT NULL
+    expires_us INTEGER NOT NULL,
+    metadata TEXT
 );
 CREATE TABLE IF NOT EXISTS simba_leases (
     name TEXT PRIMARY KEY NOT NULL,

@@ -22,7 +22,7 @@
 //! `t + lease`, so its expiry is known only as a window `[lo, hi]`. A call
 //! whose answer says "live" (a renewal that succeeded, an acquire held by
 //! that holder) needs `hi + tolerance > start of the call's window`; an
-//! answer saying "expired" (`Expired`, a takeover with the next token) needs
+//! answer saying "expired" (`Expired`, a takeover with a greater token) needs
 //! `lo - tolerance <= end of the call's window`, and moves the earliest
 //! linearization time of later calls past `lo - tolerance`; an expired
 //! session never comes back (S1.2). Release and close need no liveness.
@@ -190,7 +190,9 @@ pub async fn record<B: Backend>(clients: &[B], name: &LeaseName, load: &Load) ->
                             token = Some(t);
                             Ret::Won(t)
                         }
-                        Ok(AcquireOutcome::Held { holder, token: t }) => Ret::Held(holder, t),
+                        Ok(AcquireOutcome::Held {
+                            holder, token: t, ..
+                        }) => Ret::Held(holder, t),
                         Ok(AcquireOutcome::Expired) => {
                             session = None;
                             Ret::Expired
@@ -240,6 +242,11 @@ pub struct Check {
     /// the slack at the edges of an expiry (clock-rate differences, the
     /// backend clock's resolution).
     pub tolerance: Duration,
+    /// How long after its expiry a backend whose expiry is lazy may still
+    /// hold a session (late is safe: no holder is cut short, only fail-over
+    /// waits). Widens only the "may still be alive" side of the model; the
+    /// "must still be alive" side keeps [`Check::tolerance`].
+    pub late: Duration,
     /// The search gives up (inconclusive) after this many model steps.
     pub budget: u64,
 }
@@ -248,6 +255,7 @@ impl Default for Check {
     fn default() -> Self {
         Check {
             tolerance: Duration::from_millis(5),
+            late: Duration::ZERO,
             budget: 5_000_000,
         }
     }
@@ -310,6 +318,7 @@ pub fn check(h: &History, c: &Check) -> Verdict {
     let mut search = Search {
         h,
         tol,
+        late: i64::try_from(c.late.as_micros()).unwrap_or(0),
         lease,
         steps: 0,
         budget: c.budget,
@@ -451,6 +460,7 @@ impl Model {
 struct Search<'h> {
     h: &'h History,
     tol: i64,
+    late: i64,
     lease: i64,
     steps: u64,
     budget: u64,
@@ -464,6 +474,7 @@ impl Search<'_> {
     /// new earliest time, or why the answer is impossible.
     fn apply(&self, m: &Model, e: &Event, t: i64) -> Result<(Model, i64), String> {
         let tol = self.tol;
+        let late = self.late;
         let a = t.max(e.inv - tol);
         let b = e.cmp + tol;
         if a > b {
@@ -482,7 +493,7 @@ impl Search<'_> {
                 m.sessions.insert(*s, (a + self.lease, b + self.lease));
             }
             (Op::Renew(s), Ret::Renewed(owned)) => {
-                if !m.may_live(*s, a, tol) {
+                if !m.may_live(*s, a, tol + late) {
                     return bad("the session had expired");
                 }
                 let expect = (m.holder == Some(*s)).then_some(m.token);
@@ -501,7 +512,7 @@ impl Search<'_> {
                 m.kill(*s);
             }
             (Op::Acquire(s), Ret::Won(tok)) => {
-                if !m.may_live(*s, a, tol) {
+                if !m.may_live(*s, a, tol + late) {
                     return bad("the caller's session had expired");
                 }
                 if m.holder == Some(*s) {
@@ -518,21 +529,23 @@ impl Search<'_> {
                         }
                         m.kill(h);
                     }
-                    if tok.get() != m.token + 1 {
-                        return bad(&format!("the next token is {}", m.token + 1));
+                    // S3.2 asks for a greater token, not the next integer:
+                    // revision-based tokens (etcd, ZooKeeper) skip values.
+                    if tok.get() <= m.token {
+                        return bad(&format!("a new term's token must exceed {}", m.token));
                     }
                     m.holder = Some(*s);
                     m.token = tok.get();
                 }
             }
             (Op::Acquire(s), Ret::Held(holder, tok)) => {
-                if !m.may_live(*s, a, tol) {
+                if !m.may_live(*s, a, tol + late) {
                     return bad("the caller's session had expired");
                 }
                 let Some(h) = m.holder.filter(|h| h != s) else {
                     return bad("the lease was free or the caller's");
                 };
-                if !m.may_live(h, a, tol) {
+                if !m.may_live(h, a, tol + late) {
                     return bad(&format!("holder {h} had surely expired"));
                 }
                 if holder.is_some_and(|x| x != h) || tok.is_some_and(|x| x.get() != m.token) {

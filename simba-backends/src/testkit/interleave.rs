@@ -215,7 +215,7 @@ impl Allowed {
     fn matches(&self, got: &AcquireOutcome) -> bool {
         match (self, got) {
             (Allowed::Won(t), AcquireOutcome::Won { token, .. }) => token.get() == *t,
-            (Allowed::HeldBy(s, t), AcquireOutcome::Held { holder, token }) => {
+            (Allowed::HeldBy(s, t), AcquireOutcome::Held { holder, token, .. }) => {
                 holder.is_none_or(|h| h == *s) && token.is_none_or(|x| x.get() == *t)
             }
             _ => false,

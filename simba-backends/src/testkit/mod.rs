@@ -24,7 +24,7 @@
 //!     // wait on one another: it says so, and the cases that need these are
 //!     // skipped (any undeclared skip fails the suite).
 //!     fn lacks(&self) -> Vec<Capability> {
-//!         vec![Capability::KillConnectionMidCall, Capability::LockHold]
+//!         vec![Capability::KillConnectionMidCall, Capability::LockHold, Capability::Groups]
 //!     }
 //! }
 //!
@@ -36,7 +36,8 @@
 //! let report = futures::executor::block_on(run_selected(&Memory::default(), quick));
 //! println!("{report}");
 //! report.assert_passed();
-//! assert_eq!(report.skipped().len(), 6); // the killed-connection and the five interleaving cases
+//! // the killed-connection case, the five interleaving cases and two group cases
+//! assert_eq!(report.skipped().len(), 8);
 //! ```
 //!
 //! Each case runs in its own namespace (a fresh table prefix on SQL), uses
@@ -108,6 +109,15 @@ pub trait Factory: Send + Sync {
     fn lacks(&self) -> Vec<Capability> {
         Vec::new()
     }
+
+    /// How much later than the remaining time it reported the backend may
+    /// expire a session, where its expiry is lazy (for example a lessor
+    /// that looks for expired leases every 500 ms). Late is safe — no holder
+    /// loses a lease before its deadline — but slows fail-over, so a factory
+    /// states the bound and its reason. Default: none.
+    fn expiry_lateness(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
 }
 
 /// Something a backend may lack. A case that needs it is skipped where it is
@@ -127,6 +137,17 @@ pub enum Capability {
     /// server, or under one process-wide lock) declares this lack, with the
     /// reason in its `hold` answer.
     LockHold,
+    /// One session acted for by two backend instances at once
+    /// (`s3_two_concurrent_acquires_by_one_session_win_one_term`). A backend
+    /// whose session is bound to the connection that opened it (ZooKeeper)
+    /// declares this lack; the engine only ever uses a session through the
+    /// instance that opened it.
+    SharedSession,
+    /// Partitioned groups (S10.1): [`Backend::join_group`] and the members
+    /// listed by each renewal.
+    Groups,
+    /// Schedule slots (S11.1): [`Backend::claim_slot`].
+    ScheduleSlots,
 }
 
 impl Capability {
@@ -138,6 +159,11 @@ impl Capability {
                 Some(Capability::KillConnectionMidCall)
             }
             c if c.starts_with("interleave_") => Some(Capability::LockHold),
+            "s3_two_concurrent_acquires_by_one_session_win_one_term" => {
+                Some(Capability::SharedSession)
+            }
+            c if c.starts_with("s10_") => Some(Capability::Groups),
+            c if c.starts_with("s11_") => Some(Capability::ScheduleSlots),
             _ => None,
         }
     }
@@ -149,6 +175,9 @@ impl fmt::Display for Capability {
             Capability::ReleaseBroadcast => "release broadcast (S4.2)",
             Capability::KillConnectionMidCall => "killing a connection mid-call",
             Capability::LockHold => "holding a lock another call waits on (interleaving cases)",
+            Capability::SharedSession => "one session used through two backend instances",
+            Capability::Groups => "partitioned groups (S10)",
+            Capability::ScheduleSlots => "schedule slots (S11)",
         })
     }
 }
@@ -293,6 +322,7 @@ macro_rules! check {
     };
 }
 
+mod groups;
 pub mod history;
 mod interleave;
 mod timing;
@@ -336,11 +366,35 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
             "inspect_lists_leases_by_prefix_and_live_sessions",
             |f, ns| inspect_case(f, ns).boxed(),
         ),
+        (
+            "session_metadata_round_trips_to_inspect_and_holder",
+            |f, ns| metadata_case(f, ns).boxed(),
+        ),
         ("bad_lease_durations_are_refused", |f, ns| {
             bad_durations(f, ns).boxed()
         }),
         ("sixteen_clients_never_see_two_winners", |f, ns| {
             sixteen_clients(f, ns).boxed()
+        }),
+        (
+            "s10_1_join_and_leave_list_members_in_the_renewal",
+            |f, ns| groups::join_and_leave(f, ns).boxed(),
+        ),
+        ("s10_1_membership_ends_with_close_and_expiry", |f, ns| {
+            groups::membership_ends_with_the_session(f, ns).boxed()
+        }),
+        ("s10_1_thirty_groups_of_four_in_one_renewal", |f, ns| {
+            groups::many_groups_in_one_renewal(f, ns).boxed()
+        }),
+        ("s11_1_claim_slot_by_the_holder_only_forward", |f, ns| {
+            groups::claim_slot_by_the_holder_only_forward(f, ns).boxed()
+        }),
+        (
+            "s11_1_slot_record_outlives_the_holder_and_refuses_stale_tokens",
+            |f, ns| groups::slot_record_outlives_the_holder(f, ns).boxed(),
+        ),
+        ("s11_1_an_expired_holder_claims_nothing", |f, ns| {
+            groups::expired_holder_claims_nothing(f, ns).boxed()
         }),
         ("s4_2_release_notifications_arrive", |f, ns| {
             notifications(f, ns).boxed()
@@ -380,6 +434,9 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
             "sixteen_clients_with_short_sessions_left_to_expire",
             |f, ns| timing::sixteen_clients_with_expiry(f, ns).boxed(),
         ),
+        ("s4_4_held_reports_the_holders_remaining_time", |f, ns| {
+            timing::holder_remaining_then_takeover(f, ns).boxed()
+        }),
     ]
 }
 
@@ -401,6 +458,14 @@ pub async fn run_selected<F: Factory>(factory: &F, select: impl Fn(&str) -> bool
         }
         let ns = format!("k{i:02}");
         let started = std::time::Instant::now();
+        if let Some(lack) = Capability::needed_by(case).filter(|c| report.lacks.contains(c)) {
+            report.results.push(CaseResult {
+                case,
+                outcome: Outcome::Skipped(format!("the backend declares it lacks {lack}")),
+                elapsed: started.elapsed(),
+            });
+            continue;
+        }
         let timed =
             futures::future::select(run(factory, &ns), sleep(Duration::from_secs(60)).boxed());
         let outcome = match timed.await {
@@ -462,7 +527,9 @@ async fn held<B: Backend>(
     token: Token,
 ) -> Result<(), Step> {
     match b.acquire(s, n).await? {
-        AcquireOutcome::Held { holder, token: t } => {
+        AcquireOutcome::Held {
+            holder, token: t, ..
+        } => {
             check!(
                 holder.is_none_or(|h| h == by),
                 "`{n}` held by {holder:?}, expected {by}"
@@ -785,6 +852,62 @@ async fn inspect_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
             .iter()
             .any(|s| s.session == o && s.lease_duration == Duration::from_secs(20)),
         "inspect misses session o"
+    );
+    Ok(())
+}
+
+/// Leader observation: the metadata a session is opened with comes back,
+/// unchanged, from `inspect` and from `holder` of a lease it holds, to any
+/// client; a session opened without any shows none; a free lease has no holder.
+async fn metadata_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let watcher = f.connect(ns).await?;
+    let mut meta = crate::SessionMetadata::new();
+    for (k, v) in [
+        ("host", "node-7.example"),
+        ("pid", "4242"),
+        ("app", "ledger posting"),
+        ("addr", "10.0.0.7:8443|x=y"),
+    ] {
+        meta.insert(k, v)
+            .map_err(|e| Step::Fail(format!("metadata {k}: {e}")))?;
+    }
+    let a = b.open_session_with(LONG, &meta).await?.session;
+    let plain = b.open_session(LONG).await?.session;
+    let n = name("observed")?;
+    let free = name("observed.free")?;
+    let token = won(&b, a, &n).await?;
+    let seen = watcher.inspect(Some("observed")).await?;
+    let sa = seen.sessions.iter().find(|s| s.session == a);
+    check!(
+        sa.is_some_and(|s| s.metadata == meta),
+        "inspect shows session a as {sa:?}, expected metadata {meta}"
+    );
+    let sp = seen.sessions.iter().find(|s| s.session == plain);
+    check!(
+        sp.is_some_and(|s| s.metadata.is_empty()),
+        "a session opened without metadata shows {sp:?}"
+    );
+    let h = watcher.holder(&n).await?;
+    check!(
+        h.as_ref().is_some_and(|h| h.session == a
+            && h.token == token
+            && h.metadata == meta
+            && h.remaining > Duration::ZERO
+            && h.remaining <= LONG),
+        "holder(`{n}`) is {h:?}, expected session {a} token {token} metadata {meta}"
+    );
+    let h = watcher.holder(&free).await?;
+    check!(h.is_none(), "a never acquired lease has holder {h:?}");
+    b.release(a, &n, token).await?;
+    let h = watcher.holder(&n).await?;
+    check!(h.is_none(), "a released lease has holder {h:?}");
+    let t2 = won(&b, plain, &n).await?;
+    let h = watcher.holder(&n).await?;
+    check!(
+        h.as_ref()
+            .is_some_and(|h| h.session == plain && h.token == t2 && h.metadata.is_empty()),
+        "holder(`{n}`) after a new term is {h:?}"
     );
     Ok(())
 }

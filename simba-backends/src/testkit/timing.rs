@@ -133,7 +133,8 @@ async fn live_for_reported_remaining<F: Factory>(
             Some(true) => {}
         }
         // Gone after it: the session is expired for good and the lease free.
-        sleep_until(got + r.remaining.mul_f64(1.0 + RATE) + LATE).await;
+        let late = LATE + f.expiry_lateness();
+        sleep_until(got + r.remaining.mul_f64(1.0 + RATE) + late).await;
         match c.acquire(o, &n).await? {
             AcquireOutcome::Won { token, .. } => check!(
                 token > t,
@@ -141,8 +142,9 @@ async fn live_for_reported_remaining<F: Factory>(
             ),
             other => {
                 return Err(Step::Fail(format!(
-                    "`{n}` still {other:?} {LATE:?} after its holder's reported remaining time \
-                     ran out"
+                    "`{n}` still {other:?} {late:?} after its holder's reported remaining time \
+                     ran out (the factory declares {:?} of lazy expiry)",
+                    f.expiry_lateness()
                 )))
             }
         }
@@ -240,8 +242,10 @@ struct Belief {
 /// sessions (opened 300 ms apart) each try until they win once and then
 /// vanish without releasing or renewing; twelve on long sessions keep
 /// acquiring and releasing for 4 s. A client believes it
-/// holds a lease until `send + remaining·(1 − RATE)` of its winning call (the
-/// engine's deadline, without margin); a win whose reply arrives before
+/// holds a lease until `send + proven·(1 − RATE)` of its winning call, where
+/// `proven` is the part of the reported remaining time that one call proves
+/// ([`Backend::renewal_proves`], S8.5; all of it except on ZooKeeper): the
+/// engine's deadline, without margin; a win whose reply arrives before
 /// another session's belief ends is two holders at once. At least one
 /// abandoned lease must be taken over (expiry did enter the race).
 pub(super) async fn sixteen_clients_with_expiry<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
@@ -328,7 +332,7 @@ pub(super) async fn sixteen_clients_with_expiry<F: Factory>(f: &F, ns: &str) -> 
                                 Belief {
                                     session: s,
                                     token,
-                                    valid_until: live_until(sent, remaining),
+                                    valid_until: live_until(sent, b.renewal_proves().of(remaining)),
                                     abandoned: abandons,
                                 },
                             );
@@ -370,4 +374,100 @@ pub(super) async fn sixteen_clients_with_expiry<F: Factory>(f: &F, ns: &str) -> 
          entered the race"
     );
     Ok(())
+}
+
+/// S4.4: a `Held` reply's `holder_remaining` is the holder's time by the
+/// backend's clock. A 3 s holder left to expire (not renewed after 0.5 s); a
+/// candidate's acquire answered `Held` with `holder_remaining` `R` means a
+/// probe sent at `sent + R·(1 − RATE) − EARLY` still finds it held, and one
+/// sent at `reply + R·(1 + RATE) + LATE` wins it with a higher token. A
+/// backend that answers `None` (it cannot tell cheaply, and broadcasts the
+/// expiry instead) passes.
+pub(super) async fn holder_remaining_then_takeover<F: Factory>(
+    f: &F,
+    ns: &str,
+) -> Result<(), Step> {
+    let lease = Duration::from_secs(3);
+    let b = f.connect(ns).await?;
+    let c = f.connect(ns).await?;
+    let mut inconclusive = Vec::new();
+    for attempt in 0..ATTEMPTS {
+        let a = b.open_session(lease).await?.session;
+        let o = c.open_session(LONG).await?.session;
+        let n = name(&format!("heldfor.{attempt}"))?;
+        let t = won(&b, a, &n).await?;
+        sleep(Duration::from_millis(500)).await;
+        let sent = Instant::now();
+        let out = c.acquire(o, &n).await?;
+        let got = Instant::now();
+        let r = match out {
+            AcquireOutcome::Held {
+                holder,
+                holder_remaining,
+                ..
+            } => {
+                check!(
+                    holder.is_none_or(|h| h == a),
+                    "`{n}` held by {holder:?}, expected {a}"
+                );
+                match holder_remaining {
+                    None => {
+                        let _ = b.close_session(a).await;
+                        let _ = c.close_session(o).await;
+                        return Ok(());
+                    }
+                    Some(r) => r,
+                }
+            }
+            other => {
+                return Err(Step::Fail(format!(
+                    "acquire of `{n}` held by a live session gave {other:?}"
+                )))
+            }
+        };
+        // Opened before `sent` and never renewed: at most a whole lease left,
+        // and no more than the lease minus what passed since it won.
+        check!(
+            r <= lease && r > Duration::ZERO,
+            "holder_remaining {r:?} for a {lease:?} session"
+        );
+        let bound = live_until(sent, r);
+        let Some(probe_at) = bound.checked_sub(EARLY) else {
+            return Err(Step::Fail("holder_remaining too short to probe".into()));
+        };
+        sleep_until(probe_at).await;
+        match still_held(&c, o, &n, a, bound).await? {
+            None => {
+                inconclusive.push(format!("probe reply after the bound (attempt {attempt})"));
+                let _ = b.close_session(a).await;
+                let _ = c.close_session(o).await;
+                continue;
+            }
+            Some(false) => {
+                return Err(Step::Fail(format!(
+                    "`{n}` was won before the holder_remaining time {r:?} ran out: \
+                     it must be the holder's remaining time (S4.4)"
+                )))
+            }
+            Some(true) => {}
+        }
+        sleep_until(got + r.mul_f64(1.0 + RATE) + LATE).await;
+        match c.acquire(o, &n).await? {
+            AcquireOutcome::Won { token, .. } => check!(
+                token > t,
+                "takeover of `{n}` got token {token}, not above {t}"
+            ),
+            other => {
+                return Err(Step::Fail(format!(
+                    "`{n}` still {other:?} {LATE:?} after the holder_remaining time {r:?} \
+                     ran out: a candidate timed by it would miss the expiry (S4.4)"
+                )))
+            }
+        }
+        let _ = c.close_session(o).await;
+        return Ok(());
+    }
+    Err(Step::Fail(format!(
+        "every probe was inconclusive (machine too slow): {inconclusive:?}"
+    )))
 }

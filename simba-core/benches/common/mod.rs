@@ -117,6 +117,7 @@ impl Held {
                     None => AcquireOutcome::Held {
                         holder: None,
                         token: None,
+                        holder_remaining: None,
                     },
                 }),
             },

@@ -6,7 +6,7 @@ use crate::election::{Attempt, Entry, Handover, Held, Kind, LockWait, Status};
 use crate::error::ApiError;
 use crate::error::BackendError;
 use crate::ids::{OpId, SessionId, TermId, Token};
-use crate::lease::task_failure_backoff;
+use crate::lease::{local_deadline, retry_after_holder_expiry, task_failure_backoff};
 use crate::name::LeaseName;
 use crate::protocol::{
     AcquireOutcome, Command, Event, Output, RevokeReason, TaskExitAction, TaskExitPolicy,
@@ -354,7 +354,14 @@ impl Engine {
                     }
                 }
             }
-            Ok(AcquireOutcome::Held { .. }) => self.attempt_lost(&name),
+            Ok(AcquireOutcome::Held {
+                holder_remaining, ..
+            }) => {
+                self.attempt_lost(&name);
+                if let Some(r) = holder_remaining {
+                    self.retry_at_holder_expiry(&name, sent.sent_at, r);
+                }
+            }
             Ok(AcquireOutcome::Expired) => {
                 if Some(sent.session) == self.session.id {
                     self.end_session(RevokeReason::SessionExpired);
@@ -445,6 +452,44 @@ impl Engine {
         }
         entry.next_attempt = Some(now + delay);
         self.dirty.push(name.clone());
+    }
+
+    /// S4.4: after a `Held` reply that said the holder has `remaining` left
+    /// on the backend's clock, try again just after the *latest* instant the
+    /// backend can still count it live, unless the normal retry (S4.1, just
+    /// scheduled by `attempt_lost`) comes first. An early attempt would only
+    /// be refused (the backend decides expiry on its own clock), so this
+    /// timing is about not wasting calls, never about safety.
+    fn retry_at_holder_expiry(
+        &mut self,
+        name: &LeaseName,
+        sent_at: Timestamp,
+        remaining: Duration,
+    ) {
+        let at = if self.mutant_is(MutantKind::RetryBeforeExpiry) {
+            // The mutant: the S2.1 (safety-side, earliest) formula.
+            local_deadline(
+                sent_at,
+                remaining,
+                crate::config::Fraction::ONE,
+                self.config.drift(),
+                self.config.margin(),
+            )
+        } else {
+            retry_after_holder_expiry(self.now, remaining, self.config.drift())
+        };
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        if entry.status != Status::Candidate || entry.attempt.is_some() {
+            return;
+        }
+        if let Some(next) = entry.next_attempt {
+            if at < next {
+                entry.next_attempt = Some(at);
+                self.dirty.push(name.clone());
+            }
+        }
     }
 
     pub(super) fn lock_failed(&mut self, name: &LeaseName) {

@@ -99,12 +99,13 @@ impl Model {
                 let result = match self.live(*session, now) {
                     None => Ok(AcquireOutcome::Expired),
                     Some(remaining) => {
-                        let holder_live = self
+                        let holder_remaining = self
                             .leases
                             .get(name)
                             .and_then(|l| l.holder)
                             .filter(|h| h != session)
-                            .is_some_and(|h| self.live(h, now).is_some());
+                            .and_then(|h| self.live(h, now));
+                        let holder_live = holder_remaining.is_some();
                         let lease = self.leases.entry(name.clone()).or_insert(Lease {
                             holder: None,
                             token: 0,
@@ -113,6 +114,7 @@ impl Model {
                             Ok(AcquireOutcome::Held {
                                 holder: lease.holder,
                                 token: Token::new(lease.token),
+                                holder_remaining,
                             })
                         } else {
                             if lease.holder != Some(*session) {
@@ -195,6 +197,19 @@ impl Model {
             Command::ClaimSlot { .. } => return (None, casts),
         };
         (Some(reply), casts)
+    }
+
+    /// The live members of `group` at `now`, ascending.
+    pub fn live_members(&self, group: &LeaseName, now: Timestamp) -> Vec<SessionId> {
+        self.groups
+            .get(group)
+            .map(|m| {
+                m.iter()
+                    .copied()
+                    .filter(|s| self.live(*s, now).is_some())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The live holder of `name`, if any.

@@ -1,0 +1,142 @@
+//! Issue 15's backend parts: PostgreSQL commits a release or a close
+//! asynchronously and everything else durably; SQLite hints releases to the
+//! other processes of the host through a file beside the database (S4.2),
+//! and renewals never wake them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Which imports are used depends on the enabled backends.
+#![allow(unused_imports, dead_code)]
+
+mod common;
+
+use common::*;
+use simba_backends::Backend;
+use simba_core::{AcquireOutcome, LeaseName, Token};
+use std::time::{Duration, Instant};
+
+/// The next hint, within 5 s.
+async fn next(hints: &mut futures::stream::BoxStream<'static, LeaseName>) -> LeaseName {
+    use futures::StreamExt;
+    tokio::time::timeout(Duration::from_secs(5), hints.next())
+        .await
+        .expect("a hint within 5 s")
+        .expect("the hint stream ended")
+}
+
+fn won(o: AcquireOutcome) -> Token {
+    match o {
+        AcquireOutcome::Won { token, .. } => token,
+        other => panic!("expected Won, got {other:?}"),
+    }
+}
+
+/// Release and close turn `synchronous_commit` off for their own
+/// transaction only; open, acquire and renew leave it as the server has it
+/// (`on`), so they stay durable (docs/BACKENDS.md, "Durability").
+#[cfg(all(feature = "postgres", feature = "testkit"))]
+#[tokio::test]
+async fn postgres_release_and_close_commit_asynchronously_and_nothing_else() {
+    use simba_backends::testkit::Hold;
+    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "dur"))
+        .await
+        .unwrap();
+    let n = LeaseName::new("durable").unwrap();
+
+    // Open, acquire, renew: durable.
+    let mut h = b.hold().await.unwrap();
+    let s = h
+        .open_session(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    let t = won(h.acquire(s, &n).await.unwrap());
+    h.renew(s).await.unwrap();
+    assert_eq!(h.synchronous_commit().await.unwrap(), "on");
+    // Release: asynchronous.
+    h.release(s, &n, t).await.unwrap();
+    assert_eq!(h.synchronous_commit().await.unwrap(), "off");
+    h.rollback().await.unwrap();
+
+    // Close: asynchronous (with and without leases to free).
+    let s = b
+        .open_session(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    won(b.acquire(s, &n).await.unwrap());
+    let mut h = b.hold().await.unwrap();
+    h.close_session(s).await.unwrap();
+    assert_eq!(h.synchronous_commit().await.unwrap(), "off");
+    h.rollback().await.unwrap();
+
+    // Outside those transactions the connection's setting is untouched.
+    let setting: String = sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+        .fetch_one(b.pool())
+        .await
+        .unwrap();
+    assert_eq!(setting, "on");
+    b.close_session(s).await.unwrap();
+    drop_pg_tables(&tag).await;
+}
+
+/// S4.2 on SQLite: two backend instances (two pools, as two processes
+/// would have) on one file. B's subscription yields what A releases or
+/// frees by closing; renewals and acquires yield nothing.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_release_hints_reach_another_instance_and_renewals_stay_quiet() {
+    use futures::StreamExt;
+    use simba_backends::sqlite::SqliteBackend;
+    let (factory, path) = SqliteFactory::new();
+    let c = config(&factory.url, &factory.tag, "hint");
+    let a = SqliteBackend::connect(&c).await.unwrap();
+    let b = SqliteBackend::connect(&c).await.unwrap();
+    assert!(b.broadcasts_releases());
+    let mut hints = b
+        .subscribe_releases()
+        .await
+        .unwrap()
+        .expect("a hint stream");
+
+    let s = a
+        .open_session(Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    let n = LeaseName::new("hinted").unwrap();
+    let t = won(a.acquire(s, &n).await.unwrap());
+    // Renewals and acquires are not releases: nothing to hear.
+    for _ in 0..5 {
+        a.renew(s).await.unwrap();
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), hints.next())
+            .await
+            .is_err(),
+        "a renewal or an acquire woke the subscriber"
+    );
+    let t0 = Instant::now();
+    a.release(s, &n, t).await.unwrap();
+    assert_eq!(next(&mut hints).await, n);
+    println!("release hint after {:?}", t0.elapsed());
+    // A stale release frees nothing and says nothing.
+    a.release(s, &n, t).await.unwrap();
+    won(a.acquire(s, &n).await.unwrap());
+    let m = LeaseName::new("hinted.too").unwrap();
+    won(a.acquire(s, &m).await.unwrap());
+    a.close_session(s).await.unwrap();
+    let mut got = vec![next(&mut hints).await, next(&mut hints).await];
+    got.sort();
+    assert_eq!(got, vec![n.clone(), m]);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), hints.next())
+            .await
+            .is_err(),
+        "a hint nobody sent"
+    );
+    drop(hints);
+    remove_db(&path);
+}
