@@ -170,10 +170,10 @@ impl Engine {
             return Err(ApiError::NotStarted(group.clone()));
         };
         if g.leave == Leave::No {
-            g.leave = match g.join {
-                Join::Needed => Leave::Left,
-                Join::Joining { .. } | Join::Joined { .. } => Leave::Needed,
-            };
+            // Even a membership never confirmed is left: a join whose reply
+            // was lost may have been applied. Without a session there is
+            // nothing to leave (`send_leaves` ends it at once).
+            g.leave = Leave::Needed;
             g.target.clear();
             self.send_leaves();
             self.reconcile(group);
@@ -247,6 +247,9 @@ impl Engine {
                 }
             }
         }
+        // A leave that waited for this reply goes now (even after a failed
+        // join: the failure may have been a lost reply to an applied join).
+        self.send_leaves();
     }
 
     /// A reply to [`Command::LeaveGroup`].
@@ -394,12 +397,17 @@ impl Engine {
         }
     }
 
+    /// Sends a `LeaveGroup` for every group that needs one. Not while its
+    /// `JoinGroup` is in flight: the backend may run two calls in flight in
+    /// either order, and a leave run before the join would leave this
+    /// session a member that owns nothing, forever counted by the others.
+    /// The join's reply sends the leave.
     fn send_leaves(&mut self) {
         let session = self.session.id.filter(|_| self.can_acquire());
         let names: Vec<LeaseName> = self
             .groups
             .iter()
-            .filter(|(_, g)| g.leave == Leave::Needed)
+            .filter(|(_, g)| g.leave == Leave::Needed && !matches!(g.join, Join::Joining { .. }))
             .map(|(n, _)| n.clone())
             .collect();
         for name in names {

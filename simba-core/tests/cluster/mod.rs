@@ -199,6 +199,14 @@ impl Model {
         (Some(reply), casts)
     }
 
+    /// Forgets `session`'s membership of `group`, as a backend that lost it
+    /// would; returns whether it was a member.
+    pub fn drop_member(&mut self, group: &LeaseName, session: SessionId) -> bool {
+        self.groups
+            .get_mut(group)
+            .is_some_and(|m| m.remove(&session))
+    }
+
     /// The live members of `group` at `now`, ascending.
     pub fn live_members(&self, group: &LeaseName, now: Timestamp) -> Vec<SessionId> {
         self.groups
