@@ -489,6 +489,8 @@ impl Driver {
                     lock_try: false,
                     waiters: Vec::new(),
                     stopping: false,
+                    // A group holds many terms at once, not one.
+                    current: None,
                 }
             }
             Spec::Lock { wait, reply } => DEntry {
