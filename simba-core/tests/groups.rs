@@ -192,6 +192,97 @@ fn s10_3_a_leave_waits_for_the_join_in_flight() {
     assert!(e.group(&g).is_none(), "left once the leave is confirmed");
 }
 
+/// S2.4 for groups: a `JoinGroup` whose reply is lost is abandoned after a
+/// call timeout and sent again (seen at the next renewal reply), so a lossy
+/// link cannot keep a member out of its group for good.
+#[test]
+fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
+    let t0 = Timestamp::from_nanos(1_000_000_000);
+    let mut e = Engine::new(config(), BackendProfile::default(), t0);
+    let g = LeaseName::new("g").unwrap();
+    e.join_group(t0, g.clone(), 4, false, TaskExitPolicy::default())
+        .unwrap();
+    let drain = |e: &mut Engine| -> Vec<Command> {
+        std::iter::from_fn(|| e.poll_output())
+            .filter_map(|o| match o {
+                Output::Command(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    };
+    let open = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::OpenSession { op, .. } => Some(op),
+            _ => None,
+        })
+        .unwrap();
+    let session = SessionId::from_u128(7);
+    e.handle(
+        t0,
+        Input::SessionOpened {
+            op: open,
+            result: Ok(SessionGrant {
+                session,
+                remaining: Duration::from_secs(3),
+            }),
+        },
+    );
+    let first = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::JoinGroup { op, .. } => Some(op),
+            _ => None,
+        })
+        .unwrap();
+    // The reply to `first` never comes. Renewals go on, listing no group.
+    let mut again = None;
+    let mut now = t0;
+    for _ in 0..10 {
+        now = e.poll_timeout().unwrap();
+        e.handle_timeout(now);
+        for c in drain(&mut e) {
+            match c {
+                Command::Renew { op, .. } => e.handle(
+                    now,
+                    Input::RenewReplied {
+                        op,
+                        result: Ok(Renewal {
+                            remaining: Duration::from_secs(3),
+                            owned: Vec::new(),
+                            groups: Vec::new(),
+                        }),
+                    },
+                ),
+                Command::JoinGroup { op, .. } => again = Some(op),
+                _ => {}
+            }
+        }
+        if again.is_none() {
+            again = drain(&mut e).into_iter().find_map(|c| match c {
+                Command::JoinGroup { op, .. } => Some(op),
+                _ => None,
+            });
+        }
+        if again.is_some() {
+            break;
+        }
+    }
+    let again = again.expect("the join was never sent again");
+    assert_ne!(again, first);
+    assert!(now - t0 >= e.call_timeout(), "sent again before the timeout");
+    // The late reply to the first join is stale; the second one counts.
+    let stale = e.stats().stale_replies;
+    e.handle(
+        now,
+        Input::GroupJoined {
+            op: first,
+            result: Ok(()),
+        },
+    );
+    assert_eq!(e.stats().stale_replies, stale + 1);
+}
+
 /// S10.3: a graceful leave hands every partition over in the order of S6.1:
 /// revoked (`Rebalanced`), task stopped, released, then gained elsewhere
 /// with a higher token; moved partitions are owned again within 3 round

@@ -14,6 +14,7 @@ use crate::group::{parse_partition_name, partition_name, target_partitions, Grou
 use crate::ids::{OpId, SessionId};
 use crate::name::LeaseName;
 use crate::protocol::{Command, Event, GroupView, RevokeReason, TaskExitPolicy};
+use crate::time::Timestamp;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
@@ -22,8 +23,12 @@ use std::ops::Bound;
 pub(super) enum Join {
     /// A `JoinGroup` must be sent (with the next session, or after a failure).
     Needed,
-    /// A `JoinGroup` is in flight.
-    Joining { op: OpId, session: SessionId },
+    /// A `JoinGroup` is in flight since `sent_at`.
+    Joining {
+        op: OpId,
+        session: SessionId,
+        sent_at: Timestamp,
+    },
     /// The backend confirmed the membership of `session`; `seq` is the
     /// engine's input sequence number of the confirmation.
     Joined { session: SessionId, seq: u64 },
@@ -36,8 +41,8 @@ pub(super) enum Leave {
     No,
     /// A `LeaveGroup` must be sent.
     Needed,
-    /// A `LeaveGroup` is in flight.
-    Leaving { op: OpId },
+    /// A `LeaveGroup` is in flight since `sent_at`.
+    Leaving { op: OpId, sent_at: Timestamp },
     /// The membership has ended (left, or the session is gone).
     Left,
 }
@@ -211,7 +216,7 @@ impl Engine {
     pub(super) fn on_group_joined(&mut self, op: OpId, result: Result<(), BackendError>) {
         let seq = self.seq;
         let Some((name, session)) = self.groups.iter().find_map(|(n, g)| match g.join {
-            Join::Joining { op: o, session } if o == op => Some((n.clone(), session)),
+            Join::Joining { op: o, session, .. } if o == op => Some((n.clone(), session)),
             _ => None,
         }) else {
             self.stats.stale_replies += 1;
@@ -255,7 +260,7 @@ impl Engine {
     /// A reply to [`Command::LeaveGroup`].
     pub(super) fn on_group_left(&mut self, op: OpId, result: Result<(), BackendError>) {
         let Some(name) = self.groups.iter().find_map(|(n, g)| {
-            matches!(g.leave, Leave::Leaving { op: o } if o == op).then(|| n.clone())
+            matches!(g.leave, Leave::Leaving { op: o, .. } if o == op).then(|| n.clone())
         }) else {
             self.stats.stale_replies += 1;
             return;
@@ -282,11 +287,21 @@ impl Engine {
             return;
         };
         let ignore_share = self.mutant_is(MutantKind::GroupIgnoresShare);
+        let (now, timeout) = (self.now, self.call_timeout());
         let names: Vec<LeaseName> = self.groups.keys().cloned().collect();
         for name in names {
             let Some(g) = self.groups.get_mut(&name) else {
                 continue;
             };
+            // S2.4: a join or leave whose reply has not come within a call
+            // timeout is abandoned (its late reply counts as stale) and sent
+            // again: a lost reply must not stall the membership for good.
+            if matches!(g.join, Join::Joining { sent_at, .. } if now >= sent_at + timeout) {
+                g.join = Join::Needed;
+            }
+            if matches!(g.leave, Leave::Leaving { sent_at, .. } if now >= sent_at + timeout) {
+                g.leave = Leave::Needed;
+            }
             if g.leave != Leave::No {
                 continue;
             }
@@ -387,7 +402,11 @@ impl Engine {
         for name in names {
             let op = self.op();
             if let Some(g) = self.groups.get_mut(&name) {
-                g.join = Join::Joining { op, session };
+                g.join = Join::Joining {
+                    op,
+                    session,
+                    sent_at: self.now,
+                };
             }
             self.command(Command::JoinGroup {
                 op,
@@ -421,7 +440,10 @@ impl Engine {
             };
             let op = self.op();
             if let Some(g) = self.groups.get_mut(&name) {
-                g.leave = Leave::Leaving { op };
+                g.leave = Leave::Leaving {
+                    op,
+                    sent_at: self.now,
+                };
             }
             self.command(Command::LeaveGroup {
                 op,
