@@ -270,7 +270,10 @@ fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
     }
     let again = again.expect("the join was never sent again");
     assert_ne!(again, first);
-    assert!(now - t0 >= e.call_timeout(), "sent again before the timeout");
+    assert!(
+        now - t0 >= e.call_timeout(),
+        "sent again before the timeout"
+    );
     // The late reply to the first join is stale; the second one counts.
     let stale = e.stats().stale_replies;
     e.handle(
