@@ -19,6 +19,26 @@ use std::sync::Arc;
 /// `on_gained(partition, term)` is followed by exactly one
 /// `on_lost(partition, term, reason)` for the same term (S7.1); the
 /// callbacks of one group run one at a time, in order (S7.2).
+///
+/// ```no_run
+/// use simba_client::{GroupListener, RevokeReason, Simba, Term};
+///
+/// struct Log;
+/// impl GroupListener for Log {
+///     fn on_gained(&self, partition: u32, term: &Term) {
+///         println!("partition {partition} is mine (token {})", term.token());
+///     }
+///     fn on_lost(&self, partition: u32, _term: &Term, reason: RevokeReason) {
+///         println!("partition {partition} is gone ({reason})");
+///     }
+/// }
+///
+/// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
+/// let group = simba.group("orders", 12).join(Log).await?;
+/// // …
+/// group.leave().await; // every partition handed over (S10.3)
+/// # Ok(()) }
+/// ```
 pub trait GroupListener: Send + Sync + 'static {
     /// This client now owns `partition`, for `term` (its own fencing token).
     fn on_gained(&self, partition: u32, term: &Term) {
@@ -71,6 +91,23 @@ impl Simba {
     /// The partitioned group `name` of `partitions` partitions (S10): join
     /// it with a [`GroupListener`] or a task per partition. Every member of
     /// a group must give the same number of partitions.
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let orders = simba
+    ///     .group("orders", 12)
+    ///     .run_per_partition(|partition, term| async move {
+    ///         // Consume `partition` until the term ends, writing with
+    ///         // `term.token()` so that a stale owner is fenced off (S9).
+    ///         println!("partition {partition}, token {}", term.token());
+    ///         term.revoked().await;
+    ///     })
+    ///     .await?;
+    /// let owned = orders.snapshot().await?.map(|g| g.owned);
+    /// println!("{owned:?}");
+    /// orders.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn group(&self, name: impl AsRef<str>, partitions: u32) -> GroupBuilder {
         GroupBuilder {
             client: self.clone(),
@@ -86,6 +123,22 @@ impl GroupBuilder {
     /// Also tell `listener` of partitions gained and lost (for
     /// [`GroupBuilder::run_per_partition`]; [`GroupBuilder::join`] takes one
     /// directly).
+    ///
+    /// ```no_run
+    /// # use simba_client::{GroupListener, Simba};
+    /// # struct Log;
+    /// # impl GroupListener for Log {}
+    /// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let tasks = simba
+    ///     .group("orders", 12)
+    ///     .listener(Log)
+    ///     .run_per_partition(|_partition, term| async move {
+    ///         term.revoked().await;
+    ///     })
+    ///     .await?;
+    /// # tasks.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn listener(mut self, listener: impl GroupListener) -> Self {
         self.listener = Some(Arc::new(listener));
         self
@@ -94,13 +147,28 @@ impl GroupBuilder {
     /// What a partition task that ends on its own does to its partition
     /// (S6.5); the default gives the partition's term up and takes it back
     /// after a retry delay (after a back-off if the task failed).
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// use simba_client::TaskExitPolicy;
+    /// // A partition whose task finished keeps its term until it moves.
+    /// let tasks = simba
+    ///     .group("imports", 4)
+    ///     .on_task_exit(TaskExitPolicy::KeepTerm)
+    ///     .run_per_partition(|partition, _term| async move {
+    ///         println!("importing shard {partition} once");
+    ///     })
+    ///     .await?;
+    /// # tasks.close().await;
+    /// # Ok(()) }
+    /// ```
     pub fn on_task_exit(mut self, policy: TaskExitPolicy) -> Self {
         self.policy = policy;
         self
     }
 
     /// Joins the group, telling `listener` of every partition this client
-    /// gains and loses (S10.3).
+    /// gains and loses (S10.3). See [`GroupListener`] for an example.
     ///
     /// # Errors
     /// [`GroupError::InvalidName`] (S3.1), [`GroupError::Invalid`],
@@ -115,7 +183,7 @@ impl GroupBuilder {
     /// task is interrupted as a leader task is (S6.1): [`Term::revoked`]
     /// resolves, and the partition is released only once the future has
     /// returned (or the term's deadline has passed), so the next owner's
-    /// task never overlaps it (S10.3).
+    /// task never overlaps it (S10.3). See [`Simba::group`] for an example.
     ///
     /// # Errors
     /// As [`GroupBuilder::join`].
@@ -190,6 +258,16 @@ impl fmt::Debug for Group {
 
 impl Group {
     /// The group's name.
+    ///
+    /// ```no_run
+    /// # use simba_client::{GroupListener, Simba};
+    /// # struct Log;
+    /// # impl GroupListener for Log {}
+    /// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let group = simba.group("orders", 12).join(Log).await?;
+    /// assert_eq!(group.name(), "orders");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         self.name.as_str()
     }
@@ -198,7 +276,7 @@ impl Group {
     /// partition is handed over in the order of S6.1 (its task interrupted
     /// and awaited before the release), and the future resolves after the
     /// last `on_lost` has run (S7.3). Leaving twice, or after close,
-    /// resolves at once.
+    /// resolves at once. See [`GroupListener`] for an example.
     pub async fn leave(&self) {
         let (done, rx) = oneshot::channel();
         if self.client.send(Msg::Stop {
@@ -216,6 +294,15 @@ impl Group {
     /// [`GroupError::WouldWaitOnItself`] from a callback or task (S7.5),
     /// [`GroupError::WouldBlockRuntime`] on an async runtime thread: the
     /// leave is started but not awaited.
+    ///
+    /// ```no_run
+    /// # fn demo(group: simba_client::Group) {
+    /// // From a plain thread (not a callback, a task or a runtime thread):
+    /// if let Err(e) = group.leave_blocking() {
+    ///     println!("started the leave without waiting: {e}");
+    /// }
+    /// # }
+    /// ```
     pub fn leave_blocking(&self) -> Result<(), GroupError> {
         if let Some(on_itself) = self.client.blocking_refusal() {
             let _ = self.client.send(Msg::Stop {
@@ -234,7 +321,8 @@ impl Group {
     }
 
     /// The group's members as this client last saw them, its target and
-    /// the partitions it owns; `None` once left.
+    /// the partitions it owns; `None` once left. See [`Simba::group`] for
+    /// an example.
     ///
     /// # Errors
     /// [`GroupError::Closed`] once the client is closed.
@@ -260,12 +348,25 @@ pub struct GroupTask {
 
 impl GroupTask {
     /// The group behind the tasks.
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let tasks = simba
+    ///     .group("orders", 12)
+    ///     .run_per_partition(|_p, term| async move {
+    ///         term.revoked().await;
+    ///     })
+    ///     .await?;
+    /// assert_eq!(tasks.group().name(), "orders");
+    /// # Ok(()) }
+    /// ```
     pub fn group(&self) -> &Group {
         &self.group
     }
 
     /// Leaves the group: every partition task is interrupted and awaited
-    /// before its partition is released (S6.1, S10.3).
+    /// before its partition is released (S6.1, S10.3). See [`Simba::group`]
+    /// for an example.
     pub async fn close(&self) {
         self.group.leave().await
     }
@@ -274,6 +375,15 @@ impl GroupTask {
     ///
     /// # Errors
     /// As [`Group::leave_blocking`] (S7.5).
+    ///
+    /// ```no_run
+    /// # fn demo(tasks: simba_client::GroupTask) {
+    /// match tasks.close_blocking() {
+    ///     Ok(()) => println!("left; every partition task has exited"),
+    ///     Err(e) => println!("started the leave without waiting: {e}"),
+    /// }
+    /// # }
+    /// ```
     pub fn close_blocking(&self) -> Result<(), GroupError> {
         self.group.leave_blocking()
     }

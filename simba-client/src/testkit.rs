@@ -1466,6 +1466,33 @@ impl crate::GroupListener for Member {
     }
 }
 
+/// Records a partition task's stop when dropped (see [`join_member`]).
+struct TaskStopGuard {
+    log: Arc<GroupLog>,
+    partition: u32,
+    member: usize,
+    token: u64,
+}
+
+impl Drop for TaskStopGuard {
+    fn drop(&mut self) {
+        let event = PartitionEvent::TaskStopped {
+            member: self.member,
+            token: self.token,
+        };
+        self.log
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(self.partition)
+            .or_default()
+            .push(event);
+        let mut running = self.log.running.lock().unwrap_or_else(|p| p.into_inner());
+        let n = running.entry(self.partition).or_default();
+        *n = n.saturating_sub(1);
+    }
+}
+
 /// Joins member `i` with a task per partition that runs until revoked,
 /// then takes `stop_delay` to stop (as real work would).
 pub async fn join_member(
@@ -1500,16 +1527,17 @@ pub async fn join_member(
                         token: term.token(),
                     },
                 );
+                // The task has stopped when this guard drops: at its end, or
+                // when the client drops it (an async task that outlives its
+                // term's deadline is dropped, S6.3).
+                let _stopped = TaskStopGuard {
+                    log: l.clone(),
+                    partition: p,
+                    member: i,
+                    token: term.token(),
+                };
                 term.revoked().await;
                 runtime.sleep_until(runtime.now() + stop_delay).await;
-                l.push(
-                    p,
-                    PartitionEvent::TaskStopped {
-                        member: i,
-                        token: term.token(),
-                    },
-                );
-                *l.running.lock().unwrap().entry(p).or_default() -= 1;
             }
         })
         .await

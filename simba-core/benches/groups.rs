@@ -1,5 +1,10 @@
-//! Partitioned groups (S10): figures for the issue's two performance goals,
-//! printed, not asserted. Run with `cargo bench -p simba-core --bench groups`.
+//! Partitioned groups (S10): figures for the two performance goals, printed
+//! and checked. Run with `cargo bench -p simba-core --bench groups`:
+//!
+//! - a graceful leave of 1 of 10 members with 1,000 partitions: every moved
+//!   partition is owned again within 3 backend round trips of its release;
+//! - with 1,000 partitions held, each member makes one backend call (its
+//!   renewal) per renewal interval, and no other.
 //!
 //! The cluster runs in rounds of one backend round trip (see
 //! `tests/cluster/mod.rs`): a partition released in round `r` and gained in
@@ -88,7 +93,9 @@ fn main() {
     println!("groups/leave: counts per node now {:?}", c.owned_counts());
     assert!(c.violations.is_empty(), "{:?}", c.violations);
 
-    // Figure 2: renewals with 1,000 partitions held, one member and ten.
+    // Figure 2: backend calls with 1,000 partitions held, by one member and
+    // by ten, over 60 renewal intervals of a settled group.
+    let mut worst_calls = 0.0f64;
     for members in [1usize, 10] {
         let mut c = Cluster::new("bench", 1_000, config(), rtt);
         for _ in 0..members {
@@ -96,15 +103,42 @@ fn main() {
         }
         settle(&mut c, &(0..members).collect::<Vec<_>>());
         let before = c.renewals.clone();
+        let calls_before = c.calls.clone();
         let (acq, rel) = (c.counts.acquire, c.counts.release);
         let intervals = 60u32;
         c.run_for(config().renew_interval() * intervals);
         let per: Vec<u64> = before.iter().zip(&c.renewals).map(|(a, b)| b - a).collect();
+        let calls: Vec<u64> = calls_before
+            .iter()
+            .zip(&c.calls)
+            .map(|(a, b)| b - a)
+            .collect();
+        let max_rate = calls
+            .iter()
+            .map(|&n| n as f64 / f64::from(intervals))
+            .fold(0.0, f64::max);
+        worst_calls = worst_calls.max(max_rate);
         println!(
-            "groups/renewals: {members} member(s) holding 1000 partitions: renew calls per member over {intervals} intervals: {per:?}; \
-             acquires {} and releases {} in that time",
+            "groups/renewals: {members} member(s) holding 1000 partitions ({:?} each): over {intervals} intervals, \
+             renew calls per member {per:?}, backend calls of any kind per member {calls:?} \
+             (at most {max_rate:.3} per member per interval); acquires {} and releases {} in that time",
+            c.owned_counts(),
             c.counts.acquire - acq,
             c.counts.release - rel
         );
     }
+    println!(
+        "groups/summary: leave of 1 of 10 with 1000 partitions: {within3}/{moved} moved partitions owned again \
+         within 3 round trips of their release (max {max}); steady state: at most {worst_calls:.3} backend calls \
+         per member per renewal interval with 1000 partitions held",
+        moved = gaps.len()
+    );
+    assert!(
+        within3 == gaps.len(),
+        "a moved partition took more than 3 round trips: max {max}"
+    );
+    assert!(
+        worst_calls <= 1.0 + 1.0 / 60.0,
+        "more than one backend call per member per interval: {worst_calls}"
+    );
 }

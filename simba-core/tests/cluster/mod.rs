@@ -287,6 +287,8 @@ pub struct Cluster {
     pub counts: Counts,
     /// Renew commands per node.
     pub renewals: Vec<u64>,
+    /// Backend calls (every command) per node.
+    pub calls: Vec<u64>,
     /// Per partition lease name: (round, happening).
     pub history: BTreeMap<LeaseName, Vec<(u64, Happening)>>,
     /// Violations of "at most one valid owner" and "no task overlap".
@@ -309,6 +311,7 @@ impl Cluster {
             inflight: Vec::new(),
             counts: Counts::default(),
             renewals: Vec::new(),
+            calls: Vec::new(),
             history: BTreeMap::new(),
             violations: Vec::new(),
             shuffle: None,
@@ -348,6 +351,7 @@ impl Cluster {
             inbox: Vec::new(),
         });
         self.renewals.push(0);
+        self.calls.push(0);
         self.drain(i);
         i
     }
@@ -388,6 +392,7 @@ impl Cluster {
             };
             match out {
                 Output::Command(cmd) => {
+                    self.calls[i] += 1;
                     match &cmd {
                         Command::Renew { .. } => {
                             self.counts.renew += 1;
