@@ -10,6 +10,7 @@
 //! `tests/cluster/mod.rs`): a partition released in round `r` and gained in
 //! round `r + k` was owned again `k` round trips after its release.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::disallowed_methods)] // the wall time it prints is read from the host clock
 
 #[path = "../tests/cluster/mod.rs"]
 mod cluster;

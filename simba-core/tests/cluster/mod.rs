@@ -386,10 +386,7 @@ impl Cluster {
     /// Drains node `i`'s outputs: commands go out next round, events are
     /// recorded, tasks start and are interrupted.
     fn drain(&mut self, i: usize) {
-        loop {
-            let Some(out) = self.nodes[i].engine.poll_output() else {
-                break;
-            };
+        while let Some(out) = self.nodes[i].engine.poll_output() {
             match out {
                 Output::Command(cmd) => {
                     self.calls[i] += 1;
