@@ -187,7 +187,9 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Subscribes to release broadcasts (S4.2): the returned stream yields the
     /// name of every lease freed by a release or a close from the moment the
-    /// future resolves. `Ok(None)` where the backend has no broadcast (the
+    /// future resolves, and the name of a partitioned group whose membership
+    /// changed by a join, a leave or a close (S10.5; optional: members
+    /// otherwise learn the change at their next renewal). `Ok(None)` where the backend has no broadcast (the
     /// engine's retry takes over). A broadcast is a hint: it may be lost (for
     /// instance while the listener reconnects) and never replaces renewals.
     ///

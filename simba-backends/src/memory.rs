@@ -11,10 +11,10 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,9 @@ pub struct MemoryBackend {
 struct State {
     sessions: HashMap<SessionId, Session>,
     leases: BTreeMap<LeaseName, Lease>,
+    /// Partitioned groups (S10.1): each group's member sessions, live or not
+    /// (an expired member is left out of every listing).
+    groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
     /// The last claimed schedule slot of each name (S11.1); never forgotten.
     slots: HashMap<LeaseName, u64>,
     subscribers: Vec<mpsc::UnboundedSender<LeaseName>>,
@@ -117,6 +120,37 @@ impl State {
             ))
         } else {
             Ok(())
+        }
+    }
+
+    /// The live members of every group `session` belongs to (S10.1).
+    fn group_views(&self, session: SessionId, now: Instant) -> Vec<GroupView> {
+        self.groups
+            .iter()
+            .filter(|(_, members)| members.contains(&session))
+            .map(|(group, members)| GroupView {
+                group: group.clone(),
+                members: members
+                    .iter()
+                    .copied()
+                    .filter(|m| self.sessions.get(m).is_some_and(|s| s.expires > now))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Ends every membership of `session`, announcing each group's change
+    /// with a broadcast of the group's name (S10.2).
+    fn leave_all_groups(&mut self, session: SessionId) {
+        let mut changed = Vec::new();
+        for (group, members) in self.groups.iter_mut() {
+            if members.remove(&session) {
+                changed.push(group.clone());
+            }
+        }
+        self.groups.retain(|_, members| !members.is_empty());
+        for group in &changed {
+            self.broadcast(group);
         }
     }
 
@@ -284,10 +318,11 @@ impl Backend for MemoryBackend {
                 .filter(|(_, l)| l.holder == Some(session))
                 .filter_map(|(n, l)| Some((n.clone(), Token::new(l.token)?)))
                 .collect();
+            let groups = st.group_views(session, now);
             Ok(Renewal {
                 remaining,
                 owned,
-                groups: Vec::new(),
+                groups,
             })
         })();
         futures::future::ready(result).boxed()
@@ -373,6 +408,7 @@ impl Backend for MemoryBackend {
             let mut st = self.lock();
             st.injected_failure()?;
             st.sessions.remove(&session);
+            st.leave_all_groups(session);
             let mut freed = Vec::new();
             for (name, lease) in st.leases.iter_mut() {
                 if lease.holder == Some(session) {
@@ -439,6 +475,48 @@ impl Backend for MemoryBackend {
 
     fn broadcasts_releases(&self) -> bool {
         true
+    }
+
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            if st.live(session, Instant::now()).is_none() {
+                // A no-op, as on every backend: the session's next renewal
+                // says `Expired`.
+                return Ok(());
+            }
+            if st.groups.entry(group.clone()).or_default().insert(session) {
+                st.broadcast(group);
+            }
+            Ok(())
+        })();
+        futures::future::ready(result).boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let result = (|| {
+            let mut st = self.lock();
+            st.injected_failure()?;
+            let left = st
+                .groups
+                .get_mut(group)
+                .is_some_and(|members| members.remove(&session));
+            if left {
+                st.groups.retain(|_, members| !members.is_empty());
+                st.broadcast(group);
+            }
+            Ok(())
+        })();
+        futures::future::ready(result).boxed()
     }
 
     fn claim_slot<'a>(

@@ -262,6 +262,7 @@ fn describe(reason: RevokeReason) -> &'static str {
         RevokeReason::DeadlinePassed => "the session's local deadline passed",
         RevokeReason::SessionExpired => "the backend expired the session",
         RevokeReason::TakenOver => "another session took the lease over",
+        RevokeReason::Rebalanced => "the partition moved to another group member",
     }
 }
 

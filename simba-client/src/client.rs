@@ -109,6 +109,15 @@ pub enum ClientEvent {
         /// How many events were dropped.
         missed: u64,
     },
+    /// A renewal saw a new membership of a partitioned group (S10.2).
+    GroupChanged {
+        /// The group.
+        group: String,
+        /// How many live members it has (0 once this client is not one).
+        members: usize,
+        /// The partitions this client should own now.
+        target: Vec<u32>,
+    },
     /// The client is closed (S1.4).
     Closed,
 }
@@ -544,7 +553,18 @@ impl Simba {
         self.inner.next_entry.fetch_add(1, Ordering::Relaxed)
     }
 
-    async fn start(&self, name: LeaseName, spec: Spec) -> Result<u64, ApiError> {
+    pub(crate) fn send(&self, msg: Msg) -> bool {
+        self.inner.send(msg)
+    }
+
+    /// Why a blocking call must not wait here (S7.5, S7.6), if it must not.
+    pub(crate) fn blocking_refusal(&self) -> Option<bool> {
+        self.inner
+            .must_not_block()
+            .map(|r| matches!(r, BlockRefusal::OnItself))
+    }
+
+    pub(crate) async fn start(&self, name: LeaseName, spec: Spec) -> Result<u64, ApiError> {
         let entry = self.next_entry();
         let (reply, rx) = oneshot::channel();
         if !self.inner.send(Msg::Start {

@@ -15,9 +15,10 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use simba_backends::{Backend, SessionMetadata};
 use simba_core::{
-    ApiError, BackendError, BackendErrorKind, Command, Engine, Event, Input, Kind, LeaseName,
-    Level, LockWait, Output, RenewError, RevokeReason, SessionId, SessionState, Snapshot,
-    TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, TermId, Timestamp,
+    parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event,
+    GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RenewError, RevokeReason,
+    SessionId, SessionState, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
+    TermId, Timestamp,
 };
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -62,6 +63,14 @@ pub(crate) enum Spec {
         wait: Option<Option<Duration>>,
         reply: oneshot::Sender<Result<Term, LockFailure>>,
     },
+    /// A partitioned group (S10): its partitions' terms are delivered to
+    /// `listener` and run `task`, like an election's.
+    Group {
+        partitions: u32,
+        listener: Option<Arc<dyn ElectionListener>>,
+        task: Option<TaskFactory>,
+        policy: TaskExitPolicy,
+    },
 }
 
 /// What the API handles and the spawned calls send to the driver.
@@ -91,6 +100,10 @@ pub(crate) enum Msg {
     },
     Snapshot {
         reply: oneshot::Sender<Snapshot>,
+    },
+    GroupSnapshot {
+        name: LeaseName,
+        reply: oneshot::Sender<Option<GroupSnapshot>>,
     },
     Subscribe {
         tx: mpsc::Sender<ClientEvent>,
@@ -392,7 +405,12 @@ impl Driver {
                 };
                 e.stopping = true;
                 e.waiters.extend(done);
-                if self.engine.stop(now, &name).is_err() {
+                let result = if e.kind == Kind::Partition {
+                    self.engine.leave_group(now, &name)
+                } else {
+                    self.engine.stop(now, &name)
+                };
+                if result.is_err() {
                     self.remove_entry(&name);
                 }
             }
@@ -427,6 +445,9 @@ impl Driver {
             }
             Msg::Snapshot { reply } => {
                 let _ = reply.send(self.engine.snapshot(now));
+            }
+            Msg::GroupSnapshot { name, reply } => {
+                let _ = reply.send(self.engine.group(&name));
             }
             Msg::Subscribe { tx } => {
                 // A new subscriber first learns the state it joins in, so it
@@ -464,6 +485,14 @@ impl Driver {
                 };
                 self.engine.acquire_lock(now, name.clone(), wait, false)
             }
+            Spec::Group {
+                partitions,
+                task,
+                policy,
+                ..
+            } => self
+                .engine
+                .join_group(now, name.clone(), *partitions, task.is_some(), *policy),
         };
         if let Err(err) = result {
             let _ = reply.send(Err(err));
@@ -488,6 +517,22 @@ impl Driver {
                     waiters: Vec::new(),
                     stopping: false,
                     current: Some(current),
+                }
+            }
+            Spec::Group { listener, task, .. } => {
+                let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
+                DEntry {
+                    id: entry,
+                    kind: Kind::Partition,
+                    listener,
+                    queue,
+                    task,
+                    lock_reply: None,
+                    lock_try: false,
+                    waiters: Vec::new(),
+                    stopping: false,
+                    // A group holds many terms at once, not one.
+                    current: None,
                 }
             }
             Spec::Lock { wait, reply } => DEntry {
@@ -533,8 +578,25 @@ impl Driver {
         Some(Queue { tx, pending })
     }
 
+    /// The entry a term's lease name belongs to: the election or lock of
+    /// that name, or the group whose partition it is (S10).
+    fn key(&self, name: &LeaseName) -> LeaseName {
+        if self.entries.contains_key(name) {
+            return name.clone();
+        }
+        parse_partition_name(name.as_str())
+            .and_then(|(group, _)| LeaseName::new(group).ok())
+            .filter(|g| {
+                self.entries
+                    .get(g)
+                    .is_some_and(|e| e.kind == Kind::Partition)
+            })
+            .unwrap_or_else(|| name.clone())
+    }
+
     /// Queues (or, inline, runs) one callback of `name`'s election.
     fn push(&mut self, name: &LeaseName, what: What) {
+        let name = &self.key(name);
         let Some(e) = self.entries.get(name) else {
             if let What::Notify(tx) = what {
                 let _ = tx.send(());
@@ -717,7 +779,7 @@ impl Driver {
             Event::Elected { term } => self.on_elected(term),
             Event::Revoked { term, reason } => {
                 let now = self.clock.runtime.now();
-                let kind = self.entries.get(&term.name).map(|e| e.kind);
+                let kind = self.entries.get(&self.key(&term.name)).map(|e| e.kind);
                 tracing::info!(name = %term.name, token = %term.token, %reason, "term revoked");
                 observe::term_ended(term.name.as_str(), reason);
                 if let Some(since) = self.elected_at.remove(&term.id) {
@@ -907,6 +969,22 @@ impl Driver {
                     error,
                 });
             }
+            Event::GroupChanged {
+                group,
+                members,
+                target,
+            } => {
+                tracing::info!(group = %group, members = members.len(), target = target.len(), "group membership changed (S10.2)");
+                self.publish(ClientEvent::GroupChanged {
+                    group: group.to_string(),
+                    members: members.len(),
+                    target,
+                });
+            }
+            Event::GroupFailed { group, error } => {
+                tracing::error!(group = %group, %error, "cannot join the group");
+                self.remove_entry(&group);
+            }
             Event::Diagnostic { level, message } => match level {
                 Level::Warn => tracing::warn!("{message}"),
                 _ => tracing::error!("{message}"),
@@ -923,7 +1001,8 @@ impl Driver {
         };
         let control = Term::create(term.name.clone(), term.token, deadline, self.clock.clone());
         let handle = control.term.clone();
-        let Some(e) = self.entries.get_mut(&term.name) else {
+        let key = self.key(&term.name);
+        let Some(e) = self.entries.get_mut(&key) else {
             return;
         };
         // S7.7: a callback queue that is full refuses the on_elected;
@@ -973,7 +1052,10 @@ impl Driver {
     fn on_task(&mut self, order: TaskOrder) {
         match order {
             TaskOrder::Start { term } => {
-                let factory = self.entries.get(&term.name).and_then(|e| e.task.clone());
+                let factory = self
+                    .entries
+                    .get(&self.key(&term.name))
+                    .and_then(|e| e.task.clone());
                 let handle = self.terms.get(&term.id).map(|c| c.term.clone());
                 let (Some(factory), Some(handle)) = (factory, handle) else {
                     // Nothing to run: report the exit so a handover never waits.

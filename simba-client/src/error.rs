@@ -31,6 +31,40 @@ pub enum ElectionError {
     WouldBlockRuntime,
 }
 
+/// Why a partitioned group could not be joined, or a call on it failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GroupError {
+    /// The group's name breaks S3.1; nothing was sent to the backend.
+    #[error(transparent)]
+    InvalidName(#[from] NameError),
+    /// No partitions, or a name too long for its partition names (S10).
+    #[error("invalid group `{name}`: {reason}")]
+    Invalid {
+        /// The group.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The group is already joined on this client, or one of its partition
+    /// names is an election or lock of this client (S7.4).
+    #[error("`{0}` is already started on this client (S7.4)")]
+    AlreadyStarted(String),
+    /// The client is closed (S1.4).
+    #[error("the client is closed")]
+    Closed,
+    /// A blocking call made from a callback or a partition task, where
+    /// waiting would wait on itself (S7.5): the leave was started, not awaited.
+    #[error(
+        "not waiting: called from a Simba callback or task, which would wait on itself (S7.5)"
+    )]
+    WouldWaitOnItself,
+    /// A blocking call made on an async runtime thread: the leave was
+    /// started, not awaited. Await the async method.
+    #[error("not waiting: a blocking call on an async runtime thread could block the thread that must finish it; await the async method instead")]
+    WouldBlockRuntime,
+}
+
 /// Why a lock was not acquired, or its release could not be awaited.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -70,6 +70,7 @@ mod client;
 mod config;
 mod driver;
 mod error;
+mod group;
 mod observe;
 mod runtime;
 mod suspend;
@@ -84,18 +85,19 @@ pub use client::{
 };
 pub use config::{ConfigSection, Settings, BACKEND_VAR, ENV_VARS};
 pub use error::{
-    BuildError, ClientError, ConfigSectionError, ElectionError, FromEnvError, LockError,
-    ObserveError, TermError,
+    BuildError, ClientError, ConfigSectionError, ElectionError, FromEnvError, GroupError,
+    LockError, ObserveError, TermError,
 };
+pub use group::{Group, GroupBuilder, GroupListener, GroupTask};
 pub use runtime::Runtime;
 pub use suspend::{boottime_ns, HostSuspendClock, SuspendClock};
 pub use term::{in_callback_or_task, CancellationToken, TaskOutput, Term};
 
 pub use simba_backends::{Backend, MemoryBackend};
 pub use simba_core::{
-    EntrySnapshot, Kind, LeaseName, RevokeReason, SessionSnapshot, SessionState, SimbaConfig,
-    SimbaConfigBuilder, Snapshot, Status, TaskExitAction, TaskExitPolicy, TaskOutcome,
-    TASK_BACKOFF_MAX_INTERVALS,
+    parse_partition_name, partition_name, EntrySnapshot, GroupSnapshot, Kind, LeaseName,
+    RevokeReason, SessionSnapshot, SessionState, SimbaConfig, SimbaConfigBuilder, Snapshot, Status,
+    TaskExitAction, TaskExitPolicy, TaskOutcome, TASK_BACKOFF_MAX_INTERVALS,
 };
 
 // What an application names besides the client API, so that one dependency

@@ -17,12 +17,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-const REASONS: [RevokeReason; 5] = [
+const REASONS: [RevokeReason; 6] = [
     RevokeReason::Stopped,
     RevokeReason::SteppedDown,
     RevokeReason::DeadlinePassed,
     RevokeReason::SessionExpired,
     RevokeReason::TakenOver,
+    RevokeReason::Rebalanced,
 ];
 
 /// The local deadline of one session, shared by the driver (which moves it

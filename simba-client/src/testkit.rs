@@ -1243,6 +1243,479 @@ pub async fn lagging_subscriber_is_told_what_it_missed(env: Env) {
     );
 }
 
+// ----- partitioned groups (S10) -------------------------------------------
+
+/// A backend that can be cut off, as a crashed process is: every call fails
+/// from then on, so nothing is released and the session expires on the
+/// backend (S10.3 "a move after a crash waits for expiry").
+pub struct Severable {
+    inner: Arc<dyn Backend>,
+    cut: AtomicBool,
+}
+
+impl Severable {
+    pub fn new(inner: Arc<dyn Backend>) -> Arc<Severable> {
+        Arc::new(Severable {
+            inner,
+            cut: AtomicBool::new(false),
+        })
+    }
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+    }
+    fn check(&self) -> Result<(), simba_core::BackendError> {
+        if self.cut.load(Ordering::Acquire) {
+            Err(simba_core::BackendError::new(
+                simba_core::BackendErrorKind::Unavailable,
+                "cut off (simulated crash)",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Backend for Severable {
+    fn open_session(
+        &self,
+        d: Duration,
+    ) -> futures::future::BoxFuture<'_, Result<simba_core::SessionGrant, simba_core::BackendError>>
+    {
+        match self.check() {
+            Ok(()) => self.inner.open_session(d),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn renew(
+        &self,
+        s: simba_core::SessionId,
+    ) -> futures::future::BoxFuture<'_, Result<simba_core::Renewal, simba_core::RenewError>> {
+        match self.check() {
+            Ok(()) => self.inner.renew(s),
+            Err(e) => Box::pin(async move { Err(e.into()) }),
+        }
+    }
+    fn acquire<'a>(
+        &'a self,
+        s: simba_core::SessionId,
+        n: &'a simba_core::LeaseName,
+    ) -> futures::future::BoxFuture<'a, Result<simba_core::AcquireOutcome, simba_core::BackendError>>
+    {
+        match self.check() {
+            Ok(()) => self.inner.acquire(s, n),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn release<'a>(
+        &'a self,
+        s: simba_core::SessionId,
+        n: &'a simba_core::LeaseName,
+        t: simba_core::Token,
+    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
+        match self.check() {
+            Ok(()) => self.inner.release(s, n, t),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn close_session(
+        &self,
+        s: simba_core::SessionId,
+    ) -> futures::future::BoxFuture<'_, Result<(), simba_core::BackendError>> {
+        match self.check() {
+            Ok(()) => self.inner.close_session(s),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn inspect<'a>(
+        &'a self,
+        p: Option<&'a str>,
+    ) -> futures::future::BoxFuture<'a, Result<simba_backends::Inspection, simba_core::BackendError>>
+    {
+        self.inner.inspect(p)
+    }
+    fn subscribe_releases(
+        &self,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Option<BoxStream<'static, simba_core::LeaseName>>, simba_core::BackendError>,
+    > {
+        self.inner.subscribe_releases()
+    }
+    fn broadcasts_releases(&self) -> bool {
+        self.inner.broadcasts_releases()
+    }
+    fn join_group<'a>(
+        &'a self,
+        s: simba_core::SessionId,
+        g: &'a simba_core::LeaseName,
+    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
+        match self.check() {
+            Ok(()) => self.inner.join_group(s, g),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn leave_group<'a>(
+        &'a self,
+        s: simba_core::SessionId,
+        g: &'a simba_core::LeaseName,
+    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
+        match self.check() {
+            Ok(()) => self.inner.leave_group(s, g),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+}
+
+/// What happened to one partition, across members, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PartitionEvent {
+    Gained {
+        member: usize,
+        token: u64,
+    },
+    Lost {
+        member: usize,
+        token: u64,
+        reason: RevokeReason,
+    },
+    TaskStarted {
+        member: usize,
+        token: u64,
+    },
+    TaskStopped {
+        member: usize,
+        token: u64,
+    },
+}
+
+/// Records every member's partitions and tasks; counts overlapping tasks of
+/// one partition (S10.3) and unpaired callbacks (S7.1).
+#[derive(Default)]
+pub struct GroupLog {
+    pub events: Mutex<std::collections::BTreeMap<u32, Vec<PartitionEvent>>>,
+    /// Tasks running, per partition.
+    running: Mutex<std::collections::BTreeMap<u32, usize>>,
+    pub overlaps: AtomicUsize,
+    /// Partitions owned per member (gained minus lost).
+    pub owned: Mutex<std::collections::BTreeMap<usize, usize>>,
+}
+
+impl GroupLog {
+    fn push(&self, p: u32, e: PartitionEvent) {
+        self.events.lock().unwrap().entry(p).or_default().push(e);
+    }
+    pub fn counts(&self, members: &[usize]) -> Vec<usize> {
+        let owned = self.owned.lock().unwrap();
+        members
+            .iter()
+            .map(|m| owned.get(m).copied().unwrap_or(0))
+            .collect()
+    }
+    /// Tokens of every partition strictly increase; gained/lost alternate
+    /// per member and term (S7.1, S10.3).
+    pub fn assert_consistent(&self) {
+        let events = self.events.lock().unwrap();
+        for (p, evs) in events.iter() {
+            let tokens: Vec<u64> = evs
+                .iter()
+                .filter_map(|e| match e {
+                    PartitionEvent::Gained { token, .. } => Some(*token),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                tokens.windows(2).all(|w| w[0] < w[1]),
+                "partition {p}: tokens {tokens:?} do not strictly increase"
+            );
+        }
+        assert_eq!(
+            self.overlaps.load(Ordering::Acquire),
+            0,
+            "two tasks of one partition ran at once: {events:?}"
+        );
+    }
+}
+
+/// One member's view for [`GroupLog`].
+pub struct Member(pub usize, pub Arc<GroupLog>);
+
+impl crate::GroupListener for Member {
+    fn on_gained(&self, partition: u32, term: &Term) {
+        *self.1.owned.lock().unwrap().entry(self.0).or_default() += 1;
+        self.1.push(
+            partition,
+            PartitionEvent::Gained {
+                member: self.0,
+                token: term.token(),
+            },
+        );
+    }
+    fn on_lost(&self, partition: u32, term: &Term, reason: RevokeReason) {
+        *self.1.owned.lock().unwrap().entry(self.0).or_default() -= 1;
+        self.1.push(
+            partition,
+            PartitionEvent::Lost {
+                member: self.0,
+                token: term.token(),
+                reason,
+            },
+        );
+    }
+}
+
+/// Records a partition task's stop when dropped (see [`join_member`]).
+struct TaskStopGuard {
+    log: Arc<GroupLog>,
+    partition: u32,
+    member: usize,
+    token: u64,
+}
+
+impl Drop for TaskStopGuard {
+    fn drop(&mut self) {
+        let event = PartitionEvent::TaskStopped {
+            member: self.member,
+            token: self.token,
+        };
+        self.log
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(self.partition)
+            .or_default()
+            .push(event);
+        let mut running = self.log.running.lock().unwrap_or_else(|p| p.into_inner());
+        let n = running.entry(self.partition).or_default();
+        *n = n.saturating_sub(1);
+    }
+}
+
+/// Joins member `i` with a task per partition that runs until revoked,
+/// then takes `stop_delay` to stop (as real work would).
+pub async fn join_member(
+    simba: &Simba,
+    group: &str,
+    partitions: u32,
+    i: usize,
+    log: &Arc<GroupLog>,
+    stop_delay: Duration,
+    runtime: Arc<dyn Runtime>,
+) -> crate::GroupTask {
+    let l = log.clone();
+    simba
+        .group(group, partitions)
+        .listener(Member(i, log.clone()))
+        .run_per_partition(move |p, term| {
+            let l = l.clone();
+            let runtime = runtime.clone();
+            async move {
+                {
+                    let mut running = l.running.lock().unwrap();
+                    let n = running.entry(p).or_default();
+                    *n += 1;
+                    if *n > 1 {
+                        l.overlaps.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
+                l.push(
+                    p,
+                    PartitionEvent::TaskStarted {
+                        member: i,
+                        token: term.token(),
+                    },
+                );
+                // The task has stopped when this guard drops: at its end, or
+                // when the client drops it (an async task that outlives its
+                // term's deadline is dropped, S6.3).
+                let _stopped = TaskStopGuard {
+                    log: l.clone(),
+                    partition: p,
+                    member: i,
+                    token: term.token(),
+                };
+                term.revoked().await;
+                runtime.sleep_until(runtime.now() + stop_delay).await;
+            }
+        })
+        .await
+        .unwrap()
+}
+
+async fn wait_counts(env: &Env, log: &Arc<GroupLog>, members: &[usize], want: &[usize]) {
+    let start = Instant::now();
+    loop {
+        let counts = log.counts(members);
+        if counts == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "partitions per member {counts:?}, want {want:?}"
+        );
+        env.sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// S10.2, S10.3: three members share 12 partitions 4/4/4; one leaves
+/// gracefully and the others take over 6/6, each partition's task stopping
+/// before the next owner's starts, tokens strictly increasing.
+pub async fn group_rebalance_on_graceful_leave(env: Env) {
+    let log = Arc::new(GroupLog::default());
+    let mut members = Vec::new();
+    for i in 0..3 {
+        let simba = env.client();
+        let task = join_member(
+            &simba,
+            "suite.group",
+            12,
+            i,
+            &log,
+            Duration::from_millis(50),
+            env.runtime.clone(),
+        )
+        .await;
+        members.push((simba, task));
+    }
+    wait_counts(&env, &log, &[0, 1, 2], &[4, 4, 4]).await;
+    let snap = members[0].1.snapshot().await.unwrap().unwrap();
+    assert_eq!(snap.members.len(), 3);
+    assert_eq!(snap.owned.len(), 4);
+    members[2].1.close().await;
+    assert_eq!(
+        log.counts(&[2]),
+        [0],
+        "leave resolves after the last on_lost"
+    );
+    wait_counts(&env, &log, &[0, 1], &[6, 6]).await;
+    log.assert_consistent();
+    // S10.3: every partition member 2 gave up was lost as Rebalanced and its
+    // task stopped before another member's task started.
+    for (p, evs) in log.events.lock().unwrap().iter() {
+        let Some(lost) = evs
+            .iter()
+            .position(|e| matches!(e, PartitionEvent::Lost { member: 2, .. }))
+        else {
+            continue;
+        };
+        assert!(
+            matches!(
+                evs[lost],
+                PartitionEvent::Lost {
+                    reason: RevokeReason::Rebalanced,
+                    ..
+                }
+            ),
+            "partition {p}: {evs:?}"
+        );
+        let stopped = evs
+            .iter()
+            .position(|e| matches!(e, PartitionEvent::TaskStopped { member: 2, .. }))
+            .expect("the task stopped");
+        let next = evs
+            .iter()
+            .rposition(|e| matches!(e, PartitionEvent::TaskStarted { member, .. } if *member != 2))
+            .expect("another member took over");
+        assert!(stopped < next, "partition {p}: {evs:?}");
+    }
+    for (simba, _) in &members {
+        simba.close().await;
+    }
+}
+
+/// S10.3: a member cut off from the backend (a crash: nothing released)
+/// loses its partitions only once its session has expired; 4/4/4 → 6/6.
+pub async fn group_rebalance_after_a_crash(env: Env) {
+    let log = Arc::new(GroupLog::default());
+    let mut members = Vec::new();
+    let mut cuts = Vec::new();
+    for i in 0..3 {
+        let sev = Severable::new(env.backend.clone());
+        cuts.push(sev.clone());
+        let simba = Simba::builder_dyn(sev)
+            .config(config())
+            .runtime(env.runtime.clone())
+            .build()
+            .unwrap();
+        let task = join_member(
+            &simba,
+            "suite.crash",
+            12,
+            i,
+            &log,
+            Duration::ZERO,
+            env.runtime.clone(),
+        )
+        .await;
+        members.push((simba, task));
+    }
+    wait_counts(&env, &log, &[0, 1, 2], &[4, 4, 4]).await;
+    let cut_at = Instant::now();
+    cuts[2].cut();
+    wait_counts(&env, &log, &[0, 1], &[6, 6]).await;
+    assert!(
+        cut_at.elapsed() >= LEASE / 2,
+        "partitions moved {:?} after the crash, before the session could expire",
+        cut_at.elapsed()
+    );
+    log.assert_consistent();
+    for (simba, _) in &members {
+        simba.close().await;
+    }
+}
+
+/// S7.5: closing a group task from inside one of its partition tasks is
+/// refused with `WouldWaitOnItself` (the leave is started, not awaited).
+pub async fn group_close_blocking_from_a_partition_task(env: Env) {
+    let simba = env.client();
+    let handle: Arc<OnceLock<crate::GroupTask>> = Arc::default();
+    let result: Arc<Mutex<Option<Result<(), crate::GroupError>>>> = Arc::default();
+    let (h, r, rt) = (handle.clone(), result.clone(), env.runtime.clone());
+    let task = simba
+        .group("suite.groupclose", 2)
+        .run_per_partition(move |_p, term| {
+            let (h, r, rt) = (h.clone(), r.clone(), rt.clone());
+            async move {
+                // The handle is set right after `run_per_partition` returns.
+                let task = loop {
+                    if let Some(task) = h.get() {
+                        break task.clone();
+                    }
+                    rt.sleep_until(rt.now() + Duration::from_millis(5)).await;
+                };
+                {
+                    let mut r = r.lock().unwrap();
+                    if r.is_none() {
+                        *r = Some(task.close_blocking());
+                    }
+                }
+                term.revoked().await;
+            }
+        })
+        .await
+        .unwrap();
+    let _ = handle.set(task.clone());
+    env.wait_for("a task to try closing", PATIENCE, || {
+        let r = result.clone();
+        async move { r.lock().unwrap().is_some() }
+    })
+    .await;
+    assert_eq!(
+        *result.lock().unwrap(),
+        Some(Err(crate::GroupError::WouldWaitOnItself))
+    );
+    // The refused close still started the leave: it completes on its own.
+    env.wait_for("the group to be left", PATIENCE, || {
+        let t = task.clone();
+        async move { matches!(t.snapshot().await, Ok(None)) }
+    })
+    .await;
+    task.close().await;
+    simba.close().await;
+}
+
 /// The next item of an observation stream matching `f`, within `limit`.
 async fn next_holder<F>(
     env: &Env,
@@ -1502,6 +1975,11 @@ pub async fn host_suspend_ends_terms_at_once(env: Env) {
 macro_rules! adapter_suite {
     ($adapter:literal, $block_on:path, $runtime:expr) => {
         $crate::adapter_suite!(@each $adapter, $block_on, $runtime; memory Memory, sqlite Sqlite, postgres Postgres);
+        // Partitioned groups (S10) on the in-memory backend; the SQL backends
+        // run them in their own tests once they support groups.
+        $crate::adapter_suite!(@kind memory_groups, Memory, $adapter, $block_on, $runtime;
+            group_rebalance_on_graceful_leave, group_rebalance_after_a_crash,
+            group_close_blocking_from_a_partition_task);
     };
     (@each $adapter:literal, $block_on:path, $runtime:expr; $($m:ident $kind:ident),*) => {
         $(

@@ -14,6 +14,10 @@ pub enum Kind {
     Election,
     /// A lock: takes one term; when it ends the lock is gone (S5.3).
     Lock,
+    /// A partition of a partitioned group (S10): competes like an election
+    /// while it is in this member's target, and is handed over when it
+    /// leaves it (S10.3).
+    Partition,
 }
 
 impl Kind {
@@ -21,6 +25,7 @@ impl Kind {
         match self {
             Kind::Election => "election",
             Kind::Lock => "lock",
+            Kind::Partition => "partition",
         }
     }
 }
@@ -65,6 +70,9 @@ impl fmt::Display for Status {
 pub(crate) struct Attempt {
     pub(crate) op: OpId,
     pub(crate) sent_at: Timestamp,
+    /// A release broadcast of the name arrived while the attempt was in
+    /// flight: if it loses, try again at once (S4.2).
+    pub(crate) freed: bool,
 }
 
 /// The term an election holds.

@@ -13,6 +13,7 @@ mod groups;
 mod session;
 
 use self::elections::AcquireOp;
+use self::groups::Group;
 use self::session::Session;
 use crate::config::{Fraction, SimbaConfig};
 use crate::election::{Entry, EntrySnapshot, SessionSnapshot, Snapshot};
@@ -71,6 +72,8 @@ pub struct Engine {
     next_term: u64,
     session: Session,
     entries: BTreeMap<LeaseName, Entry>,
+    /// Partitioned groups joined, by name (S10).
+    groups: BTreeMap<LeaseName, Group>,
     /// Acquire commands awaiting a reply, current or abandoned.
     acquires: BTreeMap<OpId, AcquireOp>,
     /// Live and handed-over terms, to find an entry from a term id.
@@ -107,6 +110,7 @@ impl Engine {
                 shortened_reported: false,
                 call: None,
                 next_call: Some(now),
+                renew_soon: false,
                 open_failures: 0,
             },
             config,
@@ -116,6 +120,7 @@ impl Engine {
             next_op: 0,
             next_term: 0,
             entries: BTreeMap::new(),
+            groups: BTreeMap::new(),
             acquires: BTreeMap::new(),
             term_names: BTreeMap::new(),
             released: BTreeMap::new(),
@@ -350,6 +355,8 @@ enum MutantKind {
     IgnoreTakenOver,
     RenewNeverTimesOut,
     AcquireWhileInFlight,
+    GroupIgnoresShare,
+    PartitionSkipsHandover,
     RetryBeforeExpiry,
 }
 

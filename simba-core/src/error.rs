@@ -86,4 +86,13 @@ pub enum ApiError {
     /// The engine is closing or closed (S1.4).
     #[error("the client is closed")]
     Closed,
+    /// A partitioned group that cannot be joined: no partitions, or a name
+    /// too long for its partition names (S10, S3.1).
+    #[error("cannot join group `{group}`: {reason}")]
+    InvalidGroup {
+        /// The group.
+        group: LeaseName,
+        /// Why.
+        reason: String,
+    },
 }

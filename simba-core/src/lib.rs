@@ -90,14 +90,17 @@
 //! | `ReleaseBroadcast`, `TaskExited`, `ElectedRejected` | [`TaskOrder`]: `Start`, `Interrupt` |
 //! | time passing: [`handle_timeout`](Engine::handle_timeout) | [`Engine::poll_timeout`] |
 //!
-//! Partitioned groups will join as another kind of entry next to elections
-//! and locks; their assignment logic will live in this crate too.
+//! Partitioned groups ([`join_group`](Engine::join_group), S10) are another
+//! kind of entry next to elections and locks: each partition is a lease with
+//! its own terms, and the assignment rule ([`assign_partitions`], S10.2)
+//! lives in this crate.
 #![forbid(unsafe_code)]
 
 mod config;
 mod election;
 mod engine;
 mod error;
+mod group;
 mod ids;
 mod lease;
 #[cfg(feature = "mutants")]
@@ -111,6 +114,10 @@ pub use config::{ConfigError, Fraction, SimbaConfig, SimbaConfigBuilder};
 pub use election::{EntrySnapshot, Kind, LockWait, SessionSnapshot, Snapshot, Status};
 pub use engine::{BackendProfile, Engine, Stats};
 pub use error::{ApiError, BackendError, BackendErrorKind};
+pub use group::{
+    assign_partitions, fair_share, parse_partition_name, partition_name, target_partitions,
+    GroupSnapshot, PARTITION_SEPARATOR,
+};
 pub use ids::{OpId, ParseSessionIdError, SessionId, TermId, Token};
 pub use lease::{
     local_deadline, local_validity, renew_period, renewal_backoff, retry_after_holder_expiry,

@@ -43,11 +43,18 @@ pub enum Mutant {
     /// instead of the latest (S4.4): not unsafe (the backend refuses), but a
     /// wasted call before the holder's expiry.
     RetryBeforeExpiry,
+    /// A group member targets every partition instead of its fair share
+    /// (S10.2): members fight over partitions and never balance.
+    GroupIgnoresShare,
+    /// A partition moving away is released at once, while its task still
+    /// runs: the new owner's task starts before the old one's has stopped
+    /// (S10.3, S6.1).
+    PartitionSkipsHandover,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 14] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -62,6 +69,8 @@ impl Mutant {
         Mutant::RenewNeverTimesOut,
         Mutant::AcquireWhileInFlight,
         Mutant::RetryBeforeExpiry,
+        Mutant::GroupIgnoresShare,
+        Mutant::PartitionSkipsHandover,
     ];
 
     /// The mutant's command-line name.
@@ -81,6 +90,8 @@ impl Mutant {
             Mutant::RenewNeverTimesOut => "renew-never-times-out",
             Mutant::AcquireWhileInFlight => "acquire-while-in-flight",
             Mutant::RetryBeforeExpiry => "retry-before-expiry",
+            Mutant::GroupIgnoresShare => "group-ignores-share",
+            Mutant::PartitionSkipsHandover => "partition-skips-handover",
         }
     }
 

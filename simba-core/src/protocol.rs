@@ -394,12 +394,18 @@ pub enum RevokeReason {
     SessionExpired,
     /// A renewal reply no longer lists the lease as this session's.
     TakenOver,
+    /// A partition of a group moved to another member, or this member left
+    /// the group (S10.3). Voluntary: handed over in the order of S6.1.
+    Rebalanced,
 }
 
 impl RevokeReason {
     /// Whether the term was given up on purpose (S6.1) rather than lost (S6.3).
     pub fn is_voluntary(self) -> bool {
-        matches!(self, RevokeReason::Stopped | RevokeReason::SteppedDown)
+        matches!(
+            self,
+            RevokeReason::Stopped | RevokeReason::SteppedDown | RevokeReason::Rebalanced
+        )
     }
 
     /// A stable lowercase label, for logs and metrics.
@@ -410,6 +416,7 @@ impl RevokeReason {
             RevokeReason::DeadlinePassed => "deadline_passed",
             RevokeReason::SessionExpired => "session_expired",
             RevokeReason::TakenOver => "taken_over",
+            RevokeReason::Rebalanced => "rebalanced",
         }
     }
 }
@@ -523,6 +530,25 @@ pub enum Event {
         outcome: TaskOutcome,
         /// What the engine did about it.
         action: TaskExitAction,
+    },
+    /// A renewal saw a new membership of a joined group (S10.2): its live
+    /// members, and the partitions this member should now own. Partitions
+    /// themselves come and go as `Elected` and `Revoked` of their lease names.
+    GroupChanged {
+        /// The group.
+        group: LeaseName,
+        /// Its live members, ascending (empty once this member is not one).
+        members: Vec<SessionId>,
+        /// The partition indexes this member should own.
+        target: Vec<u32>,
+    },
+    /// Joining a group failed for good (the backend has no groups): the
+    /// group is forgotten.
+    GroupFailed {
+        /// The group.
+        group: LeaseName,
+        /// Why.
+        error: BackendError,
     },
     /// The client is closed: every term revoked, the session closed (S1.4).
     Closed,

@@ -290,7 +290,10 @@ fn the_checks_catch_the_safety_mutants() {
     // `s2_4_mutant_renew_never_times_out_is_caught` catch them. Nor do they
     // judge when a candidate retries (`RetryBeforeExpiry`, S4.4, an
     // efficiency bug): the simulation's `expiry timing (S4.4)` checker and
-    // rules.rs `s4_4_mutant_retry_before_expiry_is_caught` catch it.
+    // rules.rs `s4_4_mutant_retry_before_expiry_is_caught` catch it. The group
+    // mutants need a group of several members: groups.rs
+    // `s10_3_mutant_partition_skips_handover_is_caught` and
+    // `s10_4_mutant_group_ignores_share_is_caught` catch them.
     for (i, mutant) in Mutant::ALL.iter().enumerate() {
         if matches!(
             *mutant,
@@ -298,6 +301,8 @@ fn the_checks_catch_the_safety_mutants() {
                 | Mutant::IgnoreTakenOver
                 | Mutant::RenewNeverTimesOut
                 | Mutant::RetryBeforeExpiry
+                | Mutant::GroupIgnoresShare
+                | Mutant::PartitionSkipsHandover
         ) {
             continue;
         }

@@ -8,10 +8,10 @@
 //! Every method takes the backend clock's reading `now`; nothing reads a clock.
 
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, Token,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// How the simulated backend behaves.
@@ -59,6 +59,9 @@ pub struct SimBackend {
     leases: BTreeMap<LeaseName, (SessionId, Token)>,
     /// The last token handed out per name; kept forever (unless state is lost).
     last_token: BTreeMap<LeaseName, u64>,
+    /// Partitioned groups (S10.1): each group's member sessions; a member
+    /// leaves with its session (close or expiry).
+    groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
     /// Names freed since the last [`SimBackend::take_broadcasts`], to broadcast.
     freed: Vec<LeaseName>,
     rng: fastrand::Rng,
@@ -74,6 +77,7 @@ impl SimBackend {
             sessions: BTreeMap::new(),
             leases: BTreeMap::new(),
             last_token: BTreeMap::new(),
+            groups: BTreeMap::new(),
             freed: Vec::new(),
             rng: fastrand::Rng::with_seed(seed),
         }
@@ -117,6 +121,7 @@ impl SimBackend {
             self.sessions.remove(&id);
             let broadcast = self.options.broadcast_expiry;
             self.drop_leases_of(id, broadcast);
+            self.leave_groups_of(id, broadcast);
         }
     }
 
@@ -133,6 +138,72 @@ impl SimBackend {
                 self.freed.push(name);
             }
         }
+    }
+
+    /// Ends every group membership of `session`; with `broadcast`, announces
+    /// each group's change with its name (S10.5).
+    fn leave_groups_of(&mut self, session: SessionId, broadcast: bool) {
+        let mut changed = Vec::new();
+        for (group, members) in self.groups.iter_mut() {
+            if members.remove(&session) {
+                changed.push(group.clone());
+            }
+        }
+        self.groups.retain(|_, m| !m.is_empty());
+        if broadcast {
+            self.freed.extend(changed);
+        }
+    }
+
+    /// Makes `session` a member of `group` (S10.1); joining twice is a
+    /// no-op, and so is joining with a session that is not live (its next
+    /// renewal says `Expired`), as on every real backend.
+    ///
+    /// # Errors
+    /// None: the model never fails a join (the network may lose it).
+    pub fn join_group(
+        &mut self,
+        now: u64,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> Result<(), BackendError> {
+        self.expire(now);
+        if !self.sessions.contains_key(&session) {
+            return Ok(());
+        }
+        if self
+            .groups
+            .entry(group.clone())
+            .or_default()
+            .insert(session)
+            && self.options.broadcast_release
+        {
+            self.freed.push(group.clone());
+        }
+        Ok(())
+    }
+
+    /// Ends `session`'s membership of `group`; a no-op if it is not a member.
+    pub fn leave_group(&mut self, now: u64, session: SessionId, group: &LeaseName) {
+        self.expire(now);
+        let left = self
+            .groups
+            .get_mut(group)
+            .is_some_and(|m| m.remove(&session));
+        if left {
+            self.groups.retain(|_, m| !m.is_empty());
+            if self.options.broadcast_release {
+                self.freed.push(group.clone());
+            }
+        }
+    }
+
+    /// The live members of `group` (for checkers and tests).
+    pub fn group_members(&self, group: &LeaseName) -> Vec<SessionId> {
+        self.groups
+            .get(group)
+            .map(|m| m.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// The backend-clock instant of the next session expiry, if any session lives.
@@ -201,8 +272,17 @@ impl SimBackend {
             .filter(|(_, (s, _))| *s == session)
             .map(|(n, (_, t))| (n.clone(), *t))
             .collect();
+        let groups = self
+            .groups
+            .iter()
+            .filter(|(_, m)| m.contains(&session))
+            .map(|(g, m)| GroupView {
+                group: g.clone(),
+                members: m.iter().copied().collect(),
+            })
+            .collect();
         Ok(Renewal {
-            groups: Vec::new(),
+            groups,
             remaining: self.remaining(expires_at, now),
             owned,
         })
@@ -271,6 +351,7 @@ impl SimBackend {
         if self.sessions.remove(&session).is_some() {
             let broadcast = self.options.broadcast_release;
             self.drop_leases_of(session, broadcast);
+            self.leave_groups_of(session, broadcast);
         }
     }
 
@@ -282,6 +363,7 @@ impl SimBackend {
             self.sessions.clear();
             self.leases.clear();
             self.last_token.clear();
+            self.groups.clear();
         }
         self.freed.clear();
     }

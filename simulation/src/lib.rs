@@ -53,6 +53,6 @@ pub mod core_api {
     }
 }
 
-pub use params::{draw, Mode, RunParams};
+pub use params::{draw, group_workload, Mode, RunParams};
 pub use runner::{run_params, run_seed, run_seed_keep_going, Summary};
 pub use world::{RunReport, Violation, World};

@@ -294,6 +294,9 @@ pub struct RunParams {
     pub script: Vec<Scripted>,
     /// Replaces the derived liveness bound (to prove the liveness checker fires).
     pub liveness_override: Option<Duration>,
+    /// Partitioned groups every node joins at boot, with their partition
+    /// counts (S10); empty in drawn runs ([`group_workload`] adds one).
+    pub groups: Vec<(LeaseName, u32)>,
 }
 
 impl RunParams {
@@ -546,6 +549,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         safety_phase,
         script: Vec::new(),
         liveness_override: None,
+        groups: Vec::new(),
     }
 }
 
@@ -742,5 +746,17 @@ pub fn scenario(seed: u64, nodes: usize) -> RunParams {
     };
     p.faults = Vec::new();
     p.safety_phase = Duration::from_secs(60);
+    p
+}
+
+/// The group workload (S10): the run `seed` of the default mode, with every
+/// node also a member of one group of `partitions` partitions, each owned
+/// partition running a task. Its checkers: mutual exclusion and the
+/// hand-over order per partition (as for elections), and after the faults
+/// heal, within the liveness bound, every partition owned by one live member
+/// and max − min partitions per member ≤ 1 (`group balance (S10.4)`).
+pub fn group_workload(seed: u64, partitions: u32, mutant: Option<Mutant>) -> RunParams {
+    let mut p = draw(seed, Mode::Default, mutant);
+    p.groups = vec![(name("grp"), partitions)];
     p
 }

@@ -259,11 +259,19 @@ struct TermRec {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Api {
-    Election { cooldown_until: Option<Timestamp> },
+    Election {
+        cooldown_until: Option<Timestamp>,
+    },
     Stopping,
-    SteppingDown { until: Timestamp },
-    Lock { had_term: bool },
+    SteppingDown {
+        until: Timestamp,
+    },
+    Lock {
+        had_term: bool,
+    },
     LockStopping,
+    /// A partition of a group the node joined (S10).
+    Partition,
 }
 
 struct Node {
@@ -727,7 +735,24 @@ impl World {
             }
         };
         let l = self.local(node);
-        let engine = Engine::new(config, self.profile, l);
+        let mut engine = Engine::new(config, self.profile, l);
+        // Every (re)started process joins every group (S10).
+        for (group, partitions) in self.p.groups.clone() {
+            if let Err(e) = engine.join_group(
+                l,
+                group.clone(),
+                partitions,
+                true,
+                simba_core::TaskExitPolicy::default(),
+            ) {
+                self.violation("groups (S10)", format!("node {node}: join refused: {e}"));
+            }
+            for i in 0..partitions {
+                if let Ok(n) = simba_core::partition_name(&group, i) {
+                    self.nodes[node].api.insert(n, Api::Partition);
+                }
+            }
+        }
         let n = &mut self.nodes[node];
         n.engine = Some(engine);
         n.state = NodeState::Up;
@@ -966,6 +991,7 @@ impl World {
                             .api
                             .insert(term.name.clone(), Api::Lock { had_term: true });
                     }
+                    Some(Api::Partition) => {}
                     Some(Api::Lock { had_term: true }) => self.violation(
                         "lock takes one term (S5.3)",
                         format!("node {node}: second term for lock {}", term.name),
@@ -1180,6 +1206,7 @@ impl World {
                 }
             }
             Event::SessionStateChanged { .. } | Event::BackendFailed { .. } => self.mix(206),
+            Event::GroupChanged { .. } | Event::GroupFailed { .. } => self.mix(207),
         }
     }
 
@@ -1688,15 +1715,24 @@ impl World {
                     Err(down())
                 },
             },
-            // Groups (S10) and schedule slots (S11): not simulated yet.
-            Command::JoinGroup { op, .. } => Input::GroupJoined {
+            Command::JoinGroup { op, session, group } => Input::GroupJoined {
                 op,
-                result: Err(unsupported()),
+                result: if up {
+                    self.backend.join_group(b, session, &group)
+                } else {
+                    Err(down())
+                },
             },
-            Command::LeaveGroup { op, .. } => Input::GroupLeft {
+            Command::LeaveGroup { op, session, group } => Input::GroupLeft {
                 op,
-                result: Err(unsupported()),
+                result: if up {
+                    self.backend.leave_group(b, session, &group);
+                    Ok(())
+                } else {
+                    Err(down())
+                },
             },
+            // Schedule slots (S11): not simulated yet.
             Command::ClaimSlot { op, .. } => Input::SlotClaimed {
                 op,
                 result: Err(unsupported()),
@@ -2049,6 +2085,56 @@ impl World {
         self.after_backend();
     }
 
+    /// S10.4, after the faults healed and the liveness bound passed: every
+    /// partition of every group has exactly one valid owner among the live
+    /// members, and max − min partitions per member ≤ 1.
+    fn check_groups(&mut self) {
+        for (group, partitions) in self.p.groups.clone() {
+            let members: Vec<usize> = (0..self.nodes.len())
+                .filter(|&i| {
+                    let n = &self.nodes[i];
+                    n.engine.is_some() && n.closing.is_none() && !n.closed
+                })
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let mut counts: BTreeMap<usize, u32> = members.iter().map(|&i| (i, 0)).collect();
+            let mut unowned = Vec::new();
+            for p in 0..partitions {
+                let Ok(name) = simba_core::partition_name(&group, p) else {
+                    continue;
+                };
+                let owners: Vec<usize> = members
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        self.nodes[i]
+                            .terms
+                            .values()
+                            .any(|rec| rec.term.name == name && self.is_valid(i, rec))
+                    })
+                    .collect();
+                match owners.as_slice() {
+                    [one] => *counts.entry(*one).or_default() += 1,
+                    _ => unowned.push((p, owners)),
+                }
+            }
+            let max = counts.values().max().copied().unwrap_or(0);
+            let min = counts.values().min().copied().unwrap_or(0);
+            if !unowned.is_empty() || max - min > 1 {
+                self.violation(
+                    "group balance (S10.4)",
+                    format!(
+                        "{group}: {:?} after healing and the liveness bound: partitions per member {counts:?}; \
+                         partitions without exactly one owner (partition, owners) {unowned:?}",
+                        self.p.liveness_bound()
+                    ),
+                );
+            }
+        }
+    }
+
     fn finish(&mut self) {
         // A candidate still valid at the end counts if it has been valid for
         // a renewal period by now (the run ends one period after the bound).
@@ -2082,6 +2168,7 @@ impl World {
             }
         }
         self.report.max_time_to_leader = worst;
+        self.check_groups();
         for ((node, name), (what, since)) in self.pending.clone() {
             self.violation(
                 "completions (S7.3)",

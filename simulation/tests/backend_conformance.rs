@@ -129,6 +129,22 @@ impl Backend for SimClient {
     fn broadcasts_releases(&self) -> bool {
         true
     }
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let r = self.with(|b, now| b.join_group(now, session, group));
+        async move { r }.boxed()
+    }
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        self.with(|b, now| b.leave_group(now, session, group));
+        async move { Ok(()) }.boxed()
+    }
     fn name(&self) -> &'static str {
         "simulated"
     }
@@ -157,11 +173,10 @@ impl Factory for Namespaces {
         async move { Ok(client) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        // Groups and schedule slots are not simulated yet (issue 14).
+        // Schedule slots are not simulated yet (issue 14).
         vec![
             Capability::KillConnectionMidCall,
             Capability::LockHold,
-            Capability::Groups,
             Capability::ScheduleSlots,
         ]
     }

@@ -24,7 +24,7 @@
 //!     // wait on one another: it says so, and the cases that need these are
 //!     // skipped (any undeclared skip fails the suite).
 //!     fn lacks(&self) -> Vec<Capability> {
-//!         vec![Capability::KillConnectionMidCall, Capability::LockHold, Capability::Groups]
+//!         vec![Capability::KillConnectionMidCall, Capability::LockHold]
 //!     }
 //! }
 //!
@@ -36,8 +36,8 @@
 //! let report = futures::executor::block_on(run_selected(&Memory::default(), quick));
 //! println!("{report}");
 //! report.assert_passed();
-//! // the killed-connection case, the five interleaving cases and two group cases
-//! assert_eq!(report.skipped().len(), 8);
+//! // the killed-connection case and the five interleaving cases
+//! assert_eq!(report.skipped().len(), 6);
 //! ```
 //!
 //! Each case runs in its own namespace (a fresh table prefix on SQL), uses

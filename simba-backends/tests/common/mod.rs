@@ -105,10 +105,8 @@ impl Factory for MemoryFactory {
         async move { Ok(b) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        // One process-wide lock: no call ever waits inside another. Groups
-        // are not in the memory backend yet (they are on the groups-core
-        // branch, with the engine's assignment).
-        vec![Capability::LockHold, Capability::Groups]
+        // One process-wide lock: no call ever waits inside another.
+        vec![Capability::LockHold]
     }
     fn acquire_while_killed<'a>(
         &'a self,

@@ -99,7 +99,7 @@ impl Engine {
             self.finish();
             return Err(ApiError::Closed);
         }
-        if self.entries.contains_key(&name) {
+        if self.entries.contains_key(&name) || self.reserved_by_group(&name) {
             self.finish();
             return Err(ApiError::AlreadyStarted(name));
         }
@@ -123,6 +123,16 @@ impl Engine {
             self.finish();
             return Err(ApiError::NotStarted(name.clone()));
         };
+        if entry.kind == Kind::Partition {
+            // A partition moves only by the group's rule (S10.3).
+            let error = ApiError::WrongKind {
+                name: name.clone(),
+                expected: "election or lock",
+                actual: entry.kind.as_str(),
+            };
+            self.finish();
+            return Err(error);
+        }
         if entry.stopping {
             self.finish();
             return Ok(());
@@ -250,7 +260,11 @@ impl Engine {
         let Some(entry) = self.entries.get_mut(name) else {
             return;
         };
-        entry.attempt = Some(Attempt { op, sent_at: now });
+        entry.attempt = Some(Attempt {
+            op,
+            sent_at: now,
+            freed: false,
+        });
         entry.next_attempt = None;
         self.acquires.insert(
             op,
@@ -320,15 +334,26 @@ impl Engine {
             }
             return;
         }
-        if let Some(entry) = self.entries.get_mut(&name) {
-            entry.attempt = None;
-        }
+        let freed = self
+            .entries
+            .get_mut(&name)
+            .and_then(|e| e.attempt.take())
+            .is_some_and(|a| a.freed);
         self.dirty.push(name.clone());
         match result {
             Ok(AcquireOutcome::Won {
                 token,
                 remaining: _,
             }) => self.on_won(&name, token, sent.session),
+            Ok(AcquireOutcome::Held { .. }) if freed => {
+                // S4.2: the lease was freed while the attempt was in flight.
+                let now = self.now;
+                if let Some(entry) = self.entries.get_mut(&name) {
+                    if entry.status == Status::Candidate {
+                        entry.next_attempt = Some(now);
+                    }
+                }
+            }
             Ok(AcquireOutcome::Held {
                 holder_remaining, ..
             }) => {
@@ -478,11 +503,17 @@ impl Engine {
     pub(super) fn on_release_broadcast(&mut self, name: &LeaseName) {
         let now = self.now;
         if let Some(entry) = self.entries.get_mut(name) {
-            if entry.status == Status::Candidate && entry.attempt.is_none() {
-                entry.next_attempt = Some(now);
-                self.dirty.push(name.clone());
+            if entry.status == Status::Candidate {
+                match entry.attempt.as_mut() {
+                    None => {
+                        entry.next_attempt = Some(now);
+                        self.dirty.push(name.clone());
+                    }
+                    Some(attempt) => attempt.freed = true,
+                }
             }
         }
+        self.on_group_broadcast(name);
     }
 
     /// Ends the held term of `name`, if any, for `reason` (S3.4), in the
@@ -592,7 +623,13 @@ impl Engine {
         if entry.handover.is_some() {
             return;
         }
-        if entry.stopping {
+        if entry.stopping && entry.kind == Kind::Partition {
+            // A partition's hand-over is the group's business (S10.3).
+            self.entries.remove(name);
+            self.dirty.push(name.clone());
+            self.partition_removed(name);
+            self.maybe_finish_close();
+        } else if entry.stopping {
             self.entries.remove(name);
             self.dirty.push(name.clone());
             if !forget {
@@ -653,11 +690,13 @@ impl Engine {
             _ if keep_after_panic => TaskExitAction::KeptTerm,
             (TaskExitPolicy::KeepTerm, _) => TaskExitAction::KeptTerm,
             (TaskExitPolicy::StopElection, _) | (_, Kind::Lock) => TaskExitAction::Stopped,
-            (TaskExitPolicy::GiveUpTerm, Kind::Election) if !outcome.is_failure() => {
+            (TaskExitPolicy::GiveUpTerm, Kind::Election | Kind::Partition)
+                if !outcome.is_failure() =>
+            {
                 entry.task_failures = 0;
                 TaskExitAction::Released
             }
-            (TaskExitPolicy::GiveUpTerm, Kind::Election) => {
+            (TaskExitPolicy::GiveUpTerm, Kind::Election | Kind::Partition) => {
                 // A task that ran for a lease duration or more starts the
                 // count again: its failure is not part of a crash loop.
                 entry.task_failures = if ran >= lease {
@@ -726,7 +765,7 @@ impl Engine {
         };
         self.term_names.remove(&term);
         let kind = entry.kind;
-        if kind == Kind::Election {
+        if kind != Kind::Lock {
             entry.status = Status::CoolingDown;
             entry.cooldown_until = Some(until);
         } else {

@@ -1,14 +1,582 @@
-//! Partitioned groups (S10). The engine sends no group command yet, so a
-//! group reply answers nothing it sent and is dropped.
+//! Partitioned groups (S10): joining and leaving, the membership each
+//! renewal reports, and the partitions this member should own (S10.2).
+//!
+//! Each partition is an ordinary entry of kind [`Kind::Partition`]: it is
+//! acquired, held, revoked and handed over exactly like an election's lease
+//! (S4, S6), with its own term and fencing token. This module only decides
+//! which partitions should have a candidate entry (the member's target) and
+//! stops those that should not (S10.3).
 
-use super::Engine;
-use crate::error::BackendError;
-use crate::ids::OpId;
+use super::{Engine, MutantKind};
+use crate::election::{Entry, Kind, LockWait, Status};
+use crate::error::{ApiError, BackendError, BackendErrorKind};
+use crate::group::{parse_partition_name, partition_name, target_partitions, GroupSnapshot};
+use crate::ids::{OpId, SessionId};
+use crate::name::LeaseName;
+use crate::protocol::{Command, Event, GroupView, RevokeReason, TaskExitPolicy};
+use crate::time::Timestamp;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// Where this member's membership of a group stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Join {
+    /// A `JoinGroup` must be sent (with the next session, or after a failure).
+    Needed,
+    /// A `JoinGroup` is in flight since `sent_at`.
+    Joining {
+        op: OpId,
+        session: SessionId,
+        sent_at: Timestamp,
+    },
+    /// The backend confirmed the membership of `session`; `seq` is the
+    /// engine's input sequence number of the confirmation.
+    Joined { session: SessionId, seq: u64 },
+}
+
+/// Where a `leave_group` stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Leave {
+    /// Not leaving.
+    No,
+    /// A `LeaveGroup` must be sent.
+    Needed,
+    /// A `LeaveGroup` is in flight since `sent_at`.
+    Leaving { op: OpId, sent_at: Timestamp },
+    /// The membership has ended (left, or the session is gone).
+    Left,
+}
+
+/// One partitioned group this engine has joined.
+#[derive(Clone, Debug)]
+pub(super) struct Group {
+    pub(super) partitions: u32,
+    pub(super) runs_task: bool,
+    pub(super) policy: TaskExitPolicy,
+    pub(super) join: Join,
+    pub(super) leave: Leave,
+    /// The live members the last renewal listed, this member among them.
+    pub(super) members: Vec<SessionId>,
+    /// The partitions this member should own (S10.2).
+    pub(super) target: BTreeSet<u32>,
+}
 
 impl Engine {
-    /// A reply to [`Command::JoinGroup`](crate::Command::JoinGroup).
-    pub(super) fn on_group_joined(&mut self, _op: OpId, _result: Result<(), BackendError>) {}
+    // ----- API -----------------------------------------------------------
 
-    /// A reply to [`Command::LeaveGroup`](crate::Command::LeaveGroup).
-    pub(super) fn on_group_left(&mut self, _op: OpId, _result: Result<(), BackendError>) {}
+    /// Joins the partitioned group `group` of `partitions` partitions (S10):
+    /// the membership is added to the session (re-added with every new
+    /// session), every renewal reports the group's live members, and this
+    /// member competes for its fair share of the partitions (S10.2). Each
+    /// partition it wins is a term of its own, delivered as
+    /// [`Event::Elected`] and [`Event::Revoked`] for the lease name
+    /// [`partition_name`]`(group, index)`; with `runs_task`, each term starts
+    /// a task and a partition moves only after that task has exited (S10.3).
+    ///
+    /// ```
+    /// use simba_core::*;
+    /// let now = Timestamp::ZERO;
+    /// let mut engine = Engine::new(SimbaConfig::default(), BackendProfile::default(), now);
+    /// let group = LeaseName::new("orders")?;
+    /// engine.join_group(now, group.clone(), 12, true, TaskExitPolicy::default())?;
+    /// assert_eq!(engine.group(&group).map(|g| g.partitions), Some(12));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ApiError::InvalidGroup`] for zero partitions or a group name too
+    /// long for its partition names (S3.1); [`ApiError::AlreadyStarted`] if
+    /// the group is joined already or one of its partition names is an
+    /// election or lock of this engine; [`ApiError::Closed`] once `close`
+    /// was called.
+    pub fn join_group(
+        &mut self,
+        now: crate::time::Timestamp,
+        group: LeaseName,
+        partitions: u32,
+        runs_task: bool,
+        policy: TaskExitPolicy,
+    ) -> Result<(), ApiError> {
+        self.advance(now);
+        let result = self.try_join(group, partitions, runs_task, policy);
+        self.finish();
+        result
+    }
+
+    fn try_join(
+        &mut self,
+        group: LeaseName,
+        partitions: u32,
+        runs_task: bool,
+        policy: TaskExitPolicy,
+    ) -> Result<(), ApiError> {
+        if self.closing {
+            return Err(ApiError::Closed);
+        }
+        if partitions == 0 {
+            return Err(ApiError::InvalidGroup {
+                group,
+                reason: "a group needs at least one partition".into(),
+            });
+        }
+        if let Err(e) = partition_name(&group, partitions - 1) {
+            return Err(ApiError::InvalidGroup {
+                group,
+                reason: format!("its partition names would be invalid: {e}"),
+            });
+        }
+        if self.groups.contains_key(&group) {
+            return Err(ApiError::AlreadyStarted(group));
+        }
+        let prefix = format!("{group}{}", crate::group::PARTITION_SEPARATOR);
+        let taken = self
+            .entries
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(n, _)| n.as_str().starts_with(prefix.as_str()))
+            .find(|(n, _)| {
+                parse_partition_name(n.as_str())
+                    .is_some_and(|(g, p)| g == group.as_str() && p < partitions)
+            })
+            .map(|(n, _)| n.clone());
+        if let Some(taken) = taken {
+            return Err(ApiError::AlreadyStarted(taken));
+        }
+        self.groups.insert(
+            group.clone(),
+            Group {
+                partitions,
+                runs_task,
+                policy,
+                join: Join::Needed,
+                leave: Leave::No,
+                members: Vec::new(),
+                target: BTreeSet::new(),
+            },
+        );
+        self.send_joins();
+        Ok(())
+    }
+
+    /// Leaves `group` (S10.3): the membership ends at once (the other
+    /// members take over on their next renewal), and every partition this
+    /// member holds is handed over in the order of S6.1. Once every
+    /// partition is released, [`Event::Completed`] names the group.
+    ///
+    /// # Errors
+    /// [`ApiError::NotStarted`] if the group was not joined.
+    pub fn leave_group(
+        &mut self,
+        now: crate::time::Timestamp,
+        group: &LeaseName,
+    ) -> Result<(), ApiError> {
+        self.advance(now);
+        let Some(g) = self.groups.get_mut(group) else {
+            self.finish();
+            return Err(ApiError::NotStarted(group.clone()));
+        };
+        if g.leave == Leave::No {
+            // Even a membership never confirmed is left: a join whose reply
+            // was lost may have been applied. Without a session there is
+            // nothing to leave (`send_leaves` ends it at once).
+            g.leave = Leave::Needed;
+            g.target.clear();
+            self.send_leaves();
+            self.reconcile(group);
+            self.maybe_group_left(group);
+        }
+        self.finish();
+        Ok(())
+    }
+
+    /// What this engine knows of `group`, if it joined it.
+    pub fn group(&self, group: &LeaseName) -> Option<GroupSnapshot> {
+        let g = self.groups.get(group)?;
+        let owned = self
+            .partition_entries(group)
+            .iter()
+            .filter_map(|n| {
+                let e = self.entries.get(n)?;
+                e.held.as_ref()?;
+                parse_partition_name(n.as_str()).map(|(_, p)| p)
+            })
+            .collect();
+        Some(GroupSnapshot {
+            group: group.clone(),
+            partitions: g.partitions,
+            members: g.members.clone(),
+            target: g.target.iter().copied().collect(),
+            owned,
+            leaving: g.leave != Leave::No,
+        })
+    }
+
+    // ----- replies -------------------------------------------------------
+
+    /// A reply to [`Command::JoinGroup`].
+    pub(super) fn on_group_joined(&mut self, op: OpId, result: Result<(), BackendError>) {
+        let seq = self.seq;
+        let Some((name, session)) = self.groups.iter().find_map(|(n, g)| match g.join {
+            Join::Joining { op: o, session, .. } if o == op => Some((n.clone(), session)),
+            _ => None,
+        }) else {
+            self.stats.stale_replies += 1;
+            return;
+        };
+        let current = self.session.id == Some(session);
+        match result {
+            Ok(()) if current => {
+                if let Some(g) = self.groups.get_mut(&name) {
+                    g.join = Join::Joined { session, seq };
+                }
+            }
+            Ok(()) => {
+                // Joined with a session that is gone: join again with this one.
+                if let Some(g) = self.groups.get_mut(&name) {
+                    g.join = Join::Needed;
+                }
+                self.send_joins();
+            }
+            Err(error) => {
+                let unsupported = error.kind == BackendErrorKind::Unsupported;
+                self.emit(Event::BackendFailed {
+                    command: "join_group",
+                    error: error.clone(),
+                });
+                if unsupported {
+                    // It can never succeed: the group is gone.
+                    self.groups.remove(&name);
+                    self.emit(Event::GroupFailed { group: name, error });
+                } else if let Some(g) = self.groups.get_mut(&name) {
+                    // Tried again after the next renewal.
+                    g.join = Join::Needed;
+                }
+            }
+        }
+        // A leave that waited for this reply goes now (even after a failed
+        // join: the failure may have been a lost reply to an applied join).
+        self.send_leaves();
+    }
+
+    /// A reply to [`Command::LeaveGroup`].
+    pub(super) fn on_group_left(&mut self, op: OpId, result: Result<(), BackendError>) {
+        let Some(name) = self.groups.iter().find_map(|(n, g)| {
+            matches!(g.leave, Leave::Leaving { op: o, .. } if o == op).then(|| n.clone())
+        }) else {
+            self.stats.stale_replies += 1;
+            return;
+        };
+        let ok = result.is_ok();
+        if let Err(error) = result {
+            self.emit(Event::BackendFailed {
+                command: "leave_group",
+                error,
+            });
+        }
+        if let Some(g) = self.groups.get_mut(&name) {
+            // A failed leave is sent again after the next renewal: a member
+            // that stays listed would be given partitions nobody takes.
+            g.leave = if ok { Leave::Left } else { Leave::Needed };
+        }
+        self.maybe_group_left(&name);
+    }
+
+    /// S10.2: every renewal lists the live members of each joined group;
+    /// a changed membership changes this member's target.
+    pub(super) fn on_group_views(&mut self, views: Vec<GroupView>, renew_seq: u64) {
+        let Some(me) = self.session.id else {
+            return;
+        };
+        let ignore_share = self.mutant_is(MutantKind::GroupIgnoresShare);
+        let (now, timeout) = (self.now, self.call_timeout());
+        let names: Vec<LeaseName> = self.groups.keys().cloned().collect();
+        for name in names {
+            let Some(g) = self.groups.get_mut(&name) else {
+                continue;
+            };
+            // S2.4: a join or leave whose reply has not come within a call
+            // timeout is abandoned (its late reply counts as stale) and sent
+            // again: a lost reply must not stall the membership for good.
+            if matches!(g.join, Join::Joining { sent_at, .. } if now >= sent_at + timeout) {
+                g.join = Join::Needed;
+            }
+            if matches!(g.leave, Leave::Leaving { sent_at, .. } if now >= sent_at + timeout) {
+                g.leave = Leave::Needed;
+            }
+            if g.leave != Leave::No {
+                continue;
+            }
+            let mut members: Vec<SessionId> = views
+                .iter()
+                .find(|v| v.group == name)
+                .map(|v| v.members.clone())
+                .unwrap_or_default();
+            members.sort_unstable();
+            members.dedup();
+            if !members.contains(&me) {
+                // Not a member as far as this renewal saw. If the backend had
+                // confirmed the membership before the renewal was sent, it
+                // lost it: join again.
+                if matches!(g.join, Join::Joined { session, seq } if session == me && seq < renew_seq)
+                {
+                    g.join = Join::Needed;
+                }
+                members.clear();
+            }
+            if members != g.members {
+                g.target = target_partitions(g.partitions, &members, me)
+                    .into_iter()
+                    .collect();
+                if ignore_share && !members.is_empty() {
+                    // The mutant: every member wants every partition.
+                    g.target = (0..g.partitions).collect();
+                }
+                g.members = members;
+                let event = Event::GroupChanged {
+                    group: name.clone(),
+                    members: g.members.clone(),
+                    target: g.target.iter().copied().collect(),
+                };
+                self.emit(event);
+                self.reconcile(&name);
+            }
+        }
+        self.send_joins();
+        self.send_leaves();
+    }
+
+    /// S10.5: a broadcast of a joined group's name announces a membership
+    /// change: renew now to learn it, instead of at the next interval.
+    pub(super) fn on_group_broadcast(&mut self, name: &LeaseName) {
+        if !self.groups.contains_key(name) || self.session.id.is_none() {
+            return;
+        }
+        self.session.renew_soon = true;
+        if self.session.call.is_none() {
+            let soon = self.now;
+            self.session.next_call = Some(self.session.next_call.map_or(soon, |t| t.min(soon)));
+        }
+    }
+
+    // ----- session changes -----------------------------------------------
+
+    /// The session ended (S10.1): every membership ended with it; the target
+    /// is empty until a renewal of the next session lists this member again.
+    pub(super) fn groups_on_session_end(&mut self) {
+        let names: Vec<LeaseName> = self.groups.keys().cloned().collect();
+        for name in names {
+            if let Some(g) = self.groups.get_mut(&name) {
+                g.join = Join::Needed;
+                if g.leave != Leave::No {
+                    g.leave = Leave::Left;
+                }
+                g.target.clear();
+                if !g.members.is_empty() {
+                    g.members.clear();
+                    self.emit(Event::GroupChanged {
+                        group: name.clone(),
+                        members: Vec::new(),
+                        target: Vec::new(),
+                    });
+                }
+            }
+            self.reconcile(&name);
+            self.maybe_group_left(&name);
+        }
+    }
+
+    /// Sends a `JoinGroup` for every group that needs one, on the current
+    /// session.
+    pub(super) fn send_joins(&mut self) {
+        let Some(session) = self.session.id else {
+            return;
+        };
+        if self.closing || !self.can_acquire() {
+            return;
+        }
+        let names: Vec<LeaseName> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.join == Join::Needed && g.leave == Leave::No)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            let op = self.op();
+            if let Some(g) = self.groups.get_mut(&name) {
+                g.join = Join::Joining {
+                    op,
+                    session,
+                    sent_at: self.now,
+                };
+            }
+            self.command(Command::JoinGroup {
+                op,
+                session,
+                group: name,
+            });
+        }
+    }
+
+    /// Sends a `LeaveGroup` for every group that needs one. Not while its
+    /// `JoinGroup` is in flight: the backend may run two calls in flight in
+    /// either order, and a leave run before the join would leave this
+    /// session a member that owns nothing, forever counted by the others.
+    /// The join's reply sends the leave.
+    fn send_leaves(&mut self) {
+        let session = self.session.id.filter(|_| self.can_acquire());
+        let names: Vec<LeaseName> = self
+            .groups
+            .iter()
+            .filter(|(_, g)| g.leave == Leave::Needed && !matches!(g.join, Join::Joining { .. }))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in names {
+            let Some(session) = session else {
+                // No session: no membership to end.
+                if let Some(g) = self.groups.get_mut(&name) {
+                    g.leave = Leave::Left;
+                }
+                self.maybe_group_left(&name);
+                continue;
+            };
+            let op = self.op();
+            if let Some(g) = self.groups.get_mut(&name) {
+                g.leave = Leave::Leaving {
+                    op,
+                    sent_at: self.now,
+                };
+            }
+            self.command(Command::LeaveGroup {
+                op,
+                session,
+                group: name,
+            });
+        }
+    }
+
+    // ----- the target ----------------------------------------------------
+
+    /// The partition entries of `group` that exist now, by name.
+    fn partition_entries(&self, group: &LeaseName) -> Vec<LeaseName> {
+        let prefix = format!("{group}{}", crate::group::PARTITION_SEPARATOR);
+        self.entries
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(n, _)| n.as_str().starts_with(prefix.as_str()))
+            .filter(|(n, e)| {
+                e.kind == Kind::Partition
+                    && parse_partition_name(n.as_str()).is_some_and(|(g, _)| g == group.as_str())
+            })
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Whether `name` is a partition name of a joined group (S7.4: an
+    /// election or lock may not take it).
+    pub(super) fn reserved_by_group(&self, name: &LeaseName) -> bool {
+        parse_partition_name(name.as_str())
+            .is_some_and(|(g, p)| self.groups.get(g).is_some_and(|group| p < group.partitions))
+    }
+
+    /// S10.3: makes the entries of `group` match its target: a candidate
+    /// entry for every target partition, and every other partition handed
+    /// over (revoke, interrupt, wait for the task, release).
+    pub(super) fn reconcile(&mut self, group: &LeaseName) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        let target: Vec<u32> = if self.closing || g.leave != Leave::No {
+            Vec::new()
+        } else {
+            g.target.iter().copied().collect()
+        };
+        let (runs_task, policy) = (g.runs_task, g.policy);
+        let existing = self.partition_entries(group);
+        for name in existing {
+            let keep = parse_partition_name(name.as_str())
+                .is_some_and(|(_, p)| target.binary_search(&p).is_ok());
+            if !keep {
+                self.stop_partition(&name);
+            }
+        }
+        for p in target {
+            let Ok(name) = partition_name(group, p) else {
+                continue;
+            };
+            if !self.entries.contains_key(&name) {
+                let mut entry = Entry::new(Kind::Partition, runs_task, LockWait::Forever, self.now);
+                entry.exit_policy = policy;
+                self.entries.insert(name.clone(), entry);
+                self.dirty.push(name);
+            }
+        }
+    }
+
+    /// Hands a partition over (S6.1 order) and forgets its entry once done.
+    fn stop_partition(&mut self, name: &LeaseName) {
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        if entry.stopping {
+            return;
+        }
+        entry.stopping = true;
+        entry.status = Status::Stopped;
+        entry.attempt = None;
+        entry.cooldown_until = None;
+        let _ = self.revoke(name, RevokeReason::Rebalanced);
+        if self.mutant_is(MutantKind::PartitionSkipsHandover) {
+            // The mutant: release now, while the partition's task still runs.
+            self.complete_handover(name);
+        }
+        self.after_handover_step(name);
+    }
+
+    /// A partition entry is gone (its hand-over is complete): the group may
+    /// want it back (its target changed again meanwhile), or may be done
+    /// leaving.
+    pub(super) fn partition_removed(&mut self, name: &LeaseName) {
+        let Some((group, _)) = parse_partition_name(name.as_str()) else {
+            return;
+        };
+        let Ok(group) = LeaseName::new(group) else {
+            return;
+        };
+        if !self.groups.contains_key(&group) {
+            return;
+        }
+        self.reconcile_one(&group, name);
+        self.maybe_group_left(&group);
+    }
+
+    /// [`Engine::reconcile`] for one partition.
+    fn reconcile_one(&mut self, group: &LeaseName, name: &LeaseName) {
+        let Some(g) = self.groups.get(group) else {
+            return;
+        };
+        let Some((_, p)) = parse_partition_name(name.as_str()) else {
+            return;
+        };
+        let wanted = !self.closing && g.leave == Leave::No && g.target.contains(&p);
+        if wanted && !self.entries.contains_key(name) {
+            let mut entry = Entry::new(Kind::Partition, g.runs_task, LockWait::Forever, self.now);
+            entry.exit_policy = g.policy;
+            self.entries.insert(name.clone(), entry);
+            self.dirty.push(name.clone());
+        }
+    }
+
+    /// Ends a leave once the membership is over and every partition is
+    /// released: the group is forgotten and [`Event::Completed`] names it.
+    fn maybe_group_left(&mut self, group: &LeaseName) {
+        let done = self
+            .groups
+            .get(group)
+            .is_some_and(|g| g.leave == Leave::Left)
+            && self.partition_entries(group).is_empty();
+        if done {
+            self.groups.remove(group);
+            self.emit(Event::Completed {
+                name: group.clone(),
+            });
+        }
+    }
 }

@@ -50,6 +50,9 @@ pub(super) struct Session {
     pub(super) call: Option<Call>,
     pub(super) next_call: Option<Timestamp>,
     pub(super) open_failures: u32,
+    /// A group's membership changed since the renewal in flight was sent:
+    /// renew again as soon as it returns (S10.5).
+    pub(super) renew_soon: bool,
 }
 
 impl Engine {
@@ -201,6 +204,7 @@ impl Engine {
             sent_seq: self.seq,
         });
         self.stats.renewals += 1;
+        self.session.renew_soon = false;
         self.command(Command::Renew { op, session });
     }
 
@@ -347,6 +351,7 @@ impl Engine {
                 self.set_deadline(deadline);
                 self.session.next_call = Some((call.sent_at + self.session.period).max(self.now));
                 self.mark_all_dirty();
+                self.send_joins();
             }
         }
     }
@@ -373,8 +378,16 @@ impl Engine {
                 self.apply_period(validity);
                 self.set_state(SessionState::Live);
                 self.set_deadline(deadline);
-                self.session.next_call = Some((call.sent_at + self.session.period).max(self.now));
+                let next = if self.session.renew_soon {
+                    call.sent_at + self.config.min_backoff()
+                } else {
+                    call.sent_at + self.session.period
+                };
+                self.session.next_call = Some(next.max(self.now));
                 self.check_owned(renewal.owned, call.sent_seq);
+                if !self.groups.is_empty() {
+                    self.on_group_views(renewal.groups, call.sent_seq);
+                }
             }
             Err(RenewError::Expired) => self.end_session(RevokeReason::SessionExpired),
             Err(RenewError::Backend(error)) => self.renew_failed(error),
@@ -474,6 +487,7 @@ impl Engine {
             }
             self.after_handover_step(name);
         }
+        self.groups_on_session_end();
         if self.session.state == SessionState::Closed {
             // A close finished while the terms ended: nothing to reopen.
             return;

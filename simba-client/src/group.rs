@@ -1,0 +1,398 @@
+//! Partitioned groups (S10): the application API. The engine decides which
+//! partitions this client owns; this module only starts and ends a
+//! membership and carries partition terms to the application.
+
+use crate::client::{ElectionListener, Simba};
+use crate::driver::{Msg, Spec, TaskFactory};
+use crate::error::GroupError;
+use crate::term::{TaskOutput, Term};
+use futures::channel::oneshot;
+use futures::future::BoxFuture;
+use simba_core::{
+    parse_partition_name, ApiError, GroupSnapshot, LeaseName, RevokeReason, TaskExitPolicy,
+};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+/// What a group member tells the application (S10.3). Every
+/// `on_gained(partition, term)` is followed by exactly one
+/// `on_lost(partition, term, reason)` for the same term (S7.1); the
+/// callbacks of one group run one at a time, in order (S7.2).
+///
+/// ```no_run
+/// use simba_client::{GroupListener, RevokeReason, Simba, Term};
+///
+/// struct Log;
+/// impl GroupListener for Log {
+///     fn on_gained(&self, partition: u32, term: &Term) {
+///         println!("partition {partition} is mine (token {})", term.token());
+///     }
+///     fn on_lost(&self, partition: u32, _term: &Term, reason: RevokeReason) {
+///         println!("partition {partition} is gone ({reason})");
+///     }
+/// }
+///
+/// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
+/// let group = simba.group("orders", 12).join(Log).await?;
+/// // …
+/// group.leave().await; // every partition handed over (S10.3)
+/// # Ok(()) }
+/// ```
+pub trait GroupListener: Send + Sync + 'static {
+    /// This client now owns `partition`, for `term` (its own fencing token).
+    fn on_gained(&self, partition: u32, term: &Term) {
+        let _ = (partition, term);
+    }
+    /// The term of `partition` ended for `reason` (`Rebalanced` when the
+    /// partition moved to another member or the group was left); it is
+    /// already invalid.
+    fn on_lost(&self, partition: u32, term: &Term, reason: RevokeReason) {
+        let _ = (partition, term, reason);
+    }
+}
+
+/// The partition index a partition term's lease name carries.
+fn partition_of(term: &Term) -> u32 {
+    parse_partition_name(term.name()).map_or(0, |(_, p)| p)
+}
+
+/// Delivers a group's partition terms through the election callback queue.
+struct PartitionCallbacks(Arc<dyn GroupListener>);
+
+impl ElectionListener for PartitionCallbacks {
+    fn on_elected(&self, term: &Term) {
+        self.0.on_gained(partition_of(term), term);
+    }
+    fn on_revoked(&self, term: &Term, reason: RevokeReason) {
+        self.0.on_lost(partition_of(term), term, reason);
+    }
+}
+
+/// Joins a partitioned group ([`Simba::group`]).
+pub struct GroupBuilder {
+    client: Simba,
+    name: String,
+    partitions: u32,
+    listener: Option<Arc<dyn GroupListener>>,
+    policy: TaskExitPolicy,
+}
+
+impl fmt::Debug for GroupBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupBuilder")
+            .field("name", &self.name)
+            .field("partitions", &self.partitions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Simba {
+    /// The partitioned group `name` of `partitions` partitions (S10): join
+    /// it with a [`GroupListener`] or a task per partition. Every member of
+    /// a group must give the same number of partitions.
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let orders = simba
+    ///     .group("orders", 12)
+    ///     .run_per_partition(|partition, term| async move {
+    ///         // Consume `partition` until the term ends, writing with
+    ///         // `term.token()` so that a stale owner is fenced off (S9).
+    ///         println!("partition {partition}, token {}", term.token());
+    ///         term.revoked().await;
+    ///     })
+    ///     .await?;
+    /// let owned = orders.snapshot().await?.map(|g| g.owned);
+    /// println!("{owned:?}");
+    /// orders.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn group(&self, name: impl AsRef<str>, partitions: u32) -> GroupBuilder {
+        GroupBuilder {
+            client: self.clone(),
+            name: name.as_ref().to_owned(),
+            partitions,
+            listener: None,
+            policy: TaskExitPolicy::default(),
+        }
+    }
+}
+
+impl GroupBuilder {
+    /// Also tell `listener` of partitions gained and lost (for
+    /// [`GroupBuilder::run_per_partition`]; [`GroupBuilder::join`] takes one
+    /// directly).
+    ///
+    /// ```no_run
+    /// # use simba_client::{GroupListener, Simba};
+    /// # struct Log;
+    /// # impl GroupListener for Log {}
+    /// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let tasks = simba
+    ///     .group("orders", 12)
+    ///     .listener(Log)
+    ///     .run_per_partition(|_partition, term| async move {
+    ///         term.revoked().await;
+    ///     })
+    ///     .await?;
+    /// # tasks.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn listener(mut self, listener: impl GroupListener) -> Self {
+        self.listener = Some(Arc::new(listener));
+        self
+    }
+
+    /// What a partition task that ends on its own does to its partition
+    /// (S6.5); the default gives the partition's term up and takes it back
+    /// after a retry delay (after a back-off if the task failed).
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// use simba_client::TaskExitPolicy;
+    /// // A partition whose task finished keeps its term until it moves.
+    /// let tasks = simba
+    ///     .group("imports", 4)
+    ///     .on_task_exit(TaskExitPolicy::KeepTerm)
+    ///     .run_per_partition(|partition, _term| async move {
+    ///         println!("importing shard {partition} once");
+    ///     })
+    ///     .await?;
+    /// # tasks.close().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_task_exit(mut self, policy: TaskExitPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Joins the group, telling `listener` of every partition this client
+    /// gains and loses (S10.3). See [`GroupListener`] for an example.
+    ///
+    /// # Errors
+    /// [`GroupError::InvalidName`] (S3.1), [`GroupError::Invalid`],
+    /// [`GroupError::AlreadyStarted`] (S7.4), [`GroupError::Closed`].
+    pub async fn join(mut self, listener: impl GroupListener) -> Result<Group, GroupError> {
+        self.listener = Some(Arc::new(listener));
+        self.start(None).await
+    }
+
+    /// Joins the group and runs `task(partition, term)` for every partition
+    /// this client owns, while it owns it. When a partition moves away the
+    /// task is interrupted as a leader task is (S6.1): [`Term::revoked`]
+    /// resolves, and the partition is released only once the future has
+    /// returned (or the term's deadline has passed), so the next owner's
+    /// task never overlaps it (S10.3). See [`Simba::group`] for an example.
+    ///
+    /// # Errors
+    /// As [`GroupBuilder::join`].
+    pub async fn run_per_partition<F, Fut>(self, task: F) -> Result<GroupTask, GroupError>
+    where
+        F: Fn(u32, Term) -> Fut + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: TaskOutput,
+    {
+        let factory = TaskFactory::Async(Arc::new(
+            move |term: Term| -> BoxFuture<'static, Result<(), String>> {
+                let fut = task(partition_of(&term), term);
+                Box::pin(async move { fut.await.into_task_result() })
+            },
+        ));
+        let group = self.start(Some(factory)).await?;
+        Ok(GroupTask { group })
+    }
+
+    async fn start(self, task: Option<TaskFactory>) -> Result<Group, GroupError> {
+        let name = LeaseName::new(&self.name)?;
+        let listener: Option<Arc<dyn ElectionListener>> = self
+            .listener
+            .map(|l| Arc::new(PartitionCallbacks(l)) as Arc<dyn ElectionListener>);
+        let entry = self
+            .client
+            .start(
+                name.clone(),
+                Spec::Group {
+                    partitions: self.partitions,
+                    listener,
+                    task,
+                    policy: self.policy,
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                ApiError::AlreadyStarted(n) | ApiError::WrongKind { name: n, .. } => {
+                    GroupError::AlreadyStarted(n.to_string())
+                }
+                ApiError::InvalidGroup { group, reason } => GroupError::Invalid {
+                    name: group.to_string(),
+                    reason,
+                },
+                _ => GroupError::Closed,
+            })?;
+        Ok(Group {
+            client: self.client,
+            name,
+            entry,
+        })
+    }
+}
+
+/// This client's membership of a partitioned group (S10). Dropping the
+/// handle does not leave the group; dropping every handle of the client
+/// closes the client, which ends the membership.
+#[derive(Clone)]
+pub struct Group {
+    client: Simba,
+    name: LeaseName,
+    entry: u64,
+}
+
+impl fmt::Debug for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Group")
+            .field("name", &self.name.as_str())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Group {
+    /// The group's name.
+    ///
+    /// ```no_run
+    /// # use simba_client::{GroupListener, Simba};
+    /// # struct Log;
+    /// # impl GroupListener for Log {}
+    /// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let group = simba.group("orders", 12).join(Log).await?;
+    /// assert_eq!(group.name(), "orders");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// Leaves the group (S10.3): the membership ends at once, every
+    /// partition is handed over in the order of S6.1 (its task interrupted
+    /// and awaited before the release), and the future resolves after the
+    /// last `on_lost` has run (S7.3). Leaving twice, or after close,
+    /// resolves at once. See [`GroupListener`] for an example.
+    pub async fn leave(&self) {
+        let (done, rx) = oneshot::channel();
+        if self.client.send(Msg::Stop {
+            name: self.name.clone(),
+            entry: self.entry,
+            done: Some(done),
+        }) {
+            let _ = rx.await;
+        }
+    }
+
+    /// [`Group::leave`], blocking the thread until it completes.
+    ///
+    /// # Errors
+    /// [`GroupError::WouldWaitOnItself`] from a callback or task (S7.5),
+    /// [`GroupError::WouldBlockRuntime`] on an async runtime thread: the
+    /// leave is started but not awaited.
+    ///
+    /// ```no_run
+    /// # fn demo(group: simba_client::Group) {
+    /// // From a plain thread (not a callback, a task or a runtime thread):
+    /// if let Err(e) = group.leave_blocking() {
+    ///     println!("started the leave without waiting: {e}");
+    /// }
+    /// # }
+    /// ```
+    pub fn leave_blocking(&self) -> Result<(), GroupError> {
+        if let Some(on_itself) = self.client.blocking_refusal() {
+            let _ = self.client.send(Msg::Stop {
+                name: self.name.clone(),
+                entry: self.entry,
+                done: None,
+            });
+            return Err(if on_itself {
+                GroupError::WouldWaitOnItself
+            } else {
+                GroupError::WouldBlockRuntime
+            });
+        }
+        futures::executor::block_on(self.leave());
+        Ok(())
+    }
+
+    /// The group's members as this client last saw them, its target and
+    /// the partitions it owns; `None` once left. See [`Simba::group`] for
+    /// an example.
+    ///
+    /// # Errors
+    /// [`GroupError::Closed`] once the client is closed.
+    pub async fn snapshot(&self) -> Result<Option<GroupSnapshot>, GroupError> {
+        let (reply, rx) = oneshot::channel();
+        if !self.client.send(Msg::GroupSnapshot {
+            name: self.name.clone(),
+            reply,
+        }) {
+            return Err(GroupError::Closed);
+        }
+        rx.await.map_err(|_| GroupError::Closed)
+    }
+}
+
+/// A group whose partitions each run a task
+/// ([`GroupBuilder::run_per_partition`]). Closing it follows S7.5: the
+/// blocking close refuses to wait from inside a callback or task.
+#[derive(Clone, Debug)]
+pub struct GroupTask {
+    group: Group,
+}
+
+impl GroupTask {
+    /// The group behind the tasks.
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// let tasks = simba
+    ///     .group("orders", 12)
+    ///     .run_per_partition(|_p, term| async move {
+    ///         term.revoked().await;
+    ///     })
+    ///     .await?;
+    /// assert_eq!(tasks.group().name(), "orders");
+    /// # Ok(()) }
+    /// ```
+    pub fn group(&self) -> &Group {
+        &self.group
+    }
+
+    /// Leaves the group: every partition task is interrupted and awaited
+    /// before its partition is released (S6.1, S10.3). See [`Simba::group`]
+    /// for an example.
+    pub async fn close(&self) {
+        self.group.leave().await
+    }
+
+    /// [`GroupTask::close`], blocking the thread.
+    ///
+    /// # Errors
+    /// As [`Group::leave_blocking`] (S7.5).
+    ///
+    /// ```no_run
+    /// # fn demo(tasks: simba_client::GroupTask) {
+    /// match tasks.close_blocking() {
+    ///     Ok(()) => println!("left; every partition task has exited"),
+    ///     Err(e) => println!("started the leave without waiting: {e}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn close_blocking(&self) -> Result<(), GroupError> {
+        self.group.leave_blocking()
+    }
+
+    /// As [`Group::snapshot`].
+    ///
+    /// # Errors
+    /// As [`Group::snapshot`].
+    pub async fn snapshot(&self) -> Result<Option<GroupSnapshot>, GroupError> {
+        self.group.snapshot().await
+    }
+}

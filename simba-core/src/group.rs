@@ -1,0 +1,241 @@
+//! Partitioned groups (S10): partition lease names and the assignment rule.
+//! Pure functions of their arguments, shared by the engine, the simulation
+//! and the tests.
+
+use crate::ids::SessionId;
+use crate::name::{LeaseName, NameError};
+
+/// The separator between a group's name and a partition's index in the
+/// partition's lease name (`orders:p7`).
+pub const PARTITION_SEPARATOR: &str = ":p";
+
+/// The lease name of partition `index` of `group`: `{group}:p{index}`,
+/// valid under S3.1 whenever it fits in [`MAX_NAME_LEN`](crate::MAX_NAME_LEN).
+///
+/// ```
+/// use simba_core::{partition_name, LeaseName};
+/// let group = LeaseName::new("orders")?;
+/// assert_eq!(partition_name(&group, 7)?.as_str(), "orders:p7");
+/// # Ok::<(), simba_core::NameError>(())
+/// ```
+///
+/// # Errors
+/// [`NameError::TooLong`] if the group's name leaves no room for the index.
+pub fn partition_name(group: &LeaseName, index: u32) -> Result<LeaseName, NameError> {
+    LeaseName::new(format!("{group}{PARTITION_SEPARATOR}{index}"))
+}
+
+/// The group name and the partition index a partition lease name carries,
+/// if it has the form `{group}:p{index}` (the inverse of [`partition_name`]).
+///
+/// ```
+/// use simba_core::parse_partition_name;
+/// assert_eq!(parse_partition_name("orders:p7"), Some(("orders", 7)));
+/// assert_eq!(parse_partition_name("orders"), None);
+/// assert_eq!(parse_partition_name("orders:p07"), None);
+/// ```
+pub fn parse_partition_name(name: &str) -> Option<(&str, u32)> {
+    let (group, index) = name.rsplit_once(PARTITION_SEPARATOR)?;
+    if group.is_empty() || index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // One spelling per index: no leading zeros.
+    if index.len() > 1 && index.starts_with('0') {
+        return None;
+    }
+    Some((group, index.parse().ok()?))
+}
+
+/// The fair share of the member at `rank` (0-based, in ascending session
+/// order) among `members` members for `partitions` partitions (S10.2):
+/// ⌈P/M⌉ for the first `P mod M` ranks, ⌊P/M⌋ for the others.
+///
+/// ```
+/// use simba_core::fair_share;
+/// assert_eq!((0..3).map(|r| fair_share(12, 3, r)).collect::<Vec<_>>(), [4, 4, 4]);
+/// assert_eq!((0..3).map(|r| fair_share(10, 3, r)).collect::<Vec<_>>(), [4, 3, 3]);
+/// assert_eq!(fair_share(10, 0, 0), 0);
+/// ```
+pub fn fair_share(partitions: u32, members: usize, rank: usize) -> u32 {
+    let Ok(m) = u32::try_from(members) else {
+        return 0;
+    };
+    if m == 0 || rank >= members {
+        return 0;
+    }
+    let extra = u32::from(u32::try_from(rank).unwrap_or(u32::MAX) < partitions % m);
+    partitions / m + extra
+}
+
+/// A fixed 64-bit mix (SplitMix64's finaliser): the same on every platform
+/// and in every process, so every member computes the same assignment.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// How much member `session` wants partition `index` (higher first).
+fn affinity(session: SessionId, index: u32) -> u64 {
+    let bits = session.as_u128();
+    // Truncations are the point: both halves of the id feed the mix.
+    #[allow(clippy::cast_possible_truncation)]
+    let (hi, lo) = ((bits >> 64) as u64, bits as u64);
+    mix(mix(hi ^ mix(lo)) ^ u64::from(index))
+}
+
+/// The assignment rule (S10.2): the member every partition of a group should
+/// belong to, given the group's live members. Returns, for each partition
+/// index, the index of its member in `members`; empty if there are no
+/// members.
+///
+/// `members` is the list a renewal reports ([`GroupView`](crate::GroupView)):
+/// it is sorted and deduplicated here, so every member that sees the same set
+/// computes the same assignment. Each member's capacity is its
+/// [`fair_share`] by rank, so the assignment is balanced: every member gets
+/// ⌊P/M⌋ or ⌈P/M⌉ partitions. Within the capacities, every (member,
+/// partition) pair has a fixed affinity, and pairs are taken greedily from
+/// the highest affinity down. A partition's owner therefore changes only when
+/// the membership does, and mostly only for partitions of a member that left
+/// or moving to a member that joined.
+///
+/// ```
+/// use simba_core::{assign_partitions, SessionId};
+/// let members = [SessionId::from_u128(1), SessionId::from_u128(2), SessionId::from_u128(3)];
+/// let owners = assign_partitions(12, &members);
+/// assert_eq!(owners.len(), 12);
+/// for m in 0..3 {
+///     assert_eq!(owners.iter().filter(|&&o| o == m).count(), 4);
+/// }
+/// ```
+pub fn assign_partitions(partitions: u32, members: &[SessionId]) -> Vec<usize> {
+    let mut sorted: Vec<SessionId> = members.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    let m = sorted.len();
+    let mut capacity: Vec<u32> = (0..m).map(|r| fair_share(partitions, m, r)).collect();
+    let mut pairs: Vec<(u64, u32, usize)> = Vec::with_capacity(m * partitions as usize);
+    for (r, session) in sorted.iter().enumerate() {
+        for p in 0..partitions {
+            pairs.push((affinity(*session, p), p, r));
+        }
+    }
+    pairs.sort_unstable_by(|a, b| b.cmp(a));
+    let mut owner: Vec<Option<usize>> = vec![None; partitions as usize];
+    let mut left = partitions as usize;
+    for (_, p, r) in pairs {
+        if left == 0 {
+            break;
+        }
+        let slot = &mut owner[p as usize];
+        if slot.is_none() && capacity[r] > 0 {
+            *slot = Some(r);
+            capacity[r] -= 1;
+            left -= 1;
+        }
+    }
+    // Map ranks in `sorted` back to indexes in `members`.
+    let index_of: Vec<usize> = sorted
+        .iter()
+        .map(|s| members.iter().position(|x| x == s).unwrap_or(0))
+        .collect();
+    owner
+        .into_iter()
+        .map(|r| r.map_or(0, |r| index_of[r]))
+        .collect()
+}
+
+/// The partitions (indexes) that `me` should own among `members` (S10.2):
+/// empty if `me` is not a member.
+///
+/// ```
+/// use simba_core::{target_partitions, SessionId};
+/// let members = [SessionId::from_u128(1), SessionId::from_u128(2)];
+/// let mine = target_partitions(5, &members, SessionId::from_u128(1));
+/// assert_eq!(mine.len(), 3);
+/// assert!(target_partitions(5, &members, SessionId::from_u128(9)).is_empty());
+/// ```
+pub fn target_partitions(partitions: u32, members: &[SessionId], me: SessionId) -> Vec<u32> {
+    let Some(my_index) = members.iter().position(|m| *m == me) else {
+        return Vec::new();
+    };
+    assign_partitions(partitions, members)
+        .into_iter()
+        .zip(0u32..)
+        .filter(|(owner, _)| *owner == my_index)
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// What [`Engine::group`](crate::Engine::group) reports of one partitioned
+/// group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSnapshot {
+    /// The group.
+    pub group: LeaseName,
+    /// How many partitions it has.
+    pub partitions: u32,
+    /// Its live members as the last renewal saw them (empty until a renewal
+    /// lists this member).
+    pub members: Vec<SessionId>,
+    /// The partitions this member should own (S10.2).
+    pub target: Vec<u32>,
+    /// The partitions this member owns now (a term is held).
+    pub owned: Vec<u32>,
+    /// Whether `leave_group` was called.
+    pub leaving: bool,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn ids(n: u128) -> Vec<SessionId> {
+        (1..=n)
+            .map(|i| SessionId::from_u128(i * 0x9e37_79b9))
+            .collect()
+    }
+
+    #[test]
+    fn balanced_for_every_size() {
+        for m in 1..12u128 {
+            for p in [0u32, 1, 7, 12, 100] {
+                let members = ids(m);
+                let owners = assign_partitions(p, &members);
+                let mut counts = vec![0u32; members.len()];
+                for o in owners {
+                    counts[o] += 1;
+                }
+                let (min, max) = (counts.iter().min(), counts.iter().max());
+                assert!(
+                    max.zip(min).is_none_or(|(a, b)| a - b <= 1),
+                    "{m} {p} {counts:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn order_of_members_does_not_matter() {
+        let members = ids(5);
+        let mut reversed = members.clone();
+        reversed.reverse();
+        let a = assign_partitions(40, &members);
+        let b = assign_partitions(40, &reversed);
+        for p in 0..40 {
+            assert_eq!(members[a[p]], reversed[b[p]]);
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        let g = LeaseName::new("a:p1").unwrap();
+        let n = partition_name(&g, 12).unwrap();
+        assert_eq!(parse_partition_name(n.as_str()), Some(("a:p1", 12)));
+    }
+}

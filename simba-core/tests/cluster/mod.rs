@@ -1,0 +1,647 @@
+//! A round-based cluster for partitioned-group tests and benchmarks: several
+//! engines over one model backend. Every command sent in one round is
+//! executed by the backend at the start of the next (in an order a seed may
+//! shuffle), and its reply and any broadcast it causes are delivered right
+//! after: one round is one backend round trip. Time advances by `rtt` per
+//! round. Partition tasks stop `task_stop_rounds` rounds after their
+//! interrupt, so a hand-over that does not wait for them shows as overlap.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use simba_core::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+#[derive(Clone, Debug, Default)]
+pub struct Counts {
+    pub renew: u64,
+    pub acquire: u64,
+    pub release: u64,
+    pub join: u64,
+    pub leave: u64,
+    pub other: u64,
+}
+
+struct Lease {
+    holder: Option<SessionId>,
+    token: u64,
+}
+
+/// The model backend: sessions, leases and group memberships on the
+/// cluster's one true clock.
+#[derive(Default)]
+pub struct Model {
+    sessions: BTreeMap<SessionId, (Timestamp, Duration)>,
+    leases: BTreeMap<LeaseName, Lease>,
+    groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
+    next_session: u128,
+}
+
+impl Model {
+    fn live(&self, s: SessionId, now: Timestamp) -> Option<Duration> {
+        self.sessions
+            .get(&s)
+            .filter(|(exp, _)| *exp > now)
+            .map(|(exp, _)| *exp - now)
+    }
+
+    /// Executes one command; returns its reply and the names it broadcasts.
+    fn execute(&mut self, cmd: &Command, now: Timestamp) -> (Option<Input>, Vec<LeaseName>) {
+        let mut casts = Vec::new();
+        let reply = match cmd {
+            Command::OpenSession { op, lease_duration } => {
+                self.next_session += 1;
+                let s = SessionId::from_u128(self.next_session.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                self.sessions
+                    .insert(s, (now + *lease_duration, *lease_duration));
+                Input::SessionOpened {
+                    op: *op,
+                    result: Ok(SessionGrant {
+                        session: s,
+                        remaining: *lease_duration,
+                    }),
+                }
+            }
+            Command::Renew { op, session } => {
+                let result = match self.live(*session, now) {
+                    None => Err(RenewError::Expired),
+                    Some(_) => {
+                        let d = self.sessions[session].1;
+                        self.sessions.insert(*session, (now + d, d));
+                        let owned = self
+                            .leases
+                            .iter()
+                            .filter(|(_, l)| l.holder == Some(*session))
+                            .map(|(n, l)| (n.clone(), Token::new(l.token).unwrap()))
+                            .collect();
+                        let groups = self
+                            .groups
+                            .iter()
+                            .filter(|(_, m)| m.contains(session))
+                            .map(|(g, m)| GroupView {
+                                group: g.clone(),
+                                members: m
+                                    .iter()
+                                    .copied()
+                                    .filter(|s| self.live(*s, now).is_some())
+                                    .collect(),
+                            })
+                            .collect();
+                        Ok(Renewal {
+                            remaining: d,
+                            owned,
+                            groups,
+                        })
+                    }
+                };
+                Input::RenewReplied { op: *op, result }
+            }
+            Command::Acquire { op, session, name } => {
+                let result = match self.live(*session, now) {
+                    None => Ok(AcquireOutcome::Expired),
+                    Some(remaining) => {
+                        let holder_remaining = self
+                            .leases
+                            .get(name)
+                            .and_then(|l| l.holder)
+                            .filter(|h| h != session)
+                            .and_then(|h| self.live(h, now));
+                        let holder_live = holder_remaining.is_some();
+                        let lease = self.leases.entry(name.clone()).or_insert(Lease {
+                            holder: None,
+                            token: 0,
+                        });
+                        if holder_live {
+                            Ok(AcquireOutcome::Held {
+                                holder: lease.holder,
+                                token: Token::new(lease.token),
+                                holder_remaining,
+                            })
+                        } else {
+                            if lease.holder != Some(*session) {
+                                lease.holder = Some(*session);
+                                lease.token += 1;
+                            }
+                            Ok(AcquireOutcome::Won {
+                                token: Token::new(lease.token).unwrap(),
+                                remaining,
+                            })
+                        }
+                    }
+                };
+                Input::AcquireReplied { op: *op, result }
+            }
+            Command::Release {
+                op,
+                session,
+                name,
+                token,
+            } => {
+                if let Some(l) = self.leases.get_mut(name) {
+                    if l.holder == Some(*session) && l.token == token.get() {
+                        l.holder = None;
+                        casts.push(name.clone());
+                    }
+                }
+                Input::ReleaseReplied {
+                    op: *op,
+                    result: Ok(()),
+                }
+            }
+            Command::CloseSession { op, session } => {
+                self.sessions.remove(session);
+                for (n, l) in self.leases.iter_mut() {
+                    if l.holder == Some(*session) {
+                        l.holder = None;
+                        casts.push(n.clone());
+                    }
+                }
+                for (g, m) in self.groups.iter_mut() {
+                    if m.remove(session) {
+                        casts.push(g.clone());
+                    }
+                }
+                Input::SessionClosed {
+                    op: *op,
+                    result: Ok(()),
+                }
+            }
+            Command::JoinGroup { op, session, group } => {
+                // Joining with a session that is not live is a no-op.
+                if self.live(*session, now).is_some()
+                    && self
+                        .groups
+                        .entry(group.clone())
+                        .or_default()
+                        .insert(*session)
+                {
+                    casts.push(group.clone());
+                }
+                Input::GroupJoined {
+                    op: *op,
+                    result: Ok(()),
+                }
+            }
+            Command::LeaveGroup { op, session, group } => {
+                if self
+                    .groups
+                    .get_mut(group)
+                    .is_some_and(|m| m.remove(session))
+                {
+                    casts.push(group.clone());
+                }
+                Input::GroupLeft {
+                    op: *op,
+                    result: Ok(()),
+                }
+            }
+            Command::ClaimSlot { .. } => return (None, casts),
+        };
+        (Some(reply), casts)
+    }
+
+    /// Forgets `session`'s membership of `group`, as a backend that lost it
+    /// would; returns whether it was a member.
+    pub fn drop_member(&mut self, group: &LeaseName, session: SessionId) -> bool {
+        self.groups
+            .get_mut(group)
+            .is_some_and(|m| m.remove(&session))
+    }
+
+    /// The live members of `group` at `now`, ascending.
+    pub fn live_members(&self, group: &LeaseName, now: Timestamp) -> Vec<SessionId> {
+        self.groups
+            .get(group)
+            .map(|m| {
+                m.iter()
+                    .copied()
+                    .filter(|s| self.live(*s, now).is_some())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The live holder of `name`, if any.
+    pub fn holder(&self, name: &LeaseName, now: Timestamp) -> Option<SessionId> {
+        self.leases
+            .get(name)
+            .and_then(|l| l.holder)
+            .filter(|h| self.live(*h, now).is_some())
+    }
+}
+
+/// One partition term as a node saw it.
+#[derive(Clone, Debug)]
+pub struct HeldTerm {
+    pub name: LeaseName,
+    pub token: Token,
+    pub session: SessionId,
+}
+
+pub struct Node {
+    pub engine: Engine,
+    pub alive: bool,
+    /// Terms held (Elected, not yet Revoked), by term id.
+    pub held: BTreeMap<TermId, HeldTerm>,
+    /// Tasks running, by term id: `Some(round)` once interrupted, the round
+    /// it will exit.
+    pub tasks: BTreeMap<TermId, (LeaseName, Option<u64>)>,
+    inbox: Vec<Input>,
+}
+
+/// What happened to a partition, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Happening {
+    Gained {
+        node: usize,
+        token: Token,
+    },
+    Lost {
+        node: usize,
+        token: Token,
+        reason: RevokeReason,
+    },
+    TaskStarted {
+        node: usize,
+    },
+    TaskStopped {
+        node: usize,
+    },
+    Released {
+        node: usize,
+        token: Token,
+    },
+}
+
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    pub model: Model,
+    pub now: Timestamp,
+    pub round: u64,
+    pub rtt: Duration,
+    pub config: SimbaConfig,
+    pub group: LeaseName,
+    pub partitions: u32,
+    pub task_stop_rounds: u64,
+    /// Commands sent last round, executed at the start of the next.
+    inflight: Vec<(usize, Command)>,
+    pub counts: Counts,
+    /// Renew commands per node.
+    pub renewals: Vec<u64>,
+    /// Backend calls (every command) per node.
+    pub calls: Vec<u64>,
+    /// Per partition lease name: (round, happening).
+    pub history: BTreeMap<LeaseName, Vec<(u64, Happening)>>,
+    /// Violations of "at most one valid owner" and "no task overlap".
+    pub violations: Vec<String>,
+    shuffle: Option<fastrand::Rng>,
+}
+
+impl Cluster {
+    pub fn new(group: &str, partitions: u32, config: SimbaConfig, rtt: Duration) -> Cluster {
+        Cluster {
+            nodes: Vec::new(),
+            model: Model::default(),
+            now: Timestamp::from_nanos(1_000_000_000),
+            round: 0,
+            rtt,
+            config,
+            group: LeaseName::new(group).unwrap(),
+            partitions,
+            task_stop_rounds: 6,
+            inflight: Vec::new(),
+            counts: Counts::default(),
+            renewals: Vec::new(),
+            calls: Vec::new(),
+            history: BTreeMap::new(),
+            violations: Vec::new(),
+            shuffle: None,
+        }
+    }
+
+    /// Executes each round's commands in an order drawn from `seed`.
+    pub fn shuffled(mut self, seed: u64) -> Self {
+        self.shuffle = Some(fastrand::Rng::with_seed(seed));
+        self
+    }
+
+    /// Adds a node that joins the group with partition tasks; returns its index.
+    pub fn add_node(&mut self) -> usize {
+        let i = self.nodes.len();
+        let config = self
+            .config
+            .to_builder()
+            .seed(self.config.seed().wrapping_add(i as u64 * 7919))
+            .build()
+            .unwrap();
+        let mut engine = Engine::new(config, BackendProfile::default(), self.now);
+        engine
+            .join_group(
+                self.now,
+                self.group.clone(),
+                self.partitions,
+                true,
+                TaskExitPolicy::default(),
+            )
+            .unwrap();
+        self.nodes.push(Node {
+            engine,
+            alive: true,
+            held: BTreeMap::new(),
+            tasks: BTreeMap::new(),
+            inbox: Vec::new(),
+        });
+        self.renewals.push(0);
+        self.calls.push(0);
+        self.drain(i);
+        i
+    }
+
+    /// The node leaves the group gracefully (S10.3).
+    pub fn leave(&mut self, i: usize) {
+        let now = self.now;
+        let group = self.group.clone();
+        let _ = self.nodes[i].engine.leave_group(now, &group);
+        self.drain(i);
+    }
+
+    /// The node's process dies: no more calls, no release; its session
+    /// expires on the backend. Its tasks die with it.
+    pub fn crash(&mut self, i: usize) {
+        self.nodes[i].alive = false;
+        let tasks = std::mem::take(&mut self.nodes[i].tasks);
+        for (name, _) in tasks.into_values() {
+            self.log(&name, Happening::TaskStopped { node: i });
+        }
+        self.nodes[i].held.clear();
+        self.inflight.retain(|(n, _)| *n != i);
+    }
+
+    fn log(&mut self, name: &LeaseName, h: Happening) {
+        self.history
+            .entry(name.clone())
+            .or_default()
+            .push((self.round, h));
+    }
+
+    /// Drains node `i`'s outputs: commands go out next round, events are
+    /// recorded, tasks start and are interrupted.
+    fn drain(&mut self, i: usize) {
+        while let Some(out) = self.nodes[i].engine.poll_output() {
+            match out {
+                Output::Command(cmd) => {
+                    self.calls[i] += 1;
+                    match &cmd {
+                        Command::Renew { .. } => {
+                            self.counts.renew += 1;
+                            self.renewals[i] += 1;
+                        }
+                        Command::Acquire { .. } => self.counts.acquire += 1,
+                        Command::Release { name, token, .. } => {
+                            self.counts.release += 1;
+                            let (name, token) = (name.clone(), *token);
+                            self.log(&name, Happening::Released { node: i, token });
+                        }
+                        Command::JoinGroup { .. } => self.counts.join += 1,
+                        Command::LeaveGroup { .. } => self.counts.leave += 1,
+                        _ => self.counts.other += 1,
+                    }
+                    self.inflight.push((i, cmd));
+                }
+                Output::Event(Event::Elected { term }) => {
+                    self.log(
+                        &term.name,
+                        Happening::Gained {
+                            node: i,
+                            token: term.token,
+                        },
+                    );
+                    self.nodes[i].held.insert(
+                        term.id,
+                        HeldTerm {
+                            name: term.name.clone(),
+                            token: term.token,
+                            session: term.session,
+                        },
+                    );
+                }
+                Output::Event(Event::Revoked { term, reason }) => {
+                    self.log(
+                        &term.name,
+                        Happening::Lost {
+                            node: i,
+                            token: term.token,
+                            reason,
+                        },
+                    );
+                    self.nodes[i].held.remove(&term.id);
+                }
+                Output::Event(Event::Diagnostic {
+                    level: Level::Error,
+                    message,
+                }) => self.violations.push(format!("node {i}: {message}")),
+                Output::Event(_) => {}
+                Output::Task(TaskOrder::Start { term }) => {
+                    self.log(&term.name, Happening::TaskStarted { node: i });
+                    self.nodes[i]
+                        .tasks
+                        .insert(term.id, (term.name.clone(), None));
+                }
+                Output::Task(TaskOrder::Interrupt { term }) => {
+                    let stop = self.round + self.task_stop_rounds;
+                    if let Some(t) = self.nodes[i].tasks.get_mut(&term.id) {
+                        t.1 = Some(stop);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One round: time advances by one round trip; last round's commands
+    /// are executed; replies, broadcasts and task exits are delivered;
+    /// timers fire; new commands are collected.
+    pub fn step(&mut self) {
+        self.round += 1;
+        self.now = self.now + self.rtt;
+        let now = self.now;
+        let mut batch = std::mem::take(&mut self.inflight);
+        if let Some(rng) = self.shuffle.as_mut() {
+            rng.shuffle(&mut batch);
+        }
+        for (i, cmd) in batch {
+            let (reply, casts) = self.model.execute(&cmd, now);
+            if let Some(reply) = reply {
+                if self.nodes[i].alive {
+                    self.nodes[i].inbox.push(reply);
+                }
+            }
+            for name in casts {
+                for n in self.nodes.iter_mut().filter(|n| n.alive) {
+                    n.inbox.push(Input::ReleaseBroadcast { name: name.clone() });
+                }
+            }
+        }
+        for i in 0..self.nodes.len() {
+            if !self.nodes[i].alive {
+                continue;
+            }
+            let inbox = std::mem::take(&mut self.nodes[i].inbox);
+            for input in inbox {
+                self.nodes[i].engine.handle(now, input);
+                self.drain(i);
+            }
+            // Tasks whose stop round has come exit.
+            let exiting: Vec<(TermId, LeaseName)> = self.nodes[i]
+                .tasks
+                .iter()
+                .filter(|(_, (_, stop))| stop.is_some_and(|s| s <= self.round))
+                .map(|(id, (n, _))| (*id, n.clone()))
+                .collect();
+            for (id, name) in exiting {
+                self.nodes[i].tasks.remove(&id);
+                self.log(&name, Happening::TaskStopped { node: i });
+                self.nodes[i].engine.handle(
+                    now,
+                    Input::TaskExited {
+                        term: id,
+                        outcome: TaskOutcome::Returned,
+                    },
+                );
+                self.drain(i);
+            }
+            self.nodes[i].engine.handle_timeout(now);
+            self.drain(i);
+        }
+        self.check_instant();
+    }
+
+    pub fn run(&mut self, rounds: u64) {
+        for _ in 0..rounds {
+            self.step();
+        }
+    }
+
+    pub fn run_for(&mut self, d: Duration) {
+        let rounds = d.as_nanos() / self.rtt.as_nanos().max(1);
+        self.run(rounds as u64);
+    }
+
+    /// At this true instant: at most one node holds a valid term of each
+    /// partition (S3.3), and at most one task of each runs (S10.3).
+    fn check_instant(&mut self) {
+        let now = self.now;
+        let mut valid: BTreeMap<LeaseName, usize> = BTreeMap::new();
+        let mut running: BTreeMap<LeaseName, usize> = BTreeMap::new();
+        for n in self.nodes.iter().filter(|n| n.alive) {
+            let deadline = n.engine.session_deadline();
+            for t in n.held.values() {
+                let ok = deadline.is_some_and(|(s, d)| s == t.session && now < d);
+                if ok {
+                    *valid.entry(t.name.clone()).or_default() += 1;
+                }
+            }
+            for (name, _) in n.tasks.values() {
+                *running.entry(name.clone()).or_default() += 1;
+            }
+        }
+        for (name, c) in valid {
+            if c > 1 {
+                self.violations
+                    .push(format!("round {}: {c} valid owners of {name}", self.round));
+            }
+        }
+        for (name, c) in running {
+            if c > 1 {
+                self.violations.push(format!(
+                    "round {}: {c} tasks of {name} run at once",
+                    self.round
+                ));
+            }
+        }
+    }
+
+    /// Partitions held (a valid term) per alive node.
+    pub fn owned_counts(&self) -> Vec<usize> {
+        self.nodes
+            .iter()
+            .map(|n| if n.alive { n.held.len() } else { 0 })
+            .collect()
+    }
+
+    /// The alive nodes that are members (joined and not leaving).
+    pub fn sessions(&self) -> Vec<Option<SessionId>> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                if n.alive {
+                    n.engine.session_deadline().map(|(s, _)| s)
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the group is settled: every partition owned by exactly the
+    /// member the assignment rule gives it, among the members still in.
+    pub fn settled(&self, members: &[usize]) -> Result<(), String> {
+        let sessions: Vec<SessionId> = members
+            .iter()
+            .map(|&i| {
+                self.nodes[i]
+                    .engine
+                    .session_deadline()
+                    .map(|(s, _)| s)
+                    .ok_or_else(|| format!("node {i} has no session"))
+            })
+            .collect::<Result<_, _>>()?;
+        let owners = assign_partitions(self.partitions, &sessions);
+        for (p, owner) in owners.iter().enumerate() {
+            let name = partition_name(&self.group, p as u32).unwrap();
+            let node = members[*owner];
+            let holds = self.nodes[node].held.values().any(|t| t.name == name);
+            if !holds {
+                return Err(format!("partition {p} is not held by node {node}"));
+            }
+        }
+        let counts: Vec<usize> = members.iter().map(|&i| self.nodes[i].held.len()).collect();
+        let (min, max) = (
+            counts.iter().min().copied().unwrap_or(0),
+            counts.iter().max().copied().unwrap_or(0),
+        );
+        if max - min > 1 || counts.iter().sum::<usize>() != self.partitions as usize {
+            return Err(format!("unbalanced: {counts:?}"));
+        }
+        Ok(())
+    }
+
+    /// How many times each partition's owner changed since `round`.
+    pub fn moves_since(&self, round: u64) -> BTreeMap<LeaseName, usize> {
+        self.history
+            .iter()
+            .map(|(n, h)| {
+                let moves = h
+                    .iter()
+                    .filter(|(r, e)| *r >= round && matches!(e, Happening::Gained { .. }))
+                    .count();
+                (n.clone(), moves)
+            })
+            .collect()
+    }
+
+    /// Tokens of every partition strictly increase over its gains.
+    pub fn tokens_increase(&self) -> Result<(), String> {
+        for (n, h) in &self.history {
+            let tokens: Vec<Token> = h
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    Happening::Gained { token, .. } => Some(*token),
+                    _ => None,
+                })
+                .collect();
+            if tokens.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!("{n}: tokens {tokens:?}"));
+            }
+        }
+        Ok(())
+    }
+}

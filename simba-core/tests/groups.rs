@@ -1,0 +1,530 @@
+//! Partitioned groups (S10): the assignment rule, the hand-over of moving
+//! partitions, convergence without flapping. Several engines run over one
+//! model backend in rounds of one round trip each (`cluster/mod.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cluster;
+
+use cluster::{Cluster, Happening};
+use proptest::prelude::*;
+use simba_core::*;
+use std::time::Duration;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 3 s lease, 1 s renewals; a round trip of 10 ms.
+fn config() -> SimbaConfig {
+    SimbaConfig::builder()
+        .lease_duration(Duration::from_secs(3))
+        .margin(ms(10))
+        .seed(11)
+        .build()
+        .unwrap()
+}
+
+fn cluster(members: usize, partitions: u32) -> Cluster {
+    let mut c = Cluster::new("orders", partitions, config(), ms(10));
+    for _ in 0..members {
+        c.add_node();
+    }
+    c
+}
+
+/// Runs until `settled` holds or `limit` passes; returns the time it took.
+fn settle(c: &mut Cluster, members: &[usize], limit: Duration) -> Duration {
+    let start = c.now;
+    while c.now - start < limit {
+        if c.settled(members).is_ok() {
+            return c.now - start;
+        }
+        c.step();
+    }
+    panic!("not settled after {limit:?}: {:?}", c.settled(members));
+}
+
+#[test]
+fn s10_2_three_members_twelve_partitions_four_each() {
+    let mut c = cluster(3, 12);
+    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    assert_eq!(c.owned_counts(), vec![4, 4, 4]);
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+#[test]
+fn s10_2_a_member_not_listed_targets_nothing() {
+    let mut c = cluster(1, 4);
+    settle(&mut c, &[0], Duration::from_secs(5));
+    // The backend loses the membership: the next renewal does not list the
+    // member, so it targets nothing and joins again.
+    let group = c.group.clone();
+    let snap = c.nodes[0].engine.group(&group).unwrap();
+    assert_eq!(snap.target.len(), 4);
+    assert_eq!(snap.owned.len(), 4);
+    let (me, _) = c.nodes[0].engine.session_deadline().unwrap();
+    assert!(c.model.drop_member(&group, me));
+    let mut emptied = false;
+    for _ in 0..300 {
+        c.step();
+        let snap = c.nodes[0].engine.group(&group).unwrap();
+        if snap.members.is_empty() {
+            assert!(snap.target.is_empty(), "{snap:?}");
+            emptied = true;
+            break;
+        }
+    }
+    assert!(emptied, "no renewal reported the lost membership");
+    // It joins again and takes its partitions back.
+    settle(&mut c, &[0], Duration::from_secs(5));
+    assert_eq!(c.owned_counts(), vec![4]);
+    c.tokens_increase().unwrap();
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+#[test]
+fn s10_2_join_refuses_bad_groups_and_taken_names() {
+    let mut e = Engine::new(config(), BackendProfile::default(), Timestamp::ZERO);
+    let now = Timestamp::ZERO;
+    let g = LeaseName::new("g").unwrap();
+    assert!(matches!(
+        e.join_group(now, g.clone(), 0, false, TaskExitPolicy::default()),
+        Err(ApiError::InvalidGroup { .. })
+    ));
+    e.start_election(now, LeaseName::new("g:p3").unwrap(), false)
+        .unwrap();
+    assert_eq!(
+        e.join_group(now, g.clone(), 8, false, TaskExitPolicy::default()),
+        Err(ApiError::AlreadyStarted(LeaseName::new("g:p3").unwrap()))
+    );
+    let h = LeaseName::new("h").unwrap();
+    e.join_group(now, h.clone(), 8, false, TaskExitPolicy::default())
+        .unwrap();
+    assert_eq!(
+        e.join_group(now, h.clone(), 8, false, TaskExitPolicy::default()),
+        Err(ApiError::AlreadyStarted(h))
+    );
+    // S7.4: a partition name of a joined group is not free for an election.
+    assert!(matches!(
+        e.start_election(now, LeaseName::new("h:p7").unwrap(), false),
+        Err(ApiError::AlreadyStarted(_))
+    ));
+    let long = LeaseName::new("x".repeat(MAX_NAME_LEN)).unwrap();
+    assert!(matches!(
+        e.join_group(now, long, 2, false, TaskExitPolicy::default()),
+        Err(ApiError::InvalidGroup { .. })
+    ));
+}
+
+/// S10.3: a leave asked for while the `JoinGroup` is in flight waits for
+/// its reply. The backend may run two calls in flight in either order; a
+/// leave run first would leave the session a member for good, counted by
+/// every other member and given partitions nobody takes.
+#[test]
+fn s10_3_a_leave_waits_for_the_join_in_flight() {
+    let t0 = Timestamp::from_nanos(1_000_000_000);
+    let mut e = Engine::new(config(), BackendProfile::default(), t0);
+    let g = LeaseName::new("g").unwrap();
+    e.join_group(t0, g.clone(), 4, false, TaskExitPolicy::default())
+        .unwrap();
+    let drain = |e: &mut Engine| -> Vec<Command> {
+        std::iter::from_fn(|| e.poll_output())
+            .filter_map(|o| match o {
+                Output::Command(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    };
+    let open = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::OpenSession { op, .. } => Some(op),
+            _ => None,
+        })
+        .unwrap();
+    let session = SessionId::from_u128(7);
+    let t1 = t0 + ms(10);
+    e.handle(
+        t1,
+        Input::SessionOpened {
+            op: open,
+            result: Ok(SessionGrant {
+                session,
+                remaining: Duration::from_secs(3),
+            }),
+        },
+    );
+    let join = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::JoinGroup { op, .. } => Some(op),
+            _ => None,
+        })
+        .expect("a JoinGroup with the new session");
+    e.leave_group(t1, &g).unwrap();
+    assert!(
+        !drain(&mut e)
+            .iter()
+            .any(|c| matches!(c, Command::LeaveGroup { .. })),
+        "a LeaveGroup was sent while the JoinGroup was in flight"
+    );
+    e.handle(
+        t1 + ms(10),
+        Input::GroupJoined {
+            op: join,
+            result: Ok(()),
+        },
+    );
+    let leave = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::LeaveGroup { op, session: s, .. } if s == session => Some(op),
+            _ => None,
+        })
+        .expect("the LeaveGroup follows the join's reply");
+    e.handle(
+        t1 + ms(20),
+        Input::GroupLeft {
+            op: leave,
+            result: Ok(()),
+        },
+    );
+    assert!(e.group(&g).is_none(), "left once the leave is confirmed");
+}
+
+/// S2.4 for groups: a `JoinGroup` whose reply is lost is abandoned after a
+/// call timeout and sent again (seen at the next renewal reply), so a lossy
+/// link cannot keep a member out of its group for good.
+#[test]
+fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
+    let t0 = Timestamp::from_nanos(1_000_000_000);
+    let mut e = Engine::new(config(), BackendProfile::default(), t0);
+    let g = LeaseName::new("g").unwrap();
+    e.join_group(t0, g.clone(), 4, false, TaskExitPolicy::default())
+        .unwrap();
+    let drain = |e: &mut Engine| -> Vec<Command> {
+        std::iter::from_fn(|| e.poll_output())
+            .filter_map(|o| match o {
+                Output::Command(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    };
+    let open = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::OpenSession { op, .. } => Some(op),
+            _ => None,
+        })
+        .unwrap();
+    let session = SessionId::from_u128(7);
+    e.handle(
+        t0,
+        Input::SessionOpened {
+            op: open,
+            result: Ok(SessionGrant {
+                session,
+                remaining: Duration::from_secs(3),
+            }),
+        },
+    );
+    let first = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::JoinGroup { op, .. } => Some(op),
+            _ => None,
+        })
+        .unwrap();
+    // The reply to `first` never comes. Renewals go on, listing no group.
+    let mut again = None;
+    let mut now = t0;
+    for _ in 0..10 {
+        now = e.poll_timeout().unwrap();
+        e.handle_timeout(now);
+        for c in drain(&mut e) {
+            match c {
+                Command::Renew { op, .. } => e.handle(
+                    now,
+                    Input::RenewReplied {
+                        op,
+                        result: Ok(Renewal {
+                            remaining: Duration::from_secs(3),
+                            owned: Vec::new(),
+                            groups: Vec::new(),
+                        }),
+                    },
+                ),
+                Command::JoinGroup { op, .. } => again = Some(op),
+                _ => {}
+            }
+        }
+        if again.is_none() {
+            again = drain(&mut e).into_iter().find_map(|c| match c {
+                Command::JoinGroup { op, .. } => Some(op),
+                _ => None,
+            });
+        }
+        if again.is_some() {
+            break;
+        }
+    }
+    let again = again.expect("the join was never sent again");
+    assert_ne!(again, first);
+    assert!(
+        now - t0 >= e.call_timeout(),
+        "sent again before the timeout"
+    );
+    // The late reply to the first join is stale; the second one counts.
+    let stale = e.stats().stale_replies;
+    e.handle(
+        now,
+        Input::GroupJoined {
+            op: first,
+            result: Ok(()),
+        },
+    );
+    assert_eq!(e.stats().stale_replies, stale + 1);
+}
+
+/// S10.3: a graceful leave hands every partition over in the order of S6.1:
+/// revoked (`Rebalanced`), task stopped, released, then gained elsewhere
+/// with a higher token; moved partitions are owned again within 3 round
+/// trips of their release.
+#[test]
+fn s10_3_leave_hands_over_in_order_within_three_round_trips() {
+    let mut c = cluster(3, 12);
+    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    let from = c.round;
+    c.leave(2);
+    settle(&mut c, &[0, 1], Duration::from_secs(5));
+    assert_eq!(c.owned_counts()[..2], [6, 6]);
+    for (name, h) in &c.history {
+        let h: Vec<&(u64, Happening)> = h.iter().filter(|(r, _)| *r >= from).collect();
+        let lost = h
+            .iter()
+            .position(|(_, e)| matches!(e, Happening::Lost { node: 2, .. }));
+        let Some(lost) = lost else { continue };
+        let stopped = h
+            .iter()
+            .position(|(_, e)| matches!(e, Happening::TaskStopped { node: 2 }))
+            .expect("task stopped");
+        let released = h
+            .iter()
+            .position(|(_, e)| matches!(e, Happening::Released { node: 2, .. }))
+            .expect("released");
+        // The history from `from` on also holds what happened earlier in
+        // that round (node 2's own gain, when the group settled in it).
+        let gained = h
+            .iter()
+            .position(|(_, e)| matches!(e, Happening::Gained { node, .. } if *node != 2))
+            .expect("gained elsewhere");
+        assert!(
+            lost < stopped && stopped < released && released < gained,
+            "{name}: {h:?}"
+        );
+        assert!(
+            matches!(
+                h[lost].1,
+                Happening::Lost {
+                    reason: RevokeReason::Rebalanced,
+                    ..
+                }
+            ),
+            "{h:?}"
+        );
+        let started = h
+            .iter()
+            .position(|(_, e)| matches!(e, Happening::TaskStarted { node } if *node != 2))
+            .expect("new task");
+        assert!(
+            stopped < started,
+            "{name}: the new task started before the old one stopped"
+        );
+        let rtts = h[gained].0 - h[released].0;
+        assert!(
+            rtts <= 3,
+            "{name}: owned again {rtts} round trips after its release"
+        );
+    }
+    c.tokens_increase().unwrap();
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+/// S10.3: after a crash nothing is released; the partitions move once the
+/// session has expired, to the remaining members, 4/4/4 → 6/6.
+#[test]
+fn s10_3_crash_moves_partitions_after_expiry() {
+    let mut c = cluster(3, 12);
+    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    let crashed_at = c.now;
+    c.crash(2);
+    let took = settle(&mut c, &[0, 1], Duration::from_secs(10));
+    assert_eq!(c.owned_counts()[..2], [6, 6]);
+    // Not before the lease (3 s) has run out on the backend.
+    assert!(took >= Duration::from_secs(3), "moved after {took:?}");
+    let _ = crashed_at;
+    c.tokens_increase().unwrap();
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
+/// S10.3 with the mutant: releasing before the task has stopped lets the
+/// new owner's task overlap the old one's, and the checker sees it.
+#[cfg(feature = "mutants")]
+#[test]
+fn s10_3_mutant_partition_skips_handover_is_caught() {
+    let config = config()
+        .to_builder()
+        .mutant(Some(Mutant::PartitionSkipsHandover))
+        .build()
+        .unwrap();
+    let mut c = Cluster::new("orders", 12, config, ms(10));
+    for _ in 0..3 {
+        c.add_node();
+    }
+    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    c.leave(2);
+    c.run_for(Duration::from_secs(2));
+    assert!(
+        c.violations.iter().any(|v| v.contains("tasks of")),
+        "the overlap checker did not fire: {:?}",
+        c.violations
+    );
+}
+
+/// S10.4 with the mutant: a member that targets every partition never
+/// lets the group balance.
+#[cfg(feature = "mutants")]
+#[test]
+fn s10_4_mutant_group_ignores_share_is_caught() {
+    let config = config()
+        .to_builder()
+        .mutant(Some(Mutant::GroupIgnoresShare))
+        .build()
+        .unwrap();
+    let mut c = Cluster::new("orders", 12, config, ms(10));
+    for _ in 0..3 {
+        c.add_node();
+    }
+    c.run_for(Duration::from_secs(10));
+    assert!(c.settled(&[0, 1, 2]).is_err());
+}
+
+/// S1.1 with groups: one renewal per member per interval, however many
+/// partitions it holds.
+#[test]
+fn s10_1_one_renewal_per_interval_with_many_partitions() {
+    let mut c = cluster(2, 200);
+    settle(&mut c, &[0, 1], Duration::from_secs(5));
+    let before = c.renewals.clone();
+    c.run_for(Duration::from_secs(20));
+    for (i, (a, b)) in before.iter().zip(&c.renewals).enumerate() {
+        let n = b - a;
+        assert!(
+            (19..=21).contains(&n),
+            "node {i}: {n} renewals in 20 intervals"
+        );
+    }
+}
+
+/// What a proptest run does to the group.
+#[derive(Clone, Debug)]
+enum Op {
+    Add,
+    Leave(usize),
+    Crash(usize),
+    Wait(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => Just(Op::Add),
+        1 => (0usize..8).prop_map(Op::Leave),
+        1 => (0usize..8).prop_map(Op::Crash),
+        3 => (1u64..300).prop_map(Op::Wait),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// S10.4: whatever joins, leaves and crashes happen (in any order of
+    /// backend execution), once they stop: every partition is owned by the
+    /// member the rule gives it, max − min ≤ 1, within one lease duration
+    /// plus a few renewal intervals; after every member has seen the final
+    /// membership each partition moves at most once, and then never again.
+    /// At no instant do two members hold a valid term of one partition or
+    /// run two tasks of it.
+    #[test]
+    fn s10_4_converges_balanced_without_flapping(
+        ops in proptest::collection::vec(op(), 1..12),
+        partitions in 1u32..40,
+        seed in any::<u64>(),
+    ) {
+        let mut c = Cluster::new("orders", partitions, config(), ms(10)).shuffled(seed);
+        c.add_node();
+        for op in ops {
+            match op {
+                Op::Add => { c.add_node(); }
+                Op::Leave(i) => {
+                    let alive: Vec<usize> = (0..c.nodes.len()).filter(|&n| c.nodes[n].alive).collect();
+                    if alive.len() > 1 { c.leave(alive[i % alive.len()]); }
+                }
+                Op::Crash(i) => {
+                    let alive: Vec<usize> = (0..c.nodes.len()).filter(|&n| c.nodes[n].alive).collect();
+                    if alive.len() > 1 { c.crash(alive[i % alive.len()]); }
+                }
+                Op::Wait(r) => c.run(r),
+            }
+        }
+        let members: Vec<usize> = (0..c.nodes.len())
+            .filter(|&n| {
+                c.nodes[n].alive
+                    && c.nodes[n].engine.group(&c.group).is_some_and(|g| !g.leaving)
+            })
+            .collect();
+        if members.is_empty() {
+            return Ok(());
+        }
+        // Wait until every member has seen the final membership: the
+        // sessions of all the members (a member added last may not have
+        // opened its session yet), once the backend lists exactly them (a
+        // crashed member stays listed until its session expires; before its
+        // join was applied a member may have seen the final set briefly).
+        let seen_by_all = |c: &Cluster| {
+            let mut final_members: Vec<SessionId> = members
+                .iter()
+                .filter_map(|&i| c.nodes[i].engine.session_deadline().map(|(s, _)| s))
+                .collect();
+            final_members.sort_unstable();
+            final_members.len() == members.len()
+                && c.model.live_members(&c.group, c.now) == final_members
+                && members.iter().all(|&i| {
+                    c.nodes[i].engine.group(&c.group).is_some_and(|g| g.members == final_members)
+                })
+        };
+        let start = c.now;
+        while !seen_by_all(&c) && c.now - start < Duration::from_secs(5) {
+            c.step();
+        }
+        prop_assert!(seen_by_all(&c), "members never agreed on the membership");
+        let seen_round = c.round;
+        // Bound: a crashed member's session expires within one lease (3 s);
+        // then every member renews within one interval (1 s) and the moves
+        // take a few round trips. Stated bound: lease + 2 intervals.
+        let took = settle(&mut c, &members, Duration::from_secs(5));
+        prop_assert!(took <= Duration::from_secs(5));
+        // Moves logged in `seen_round` itself may precede the seeing (a
+        // reply handled earlier in the same round).
+        let moves = c.moves_since(seen_round + 1);
+        prop_assert!(moves.values().all(|&m| m <= 1), "a partition moved twice: {:?}", moves);
+        // From now on nothing moves (the gains logged in `c.round` itself
+        // are the ones that settled the group).
+        let settled_round = c.round;
+        c.run_for(Duration::from_secs(5));
+        let moves = c.moves_since(settled_round + 1);
+        prop_assert!(moves.values().all(|&m| m == 0), "flapping after settling: {:?}", moves);
+        prop_assert!(c.settled(&members).is_ok());
+        c.tokens_increase().map_err(TestCaseError::fail)?;
+        prop_assert!(c.violations.is_empty(), "{:?}", c.violations);
+    }
+}

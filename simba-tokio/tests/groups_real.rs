@@ -1,0 +1,164 @@
+//! Partitioned groups (S10) on real backends, SQLite and PostgreSQL (through
+//! `simba_backends::connect`): 3 members share 12 partitions 4/4/4; one is
+//! cut off from the backend as a crashed process would be (no close, no
+//! release) and the other two take its partitions over once its session has
+//! expired, 6/6, with strictly increasing tokens per partition and the
+//! hand-over order of S10.3 (a partition's old task stops before its new
+//! one starts).
+//!
+//! These backends implement groups from the `groups-backends` branch on; on a
+//! backend without them the join fails with `Unsupported` and this test says so.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use simba_client::testkit::{self, GroupLog, Severable};
+use simba_tokio::{Backend, ClientEvent, Simba, TokioRuntime};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+async fn rebalance_after_a_crash(url: String) {
+    let runtime: Arc<dyn simba_tokio::Runtime> = Arc::new(TokioRuntime::try_current().unwrap());
+    let log = Arc::new(GroupLog::default());
+    let mut members = Vec::new();
+    let mut cuts = Vec::new();
+    for i in 0..3 {
+        let backend: Arc<dyn Backend> = match simba_backends::connect(&url).await {
+            Ok(b) => Arc::from(b),
+            Err(e) => {
+                let what = simba_backends::redact(&url);
+                simba_backends::test_servers::missing_server(
+                    if url.starts_with("postgres") {
+                        "postgres"
+                    } else {
+                        "sqlite"
+                    },
+                    &what,
+                    "groups_real",
+                    &e,
+                );
+                return;
+            }
+        };
+        let sev = Severable::new(backend);
+        cuts.push(sev.clone());
+        let simba = Simba::builder_dyn(sev)
+            .config(testkit::config())
+            .runtime(runtime.clone())
+            .build()
+            .unwrap();
+        let mut events = simba.events();
+        let task = testkit::join_member(
+            &simba,
+            "real.group",
+            12,
+            i,
+            &log,
+            Duration::from_millis(20),
+            runtime.clone(),
+        )
+        .await;
+        if i == 0 {
+            // Fail fast and clearly on a backend without groups.
+            let start = Instant::now();
+            loop {
+                let next = tokio::time::timeout(Duration::from_secs(5), futures_next(&mut events))
+                    .await
+                    .ok()
+                    .flatten();
+                match next {
+                    Some(ClientEvent::BackendFailed {
+                        command: "join_group",
+                        error,
+                    }) => {
+                        panic!("{url}: the backend cannot join a group: {error}")
+                    }
+                    Some(ClientEvent::GroupChanged { .. }) => break,
+                    _ if start.elapsed() > testkit::PATIENCE => panic!("never joined"),
+                    _ => {}
+                }
+            }
+        }
+        members.push((simba, task));
+    }
+    wait(&log, &[0, 1, 2], &[4, 4, 4]).await;
+    let cut_at = Instant::now();
+    cuts[2].cut();
+    wait(&log, &[0, 1], &[6, 6]).await;
+    let took = cut_at.elapsed();
+    assert!(
+        took >= testkit::LEASE / 2,
+        "partitions moved {took:?} after the crash: before the session could expire"
+    );
+    log.assert_consistent();
+    for (p, evs) in log.events.lock().unwrap().iter() {
+        use testkit::PartitionEvent::*;
+        // Member 2 died: its tasks were dropped, nothing of it runs after
+        // another member's task starts.
+        if let Some(started) = evs
+            .iter()
+            .rposition(|e| matches!(e, TaskStarted { member, .. } if *member != 2))
+        {
+            assert!(
+                !evs[started..]
+                    .iter()
+                    .any(|e| matches!(e, TaskStarted { member: 2, .. })),
+                "partition {p}: {evs:?}"
+            );
+        }
+    }
+    println!("{url}: 4/4/4 -> 6/6 {took:?} after the crash");
+    for (simba, _) in &members {
+        simba.close().await;
+    }
+}
+
+async fn futures_next(
+    s: &mut futures::stream::BoxStream<'static, ClientEvent>,
+) -> Option<ClientEvent> {
+    use futures::StreamExt;
+    s.next().await
+}
+
+async fn wait(log: &GroupLog, members: &[usize], want: &[usize]) {
+    let start = Instant::now();
+    loop {
+        let counts = log.counts(members);
+        if counts == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < testkit::PATIENCE,
+            "partitions per member {counts:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn block_on<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn sqlite_three_members_twelve_partitions_crash() {
+    let path = std::env::temp_dir().join(format!("simba-groups-real-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    block_on(rebalance_after_a_crash(format!(
+        "sqlite://{}",
+        path.display()
+    )));
+}
+
+#[test]
+fn postgres_three_members_twelve_partitions_crash() {
+    let base = std::env::var("SIMBA_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let prefix = format!("sg{}_", std::process::id());
+    block_on(rebalance_after_a_crash(format!(
+        "{base}{sep}simba_table_prefix={prefix}"
+    )));
+}
