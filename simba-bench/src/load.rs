@@ -421,7 +421,7 @@ fn db_name(url: &str) -> Option<String> {
 
 async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
     use sqlx::Connection;
-    let prefix = format!("simba_table_prefix={tag}_");
+    let prefix = format!("simba_table_prefix=l{tag}_");
     match o.backend.as_str() {
         "sqlite" => {
             let path = std::env::temp_dir().join(format!("simba-load-{tag}.db"));
@@ -859,7 +859,7 @@ async fn drop_tables(url: &str, tag: &str) {
             // Straight to the server even behind a pooler: DDL only.
             if let Ok(mut c) = sqlx::PgConnection::connect(config.url()).await {
                 for t in tables {
-                    let _ = sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {tag}_{t}"))
+                    let _ = sqlx::raw_sql(&format!("DROP TABLE IF EXISTS l{tag}_{t}"))
                         .execute(&mut c)
                         .await;
                 }
@@ -869,7 +869,7 @@ async fn drop_tables(url: &str, tag: &str) {
         BackendKind::Mysql => {
             if let Ok(mut c) = sqlx::MySqlConnection::connect(config.url()).await {
                 for t in tables {
-                    let _ = sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {tag}_{t}"))
+                    let _ = sqlx::raw_sql(&format!("DROP TABLE IF EXISTS l{tag}_{t}"))
                         .execute(&mut c)
                         .await;
                 }
