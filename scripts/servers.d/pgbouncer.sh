@@ -21,6 +21,7 @@ ensure_pgbouncer() {
 [databases]
 test = host=127.0.0.1 port=5432 dbname=test user=postgres
 postgres = host=127.0.0.1 port=5432 dbname=postgres user=postgres
+* = host=127.0.0.1 port=5432 user=postgres
 
 [pgbouncer]
 listen_addr = 127.0.0.1

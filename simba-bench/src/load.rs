@@ -362,7 +362,13 @@ struct Setup {
 
 #[derive(Clone)]
 enum ConnCount {
-    Pg { admin: String, db: String },
+    /// By `application_name` (this run's own), or behind a pooler by
+    /// database (the pooler's server connections).
+    Pg {
+        admin: String,
+        db: String,
+        app: Option<String>,
+    },
     Mysql { admin: String, user: String },
 }
 
@@ -375,14 +381,16 @@ impl ConnCount {
     async fn read(&self) -> Result<usize, String> {
         use sqlx::Connection;
         let n: i64 = match self {
-            ConnCount::Pg { admin, db } => {
+            ConnCount::Pg { admin, db, app } => {
                 let mut c = sqlx::PgConnection::connect(admin)
                     .await
                     .map_err(|e| e.to_string())?;
                 let n = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+                     AND ($2::text IS NULL OR application_name = $2) AND pid <> pg_backend_pid()",
                 )
                 .bind(db)
+                .bind(app)
                 .fetch_one(&mut c)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -466,11 +474,13 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
             let _ = c.close().await;
             let config = BackendConfig::parse(&url).map_err(|e| e.to_string())?;
             let budget = 1 + usize::from(config.listen());
+            let app = format!("simba-load-{tag}");
             Ok(Setup {
-                url: with_params(&url, &format!("{prefix}&application_name=simba-load-{tag}")),
+                url: with_params(&url, &format!("{prefix}&application_name={app}")),
                 conns: Some(ConnCount::Pg {
                     admin: admin.clone(),
                     db: db.clone(),
+                    app: (!config.transaction_pooling()).then_some(app),
                 }),
                 counter: Some(Counter::PgDatabase { admin, db }),
                 budget,
@@ -605,6 +615,12 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
                 report
                     .first_connect_error
                     .get_or_insert_with(|| simba_backends::redact(&e.to_string()));
+                // The server is full: each further try would only wait for
+                // the connect timeout again.
+                if report.connect_errors >= 3 {
+                    report.connect_errors += o.nodes - i - 1;
+                    break;
+                }
             }
             Err(e) => {
                 return Err(format!(
