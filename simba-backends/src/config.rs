@@ -253,10 +253,11 @@ impl BackendConfig {
                             let l = u.to_ascii_lowercase();
                             l.starts_with("postgres://") || l.starts_with("postgresql://")
                         });
-                        listen_url = Some(decoded.ok_or_else(|| ConfigError::InvalidParameter {
-                            key: "simba_listen_url",
-                            url: redact(url),
-                        })?);
+                        listen_url =
+                            Some(decoded.ok_or_else(|| ConfigError::InvalidParameter {
+                                key: "simba_listen_url",
+                                url: redact(url),
+                            })?);
                     }
                     "simba_transaction_pooling" => {
                         transaction_pooling = flag("simba_transaction_pooling", v)?;
@@ -730,9 +731,11 @@ mod tests {
             Some("postgres://u:pw@h:5432/db?sslmode=disable")
         );
         assert!(!format!("{c:?}").contains("pw"));
-        assert!(!BackendConfig::parse("postgres://h/db?simba_transaction_pooling=1")
-            .unwrap()
-            .listen());
+        assert!(
+            !BackendConfig::parse("postgres://h/db?simba_transaction_pooling=1")
+                .unwrap()
+                .listen()
+        );
         for bad in [
             "simba_listen=maybe",
             "simba_listen_url=mysql%3A%2F%2Fh",

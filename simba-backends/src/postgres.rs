@@ -248,7 +248,8 @@ impl PgBackend {
         let listen = if !config.listen() {
             None
         } else if let Some(url) = config.listen_url() {
-            let mut l = PgConnectOptions::from_str(url).map_err(|e| map_err(NAME, "listen URL", e))?;
+            let mut l =
+                PgConnectOptions::from_str(url).map_err(|e| map_err(NAME, "listen URL", e))?;
             if !url.contains("application_name=") {
                 l = l.application_name("simba");
             }
@@ -425,7 +426,10 @@ impl PgBackend {
             .then(|| (*pool.connect_options()).clone());
         let backend = PgBackend {
             pool,
-            sql: Sql::new(options.get_table_prefix(), options.get_transaction_pooling()),
+            sql: Sql::new(
+                options.get_table_prefix(),
+                options.get_transaction_pooling(),
+            ),
             listen,
             listener_errors: Arc::new(AtomicU64::new(0)),
         };
@@ -536,7 +540,8 @@ async fn open_on(
 ) -> Result<SessionGrant, BackendError> {
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
-    sqlx::query(&sql.open).persistent(sql.persistent)
+    sqlx::query(&sql.open)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
         .bind((!metadata.is_empty()).then(|| metadata.encode()))
@@ -551,7 +556,8 @@ async fn open_on(
 
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
     let get = |e| map_err(NAME, "renew", e);
-    let row = sqlx::query(&sql.renew).persistent(sql.persistent)
+    let row = sqlx::query(&sql.renew)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .fetch_optional(&mut *c)
         .await
@@ -584,7 +590,8 @@ async fn acquire_on(
     // 1. Lock the lease row (inserting it free if new). An upsert always
     //    locks and returns the row's latest committed version, waiting for
     //    any transaction that holds it.
-    let row = sqlx::query(&sql.lock).persistent(sql.persistent)
+    let row = sqlx::query(&sql.lock)
+        .persistent(sql.persistent)
         .bind(name.as_str())
         .fetch_one(&mut *tx)
         .await
@@ -596,7 +603,8 @@ async fn acquire_on(
     //    holder's session row is visible. Both session rows are share-locked
     //    (a renewal or close in flight commits first; the latest version is
     //    read).
-    let row = sqlx::query(&sql.judge).persistent(sql.persistent)
+    let row = sqlx::query(&sql.judge)
+        .persistent(sql.persistent)
         .bind(&id[..])
         .bind(holder.as_deref())
         .fetch_one(&mut *tx)
@@ -615,7 +623,8 @@ async fn acquire_on(
         }
         // 3. Take it with the next token.
         Decision::Take { next, remaining } => {
-            let taken: i64 = sqlx::query_scalar(&sql.take).persistent(sql.persistent)
+            let taken: i64 = sqlx::query_scalar(&sql.take)
+                .persistent(sql.persistent)
                 .bind(&id[..])
                 .bind(name.as_str())
                 .fetch_one(&mut *tx)
@@ -645,7 +654,8 @@ async fn release_on(
 ) -> Result<(), BackendError> {
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-    sqlx::query(&sql.release).persistent(sql.persistent)
+    sqlx::query(&sql.release)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .bind(token)
@@ -657,7 +667,8 @@ async fn release_on(
 }
 
 async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    sqlx::query(&sql.close).persistent(sql.persistent)
+    sqlx::query(&sql.close)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(&sql.channel)
         .execute(&mut *c)
@@ -716,7 +727,8 @@ async fn claim_on(
         return Ok(SlotClaim::NotHolder);
     };
     let mut tx = c.begin().await.map_err(get)?;
-    let holds = sqlx::query(&sql.holds).persistent(sql.persistent)
+    let holds = sqlx::query(&sql.holds)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .bind(token)
@@ -727,7 +739,8 @@ async fn claim_on(
         tx.rollback().await.map_err(get)?;
         return Ok(SlotClaim::NotHolder);
     }
-    let claimed = sqlx::query(&sql.claim).persistent(sql.persistent)
+    let claimed = sqlx::query(&sql.claim)
+        .persistent(sql.persistent)
         .bind(name.as_str())
         .bind(slot)
         .fetch_optional(&mut *tx)
@@ -736,7 +749,8 @@ async fn claim_on(
     let answer = if claimed.is_some() {
         SlotClaim::Claimed
     } else {
-        let last: i64 = sqlx::query_scalar(&sql.last_slot).persistent(sql.persistent)
+        let last: i64 = sqlx::query_scalar(&sql.last_slot)
+            .persistent(sql.persistent)
             .bind(name.as_str())
             .fetch_one(&mut *tx)
             .await
@@ -797,16 +811,18 @@ impl Backend for PgBackend {
         metadata: &'a SessionMetadata,
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
-            call!(self, "open session", |c| open_on(&self.sql, c, lease_duration, metadata))
+            call!(self, "open session", |c| open_on(
+                &self.sql,
+                c,
+                lease_duration,
+                metadata
+            ))
         }
         .boxed()
     }
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        async move {
-            call!(self, "renew", |c| renew_on(&self.sql, c, session))
-        }
-        .boxed()
+        async move { call!(self, "renew", |c| renew_on(&self.sql, c, session)) }.boxed()
     }
 
     fn acquire<'a>(
@@ -828,16 +844,15 @@ impl Backend for PgBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            call!(self, "release", |c| release_on(&self.sql, c, session, name, token))
+            call!(self, "release", |c| release_on(
+                &self.sql, c, session, name, token
+            ))
         }
         .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        async move {
-            call!(self, "close session", |c| close_on(&self.sql, c, session))
-        }
-        .boxed()
+        async move { call!(self, "close session", |c| close_on(&self.sql, c, session)) }.boxed()
     }
 
     fn inspect<'a>(
@@ -849,11 +864,13 @@ impl Backend for PgBackend {
             check_prefix(prefix)?;
             let get = |e| map_err(NAME, "inspect", e);
             let mut tx = self.pool.begin().await.map_err(get)?;
-            let srows = sqlx::query(&self.sql.inspect_sessions).persistent(self.sql.persistent)
+            let srows = sqlx::query(&self.sql.inspect_sessions)
+                .persistent(self.sql.persistent)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(get)?;
-            let lrows = sqlx::query(&self.sql.inspect_leases).persistent(self.sql.persistent)
+            let lrows = sqlx::query(&self.sql.inspect_leases)
+                .persistent(self.sql.persistent)
                 .bind(i32::try_from(prefix.len()).unwrap_or(0))
                 .bind(prefix)
                 .fetch_all(&mut *tx)
@@ -934,7 +951,9 @@ impl Backend for PgBackend {
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            call!(self, "join group", |c| membership_on(&self.sql, c, session, group, true))
+            call!(self, "join group", |c| membership_on(
+                &self.sql, c, session, group, true
+            ))
         }
         .boxed()
     }
@@ -945,7 +964,9 @@ impl Backend for PgBackend {
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            call!(self, "leave group", |c| membership_on(&self.sql, c, session, group, false))
+            call!(self, "leave group", |c| membership_on(
+                &self.sql, c, session, group, false
+            ))
         }
         .boxed()
     }
@@ -1061,7 +1082,8 @@ mod hold {
             name: &'a LeaseName,
         ) -> BoxFuture<'a, Result<(), BackendError>> {
             async move {
-                sqlx::query(&self.sql.lock).persistent(self.sql.persistent)
+                sqlx::query(&self.sql.lock)
+                    .persistent(self.sql.persistent)
                     .bind(name.as_str())
                     .execute(&mut *self.tx)
                     .await

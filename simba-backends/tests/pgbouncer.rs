@@ -101,5 +101,7 @@ async fn pgbouncer_calls_with_a_direct_listener_broadcast_releases() {
     show(&report);
     drop_pg_tables(&factory.tag).await;
     report.assert_passed();
-    assert!(report.to_string().contains("s4_2_release_notifications_arrive"));
+    assert!(report
+        .to_string()
+        .contains("s4_2_release_notifications_arrive"));
 }

@@ -19,8 +19,8 @@ use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_backends::{Backend, BackendConfig, BackendKind, Inspection};
 use simba_core::{
-    AcquireOutcome, BackendError, Fraction, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
-    SlotClaim, Token,
+    AcquireOutcome, BackendError, Fraction, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, SlotClaim, Token,
 };
 use simba_tokio::{Election, ElectionListener, Simba, SimbaConfig, Term};
 use std::collections::{BTreeMap, HashMap};
@@ -369,7 +369,10 @@ enum ConnCount {
         db: String,
         app: Option<String>,
     },
-    Mysql { admin: String, user: String },
+    Mysql {
+        admin: String,
+        user: String,
+    },
 }
 
 enum Cleanup {
@@ -507,11 +510,10 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
                     .await
                     .map_err(|e| format!("{stmt}: {e}"))?;
             }
-            let userstat: Option<String> =
-                sqlx::query_scalar("SELECT CAST(@@userstat AS CHAR)")
-                    .fetch_one(&mut c)
-                    .await
-                    .ok();
+            let userstat: Option<String> = sqlx::query_scalar("SELECT CAST(@@userstat AS CHAR)")
+                .fetch_one(&mut c)
+                .await
+                .ok();
             let per_user = userstat.as_deref() == Some("1")
                 || sqlx::raw_sql("SET GLOBAL userstat = 1")
                     .execute(&mut c)
@@ -768,13 +770,25 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
     report.acquire = latency(
         nodes
             .iter()
-            .flat_map(|x| x.stats.acquire_us.lock().map(|v| v.clone()).unwrap_or_default())
+            .flat_map(|x| {
+                x.stats
+                    .acquire_us
+                    .lock()
+                    .map(|v| v.clone())
+                    .unwrap_or_default()
+            })
             .collect(),
     );
     report.renew = latency(
         nodes
             .iter()
-            .flat_map(|x| x.stats.renew_us.lock().map(|v| v.clone()).unwrap_or_default())
+            .flat_map(|x| {
+                x.stats
+                    .renew_us
+                    .lock()
+                    .map(|v| v.clone())
+                    .unwrap_or_default()
+            })
             .collect(),
     );
     for x in &nodes {
