@@ -358,6 +358,8 @@ struct Setup {
     counter: Option<Counter>,
     budget: usize,
     cleanup: Cleanup,
+    /// MariaDB's `userstat` to put back at the end (admin URL, old value).
+    restore_userstat: Option<(String, String)>,
 }
 
 #[derive(Clone)]
@@ -447,6 +449,7 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
                 counter: None,
                 budget: 1,
                 cleanup: Cleanup::File(path),
+                restore_userstat: None,
             })
         }
         "postgres" => {
@@ -488,6 +491,7 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
                 counter: Some(Counter::PgDatabase { admin, db }),
                 budget,
                 cleanup: Cleanup::None,
+                restore_userstat: None,
             })
         }
         "mysql" => {
@@ -514,11 +518,18 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
                 .fetch_one(&mut c)
                 .await
                 .ok();
+            let mut restore_userstat = None;
             let per_user = userstat.as_deref() == Some("1")
-                || sqlx::raw_sql("SET GLOBAL userstat = 1")
+                || match sqlx::raw_sql("SET GLOBAL userstat = 1")
                     .execute(&mut c)
                     .await
-                    .is_ok();
+                {
+                    Ok(_) => {
+                        restore_userstat = userstat.map(|old| (admin.clone(), old));
+                        true
+                    }
+                    Err(_) => false,
+                };
             let _ = c.close().await;
             let url = o
                 .url
@@ -540,6 +551,7 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
                 }),
                 budget: 1,
                 cleanup: Cleanup::None,
+                restore_userstat,
             })
         }
         other => Err(format!(
@@ -573,6 +585,27 @@ fn names_of(node: usize, o: &LoadOpts, nodes: usize) -> Vec<usize> {
 
 /// Runs one load run and reports what it saw; the checks that broke are in
 /// [`LoadReport::failures`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), String> {
+/// use simba_bench::load::{run, LoadOpts};
+/// use std::time::Duration;
+/// let report = run(&LoadOpts {
+///     backend: "sqlite".into(),
+///     url: None,
+///     admin: None,
+///     nodes: 20,
+///     names: 1000,
+///     per_name: 2,
+///     duration: Duration::from_secs(10),
+///     lease: Duration::from_secs(3),
+///     tolerate_connect_errors: false,
+/// })
+/// .await?;
+/// println!("{report}");
+/// assert!(report.failures.is_empty());
+/// # Ok(()) }
+/// ```
 ///
 /// # Errors
 /// Setting up (the servers, the first node) failed.
@@ -853,6 +886,17 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
         x.simba.close().await;
     }
     drop(nodes);
+    if let Some((admin, old)) = &s.restore_userstat {
+        use sqlx::Connection;
+        if let Ok(mut c) = sqlx::MySqlConnection::connect(admin).await {
+            if old.chars().all(|ch| ch.is_ascii_alphanumeric()) {
+                let _ = sqlx::raw_sql(&format!("SET GLOBAL userstat = {old}"))
+                    .execute(&mut c)
+                    .await;
+            }
+            let _ = c.close().await;
+        }
+    }
     match s.cleanup {
         Cleanup::File(path) => {
             for suffix in ["", "-wal", "-shm"] {
