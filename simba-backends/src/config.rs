@@ -113,7 +113,11 @@ impl From<ConfigError> for BackendError {
 /// `simba_pool_idle_timeout_ms`, `simba_pool_max_lifetime_ms` (default: sqlx's,
 /// 10 and 30 minutes; `0` turns them off) and `simba_pool_acquire_timeout_ms`
 /// (default [`DEFAULT_POOL_ACQUIRE_TIMEOUT`]), and for Redis `simba_key_prefix` (default
-/// [`DEFAULT_KEY_PREFIX`]); the rest goes to the driver.
+/// [`DEFAULT_KEY_PREFIX`]), and for PostgreSQL `simba_listen` (`false` turns
+/// the release listener off), `simba_listen_url` (the listener's own URL,
+/// percent-encoded) and `simba_transaction_pooling` (`true` behind PgBouncer
+/// in transaction mode; see [`BackendConfig::transaction_pooling`]); the rest
+/// goes to the driver.
 ///
 /// ```
 /// use simba_backends::{BackendConfig, BackendKind};
@@ -137,6 +141,9 @@ pub struct BackendConfig {
     connect_timeout: Duration,
     create_schema: bool,
     pool: PoolSettings,
+    listen: bool,
+    listen_url: Option<String>,
+    transaction_pooling: bool,
 }
 
 /// A SQL pool's timeouts (`None`: sqlx's default; `Some(ZERO)`: off).
@@ -158,6 +165,9 @@ impl fmt::Debug for BackendConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("create_schema", &self.create_schema)
             .field("pool", &self.pool)
+            .field("listen", &self.listen)
+            .field("listen_url", &self.listen_url.as_deref().map(redact))
+            .field("transaction_pooling", &self.transaction_pooling)
             .finish()
     }
 }
@@ -197,6 +207,17 @@ impl BackendConfig {
             max_lifetime: None,
             acquire_timeout: DEFAULT_POOL_ACQUIRE_TIMEOUT,
         };
+        let mut listen = true;
+        let mut listen_url = None;
+        let mut transaction_pooling = false;
+        let flag = |key: &'static str, v: &str| match v {
+            "true" | "1" | "on" | "yes" => Ok(true),
+            "false" | "0" | "off" | "no" => Ok(false),
+            _ => Err(ConfigError::InvalidParameter {
+                key,
+                url: redact(url),
+            }),
+        };
         let millis = |key: &'static str, v: &str| {
             v.parse::<u64>()
                 .map(Duration::from_millis)
@@ -225,6 +246,21 @@ impl BackendConfig {
                                 url: redact(url),
                             }
                         })?;
+                    }
+                    "simba_listen" => listen = flag("simba_listen", v)?,
+                    "simba_listen_url" => {
+                        let decoded = percent_decode(v).filter(|u| {
+                            let l = u.to_ascii_lowercase();
+                            l.starts_with("postgres://") || l.starts_with("postgresql://")
+                        });
+                        listen_url =
+                            Some(decoded.ok_or_else(|| ConfigError::InvalidParameter {
+                                key: "simba_listen_url",
+                                url: redact(url),
+                            })?);
+                    }
+                    "simba_transaction_pooling" => {
+                        transaction_pooling = flag("simba_transaction_pooling", v)?;
                     }
                     "simba_pool_idle_timeout_ms" => {
                         pool.idle_timeout = Some(millis("simba_pool_idle_timeout_ms", v)?);
@@ -262,6 +298,9 @@ impl BackendConfig {
             connect_timeout: Duration::from_secs(5),
             create_schema: true,
             pool,
+            listen,
+            listen_url,
+            transaction_pooling,
         })
     }
 
@@ -378,6 +417,97 @@ impl BackendConfig {
         o
     }
 
+    /// Whether the PostgreSQL backend listens for release broadcasts (S4.2,
+    /// LISTEN/NOTIFY on a connection of its own; default `true`; URL
+    /// parameter `simba_listen`). Without the listener a freed lease is
+    /// taken over at a waiter's next retry instead of at once. Turned off
+    /// by [`BackendConfig::transaction_pooling`] unless
+    /// [`BackendConfig::listen_url`] is set, since LISTEN does not work
+    /// through a transaction-pooling proxy such as PgBouncer.
+    pub fn listen(&self) -> bool {
+        self.listen && (!self.transaction_pooling || self.listen_url.is_some())
+    }
+
+    /// Sets whether the PostgreSQL backend listens for release broadcasts.
+    ///
+    /// ```
+    /// use simba_backends::BackendConfig;
+    /// let c = BackendConfig::parse("postgres://db/app?simba_listen=false").unwrap();
+    /// assert!(!c.listen());
+    /// assert!(c.with_listen(true).listen());
+    /// ```
+    pub fn with_listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// Where the PostgreSQL release listener connects, if not to
+    /// [`BackendConfig::url`] (URL parameter `simba_listen_url`,
+    /// percent-encoded): for example straight to PostgreSQL while the calls
+    /// go through PgBouncer. It may hold credentials: do not log it.
+    pub fn listen_url(&self) -> Option<&str> {
+        self.listen_url.as_deref()
+    }
+
+    /// Sets where the PostgreSQL release listener connects (a `postgres://`
+    /// URL; `None`: the calls' URL).
+    ///
+    /// ```
+    /// use simba_backends::BackendConfig;
+    /// let c = BackendConfig::parse("postgres://pgbouncer:6432/app?simba_transaction_pooling=true")
+    ///     .unwrap()
+    ///     .with_listen_url(Some("postgres://db:5432/app"))?;
+    /// assert!(c.listen());
+    /// assert_eq!(c.listen_url(), Some("postgres://db:5432/app"));
+    /// assert!(c.with_listen_url(Some("mysql://db/app")).is_err());
+    /// # Ok::<(), simba_backends::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidParameter`] if `url` is not a `postgres://` URL.
+    pub fn with_listen_url(mut self, url: Option<&str>) -> Result<Self, ConfigError> {
+        if let Some(u) = url {
+            let l = u.to_ascii_lowercase();
+            if !(l.starts_with("postgres://") || l.starts_with("postgresql://")) {
+                return Err(ConfigError::InvalidParameter {
+                    key: "simba_listen_url",
+                    url: redact(u),
+                });
+            }
+        }
+        self.listen_url = url.map(str::to_owned);
+        Ok(self)
+    }
+
+    /// Whether the PostgreSQL backend runs behind a transaction-pooling
+    /// proxy such as PgBouncer in `pool_mode = transaction` (default
+    /// `false`; URL parameter `simba_transaction_pooling`). Then no
+    /// statement is prepared under a name (sqlx's statement cache is off and
+    /// every statement is parsed unnamed), every call runs inside one
+    /// explicit transaction (so that a statement's parse and its execution
+    /// reach the same server connection), the `extra_float_digits` startup
+    /// parameter is not sent, and the release listener is off unless
+    /// [`BackendConfig::listen_url`] names a direct connection. See
+    /// `docs/BACKENDS.md`, "PgBouncer".
+    pub fn transaction_pooling(&self) -> bool {
+        self.transaction_pooling
+    }
+
+    /// Sets whether the PostgreSQL backend runs behind a transaction-pooling proxy.
+    ///
+    /// ```
+    /// use simba_backends::BackendConfig;
+    /// let c = BackendConfig::parse("postgres://pgbouncer:6432/app")
+    ///     .unwrap()
+    ///     .with_transaction_pooling(true);
+    /// assert!(c.transaction_pooling());
+    /// assert!(!c.listen()); // no listen_url: LISTEN would not pass the proxy
+    /// ```
+    pub fn with_transaction_pooling(mut self, on: bool) -> Self {
+        self.transaction_pooling = on;
+        self
+    }
+
     /// How long connecting (or waiting for a pooled connection) may take.
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
@@ -428,6 +558,24 @@ impl BackendConfig {
             kind => Err(ConfigError::FeatureDisabled { kind }.into()),
         }
     }
+}
+
+/// Decodes `%XX` escapes (`None` for a bad escape or non-UTF-8 result).
+fn percent_decode(v: &str) -> Option<String> {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn check_key_prefix(prefix: &str) -> Result<(), ConfigError> {
@@ -563,6 +711,42 @@ mod tests {
             .err()
             .unwrap();
         assert!(!e.to_string().contains("pw@"), "{e}");
+    }
+
+    #[test]
+    fn listener_and_pooling_parameters() {
+        let c = BackendConfig::parse("postgres://h:6432/db?simba_listen=false&sslmode=disable")
+            .unwrap();
+        assert!(!c.listen());
+        assert_eq!(c.url(), "postgres://h:6432/db?sslmode=disable");
+        let c = BackendConfig::parse(
+            "postgres://h:6432/db?simba_transaction_pooling=true\
+             &simba_listen_url=postgres%3A%2F%2Fu%3Apw%40h%3A5432%2Fdb%3Fsslmode%3Ddisable",
+        )
+        .unwrap();
+        assert!(c.transaction_pooling());
+        assert!(c.listen());
+        assert_eq!(
+            c.listen_url(),
+            Some("postgres://u:pw@h:5432/db?sslmode=disable")
+        );
+        assert!(!format!("{c:?}").contains("pw"));
+        assert!(
+            !BackendConfig::parse("postgres://h/db?simba_transaction_pooling=1")
+                .unwrap()
+                .listen()
+        );
+        for bad in [
+            "simba_listen=maybe",
+            "simba_listen_url=mysql%3A%2F%2Fh",
+            "simba_listen_url=%zz",
+            "simba_transaction_pooling=",
+        ] {
+            let e = BackendConfig::parse(&format!("postgres://h/db?{bad}"))
+                .err()
+                .unwrap();
+            assert!(matches!(e, ConfigError::InvalidParameter { .. }), "{bad}");
+        }
     }
 
     #[test]

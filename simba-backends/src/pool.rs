@@ -18,6 +18,8 @@ use crate::config::{check_table_prefix, ConfigError, DEFAULT_TABLE_PREFIX};
 pub struct PoolOptions {
     table_prefix: String,
     create_schema: bool,
+    listen: bool,
+    transaction_pooling: bool,
 }
 
 impl Default for PoolOptions {
@@ -25,6 +27,8 @@ impl Default for PoolOptions {
         PoolOptions {
             table_prefix: DEFAULT_TABLE_PREFIX.to_owned(),
             create_schema: true,
+            listen: true,
+            transaction_pooling: false,
         }
     }
 }
@@ -52,6 +56,48 @@ impl PoolOptions {
     pub fn create_schema(mut self, create: bool) -> Self {
         self.create_schema = create;
         self
+    }
+
+    /// PostgreSQL only: sets whether the backend listens for release
+    /// broadcasts on a connection of its own (default `true`); see
+    /// [`crate::BackendConfig::listen`].
+    ///
+    /// ```
+    /// use simba_backends::PoolOptions;
+    /// assert!(!PoolOptions::new().listen(false).get_listen());
+    /// ```
+    pub fn listen(mut self, listen: bool) -> Self {
+        self.listen = listen;
+        self
+    }
+
+    /// PostgreSQL only: sets whether the pool's connections go through a
+    /// transaction-pooling proxy such as PgBouncer (default `false`): no
+    /// statement is prepared under a name, every call runs in one
+    /// transaction, and the release listener is off. See
+    /// [`crate::BackendConfig::transaction_pooling`]; the pool's own
+    /// connect options (e.g. `extra_float_digits`) stay the application's.
+    ///
+    /// ```
+    /// use simba_backends::PoolOptions;
+    /// let o = PoolOptions::new().transaction_pooling(true);
+    /// assert!(o.get_transaction_pooling());
+    /// assert!(!o.get_listen());
+    /// ```
+    pub fn transaction_pooling(mut self, on: bool) -> Self {
+        self.transaction_pooling = on;
+        self
+    }
+
+    /// Whether the PostgreSQL release listener runs (never behind a
+    /// transaction-pooling proxy).
+    pub fn get_listen(&self) -> bool {
+        self.listen && !self.transaction_pooling
+    }
+
+    /// Whether the pool goes through a transaction-pooling proxy.
+    pub fn get_transaction_pooling(&self) -> bool {
+        self.transaction_pooling
     }
 
     /// The prefix of Simba's table names.

@@ -57,6 +57,8 @@ const ASYNC_COMMIT: &str = "SELECT set_config('synchronous_commit', 'off', true)
 pub struct PgBackend {
     pool: PgPool,
     sql: Sql,
+    /// Where the release listener connects (`None`: no listener).
+    listen: Option<PgConnectOptions>,
     /// Failed `recv`s of release listeners (see [`PgBackend::listener_errors`]).
     listener_errors: Arc<AtomicU64>,
 }
@@ -87,10 +89,20 @@ struct Sql {
     last_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
+    /// Whether statements are prepared under a name and cached per
+    /// connection (sqlx's default); `false` behind a transaction-pooling
+    /// proxy, where a named statement may be missing on the next server
+    /// connection or clash with another client's.
+    persistent: bool,
+    /// Whether each single-statement call runs inside an explicit
+    /// transaction, so that its parse and its execution (two protocol
+    /// round trips, each ending in `Sync`) reach one server connection
+    /// behind a transaction-pooling proxy.
+    wrap: bool,
 }
 
 impl Sql {
-    fn new(prefix: &str) -> Sql {
+    fn new(prefix: &str, transaction_pooling: bool) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
         let m = format!("{prefix}members");
@@ -184,6 +196,8 @@ impl Sql {
                  WHERE left(l.name, $1) = $2"
             ),
             channel: format!("{prefix}released"),
+            persistent: !transaction_pooling,
+            wrap: transaction_pooling,
             prefix: prefix.to_owned(),
             sessions: s,
             leases: l,
@@ -225,6 +239,24 @@ impl PgBackend {
         if !config.url().contains("application_name=") {
             opts = opts.application_name("simba");
         }
+        let pooling = config.transaction_pooling();
+        if pooling {
+            // No named statements (see `Sql::persistent`), and no startup
+            // parameter PgBouncer refuses unless told to ignore it.
+            opts = opts.statement_cache_capacity(0).extra_float_digits(None);
+        }
+        let listen = if !config.listen() {
+            None
+        } else if let Some(url) = config.listen_url() {
+            let mut l =
+                PgConnectOptions::from_str(url).map_err(|e| map_err(NAME, "listen URL", e))?;
+            if !url.contains("application_name=") {
+                l = l.application_name("simba");
+            }
+            Some(l)
+        } else {
+            Some(opts.clone())
+        };
         // At most `max_connections` (default 1) for calls; the release
         // listener has a connection of its own (`subscribe_releases`).
         let pool = config.sqlx_pool::<sqlx::Postgres>().connect_lazy_with(opts);
@@ -232,7 +264,8 @@ impl PgBackend {
         crate::sql::first_connection(NAME, &what, &pool, config.connect_timeout()).await?;
         let backend = PgBackend {
             pool,
-            sql: Sql::new(config.table_prefix()),
+            sql: Sql::new(config.table_prefix(), pooling),
+            listen,
             listener_errors: Arc::new(AtomicU64::new(0)),
         };
         if config.create_schema() {
@@ -276,14 +309,7 @@ impl PgBackend {
 
     /// Adds the `metadata` column to a sessions table of an older Simba.
     async fn upgrade_sessions(&self) -> Result<(), BackendError> {
-        let found: Vec<String> = sqlx::query_scalar(
-            "SELECT column_name::text FROM information_schema.columns \
-             WHERE table_schema = current_schema() AND table_name = $1",
-        )
-        .bind(&self.sql.sessions)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| map_err(NAME, "read schema", e))?;
+        let found = self.columns(&self.sql.sessions).await?;
         if is_legacy_sessions(&found) {
             // Another process may add it at the same moment: check_tables judges.
             let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
@@ -291,6 +317,24 @@ impl PgBackend {
                 .await;
         }
         Ok(())
+    }
+
+    /// The column names of `table`, read in a transaction of its own (so
+    /// that it also works behind a transaction-pooling proxy).
+    async fn columns(&self, table: &str) -> Result<Vec<String>, BackendError> {
+        let get = |e| map_err(NAME, "read schema", e);
+        let mut tx = self.pool.begin().await.map_err(get)?;
+        let found = sqlx::query_scalar(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1",
+        )
+        .persistent(self.sql.persistent)
+        .bind(table)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(get)?;
+        tx.commit().await.map_err(get)?;
+        Ok(found)
     }
 
     async fn check_tables(&self) -> Result<usize, BackendError> {
@@ -301,14 +345,7 @@ impl PgBackend {
             (&self.sql.members, MEMBER_COLUMNS),
             (&self.sql.slots, SLOT_COLUMNS),
         ] {
-            let found: Vec<String> = sqlx::query_scalar(
-                "SELECT column_name::text FROM information_schema.columns \
-                 WHERE table_schema = current_schema() AND table_name = $1",
-            )
-            .bind(table)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| map_err(NAME, "read schema", e))?;
+            let found = self.columns(table).await?;
             if !found.is_empty() {
                 check_shape(NAME, table, &found, cols)?;
                 present += 1;
@@ -384,9 +421,16 @@ impl PgBackend {
     /// With [`PoolOptions::create_schema`] `false`, `Rejected` if the tables
     /// are missing; otherwise as [`PgBackend::migrate`].
     pub async fn from_pool(pool: PgPool, options: &PoolOptions) -> Result<PgBackend, BackendError> {
+        let listen = options
+            .get_listen()
+            .then(|| (*pool.connect_options()).clone());
         let backend = PgBackend {
             pool,
-            sql: Sql::new(options.get_table_prefix()),
+            sql: Sql::new(
+                options.get_table_prefix(),
+                options.get_transaction_pooling(),
+            ),
+            listen,
             listener_errors: Arc::new(AtomicU64::new(0)),
         };
         if options.get_create_schema() {
@@ -497,6 +541,7 @@ async fn open_on(
     let lease_us = check_lease_duration(lease_duration)?;
     let session = random_session_id()?;
     sqlx::query(&sql.open)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(lease_us)
         .bind((!metadata.is_empty()).then(|| metadata.encode()))
@@ -512,6 +557,7 @@ async fn open_on(
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
     let get = |e| map_err(NAME, "renew", e);
     let row = sqlx::query(&sql.renew)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .fetch_optional(&mut *c)
         .await
@@ -545,6 +591,7 @@ async fn acquire_on(
     //    locks and returns the row's latest committed version, waiting for
     //    any transaction that holds it.
     let row = sqlx::query(&sql.lock)
+        .persistent(sql.persistent)
         .bind(name.as_str())
         .fetch_one(&mut *tx)
         .await
@@ -557,6 +604,7 @@ async fn acquire_on(
     //    (a renewal or close in flight commits first; the latest version is
     //    read).
     let row = sqlx::query(&sql.judge)
+        .persistent(sql.persistent)
         .bind(&id[..])
         .bind(holder.as_deref())
         .fetch_one(&mut *tx)
@@ -576,6 +624,7 @@ async fn acquire_on(
         // 3. Take it with the next token.
         Decision::Take { next, remaining } => {
             let taken: i64 = sqlx::query_scalar(&sql.take)
+                .persistent(sql.persistent)
                 .bind(&id[..])
                 .bind(name.as_str())
                 .fetch_one(&mut *tx)
@@ -606,6 +655,7 @@ async fn release_on(
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
     sqlx::query(&sql.release)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .bind(token)
@@ -618,6 +668,7 @@ async fn release_on(
 
 async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
     sqlx::query(&sql.close)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(&sql.channel)
         .execute(&mut *c)
@@ -641,6 +692,7 @@ async fn membership_on(
         (&sql.leave, "leave group")
     };
     sqlx::query(stmt)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(group.as_str())
         .execute(&mut *c)
@@ -676,6 +728,7 @@ async fn claim_on(
     };
     let mut tx = c.begin().await.map_err(get)?;
     let holds = sqlx::query(&sql.holds)
+        .persistent(sql.persistent)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .bind(token)
@@ -687,6 +740,7 @@ async fn claim_on(
         return Ok(SlotClaim::NotHolder);
     }
     let claimed = sqlx::query(&sql.claim)
+        .persistent(sql.persistent)
         .bind(name.as_str())
         .bind(slot)
         .fetch_optional(&mut *tx)
@@ -696,6 +750,7 @@ async fn claim_on(
         SlotClaim::Claimed
     } else {
         let last: i64 = sqlx::query_scalar(&sql.last_slot)
+            .persistent(sql.persistent)
             .bind(name.as_str())
             .fetch_one(&mut *tx)
             .await
@@ -706,6 +761,28 @@ async fn claim_on(
     };
     tx.commit().await.map_err(get)?;
     Ok(answer)
+}
+
+/// Runs `$body` (a future using the connection `$c`) on a pooled
+/// connection; behind a transaction-pooling proxy (`Sql::wrap`) inside an
+/// explicit transaction, committed if the body succeeded and rolled back
+/// (when dropped) otherwise.
+macro_rules! call {
+    ($self:ident, $what:expr, |$c:ident| $body:expr) => {{
+        let mut conn = $self.conn($what).await?;
+        if $self.sql.wrap {
+            let mut tx = conn.begin().await.map_err(|e| map_err(NAME, $what, e))?;
+            let $c: &mut Conn = &mut tx;
+            let r = $body.await;
+            if r.is_ok() {
+                tx.commit().await.map_err(|e| map_err(NAME, $what, e))?;
+            }
+            r
+        } else {
+            let $c: &mut Conn = &mut conn;
+            $body.await
+        }
+    }};
 }
 
 impl PgBackend {
@@ -739,18 +816,18 @@ impl Backend for PgBackend {
         metadata: &'a SessionMetadata,
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
-            let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration, metadata).await
+            call!(self, "open session", |c| open_on(
+                &self.sql,
+                c,
+                lease_duration,
+                metadata
+            ))
         }
         .boxed()
     }
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        async move {
-            let mut c = self.conn("renew").await?;
-            renew_on(&self.sql, &mut c, session).await
-        }
-        .boxed()
+        async move { call!(self, "renew", |c| renew_on(&self.sql, c, session)) }.boxed()
     }
 
     fn acquire<'a>(
@@ -772,18 +849,15 @@ impl Backend for PgBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let mut c = self.conn("release").await?;
-            release_on(&self.sql, &mut c, session, name, token).await
+            call!(self, "release", |c| release_on(
+                &self.sql, c, session, name, token
+            ))
         }
         .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        async move {
-            let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session).await
-        }
-        .boxed()
+        async move { call!(self, "close session", |c| close_on(&self.sql, c, session)) }.boxed()
     }
 
     fn inspect<'a>(
@@ -796,10 +870,12 @@ impl Backend for PgBackend {
             let get = |e| map_err(NAME, "inspect", e);
             let mut tx = self.pool.begin().await.map_err(get)?;
             let srows = sqlx::query(&self.sql.inspect_sessions)
+                .persistent(self.sql.persistent)
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(get)?;
             let lrows = sqlx::query(&self.sql.inspect_leases)
+                .persistent(self.sql.persistent)
                 .bind(i32::try_from(prefix.len()).unwrap_or(0))
                 .bind(prefix)
                 .fetch_all(&mut *tx)
@@ -816,6 +892,11 @@ impl Backend for PgBackend {
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         async move {
             let get = |e| map_err(NAME, "listen", e);
+            // Off (`simba_listen=false`, or behind a transaction-pooling
+            // proxy without `simba_listen_url`): waiters retry instead.
+            let Some(listen_opts) = self.listen.clone() else {
+                return Ok(None);
+            };
             // One connection of its own, outside the calls' pool, so that a
             // pool of one is never held by the listener; reconnects reuse it.
             let listen_pool = PgPoolOptions::new()
@@ -823,7 +904,7 @@ impl Backend for PgBackend {
                 .acquire_timeout(self.pool.options().get_acquire_timeout())
                 .idle_timeout(None)
                 .max_lifetime(None)
-                .connect_lazy_with((*self.pool.connect_options()).clone());
+                .connect_lazy_with(listen_opts);
             let mut listener = PgListener::connect_with(&listen_pool).await.map_err(get)?;
             listener.listen(&self.sql.channel).await.map_err(get)?;
             let errors = Arc::clone(&self.listener_errors);
@@ -866,7 +947,7 @@ impl Backend for PgBackend {
     }
 
     fn broadcasts_releases(&self) -> bool {
-        true
+        self.listen.is_some()
     }
 
     fn join_group<'a>(
@@ -875,8 +956,9 @@ impl Backend for PgBackend {
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let mut c = self.conn("join group").await?;
-            membership_on(&self.sql, &mut c, session, group, true).await
+            call!(self, "join group", |c| membership_on(
+                &self.sql, c, session, group, true
+            ))
         }
         .boxed()
     }
@@ -887,8 +969,9 @@ impl Backend for PgBackend {
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let mut c = self.conn("leave group").await?;
-            membership_on(&self.sql, &mut c, session, group, false).await
+            call!(self, "leave group", |c| membership_on(
+                &self.sql, c, session, group, false
+            ))
         }
         .boxed()
     }
@@ -955,6 +1038,7 @@ mod hold {
                 .map_err(err)?;
             let mut tx = pool.begin().await.map_err(err)?;
             let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .persistent(false)
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(err)?;
@@ -977,6 +1061,7 @@ mod hold {
         /// A [`BackendError`] if the query failed.
         pub async fn synchronous_commit(&mut self) -> Result<String, BackendError> {
             sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+                .persistent(false)
                 .fetch_one(&mut *self.tx)
                 .await
                 .map_err(|e| map_err(NAME, "test hold", e))
@@ -1003,6 +1088,7 @@ mod hold {
         ) -> BoxFuture<'a, Result<(), BackendError>> {
             async move {
                 sqlx::query(&self.sql.lock)
+                    .persistent(self.sql.persistent)
                     .bind(name.as_str())
                     .execute(&mut *self.tx)
                     .await
@@ -1045,14 +1131,19 @@ mod hold {
                 for _ in 0..500 {
                     // From the pool's second connection: the hold's own
                     // transaction would see one cached snapshot of the view.
+                    // (A transaction of its own per look: it also works
+                    // behind a transaction-pooling proxy.)
+                    let mut look = self.pool.begin().await.map_err(err)?;
                     let waiting: i64 = sqlx::query_scalar(
                         "SELECT count(*) FROM pg_stat_activity \
                          WHERE $1 = ANY(pg_blocking_pids(pid))",
                     )
+                    .persistent(self.sql.persistent)
                     .bind(self.pid)
-                    .fetch_one(&self.pool)
+                    .fetch_one(&mut *look)
                     .await
                     .map_err(err)?;
+                    look.commit().await.map_err(err)?;
                     if usize::try_from(waiting).unwrap_or(0) >= n {
                         return Ok(WaitSeen::Seen);
                     }

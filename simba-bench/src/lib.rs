@@ -11,6 +11,7 @@
 //! peers' ([`peers`]).
 
 pub mod counters;
+pub mod load;
 pub mod measure;
 pub mod peers;
 pub mod plot;

@@ -45,9 +45,42 @@ struct Cli {
     helper: Option<Helper>,
 }
 
-/// Helper processes the bench starts (not for direct use).
+/// Helper processes the bench starts (not for direct use), and `load`.
 #[derive(Debug, Subcommand)]
 enum Helper {
+    /// Many nodes on one database (issue 18): N clients, each with its own
+    /// connection and session, contend for one name or many; prints
+    /// connections, calls/s, CPU per node, latencies, and checks the
+    /// connection budget, one renewal per period and no double grant
+    /// (exit status 1 if a check broke).
+    Load {
+        /// sqlite, postgres or mysql.
+        #[arg(long)]
+        backend: String,
+        /// The nodes' URL [default: the test server's `simba_load` database].
+        #[arg(long)]
+        url: Option<String>,
+        /// Administrator URL for the counters [default: the test server's].
+        #[arg(long)]
+        admin: Option<String>,
+        #[arg(long, default_value_t = 200)]
+        nodes: usize,
+        /// Names contended for; each by `--per-name` nodes.
+        #[arg(long, default_value_t = 1)]
+        names: usize,
+        /// Nodes contending for each name [default: every node].
+        #[arg(long)]
+        per_name: Option<usize>,
+        /// Seconds measured, after every node started.
+        #[arg(long, default_value_t = 30)]
+        secs: u64,
+        /// Lease duration in ms (Simba's default: 15000).
+        #[arg(long, default_value_t = 15000)]
+        lease_ms: u64,
+        /// Leave out nodes that cannot connect (count them) instead of failing.
+        #[arg(long)]
+        tolerate_connect_errors: bool,
+    },
     /// Lead one election; print `elected` when elected.
     #[command(hide = true)]
     Hold {
@@ -116,6 +149,40 @@ fn usage(cpu: bool) -> String {
 }
 
 async fn helper(h: Helper) -> i32 {
+    if let Helper::Load {
+        backend,
+        url,
+        admin,
+        nodes,
+        names,
+        per_name,
+        secs,
+        lease_ms,
+        tolerate_connect_errors,
+    } = h
+    {
+        let opts = simba_bench::load::LoadOpts {
+            backend,
+            url,
+            admin,
+            nodes,
+            names,
+            per_name: per_name.unwrap_or(nodes),
+            duration: Duration::from_secs(secs),
+            lease: Duration::from_millis(lease_ms),
+            tolerate_connect_errors,
+        };
+        return match simba_bench::load::run(&opts).await {
+            Ok(r) => {
+                say(&r.to_string());
+                i32::from(!r.failures.is_empty())
+            }
+            Err(e) => {
+                say(&format!("error {e}"));
+                1
+            }
+        };
+    }
     match run_helper(h).await {
         Ok(()) => 0,
         Err(e) => {
@@ -127,6 +194,7 @@ async fn helper(h: Helper) -> i32 {
 
 async fn run_helper(h: Helper) -> Result<(), String> {
     match h {
+        Helper::Load { .. } => Err("load is run by `helper`".into()),
         Helper::Hold {
             url,
             name,
