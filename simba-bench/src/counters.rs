@@ -49,12 +49,16 @@ impl Counter {
     /// What one count is.
     pub fn unit(&self) -> &'static str {
         match self {
-            Counter::PgDatabase { .. } => "transactions (pg_stat_database.xact_commit of the bench's database)",
+            Counter::PgDatabase { .. } => {
+                "transactions (pg_stat_database.xact_commit of the bench's database)"
+            }
             Counter::MysqlUser { .. } => "statements (USER_STATISTICS of the bench's user)",
             Counter::MysqlGlobal { .. } => "statements (global Questions: other clients included)",
             Counter::RedisInfo { .. } => "commands (INFO commandstats, private server)",
             Counter::ZkMntr { .. } => "packets (mntr zk_packets_received, private server)",
-            Counter::EtcdMetrics { .. } => "gRPC messages (grpc_server_msg_received_total, private server)",
+            Counter::EtcdMetrics { .. } => {
+                "gRPC messages (grpc_server_msg_received_total, private server)"
+            }
         }
     }
 

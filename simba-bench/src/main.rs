@@ -322,7 +322,11 @@ async fn latency_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool) 
     };
     if with_peers {
         if let Some((_, label, _)) = script_peer(k, tools) {
-            let lock = if k == Kind::Etcd { "lock-latency" } else { "latency" };
+            let lock = if k == Kind::Etcd {
+                "lock-latency"
+            } else {
+                "latency"
+            };
             let mode = if k == Kind::Redis { "latency" } else { lock };
             let f = run_script(tools, k, t, mode, plan.iters, plan).await;
             let pname = match k {
@@ -330,7 +334,10 @@ async fn latency_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool) 
                 Kind::Etcd => format!("{label} lock (one etcdctl process per lock)"),
                 _ => label.to_owned(),
             };
-            for r in rows.iter_mut().filter(|r| r.what.starts_with("acquire+release")) {
+            for r in rows
+                .iter_mut()
+                .filter(|r| r.what.starts_with("acquire+release"))
+            {
                 r.peer = Some((pname.clone(), f.clone()));
             }
         }
@@ -362,9 +369,19 @@ async fn handover_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool)
             }
             Kind::Zookeeper | Kind::Etcd => {
                 let (lock, elect, ln, en) = if k == Kind::Zookeeper {
-                    ("lock-handover", "election-handover", "kazoo Lock", "kazoo Election")
+                    (
+                        "lock-handover",
+                        "election-handover",
+                        "kazoo Lock",
+                        "kazoo Election",
+                    )
                 } else {
-                    ("lock-handover", "elect-handover", "etcdctl lock", "etcdctl elect")
+                    (
+                        "lock-handover",
+                        "elect-handover",
+                        "etcdctl lock",
+                        "etcdctl elect",
+                    )
                 };
                 let f = run_script(tools, k, t, lock, plan.handovers, plan).await;
                 row = row.peer(ln, f);
@@ -487,7 +504,13 @@ fn now_utc() -> String {
 
 fn git_rev() -> String {
     std::process::Command::new("git")
-        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short", "HEAD"])
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short",
+            "HEAD",
+        ])
         .output()
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
@@ -549,7 +572,10 @@ async fn bench(cli: Cli) -> i32 {
             say(&report::line(r));
         }
     };
-    say(&format!("-- floors and acquire+release ({} iterations)", plan.iters));
+    say(&format!(
+        "-- floors and acquire+release ({} iterations)",
+        plan.iters
+    ));
     for t in &targets {
         let rows = latency_rows(t, &plan, &tools, with_peers).await;
         show(&rows);
@@ -622,7 +648,9 @@ async fn bench(cli: Cli) -> i32 {
          election) are per held lease.\n\nServers:\n\n{}\n\n",
         now_utc(),
         git_rev(),
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
         took,
         plan.lease.as_secs_f64(),
         plan.renew_interval().as_millis(),

@@ -202,10 +202,12 @@ async fn floors(t: &Target) -> Result<Floors, String> {
             .execute(&pool)
             .await
             .map_err(|e| err(&e))?;
-            sqlx::query(&format!("INSERT OR IGNORE INTO {floor_table} VALUES (1, 0)"))
-                .execute(&pool)
-                .await
-                .map_err(|e| err(&e))?;
+            sqlx::query(&format!(
+                "INSERT OR IGNORE INTO {floor_table} VALUES (1, 0)"
+            ))
+            .execute(&pool)
+            .await
+            .map_err(|e| err(&e))?;
             let p1 = pool.clone();
             let p2 = pool.clone();
             let sql = format!("UPDATE {floor_table} SET v = v + 1 WHERE id = 1");
@@ -355,7 +357,11 @@ pub async fn latency(
             None => None,
         };
         let t0 = Instant::now();
-        let token = match backend.acquire(s, &direct).await.map_err(|e| e.to_string())? {
+        let token = match backend
+            .acquire(s, &direct)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             AcquireOutcome::Won { token, .. } => token,
             other => return Err(format!("an uncontended acquire answered {other:?}")),
         };
@@ -392,7 +398,11 @@ pub async fn latency(
     };
     let k = t.kind.name();
     let rt = fig(&v[0]);
-    let mut rows = vec![Row::new(k, &format!("floor: {}", f.round_trip.0), rt.clone())];
+    let mut rows = vec![Row::new(
+        k,
+        &format!("floor: {}", f.round_trip.0),
+        rt.clone(),
+    )];
     let floor = if let Some((label, _)) = &f.write {
         let w = fig(&v[1]);
         rows.push(Row::new(k, &format!("floor: {label}"), w.clone()));
@@ -401,8 +411,12 @@ pub async fn latency(
         (rt, "round-trip floor")
     };
     let direct = fig(&v[2]);
-    let mut row = Row::new(k, "acquire+release: Backend::acquire + release (one session)", direct.clone())
-        .relative(format!("{} {}", ratio(&direct, &floor.0), floor.1));
+    let mut row = Row::new(
+        k,
+        "acquire+release: Backend::acquire + release (one session)",
+        direct.clone(),
+    )
+    .relative(format!("{} {}", ratio(&direct, &floor.0), floor.1));
     if let Some((pname, _)) = &peer {
         row = row.peer(pname, fig(&v[4]));
     }
@@ -411,8 +425,12 @@ pub async fn latency(
     }
     rows.push(row);
     let locked = fig(&v[3]);
-    let mut row = Row::new(k, "acquire+release: Simba::lock try_acquire + release (client)", locked.clone())
-        .relative(format!("{} {}", ratio(&locked, &floor.0), floor.1));
+    let mut row = Row::new(
+        k,
+        "acquire+release: Simba::lock try_acquire + release (client)",
+        locked.clone(),
+    )
+    .relative(format!("{} {}", ratio(&locked, &floor.0), floor.1));
     if let Some((pname, _)) = &peer {
         row = row.peer(pname, fig(&v[4]));
     }
@@ -716,10 +734,14 @@ pub async fn holding(t: &Target, plan: &Plan, tools: &Tools) -> Vec<Row> {
                         calls / ideal,
                         fmt_num(ideal)
                     )),
-                    (Ok(_), None) => Row::new(k, &what, Figure::Missing("the counter failed".into())),
+                    (Ok(_), None) => {
+                        Row::new(k, &what, Figure::Missing("the counter failed".into()))
+                    }
                     (Err(why), _) => Row::new(k, &what, Figure::Missing(why.clone())),
                 };
-                rows.push(row.goal("S1.1: one call per renewal interval, whatever the lease count"));
+                rows.push(
+                    row.goal("S1.1: one call per renewal interval, whatever the lease count"),
+                );
                 rows.push(Row::new(
                     k,
                     &format!("client CPU per held lease, holding {n}"),
@@ -771,7 +793,10 @@ async fn holding_one(
     let stdout = child.stdout.take().ok_or("no helper stdout")?;
     let mut stdin = child.stdin.take().ok_or("no helper stdin")?;
     let mut lines = BufReader::new(stdout).lines();
-    let (_, rss0) = nums(&line_within(&mut lines, Duration::from_secs(30)).await?, "base")?;
+    let (_, rss0) = nums(
+        &line_within(&mut lines, Duration::from_secs(30)).await?,
+        "base",
+    )?;
     let limit = Duration::from_secs(60) + Duration::from_millis(30) * n as u32;
     let (_, rss1) = nums(&line_within(&mut lines, limit).await?, "ready")?;
     // Let the acquire burst settle (and PostgreSQL flush its statistics).
@@ -781,8 +806,14 @@ async fn holding_one(
         Err(_) => None,
     };
     let t0 = Instant::now();
-    stdin.write_all(b"mark\n").await.map_err(|e| e.to_string())?;
-    let (cpu0, _) = nums(&line_within(&mut lines, Duration::from_secs(10)).await?, "mark")?;
+    stdin
+        .write_all(b"mark\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let (cpu0, _) = nums(
+        &line_within(&mut lines, Duration::from_secs(10)).await?,
+        "mark",
+    )?;
     tokio::time::sleep(plan.window).await;
     let c1 = match &t.counter {
         Ok(c) => c.read().await.ok(),
@@ -790,7 +821,10 @@ async fn holding_one(
     };
     let elapsed = t0.elapsed().as_secs_f64();
     stdin.write_all(b"end\n").await.map_err(|e| e.to_string())?;
-    let (cpu1, _) = nums(&line_within(&mut lines, Duration::from_secs(10)).await?, "end")?;
+    let (cpu1, _) = nums(
+        &line_within(&mut lines, Duration::from_secs(10)).await?,
+        "end",
+    )?;
     let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
     let calls = match (c0, c1) {
         (Some(a), Some(b)) => Some((b - a) / elapsed * 60.0),

@@ -41,11 +41,10 @@ impl Private {
             drop_tables(pg, my, &prefix).await;
         }
         #[cfg(feature = "mysql")]
-        if let Some((admin, old)) = self
-            .restore_userstat
-            .take()
-            .and_then(|s| s.split_once('\n').map(|(a, b)| (a.to_owned(), b.to_owned())))
-        {
+        if let Some((admin, old)) = self.restore_userstat.take().and_then(|s| {
+            s.split_once('\n')
+                .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        }) {
             use sqlx::Connection;
             if let Ok(mut c) = sqlx::MySqlConnection::connect(&admin).await {
                 let _ = sqlx::query(&format!("SET GLOBAL userstat = {old}"))
@@ -236,7 +235,11 @@ async fn postgres(prefix: &str, admin_out: &mut Option<String>) -> Result<Target
         }
         let _ = c.close().await;
         *admin_out = Some(format!("{base}/{BENCH_DB}"));
-        let host = base.rsplit('@').next().unwrap_or("127.0.0.1:5432").to_owned();
+        let host = base
+            .rsplit('@')
+            .next()
+            .unwrap_or("127.0.0.1:5432")
+            .to_owned();
         Ok(Target {
             kind: Kind::Postgres,
             url: format!("{base}/{BENCH_DB}?simba_table_prefix={prefix}"),
@@ -270,9 +273,12 @@ async fn mysql(
         use sqlx::Connection;
         let host = env("SIMBA_BENCH_MYSQL_HOST", "127.0.0.1:3306");
         let admin = env("SIMBA_BENCH_MYSQL", &format!("mysql://root@{host}/mysql"));
-        let mut c = sqlx::MySqlConnection::connect(&admin)
-            .await
-            .map_err(|e| format!("no MariaDB/MySQL at {}: {e}", simba_backends::redact(&admin)))?;
+        let mut c = sqlx::MySqlConnection::connect(&admin).await.map_err(|e| {
+            format!(
+                "no MariaDB/MySQL at {}: {e}",
+                simba_backends::redact(&admin)
+            )
+        })?;
         let setup = [
             format!("CREATE DATABASE IF NOT EXISTS {BENCH_DB}"),
             format!("CREATE USER IF NOT EXISTS '{BENCH_DB}'@'%'"),
@@ -340,7 +346,10 @@ async fn redis(private: &mut Private, tag: &str) -> Result<Target, String> {
             url: format!("{url}?{key}"),
             addr: Some(addr.clone()),
             admin: None,
-            counter: Err("SIMBA_BENCH_REDIS names a shared server: commandstats would count other clients".into()),
+            counter: Err(
+                "SIMBA_BENCH_REDIS names a shared server: commandstats would count other clients"
+                    .into(),
+            ),
             note: "the server of SIMBA_BENCH_REDIS".into(),
         });
     }
@@ -400,7 +409,9 @@ async fn zookeeper(private: &mut Private, tools: &Tools, tag: &str) -> Result<Ta
     ];
     spawn(private, "bash", &args, &dir.join("log"))?;
     let ok = wait_for(Duration::from_secs(60), || async {
-        ask(&addr, b"ruok").await.is_some_and(|r| r.contains("imok"))
+        ask(&addr, b"ruok")
+            .await
+            .is_some_and(|r| r.contains("imok"))
     })
     .await;
     if !ok {

@@ -6,6 +6,7 @@
 
 use crate::client::{CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE};
 use crate::observe;
+use crate::schedule::ClaimReply;
 use crate::term::{
     CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
 };
@@ -17,7 +18,7 @@ use simba_backends::{Backend, SessionMetadata};
 use simba_core::{
     ApiError, BackendError, BackendErrorKind, Command, Engine, Event, Input, Kind, LeaseName,
     Level, LockWait, Output, RenewError, RevokeReason, SessionId, SessionState, Snapshot,
-    TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, TermId, Timestamp,
+    TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome, TermId, Timestamp, Token,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -97,6 +98,13 @@ pub(crate) enum Msg {
         term: TermId,
         outcome: TaskOutcome,
         error: Option<String>,
+    },
+    /// A schedule claims a slot with its term's token (S11.1).
+    ClaimSlot {
+        name: LeaseName,
+        token: Token,
+        slot: u64,
+        reply: oneshot::Sender<Result<ClaimReply, ApiError>>,
     },
     Input(Input),
 }
@@ -208,6 +216,8 @@ pub(crate) struct Driver {
     close_waiters: Vec<oneshot::Sender<()>>,
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
+    /// Slot claims waiting for their answer (S11.1), by name, token and slot.
+    claims: HashMap<(LeaseName, Token, u64), Vec<oneshot::Sender<Result<ClaimReply, ApiError>>>>,
     /// Backend calls in flight, polled by the driver task itself (no task
     /// spawned per call: one wake-up less per renewal).
     calls: FuturesUnordered<BoxFuture<'static, Input>>,
@@ -249,6 +259,7 @@ impl Driver {
             close_waiters: Vec::new(),
             workers_done: Vec::new(),
             closed: false,
+            claims: HashMap::new(),
             calls: FuturesUnordered::new(),
             metadata,
             backend_down: None,
@@ -386,6 +397,21 @@ impl Driver {
             Msg::Snapshot { reply } => {
                 let _ = reply.send(self.engine.snapshot(now));
             }
+            Msg::ClaimSlot {
+                name,
+                token,
+                slot,
+                reply,
+            } => match self.engine.claim_slot(now, &name, token, slot) {
+                Ok(()) => self
+                    .claims
+                    .entry((name, token, slot))
+                    .or_default()
+                    .push(reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
             Msg::Subscribe { tx } => {
                 // A new subscriber first learns the state it joins in, so it
                 // never misses a transition that happened before it came.
@@ -742,6 +768,21 @@ impl Driver {
                     validity,
                     renew_period,
                 });
+            }
+            Event::SlotClaimed {
+                name,
+                token,
+                slot,
+                result,
+                run,
+            } => {
+                tracing::debug!(name = %name, token = %token, slot, ?result, run, "slot claim answered");
+                for reply in self.claims.remove(&(name, token, slot)).unwrap_or_default() {
+                    let _ = reply.send(Ok(ClaimReply {
+                        result: result.clone(),
+                        run,
+                    }));
+                }
             }
             Event::BackendFailed { command, error } => {
                 // Said once per state change: the first failure of a kind

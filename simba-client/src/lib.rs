@@ -72,6 +72,7 @@ mod driver;
 mod error;
 mod observe;
 mod runtime;
+mod schedule;
 mod suspend;
 mod term;
 #[cfg(feature = "testkit")]
@@ -88,6 +89,9 @@ pub use error::{
     ObserveError, TermError,
 };
 pub use runtime::Runtime;
+pub use schedule::{
+    MissedRuns, Schedule, ScheduleBuilder, ScheduleError, ScheduledJob, ScheduledRun,
+};
 pub use suspend::{boottime_ns, HostSuspendClock, SuspendClock};
 pub use term::{in_callback_or_task, CancellationToken, TaskOutput, Term};
 

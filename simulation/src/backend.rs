@@ -9,7 +9,7 @@
 
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
+    SessionId, SlotClaim, Token,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -61,6 +61,9 @@ pub struct SimBackend {
     last_token: BTreeMap<LeaseName, u64>,
     /// Names freed since the last [`SimBackend::take_broadcasts`], to broadcast.
     freed: Vec<LeaseName>,
+    /// The last claimed slot per schedule name (S11.1); kept across leases
+    /// and sessions (unless state is lost).
+    slots: BTreeMap<LeaseName, u64>,
     rng: fastrand::Rng,
 }
 
@@ -75,6 +78,7 @@ impl SimBackend {
             leases: BTreeMap::new(),
             last_token: BTreeMap::new(),
             freed: Vec::new(),
+            slots: BTreeMap::new(),
             rng: fastrand::Rng::with_seed(seed),
         }
     }
@@ -282,6 +286,7 @@ impl SimBackend {
             self.sessions.clear();
             self.leases.clear();
             self.last_token.clear();
+            self.slots.clear();
         }
         self.freed.clear();
     }
@@ -335,6 +340,30 @@ impl SimBackend {
     /// How many sessions are alive (for tests).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// Records `slot` of the schedule `name` as claimed, in one step, only
+    /// if `session` owns `name` with `token` and `slot` is later than the
+    /// last claimed slot of `name` (S11.1).
+    pub fn claim_slot(
+        &mut self,
+        now: u64,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> SlotClaim {
+        self.expire(now);
+        if self.leases.get(name) != Some(&(session, token)) {
+            return SlotClaim::NotHolder;
+        }
+        match self.slots.get(name) {
+            Some(&last) if last >= slot => SlotClaim::AlreadyClaimed { last },
+            _ => {
+                self.slots.insert(name.clone(), slot);
+                SlotClaim::Claimed
+            }
+        }
     }
 
     /// The backend-clock instant (ns) at which `session` expires, while the
