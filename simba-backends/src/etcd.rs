@@ -763,18 +763,22 @@ impl Backend for EtcdBackend {
                     let lease = grant.id();
                     let low = u64::try_from(lease).unwrap_or(0);
                     let session = SessionId::from_u128((u128::from(hi) << 64) | u128::from(low));
-                    // The session id, then the metadata on the lines below.
-                    let value = if metadata.is_empty() {
-                        session.to_string()
-                    } else {
-                        format!("{session}\n{metadata}")
-                    };
-                    c.put(
+                    // The session key holds exactly the session id (every
+                    // guarded write compares it); the metadata, if any, sits
+                    // beside it on the same lease, written in one transaction.
+                    let mut puts = vec![TxnOp::put(
                         format!("{prefix}/s/{lease:016x}"),
-                        value,
+                        session.to_string(),
                         Some(PutOptions::new().with_lease(lease)),
-                    )
-                    .await?;
+                    )];
+                    if !metadata.is_empty() {
+                        puts.push(TxnOp::put(
+                            format!("{prefix}/m/{lease:016x}"),
+                            metadata.clone(),
+                            Some(PutOptions::new().with_lease(lease)),
+                        ));
+                    }
+                    c.txn(Txn::new().and_then(puts)).await?;
                     Ok((session, grant.ttl()))
                 })
                 .await?;
@@ -1116,6 +1120,13 @@ impl Backend for EtcdBackend {
                 format!("{root}l/"),
                 format!("{root}t/"),
             );
+            // Session metadata: P/m/L, on the session's lease.
+            let m_pre = format!("{root}m/");
+            let metadata_of: HashMap<i64, String> = kvs
+                .iter()
+                .filter(|kv| kv.key().starts_with(m_pre.as_bytes()))
+                .map(|kv| (kv.lease(), String::from_utf8_lossy(kv.value()).into_owned()))
+                .collect();
             // Sessions: P/s/L (no further '/'), with etcd's remaining TTL.
             let mut sessions = Vec::new();
             for kv in &kvs {
@@ -1125,16 +1136,11 @@ impl Backend for EtcdBackend {
                 if rest.contains(&b'/') {
                     continue;
                 }
-                let value = kv.value();
-                let cut = value.iter().position(|b| *b == b'\n');
-                let (id, metadata) = match cut {
-                    Some(i) => (&value[..i], String::from_utf8_lossy(&value[i + 1..])),
-                    None => (value, "".into()),
-                };
+                let metadata = metadata_of.get(&kv.lease()).map_or("", String::as_str);
                 sessions.push((
-                    session_from(id)?,
+                    session_from(kv.value())?,
                     kv.lease(),
-                    crate::SessionMetadata::decode(&metadata),
+                    crate::SessionMetadata::decode(metadata),
                 ));
             }
             let mut lc = self.inner.client.lease_client();

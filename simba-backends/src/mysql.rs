@@ -461,6 +461,12 @@ async fn open_on(
     })
 }
 
+/// Whether `e` reports InnoDB's deadlock victim (error 1213, SQLSTATE
+/// 40001): its transaction was rolled back whole.
+fn is_deadlock(e: &BackendError) -> bool {
+    e.message.contains("1213 (40001)") || e.message.contains("Deadlock found")
+}
+
 async fn acquire_on(
     sql: &Sql,
     c: &mut Conn,
@@ -708,7 +714,17 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
             let mut c = self.conn("acquire").await?;
-            acquire_on(&self.sql, &mut c, session, name).await
+            // InnoDB may pick this transaction as a deadlock victim when
+            // acquires of one name race: it is rolled back whole (nothing
+            // was written), so trying again is safe. A few tries, then the
+            // error is the caller's.
+            let mut tries = 0;
+            loop {
+                match acquire_on(&self.sql, &mut c, session, name).await {
+                    Err(e) if tries < 3 && is_deadlock(&e) => tries += 1,
+                    other => return other,
+                }
+            }
         }
         .boxed()
     }

@@ -315,6 +315,10 @@ struct Node {
     shortened: std::collections::BTreeSet<SessionId>,
 }
 
+/// A `Held` reply a node's current attempt got: (session, local arrival,
+/// holder, token, holder's expiry in backend ns).
+type SeenHeld = (SessionId, Timestamp, SessionId, Token, u64);
+
 /// What the S4.4 expiry-timing checker remembers. An attempt a node makes
 /// sooner after a `Held` reply than any normal retry could (`renew_interval
 /// / 2`, S4.1), with the same session and nothing in between that resets the
@@ -337,7 +341,7 @@ struct ExpiryTiming {
     answers: BTreeMap<(usize, u64), (LeaseName, SessionId, Token, u64)>,
     /// Per (node, name): the `Held` reply the node's current attempt got:
     /// (session, local arrival, holder, token, holder's expiry).
-    seen: BTreeMap<(usize, LeaseName), (SessionId, Timestamp, SessionId, Token, u64)>,
+    seen: BTreeMap<(usize, LeaseName), SeenHeld>,
     /// Per (node, op): an attempt timed by a `Held` reply: (holder, token,
     /// holder's expiry, local time of that reply).
     timed: BTreeMap<(usize, u64), (SessionId, Token, u64, Timestamp)>,

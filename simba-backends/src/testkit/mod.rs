@@ -36,7 +36,8 @@
 //! let report = futures::executor::block_on(run_selected(&Memory::default(), quick));
 //! println!("{report}");
 //! report.assert_passed();
-//! assert_eq!(report.skipped().len(), 6); // the killed-connection and the five interleaving cases
+//! // the killed-connection case, the five interleaving cases and two group cases
+//! assert_eq!(report.skipped().len(), 8);
 //! ```
 //!
 //! Each case runs in its own namespace (a fresh table prefix on SQL), uses
