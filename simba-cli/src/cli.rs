@@ -167,6 +167,10 @@ pub struct CronArgs {
     /// Keep leadership at least this long after a run starts, when handing over.
     #[arg(long, default_value = "0s", value_name = "DURATION")]
     pub lock_at_least_for: String,
+    /// Exit at once (69) if the backend cannot be reached or is full,
+    /// instead of waiting and retrying with back-off.
+    #[arg(long)]
+    pub fail_fast: bool,
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,

@@ -184,8 +184,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 hold: settings::parse_duration("--lock-at-least-for", &args.lock_at_least_for)?,
             };
             let mut signals = StopSignals::install();
+            let retry = ConnectRetry {
+                enabled: !args.fail_fast,
+                until: None,
+            };
             let simba = tokio::select! {
-                simba = client(&url, config) => simba?,
+                simba = client(&url, config, retry) => simba?,
                 sig = signals.recv() => return Ok(128 + sig as u8),
             };
             cron::cron(&simba, &args.name, schedule, &spec, &options, &mut signals).await
@@ -227,7 +231,7 @@ fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
     })
 }
 
-/// Whether `simba run`/`simba lock` wait for a backend that cannot be
+/// Whether `simba run`/`simba lock`/`simba cron` wait for a backend that cannot be
 /// reached (down, or full: no connection to be had).
 #[derive(Clone, Copy, Debug)]
 struct ConnectRetry {
