@@ -1813,12 +1813,18 @@ pub async fn host_suspend_ends_terms_at_once(env: Env) {
 macro_rules! adapter_suite {
     ($adapter:literal, $block_on:path, $runtime:expr) => {
         $crate::adapter_suite!(@each $adapter, $block_on, $runtime; memory Memory, sqlite Sqlite, postgres Postgres);
-        // Schedules (S11) on the in-memory backend.
-        $crate::adapter_suite!(@kind schedule_memory, Memory, $adapter, $block_on, $runtime;
-            schedule_runs_each_slot_once_on_the_leader,
-            schedule_missed_slots_skip_or_run_once,
-            schedule_minimum_hold_delays_the_handover,
-            schedule_run_ends_with_its_term);
+        // Schedules (S11): the slot record lives in the backend.
+        $crate::adapter_suite!(@schedules $adapter, $block_on, $runtime;
+            schedule_memory Memory, schedule_sqlite Sqlite, schedule_postgres Postgres);
+    };
+    (@schedules $adapter:literal, $block_on:path, $runtime:expr; $($m:ident $kind:ident),*) => {
+        $(
+            $crate::adapter_suite!(@kind $m, $kind, $adapter, $block_on, $runtime;
+                schedule_runs_each_slot_once_on_the_leader,
+                schedule_missed_slots_skip_or_run_once,
+                schedule_minimum_hold_delays_the_handover,
+                schedule_run_ends_with_its_term);
+        )*
     };
     (@each $adapter:literal, $block_on:path, $runtime:expr; $($m:ident $kind:ident),*) => {
         $(
