@@ -1,6 +1,7 @@
-//! `simba cron` end to end on SQLite: three processes on one schedule, only
-//! the leader runs the command, each slot at most once across a graceful
-//! hand-over (S11.1, S6.1); a bad schedule is refused before any I/O.
+//! `simba cron` end to end on SQLite and PostgreSQL: three processes on one
+//! schedule, only the leader runs the command, each slot at most once across
+//! a graceful hand-over (S11.1, S6.1); a bad schedule is refused before any
+//! I/O.
 //! Measured figures are printed (run with `--nocapture` to see them).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -119,6 +120,13 @@ fn cron_each_slot_once_across_a_handover(backend: &TestBackend) {
 #[test]
 fn sqlite_cron_runs_each_slot_once_across_a_handover() {
     cron_each_slot_once_across_a_handover(&TestBackend::sqlite());
+}
+
+#[test]
+fn postgres_cron_runs_each_slot_once_across_a_handover() {
+    if let Some(b) = TestBackend::postgres("cron") {
+        cron_each_slot_once_across_a_handover(&b);
+    }
 }
 
 #[test]
