@@ -65,6 +65,9 @@ pub(crate) enum Spec {
     },
 }
 
+/// Where the answer to a slot claim goes (S11.1).
+pub(crate) type ClaimWaiter = oneshot::Sender<Result<ClaimReply, ApiError>>;
+
 /// What the API handles and the spawned calls send to the driver.
 pub(crate) enum Msg {
     Start {
@@ -104,7 +107,7 @@ pub(crate) enum Msg {
         name: LeaseName,
         token: Token,
         slot: u64,
-        reply: oneshot::Sender<Result<ClaimReply, ApiError>>,
+        reply: ClaimWaiter,
     },
     Input(Input),
 }
@@ -217,7 +220,7 @@ pub(crate) struct Driver {
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
     /// Slot claims waiting for their answer (S11.1), by name, token and slot.
-    claims: HashMap<(LeaseName, Token, u64), Vec<oneshot::Sender<Result<ClaimReply, ApiError>>>>,
+    claims: HashMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
     /// Backend calls in flight, polled by the driver task itself (no task
     /// spawned per call: one wake-up less per renewal).
     calls: FuturesUnordered<BoxFuture<'static, Input>>,

@@ -615,6 +615,7 @@ impl Ctx {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     const MIN: u64 = 60_000;
@@ -637,8 +638,9 @@ mod tests {
     fn s11_2_cron_slots_follow_the_time_zone() {
         // 2026-03-29 is the spring change in Paris: 02:00 CET becomes 03:00 CEST.
         let s = Schedule::cron_in("30 1 * * *", "Europe/Paris").unwrap();
-        let mar_28_noon_utc = 1_774_699_200_000; // 2026-03-28T12:00:00Z
-                                                 // 01:30 CET on the 29th is 00:30Z.
+        // 2026-03-28T12:00:00Z.
+        let mar_28_noon_utc = 1_774_699_200_000;
+        // 01:30 CET on the 29th is 00:30Z.
         let first = s.next_slot_after(mar_28_noon_utc).unwrap();
         assert_eq!(first, 1_774_744_200_000);
         // 01:30 CEST on the 30th is 23:30Z on the 29th: 23 h later.
