@@ -37,6 +37,9 @@ pub const ENV_LEASE_NAME: &str = "SIMBA_LEASE_NAME";
 pub const ENV_FENCING_TOKEN: &str = "SIMBA_FENCING_TOKEN";
 /// The variable holding the session id (32 hex digits).
 pub const ENV_SESSION_ID: &str = "SIMBA_SESSION_ID";
+/// The variable holding the schedule slot a `simba cron` run is for
+/// (milliseconds since the Unix epoch, S11.2).
+pub const ENV_SCHEDULE_SLOT: &str = "SIMBA_SCHEDULE_SLOT";
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -56,6 +59,8 @@ pub struct TermEnv {
     pub token: u64,
     /// The session id, if known.
     pub session: Option<String>,
+    /// The schedule slot (`simba cron`), if any.
+    pub slot: Option<u64>,
 }
 
 /// A running child.
@@ -95,6 +100,10 @@ impl ChildSpec {
         match &term.session {
             Some(s) => cmd.env(ENV_SESSION_ID, s),
             None => cmd.env_remove(ENV_SESSION_ID),
+        };
+        match term.slot {
+            Some(slot) => cmd.env(ENV_SCHEDULE_SLOT, slot.to_string()),
+            None => cmd.env_remove(ENV_SCHEDULE_SLOT),
         };
         let child = cmd.spawn().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => CliError::CommandNotFound(self.program()),
@@ -435,6 +444,7 @@ mod tests {
             name: "job".into(),
             token: 42,
             session: Some("00ff".into()),
+            slot: None,
         }
     }
 

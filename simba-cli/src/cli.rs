@@ -98,6 +98,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Compete for NAME and run CMD only while leader (SIGTERM, then SIGKILL, when leadership ends).
     Run(RunArgs),
+    /// Run CMD at each slot of SCHEDULE, only on the leader of NAME, each slot at most once.
+    Cron(CronArgs),
     /// Take the one-shot lock NAME, run CMD, release (like flock); exit 75 if not acquired in time.
     Lock(LockArgs),
     /// Print the leases (name, holder, token, remaining) and the live sessions.
@@ -138,6 +140,33 @@ pub struct RunArgs {
     /// Run CMD again if it exits while still leader.
     #[arg(long)]
     pub restart: bool,
+    /// Exit at once (69) if the backend cannot be reached or is full,
+    /// instead of waiting and retrying with back-off.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// The child and how to stop it.
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+/// `simba cron`.
+#[derive(Debug, Clone, Args)]
+pub struct CronArgs {
+    /// The lease name of the schedule's election: 1-128 of [A-Za-z0-9._:-].
+    pub name: String,
+    /// A cron expression ('0 3 * * *', or 6 fields with seconds first),
+    /// 'every DURATION' (fixed rate, aligned to the Unix epoch) or
+    /// 'delay DURATION' (fixed delay after each run).
+    pub schedule: String,
+    /// The IANA time zone of a cron expression [default: UTC].
+    #[arg(long, value_name = "ZONE")]
+    pub tz: Option<String>,
+    /// Missed slots (fail-over, slow runs): skip them, or run the latest once.
+    #[arg(long, default_value = "skip", value_name = "skip|run-once")]
+    pub missed: String,
+    /// Keep leadership at least this long after a run starts, when handing over.
+    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    pub lock_at_least_for: String,
     /// Exit at once (69) if the backend cannot be reached or is full,
     /// instead of waiting and retrying with back-off.
     #[arg(long)]

@@ -33,7 +33,7 @@ Exit codes:
   0     success (run/lock: the command exited 0)
   1-125 run/lock: the command's own exit status, mirrored
   2     usage error (bad flags or arguments)
-  65    invalid lease name (or prefix) or invalid timing settings
+  65    invalid lease name (or prefix), timing settings or schedule
   69    backend unreachable or failing
   70    internal error
   74    I/O error of simba itself
@@ -60,6 +60,9 @@ pub enum CliError {
     /// The backend URL is malformed or names an unknown backend.
     #[error("{0}")]
     BadUrl(String),
+    /// A schedule of `simba cron` does not parse (S11.2).
+    #[error("invalid schedule: {0}")]
+    InvalidSchedule(String),
     /// The configuration file is missing or malformed.
     #[error("configuration file {path}: {message}")]
     BadConfigFile {
@@ -102,9 +105,10 @@ impl CliError {
     /// The documented exit code of this error (see [`EXIT_CODES_HELP`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::InvalidName(_) | CliError::InvalidPrefix(_) | CliError::InvalidTiming(_) => {
-                EXIT_DATAERR
-            }
+            CliError::InvalidName(_)
+            | CliError::InvalidPrefix(_)
+            | CliError::InvalidTiming(_)
+            | CliError::InvalidSchedule(_) => EXIT_DATAERR,
             CliError::BadUrl(_) | CliError::BadConfigFile { .. } => EXIT_CONFIG,
             CliError::Backend(_) => EXIT_UNAVAILABLE,
             CliError::CommandNotFound(_) => EXIT_NOT_FOUND,

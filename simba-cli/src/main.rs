@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `simba demo` | 3 nodes on a temporary SQLite file: who leads, a crash, fail-over, a graceful handover, with tokens and timings |
 //! | `simba run NAME -- CMD …` | competes for NAME and runs CMD only while leader; `--once`, `--restart` |
+//! | `simba cron NAME 'SCHEDULE' -- CMD …` | runs CMD at each slot of a cron, fixed-rate or fixed-delay schedule, only on the leader, each slot at most once (S11) |
 //! | `simba lock NAME [--wait D] -- CMD …` | a one-shot lock; exit 75 if not acquired in time |
 //! | `simba status [--json]` | leases (name, holder, token, remaining) and sessions |
 //! | `simba watch` | the same, refreshed in place |
@@ -32,7 +33,7 @@
 //! | 0 | success (run/lock: the command exited 0) |
 //! | 1–125 | run/lock: the command's own exit status |
 //! | 2 | usage error (bad flags or arguments) |
-//! | 65 | invalid lease name (or `--prefix`) or invalid timing settings |
+//! | 65 | invalid lease name (or `--prefix`), timing settings or `cron` schedule |
 //! | 69 | backend unreachable or failing |
 //! | 70 | internal error |
 //! | 74 | I/O error of simba itself |
@@ -44,6 +45,7 @@
 
 mod child;
 mod cli;
+mod cron;
 mod demo;
 mod error;
 mod settings;
@@ -172,6 +174,26 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             };
             supervise::run(&simba, &args.name, &spec, &options, &mut signals).await
         }
+        Command::Cron(args) => {
+            simba_core::LeaseName::new(&args.name)?;
+            let config = settings::timing(&cli.timing, &file)?;
+            let spec = child_spec(&args.child)?;
+            let schedule = cron::parse_schedule(&args.schedule, args.tz.as_deref())?;
+            let options = cron::CronOptions {
+                missed: cron::parse_missed(&args.missed)?,
+                hold: settings::parse_duration("--lock-at-least-for", &args.lock_at_least_for)?,
+            };
+            let mut signals = StopSignals::install();
+            let retry = ConnectRetry {
+                enabled: !args.fail_fast,
+                until: None,
+            };
+            let simba = tokio::select! {
+                simba = client(&url, config, retry) => simba?,
+                sig = signals.recv() => return Ok(128 + sig as u8),
+            };
+            cron::cron(&simba, &args.name, schedule, &spec, &options, &mut signals).await
+        }
         Command::Lock(args) => {
             simba_core::LeaseName::new(&args.name)?;
             let config = settings::timing(&cli.timing, &file)?;
@@ -209,7 +231,7 @@ fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
     })
 }
 
-/// Whether `simba run`/`simba lock` wait for a backend that cannot be
+/// Whether `simba run`/`simba lock`/`simba cron` wait for a backend that cannot be
 /// reached (down, or full: no connection to be had).
 #[derive(Clone, Copy, Debug)]
 struct ConnectRetry {

@@ -152,6 +152,7 @@ async fn term_env(simba: &Simba, term: &Term) -> TermEnv {
         name: term.name().to_owned(),
         token: term.token(),
         session: session_id(simba).await,
+        slot: None,
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
 use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
 use crate::runtime::Runtime;
+use crate::schedule::{Schedule, ScheduleBuilder};
 use crate::suspend::{HostSuspendClock, SuspendClock};
 use crate::term::{in_callback_or_task, CancellationToken, Clock, TaskOutput, Term};
 use crate::turns::{Turn, Turns};
@@ -437,6 +438,42 @@ impl Simba {
         self.election(name).run_while_leader(task).await
     }
 
+    /// A job run on `schedule` only by the leader of the election `name`,
+    /// each slot at most once across leaders (S11). Configure it, then
+    /// [`run`](ScheduleBuilder::run) it:
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), simba_client::ScheduleError> {
+    /// use simba_client::{MissedRuns, Schedule};
+    /// use std::time::Duration;
+    ///
+    /// let job = simba
+    ///     .schedule("reports.nightly", Schedule::cron_in("0 3 * * *", "Europe/Paris")?)
+    ///     .lock_at_least_for(Duration::from_secs(30))
+    ///     .missed(MissedRuns::RunOnce)
+    ///     .run(|run| async move {
+    ///         println!("slot {} with token {}", run.slot(), run.token());
+    ///     })
+    ///     .await?;
+    /// // …
+    /// job.stop().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn schedule(&self, name: impl AsRef<str>, schedule: Schedule) -> ScheduleBuilder {
+        ScheduleBuilder::new(self.clone(), name.as_ref().to_owned(), schedule)
+    }
+
+    /// The driver's inbox, for schedules (which must not hold the client
+    /// handle itself, or it would never close, S1.4).
+    pub(crate) fn msg_sender(&self) -> mpsc::UnboundedSender<Msg> {
+        self.inner.tx.clone()
+    }
+
+    /// The client's runtime.
+    pub(crate) fn runtime(&self) -> Arc<dyn Runtime> {
+        self.inner.runtime.clone()
+    }
+
     /// A lock on `name` (S5.3): one term only.
     pub fn lock(&self, name: impl AsRef<str>) -> Lock {
         Lock {
@@ -648,6 +685,11 @@ impl ElectionBuilder {
     /// leader-task variants; [`ElectionBuilder::start`] takes one directly).
     pub fn listener(mut self, listener: impl ElectionListener) -> Self {
         self.listener = Some(Arc::new(listener));
+        self
+    }
+
+    pub(crate) fn listener_arc(mut self, listener: Arc<dyn ElectionListener>) -> Self {
+        self.listener = Some(listener);
         self
     }
 

@@ -6,6 +6,7 @@
 
 use crate::client::{CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE};
 use crate::observe;
+use crate::schedule::ClaimReply;
 use crate::term::{
     CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
 };
@@ -18,7 +19,7 @@ use simba_core::{
     parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event,
     GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RenewError, RevokeReason,
     SessionId, SessionState, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
-    TermId, Timestamp,
+    TermId, Timestamp, Token,
 };
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -73,6 +74,9 @@ pub(crate) enum Spec {
     },
 }
 
+/// Where the answer to a slot claim goes (S11.1).
+pub(crate) type ClaimWaiter = oneshot::Sender<Result<ClaimReply, ApiError>>;
+
 /// What the API handles and the spawned calls send to the driver.
 pub(crate) enum Msg {
     /// A backend call's reply; `true` if the call counted against the
@@ -113,6 +117,13 @@ pub(crate) enum Msg {
         term: TermId,
         outcome: TaskOutcome,
         error: Option<String>,
+    },
+    /// A schedule claims a slot with its term's token (S11.1).
+    ClaimSlot {
+        name: LeaseName,
+        token: Token,
+        slot: u64,
+        reply: ClaimWaiter,
     },
     Input(Input),
 }
@@ -224,6 +235,8 @@ pub(crate) struct Driver {
     close_waiters: Vec<oneshot::Sender<()>>,
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
+    /// Slot claims waiting for their answer (S11.1), by name, token and slot.
+    claims: HashMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
     /// Backend calls in flight, polled by the driver task itself (no task
     /// spawned per call: one wake-up less per renewal); each says whether it
     /// counts against [`Driver::call_limit`].
@@ -286,6 +299,7 @@ impl Driver {
             close_waiters: Vec::new(),
             workers_done: Vec::new(),
             closed: false,
+            claims: HashMap::new(),
             calls: FuturesUnordered::new(),
             queued: VecDeque::new(),
             limited_in_flight: 0,
@@ -449,6 +463,21 @@ impl Driver {
             Msg::GroupSnapshot { name, reply } => {
                 let _ = reply.send(self.engine.group(&name));
             }
+            Msg::ClaimSlot {
+                name,
+                token,
+                slot,
+                reply,
+            } => match self.engine.claim_slot(now, &name, token, slot) {
+                Ok(()) => self
+                    .claims
+                    .entry((name, token, slot))
+                    .or_default()
+                    .push(reply),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
             Msg::Subscribe { tx } => {
                 // A new subscriber first learns the state it joins in, so it
                 // never misses a transition that happened before it came.
@@ -898,6 +927,21 @@ impl Driver {
                     validity,
                     renew_period,
                 });
+            }
+            Event::SlotClaimed {
+                name,
+                token,
+                slot,
+                result,
+                run,
+            } => {
+                tracing::debug!(name = %name, token = %token, slot, ?result, run, "slot claim answered");
+                for reply in self.claims.remove(&(name, token, slot)).unwrap_or_default() {
+                    let _ = reply.send(Ok(ClaimReply {
+                        result: result.clone(),
+                        run,
+                    }));
+                }
             }
             Event::BackendFailed { command, error } => {
                 // Said once per state change: the first failure of a kind

@@ -73,6 +73,7 @@ mod error;
 mod group;
 mod observe;
 mod runtime;
+mod schedule;
 mod suspend;
 mod term;
 #[cfg(feature = "testkit")]
@@ -90,6 +91,9 @@ pub use error::{
 };
 pub use group::{Group, GroupBuilder, GroupListener, GroupTask};
 pub use runtime::Runtime;
+pub use schedule::{
+    MissedRuns, Schedule, ScheduleBuilder, ScheduleError, ScheduledJob, ScheduledRun,
+};
 pub use suspend::{boottime_ns, HostSuspendClock, SuspendClock};
 pub use term::{in_callback_or_task, CancellationToken, TaskOutput, Term};
 

@@ -339,6 +339,11 @@ impl Term {
             .spawn(&self.inner.clock.runtime, Box::pin(work))
     }
 
+    /// The fencing token as `simba-core`'s [`Token`], for the driver.
+    pub(crate) fn core_token(&self) -> Token {
+        self.inner.token
+    }
+
     pub(crate) fn tracker(&self) -> Arc<Tracker> {
         self.inner.tracker.clone()
     }

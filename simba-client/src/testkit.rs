@@ -1716,6 +1716,320 @@ pub async fn group_close_blocking_from_a_partition_task(env: Env) {
     simba.close().await;
 }
 
+// ----- schedules (S11) ----------------------------------------------------
+
+/// One scheduled run: (client, slot, token, started, ended, its term valid
+/// with the run's token when it started).
+pub type RunRec = (usize, u64, u64, Instant, Option<Instant>, bool);
+
+/// Starts the schedule `name` on `client`, recording each run in `log`;
+/// each run lasts `busy` (the first run lasts `first` instead).
+#[allow(clippy::too_many_arguments)]
+async fn schedule_on(
+    env: &Env,
+    client: &Simba,
+    who: usize,
+    name: &str,
+    schedule: crate::Schedule,
+    configure: impl FnOnce(crate::ScheduleBuilder) -> crate::ScheduleBuilder,
+    log: Arc<Mutex<Vec<RunRec>>>,
+    busy: Duration,
+    first: Option<Duration>,
+) -> crate::ScheduledJob {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let runtime = env.runtime.clone();
+    configure(client.schedule(name, schedule))
+        .run(move |run| {
+            let log = log.clone();
+            let runtime = runtime.clone();
+            let n = runs.fetch_add(1, Ordering::AcqRel);
+            async move {
+                // (An assertion here would be caught as a failed run.)
+                let valid = run.term().is_valid() && run.token() == run.term().token();
+                let i = {
+                    let mut l = log.lock().unwrap();
+                    l.push((who, run.slot(), run.token(), Instant::now(), None, valid));
+                    l.len() - 1
+                };
+                let d = if n == 0 { first.unwrap_or(busy) } else { busy };
+                // A careful run stops early when its term ends (S11.3).
+                let sleep = runtime.sleep_until(runtime.now() + d);
+                futures::pin_mut!(sleep);
+                let _ = futures::future::select(sleep, Box::pin(run.term().revoked())).await;
+                log.lock().unwrap()[i].4 = Some(Instant::now());
+            }
+        })
+        .await
+        .expect("schedule starts")
+}
+
+/// S11.1: no slot is run twice, and runs of one schedule never overlap;
+/// each ran on a valid term.
+fn assert_each_slot_once(log: &[RunRec]) {
+    assert!(
+        log.iter().all(|r| r.5),
+        "S11: a run starts on a valid term: {log:?}"
+    );
+    let mut slots: Vec<u64> = log.iter().map(|r| r.1).collect();
+    slots.sort_unstable();
+    let n = slots.len();
+    slots.dedup();
+    assert_eq!(slots.len(), n, "S11.1: a slot ran twice: {log:?}");
+    let mut by_start: Vec<&RunRec> = log.iter().collect();
+    by_start.sort_by_key(|r| r.3);
+    for w in by_start.windows(2) {
+        assert!(w[0].2 <= w[1].2, "tokens never go back: {log:?}");
+        assert!(w[0].1 < w[1].1, "slots are run in order: {log:?}");
+        if let Some(end) = w[0].4 {
+            assert!(end <= w[1].3, "S11.3: runs overlapped: {log:?}");
+        }
+    }
+}
+
+/// S11, S11.1, S11.2: three clients on one fixed-rate schedule; only the
+/// leader runs, on the epoch-aligned grid, each slot once; after a
+/// voluntary hand-over the next leader goes on without repeating a slot.
+pub async fn schedule_runs_each_slot_once_on_the_leader(env: Env) {
+    let clients: Vec<Simba> = (0..3).map(|_| env.client()).collect();
+    let log: Arc<Mutex<Vec<RunRec>>> = Arc::default();
+    let period = Duration::from_millis(300);
+    let mut jobs = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        jobs.push(
+            schedule_on(
+                &env,
+                c,
+                i,
+                "suite.schedule",
+                crate::Schedule::every(period),
+                |b| b,
+                log.clone(),
+                Duration::from_millis(50),
+                None,
+            )
+            .await,
+        );
+    }
+    env.wait_for("five runs", PATIENCE, || {
+        let log = log.clone();
+        async move { log.lock().unwrap().len() >= 5 }
+    })
+    .await;
+    let leader = log.lock().unwrap()[0].0;
+    jobs[leader].stop().await;
+    let before = log.lock().unwrap().len();
+    env.wait_for("five runs on the next leader", PATIENCE, || {
+        let log = log.clone();
+        async move { log.lock().unwrap().len() >= before + 5 }
+    })
+    .await;
+    for j in &jobs {
+        j.stop().await;
+    }
+    let log = log.lock().unwrap().clone();
+    assert_each_slot_once(&log);
+    for r in &log {
+        assert_eq!(
+            r.1 % 300,
+            0,
+            "S11.2: slots are multiples of the period: {log:?}"
+        );
+    }
+    let leaders: std::collections::BTreeSet<usize> = log.iter().map(|r| r.0).collect();
+    assert!(
+        leaders.len() >= 2,
+        "the schedule moved to another leader: {log:?}"
+    );
+    assert!(
+        !log[before..].iter().any(|r| r.0 == leader),
+        "the old leader stopped running"
+    );
+    for c in &clients {
+        c.close().await;
+    }
+}
+
+/// S11.4: a run that outlasts the next slot makes it a missed slot:
+/// `Skip` never runs it, `RunOnce` runs it once, at once.
+pub async fn schedule_missed_slots_skip_or_run_once(env: Env) {
+    for missed in [crate::MissedRuns::Skip, crate::MissedRuns::RunOnce] {
+        let c = env.client();
+        let log: Arc<Mutex<Vec<RunRec>>> = Arc::default();
+        let name = format!("suite.missed.{missed:?}").to_lowercase();
+        let job = schedule_on(
+            &env,
+            &c,
+            0,
+            &name,
+            crate::Schedule::every(Duration::from_millis(1000)),
+            |b| b.missed(missed),
+            log.clone(),
+            Duration::from_millis(20),
+            // The first run outlasts the next slot (by 400 ms: a slow
+            // backend may start it late by less than 600 ms).
+            Some(Duration::from_millis(1400)),
+        )
+        .await;
+        env.wait_for("three runs", PATIENCE, || {
+            let log = log.clone();
+            async move { log.lock().unwrap().len() >= 3 }
+        })
+        .await;
+        job.stop().await;
+        let log = log.lock().unwrap().clone();
+        assert_each_slot_once(&log);
+        let (first, second) = (&log[0], &log[1]);
+        match missed {
+            crate::MissedRuns::Skip => assert_eq!(
+                second.1 - first.1,
+                2000,
+                "Skip: the slot missed during the long run is not run: {log:?}"
+            ),
+            _ => {
+                assert_eq!(
+                    second.1 - first.1,
+                    1000,
+                    "RunOnce: the missed slot runs: {log:?}"
+                );
+                let late = second.3.duration_since(first.3);
+                assert!(
+                    late >= Duration::from_millis(1350),
+                    "RunOnce: it runs once the long run ended: {late:?}"
+                );
+            }
+        }
+        c.close().await;
+    }
+}
+
+/// S11.5: on a voluntary hand-over the leader keeps its term for the
+/// minimum hold after its latest run started; the next leader's first run
+/// comes after it.
+pub async fn schedule_minimum_hold_delays_the_handover(env: Env) {
+    let a = env.client();
+    let b = env.client();
+    let log: Arc<Mutex<Vec<RunRec>>> = Arc::default();
+    let hold = Duration::from_millis(700);
+    let job_a = schedule_on(
+        &env,
+        &a,
+        0,
+        "suite.hold",
+        crate::Schedule::every(Duration::from_millis(100)),
+        |s| s.lock_at_least_for(hold),
+        log.clone(),
+        Duration::from_millis(10),
+        None,
+    )
+    .await;
+    env.wait_for("A runs", PATIENCE, || {
+        let log = log.clone();
+        async move { !log.lock().unwrap().is_empty() }
+    })
+    .await;
+    let job_b = schedule_on(
+        &env,
+        &b,
+        1,
+        "suite.hold",
+        crate::Schedule::every(Duration::from_millis(100)),
+        |s| s.lock_at_least_for(hold),
+        log.clone(),
+        Duration::from_millis(10),
+        None,
+    )
+    .await;
+    // Stop A right after one of its runs started.
+    let count = log.lock().unwrap().len();
+    env.wait_for("another run of A", PATIENCE, || {
+        let log = log.clone();
+        async move { log.lock().unwrap().len() > count }
+    })
+    .await;
+    job_a.stop().await;
+    let stopped = Instant::now();
+    env.wait_for("B runs", PATIENCE, || {
+        let log = log.clone();
+        async move { log.lock().unwrap().iter().any(|r| r.0 == 1) }
+    })
+    .await;
+    job_b.stop().await;
+    let log = log.lock().unwrap().clone();
+    assert_each_slot_once(&log);
+    let last_a = log.iter().filter(|r| r.0 == 0).map(|r| r.3).max().unwrap();
+    let first_b = log.iter().filter(|r| r.0 == 1).map(|r| r.3).min().unwrap();
+    // Lower bounds only, with room for a slow start of the run: without the
+    // hold both gaps would be a few milliseconds.
+    assert!(
+        stopped.duration_since(last_a) >= hold / 2,
+        "S11.5: stop() returned {:?} after A's last run started, before the hold {hold:?}",
+        stopped.duration_since(last_a)
+    );
+    assert!(
+        first_b.duration_since(last_a) >= hold / 2,
+        "S11.5: B ran {:?} after A's last run",
+        first_b.duration_since(last_a)
+    );
+    a.close().await;
+    b.close().await;
+}
+
+/// S11.3: a run still going when leadership moves voluntarily sees its
+/// term revoked and the hand-over waits for it; the next leader never runs
+/// while it does.
+pub async fn schedule_run_ends_with_its_term(env: Env) {
+    let a = env.client();
+    let b = env.client();
+    let log: Arc<Mutex<Vec<RunRec>>> = Arc::default();
+    let job_a = schedule_on(
+        &env,
+        &a,
+        0,
+        "suite.long",
+        crate::Schedule::every(Duration::from_millis(200)),
+        |s| s,
+        log.clone(),
+        Duration::from_secs(60),
+        None,
+    )
+    .await;
+    env.wait_for("A runs", PATIENCE, || {
+        let log = log.clone();
+        async move { !log.lock().unwrap().is_empty() }
+    })
+    .await;
+    let job_b = schedule_on(
+        &env,
+        &b,
+        1,
+        "suite.long",
+        crate::Schedule::every(Duration::from_millis(200)),
+        |s| s,
+        log.clone(),
+        Duration::from_millis(10),
+        None,
+    )
+    .await;
+    env.sleep(RENEW).await;
+    assert_eq!(log.lock().unwrap().len(), 1, "B does not run while A leads");
+    let t = Instant::now();
+    job_a.stop().await;
+    assert!(t.elapsed() < PATIENCE);
+    assert!(
+        log.lock().unwrap()[0].4.is_some(),
+        "A's run saw its term revoked and ended before the release (S11.3, S6.1)"
+    );
+    env.wait_for("B runs", PATIENCE, || {
+        let log = log.clone();
+        async move { log.lock().unwrap().iter().any(|r| r.0 == 1) }
+    })
+    .await;
+    job_b.stop().await;
+    assert_each_slot_once(&log.lock().unwrap());
+    a.close().await;
+    b.close().await;
+}
+
 /// The next item of an observation stream matching `f`, within `limit`.
 async fn next_holder<F>(
     env: &Env,
@@ -1980,6 +2294,18 @@ macro_rules! adapter_suite {
         $crate::adapter_suite!(@kind memory_groups, Memory, $adapter, $block_on, $runtime;
             group_rebalance_on_graceful_leave, group_rebalance_after_a_crash,
             group_close_blocking_from_a_partition_task);
+        // Schedules (S11): the slot record lives in the backend.
+        $crate::adapter_suite!(@schedules $adapter, $block_on, $runtime;
+            schedule_memory Memory, schedule_sqlite Sqlite, schedule_postgres Postgres);
+    };
+    (@schedules $adapter:literal, $block_on:path, $runtime:expr; $($m:ident $kind:ident),*) => {
+        $(
+            $crate::adapter_suite!(@kind $m, $kind, $adapter, $block_on, $runtime;
+                schedule_runs_each_slot_once_on_the_leader,
+                schedule_missed_slots_skip_or_run_once,
+                schedule_minimum_hold_delays_the_handover,
+                schedule_run_ends_with_its_term);
+        )*
     };
     (@each $adapter:literal, $block_on:path, $runtime:expr; $($m:ident $kind:ident),*) => {
         $(

@@ -6,11 +6,13 @@
 //! - [`session`]: the session lifecycle (S1, S2, S8.3, S8.4);
 //! - [`elections`]: elections and locks, terms and the hand-over order
 //!   (S4, S5, S6, S7.7);
-//! - [`groups`]: partitioned groups (S10).
+//! - [`groups`]: partitioned groups (S10);
+//! - [`slots`]: schedule slot claims (S11).
 
 mod elections;
 mod groups;
 mod session;
+mod slots;
 
 use self::elections::AcquireOp;
 use self::groups::Group;
@@ -56,6 +58,8 @@ pub struct Stats {
 enum TimerKey {
     Session,
     Entry(LeaseName),
+    /// The oldest unanswered slot claim times out (S11.1, S2.4).
+    Claims,
 }
 
 /// Simba's sans-IO engine: one session on the backend, and any number of
@@ -86,6 +90,8 @@ pub struct Engine {
     out: VecDeque<Output>,
     closing: bool,
     stats: Stats,
+    /// Slot claims awaiting a reply (S11.1).
+    claims: BTreeMap<OpId, slots::PendingClaim>,
 }
 
 impl Engine {
@@ -129,6 +135,7 @@ impl Engine {
             out: VecDeque::new(),
             closing: false,
             stats: Stats::default(),
+            claims: BTreeMap::new(),
         };
         engine.emit(Event::SessionStateChanged {
             state: SessionState::Opening,
@@ -229,9 +236,7 @@ impl Engine {
             Input::SessionClosed { op, result } => self.on_session_closed(op, result),
             Input::GroupJoined { op, result } => self.on_group_joined(op, result),
             Input::GroupLeft { op, result } => self.on_group_left(op, result),
-            // Schedule slots (S11) are not driven by the engine yet: a reply
-            // to a command it never sent is stale.
-            Input::SlotClaimed { .. } => {}
+            Input::SlotClaimed { op, result } => self.on_slot_claimed(op, result),
             Input::ReleaseBroadcast { name } => self.on_release_broadcast(&name),
             Input::TaskExited { term, outcome } => self.on_task_exited(term, outcome),
             Input::ElectedRejected { term } => self.on_elected_rejected(term),
@@ -297,6 +302,7 @@ impl Engine {
             match self.timers.first_due(self.now) {
                 Some(TimerKey::Entry(name)) => self.on_entry_wake(&name),
                 Some(TimerKey::Session) => self.on_session_wake(),
+                Some(TimerKey::Claims) => self.on_claims_wake(),
                 None => return,
             }
         }
@@ -313,6 +319,8 @@ impl Engine {
     fn rearm(&mut self) {
         let session_wake = self.session_wake();
         self.timers.set(&TimerKey::Session, session_wake);
+        let claims_wake = self.claims_wake();
+        self.timers.set(&TimerKey::Claims, claims_wake);
         let can_acquire = self.can_acquire();
         let mut timeout = self.call_timeout();
         if can_acquire && self.mutant_is(MutantKind::AcquireWhileInFlight) {

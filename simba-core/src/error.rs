@@ -83,6 +83,10 @@ pub enum ApiError {
         /// What the name actually is.
         actual: &'static str,
     },
+    /// The name has no current term with that token, or its session's
+    /// local deadline has passed (S11.1: a slot is claimed only by a valid term).
+    #[error("`{0}` has no valid term with that token")]
+    NoValidTerm(LeaseName),
     /// The engine is closing or closed (S1.4).
     #[error("the client is closed")]
     Closed,

@@ -508,6 +508,24 @@ pub enum Event {
         /// The election or lock.
         name: LeaseName,
     },
+    /// The answer to an [`Engine::claim_slot`](crate::Engine::claim_slot)
+    /// (S11.1): exactly one per accepted claim, the backend's reply or a
+    /// timeout after [`Engine::call_timeout`](crate::Engine::call_timeout).
+    SlotClaimed {
+        /// The schedule's election.
+        name: LeaseName,
+        /// The token of the term that claimed.
+        token: Token,
+        /// The slot.
+        slot: u64,
+        /// The backend's answer, or why the call failed (the claim may or
+        /// may not have been recorded then).
+        result: Result<SlotClaim, BackendError>,
+        /// Run the slot: the answer is [`SlotClaim::Claimed`] and the term
+        /// was still current and valid when it arrived. Anything else: the
+        /// slot does not run on this term.
+        run: bool,
+    },
     /// A lock could not be acquired (try or timeout); the lock is gone.
     LockFailed {
         /// The lock.

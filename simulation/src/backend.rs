@@ -9,7 +9,7 @@
 
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, Token,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -64,6 +64,9 @@ pub struct SimBackend {
     groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
     /// Names freed since the last [`SimBackend::take_broadcasts`], to broadcast.
     freed: Vec<LeaseName>,
+    /// The last claimed slot per schedule name (S11.1); kept across leases
+    /// and sessions (unless state is lost).
+    slots: BTreeMap<LeaseName, u64>,
     rng: fastrand::Rng,
 }
 
@@ -79,6 +82,7 @@ impl SimBackend {
             last_token: BTreeMap::new(),
             groups: BTreeMap::new(),
             freed: Vec::new(),
+            slots: BTreeMap::new(),
             rng: fastrand::Rng::with_seed(seed),
         }
     }
@@ -364,6 +368,7 @@ impl SimBackend {
             self.leases.clear();
             self.last_token.clear();
             self.groups.clear();
+            self.slots.clear();
         }
         self.freed.clear();
     }
@@ -417,6 +422,30 @@ impl SimBackend {
     /// How many sessions are alive (for tests).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// Records `slot` of the schedule `name` as claimed, in one step, only
+    /// if `session` owns `name` with `token` and `slot` is later than the
+    /// last claimed slot of `name` (S11.1).
+    pub fn claim_slot(
+        &mut self,
+        now: u64,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> SlotClaim {
+        self.expire(now);
+        if self.leases.get(name) != Some(&(session, token)) {
+            return SlotClaim::NotHolder;
+        }
+        match self.slots.get(name) {
+            Some(&last) if last >= slot => SlotClaim::AlreadyClaimed { last },
+            _ => {
+                self.slots.insert(name.clone(), slot);
+                SlotClaim::Claimed
+            }
+        }
     }
 
     /// The backend-clock instant (ns) at which `session` expires, while the

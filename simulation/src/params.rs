@@ -221,6 +221,25 @@ pub struct WorkloadParams {
     /// Per mille of election tasks that panic on their own within one lease
     /// duration of their start (S6.5); 0 in drawn runs.
     pub task_crash_permille: u32,
+    /// Every election task also runs a leader-only schedule (S11); `None`
+    /// in drawn runs.
+    pub schedule: Option<ScheduleWorkload>,
+}
+
+/// The schedule workload (S11): slots every `period` of each node's own
+/// clock, claimed by the leader, each run lasting `run`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleWorkload {
+    /// The slot period (fixed rate, S11.2).
+    pub period: Duration,
+    /// How long a run lasts (true time), unless its term ends first.
+    pub run: Duration,
+    /// A new term first runs the latest slot already due (`MissedRuns::RunOnce`, S11.4).
+    pub run_once: bool,
+    /// The mutant: run each slot without claiming it (S11.1).
+    pub skip_claim: bool,
+    /// Node wall clocks differ from true time by a fixed skew within ± this.
+    pub max_skew: Duration,
 }
 
 /// An API call of a hand-written scenario.
@@ -508,6 +527,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         slow_exit_permille: d.pick(&[0, 100, 300]),
         slow_exit_max: lease_duration * 2,
         task_crash_permille: 0,
+        schedule: None,
     };
 
     let leases = match mode {
@@ -743,6 +763,7 @@ pub fn scenario(seed: u64, nodes: usize) -> RunParams {
         slow_exit_permille: 0,
         slow_exit_max: Duration::ZERO,
         task_crash_permille: 0,
+        schedule: None,
     };
     p.faults = Vec::new();
     p.safety_phase = Duration::from_secs(60);

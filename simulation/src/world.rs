@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fmt;
 use std::time::Duration;
 
+mod schedule;
+
 /// A broken rule, found by a checker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -75,6 +77,12 @@ pub struct RunReport {
     pub liveness_bound: Duration,
     /// The longest time from healing to a leader, over the contended names.
     pub max_time_to_leader: Option<Duration>,
+    /// Scheduled runs started (S11).
+    pub scheduled_runs: u64,
+    /// Slot claims answered `Claimed` with `run` (S11.1).
+    pub slots_claimed: u64,
+    /// Slot claims answered `AlreadyClaimed` (S11.1, S11.2).
+    pub slots_already_claimed: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -163,6 +171,20 @@ enum Ev {
         node: usize,
         inc: u64,
     },
+    /// A schedule slot is due on `node` for `term` (S11).
+    SlotTick {
+        node: usize,
+        inc: u64,
+        term: TermId,
+        slot: u64,
+    },
+    /// A scheduled run of `slot` ends.
+    RunEnd {
+        node: usize,
+        inc: u64,
+        term: TermId,
+        slot: u64,
+    },
     Heal,
     End,
 }
@@ -188,6 +210,8 @@ impl Ev {
             Ev::Heal => 14,
             Ev::Scripted { .. } => 16,
             Ev::End => 15,
+            Ev::SlotTick { .. } => 19,
+            Ev::RunEnd { .. } => 20,
         }
     }
 
@@ -201,6 +225,8 @@ impl Ev {
             | Ev::WriteSend { node, .. }
             | Ev::TaskExit { node, .. }
             | Ev::TaskCrash { node, .. }
+            | Ev::SlotTick { node, .. }
+            | Ev::RunEnd { node, .. }
             | Ev::Scripted { node, .. } => Some(*node),
             _ => None,
         }
@@ -377,6 +403,7 @@ pub struct World {
     hash: u64,
     stop_on_violation: bool,
     trace: bool,
+    sched: schedule::Schedules,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -482,6 +509,7 @@ impl World {
             hash: 0xcbf2_9ce4_8422_2325,
             stop_on_violation: true,
             trace: false,
+            sched: schedule::Schedules::default(),
         }
     }
 
@@ -718,6 +746,18 @@ impl World {
                     self.api(node, call);
                 }
             }
+            Ev::SlotTick {
+                node,
+                inc,
+                term,
+                slot,
+            } => self.sched_tick(node, inc, term, slot),
+            Ev::RunEnd {
+                node,
+                inc,
+                term,
+                slot,
+            } => self.sched_run_end(node, inc, term, slot),
             Ev::Heal => self.heal(),
             Ev::End => {}
         }
@@ -1205,6 +1245,13 @@ impl World {
                     );
                 }
             }
+            Event::SlotClaimed {
+                name,
+                token,
+                slot,
+                result,
+                run,
+            } => self.sched_claimed(node, &name, token, slot, &result, run),
             Event::SessionStateChanged { .. } | Event::BackendFailed { .. } => self.mix(206),
             Event::GroupChanged { .. } | Event::GroupFailed { .. } => self.mix(207),
         }
@@ -1455,6 +1502,7 @@ impl World {
                 term: term.id,
             },
         );
+        self.sched_term_started(node, &term);
     }
 
     /// S6.5: an election task panics while its term is held; under the
@@ -1732,10 +1780,19 @@ impl World {
                     Err(down())
                 },
             },
-            // Schedule slots (S11): not simulated yet.
-            Command::ClaimSlot { op, .. } => Input::SlotClaimed {
+            Command::ClaimSlot {
                 op,
-                result: Err(unsupported()),
+                session,
+                name,
+                token,
+                slot,
+            } => Input::SlotClaimed {
+                op,
+                result: if up {
+                    Ok(self.backend.claim_slot(b, session, &name, token, slot))
+                } else {
+                    Err(down())
+                },
             },
         };
         if let Input::AcquireReplied {
@@ -2023,6 +2080,9 @@ impl World {
                 if start {
                     self.backend_down += 1;
                     self.backend.restart(keep_state);
+                    if !keep_state {
+                        self.sched_state_lost();
+                    }
                 } else {
                     self.backend_down = self.backend_down.saturating_sub(1);
                 }
@@ -2190,10 +2250,6 @@ impl World {
             }
         }
     }
-}
-
-fn unsupported() -> BackendError {
-    BackendError::new(BackendErrorKind::Unsupported, "not simulated yet")
 }
 
 fn command_code(c: &Command) -> u64 {

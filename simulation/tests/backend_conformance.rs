@@ -10,7 +10,8 @@ use futures::stream::{BoxStream, StreamExt};
 use simba_backends::testkit::{run_all, Capability, Factory};
 use simba_backends::{check_prefix, Backend, Inspection, LeaseInfo, SessionInfo, SessionMetadata};
 use simba_core::{
-    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token,
+    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
+    SlotClaim, Token,
 };
 use simulation::backend::{BackendOptions, SimBackend};
 use std::collections::BTreeMap;
@@ -145,6 +146,16 @@ impl Backend for SimClient {
         self.with(|b, now| b.leave_group(now, session, group));
         async move { Ok(()) }.boxed()
     }
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        let r = self.with(|b, now| b.claim_slot(now, session, name, token, slot));
+        async move { Ok(r) }.boxed()
+    }
     fn name(&self) -> &'static str {
         "simulated"
     }
@@ -173,11 +184,9 @@ impl Factory for Namespaces {
         async move { Ok(client) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        // Schedule slots are not simulated yet (issue 14).
         vec![
             Capability::KillConnectionMidCall,
             Capability::LockHold,
-            Capability::ScheduleSlots,
         ]
     }
 }

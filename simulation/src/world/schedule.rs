@@ -1,0 +1,319 @@
+//! The schedule workload and its checker (S11).
+//!
+//! With [`ScheduleWorkload`](crate::params::ScheduleWorkload) set, every
+//! election task is also a leader-only schedule, as `Simba::schedule` runs
+//! it: slot `k` of a node falls when the node's wall clock reads
+//! `k × period`. A node's wall clock is its own clock (with its drift and
+//! its steps) less its offset, plus a fixed skew drawn from the seed within
+//! `max_skew` (NTP-synchronised machines disagree a little). The
+//! leader waits for its next slot, claims it through the engine
+//! (`Engine::claim_slot`, S11.1) and runs a job of `run` (true time) only
+//! when the engine answers `run`; `AlreadyClaimed { last }` moves it past
+//! `last` (S11.2). With `run_once` a new term first claims the latest slot
+//! already due (S11.4). Runs of one term never overlap, and a run ends with
+//! its term (S11.3).
+//!
+//! The checker: the slots of a name run in strictly increasing order over
+//! the whole run, on every node and every term (S11.1: the backend records
+//! only a slot later than the last one), so a slot never runs twice; and a
+//! slot runs only on a term valid at that true instant. A backend that loses its state loses its slot records too
+//! (the documented failure mode of S9): the record restarts then.
+//!
+//! The mutant `skip_claim` runs each slot without claiming it; the checker
+//! must catch it (`simulation/tests/schedule_slots.rs`).
+
+use super::{TaskState, World};
+use simba_core::{BackendError, LeaseName, SlotClaim, Term, TermId, Timestamp, Token};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The schedule state of the world.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Schedules {
+    /// Per node and term: the latest slot handled, and whether a run or a
+    /// claim is in progress.
+    terms: BTreeMap<(usize, TermId), TermSched>,
+    /// The latest slot run so far, by name: (slot, node, token, true start).
+    runs: BTreeMap<LeaseName, (u64, usize, u64, u64)>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct TermSched {
+    prev: Option<u64>,
+    busy: bool,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl World {
+    /// `node`'s wall clock now, in nanoseconds since the epoch of the run.
+    fn wall(&self, node: usize) -> u64 {
+        let local = i128::from(self.local(node).as_nanos());
+        let offset = i128::from(self.p.node_offsets.get(node).copied().unwrap_or(0));
+        u64::try_from((local - offset + self.skew(node)).max(0)).unwrap_or(0)
+    }
+
+    /// `node`'s wall-clock skew (nanoseconds, within ± `max_skew`).
+    fn skew(&self, node: usize) -> i128 {
+        let max = self
+            .p
+            .workload
+            .schedule
+            .as_ref()
+            .map_or(0, |w| i128::from(nanos(w.max_skew)));
+        if max == 0 {
+            return 0;
+        }
+        let mut rng = fastrand::Rng::with_seed(self.p.seed ^ (node as u64 + 1) << 32);
+        let r = i128::from(rng.u64(..u64::MAX / 2));
+        r % (2 * max + 1) - max
+    }
+
+    /// The true time at which `node`'s wall clock reads `wall`.
+    fn true_at_wall(&self, node: usize, wall: u64) -> Option<u64> {
+        let offset = i128::from(self.p.node_offsets.get(node).copied().unwrap_or(0));
+        let local = u64::try_from((i128::from(wall) + offset - self.skew(node)).max(0)).ok()?;
+        self.nodes[node]
+            .clock
+            .true_at(Timestamp::from_nanos(local), self.now)
+    }
+
+    /// A task started for `term`: its schedule begins (S11.4 for the first slot).
+    pub(super) fn sched_term_started(&mut self, node: usize, term: &Term) {
+        let Some(w) = self.p.workload.schedule.clone() else {
+            return;
+        };
+        self.sched
+            .terms
+            .insert((node, term.id), TermSched::default());
+        let l = self.wall(node);
+        let p = nanos(w.period).max(1);
+        let latest = l / p;
+        if w.run_once && latest > 0 {
+            // The latest slot already due: run it once if nobody did.
+            self.sched_tick_at(node, term.id, latest, self.now);
+        } else {
+            self.sched_plan(node, term.id, latest + 1);
+        }
+    }
+
+    /// Waits for the first slot at or after `floor` that is still to come.
+    fn sched_plan(&mut self, node: usize, term: TermId, floor: u64) {
+        let Some(w) = self.p.workload.schedule.clone() else {
+            return;
+        };
+        let p = nanos(w.period).max(1);
+        let l = self.wall(node);
+        let slot = (l / p + 1).max(floor);
+        let at = self.true_at_wall(node, slot.saturating_mul(p));
+        if let Some(at) = at {
+            self.sched_tick_at(node, term, slot, at);
+        }
+    }
+
+    fn sched_tick_at(&mut self, node: usize, term: TermId, slot: u64, at: u64) {
+        let inc = self.nodes[node].inc;
+        self.push(
+            at.max(self.now),
+            super::Ev::SlotTick {
+                node,
+                inc,
+                term,
+                slot,
+            },
+        );
+    }
+
+    /// The term's rec if its task still runs and it is not revoked.
+    fn sched_live(&self, node: usize, term: TermId) -> Option<(LeaseName, Token)> {
+        let rec = self.nodes[node].terms.get(&term)?;
+        (rec.revoked.is_none() && rec.task == TaskState::Running)
+            .then(|| (rec.term.name.clone(), rec.term.token))
+    }
+
+    /// Slot `slot` is due on `node` for `term`: claim it (or, the mutant,
+    /// just run it).
+    pub(super) fn sched_tick(&mut self, node: usize, inc: u64, term: TermId, slot: u64) {
+        if self.nodes[node].inc != inc || self.nodes[node].engine.is_none() {
+            return;
+        }
+        let Some(w) = self.p.workload.schedule.clone() else {
+            return;
+        };
+        let Some((name, token)) = self.sched_live(node, term) else {
+            self.sched.terms.remove(&(node, term));
+            return;
+        };
+        let Some(ts) = self.sched.terms.get_mut(&(node, term)) else {
+            return;
+        };
+        if ts.busy {
+            return;
+        }
+        ts.busy = true;
+        self.mix(500);
+        self.mix(slot);
+        if w.skip_claim {
+            self.sched_run(node, term, slot);
+            return;
+        }
+        let l = self.local(node);
+        let claimed = match self.nodes[node].engine.as_mut() {
+            Some(e) => e.claim_slot(l, &name, token, slot).is_ok(),
+            None => false,
+        };
+        if claimed {
+            self.drain(node);
+        } else {
+            self.sched_done(node, term, slot);
+        }
+    }
+
+    /// The engine's answer to a claim (S11.1).
+    pub(super) fn sched_claimed(
+        &mut self,
+        node: usize,
+        name: &LeaseName,
+        token: Token,
+        slot: u64,
+        result: &Result<SlotClaim, BackendError>,
+        run: bool,
+    ) {
+        self.mix(501);
+        self.mix(slot);
+        let term = self.nodes[node]
+            .terms
+            .values()
+            .find(|r| &r.term.name == name && r.term.token == token)
+            .map(|r| r.term.id);
+        let Some(term) = term else { return };
+        if !self.sched.terms.contains_key(&(node, term)) {
+            return;
+        }
+        if run {
+            if !matches!(result, Ok(SlotClaim::Claimed)) {
+                self.violation(
+                    "schedule slots (S11.1)",
+                    format!("node {node}: told to run slot {slot} of {name} on {result:?}"),
+                );
+            }
+            self.report.slots_claimed += 1;
+            self.sched_run(node, term, slot);
+            return;
+        }
+        let last = match result {
+            Ok(SlotClaim::AlreadyClaimed { last }) => {
+                self.report.slots_already_claimed += 1;
+                *last
+            }
+            _ => slot,
+        };
+        self.sched_done(node, term, slot.max(last));
+    }
+
+    /// Starts the run of `slot`: the checker looks at it here.
+    fn sched_run(&mut self, node: usize, term: TermId, slot: u64) {
+        let Some(w) = self.p.workload.schedule.clone() else {
+            return;
+        };
+        let Some(rec) = self.nodes[node].terms.get(&term).cloned() else {
+            return;
+        };
+        if !self.is_valid(node, &rec) {
+            if !w.skip_claim {
+                // The engine said run; the term must still be valid (S11.1).
+                self.violation(
+                    "schedule slots (S11.1)",
+                    format!(
+                        "node {node}: slot {slot} of {} would run on ended term {}",
+                        rec.term.name, rec.term.id
+                    ),
+                );
+            }
+            self.sched_done(node, term, slot);
+            return;
+        }
+        self.report.scheduled_runs += 1;
+        let name = rec.term.name.clone();
+        if let Some((s0, n0, t0, at0)) = self.sched.runs.get(&name).copied() {
+            if slot <= s0 {
+                let what = if slot == s0 {
+                    "ran twice".to_owned()
+                } else {
+                    format!("ran after the later slot {s0}")
+                };
+                self.violation(
+                    "schedule slots (S11.1)",
+                    format!(
+                        "slot {slot} of {name} {what}: slot {s0} on node {n0} (token {t0}) at {:?}, now on node {node} (token {})",
+                        Duration::from_nanos(at0),
+                        rec.term.token
+                    ),
+                );
+            }
+        }
+        self.sched
+            .runs
+            .insert(name, (slot, node, rec.term.token.get(), self.now));
+        let inc = self.nodes[node].inc;
+        self.push(
+            self.now + nanos(w.run),
+            super::Ev::RunEnd {
+                node,
+                inc,
+                term,
+                slot,
+            },
+        );
+    }
+
+    /// A run ended (or was refused): wait for the next slot.
+    pub(super) fn sched_run_end(&mut self, node: usize, inc: u64, term: TermId, slot: u64) {
+        if self.nodes[node].inc != inc {
+            return;
+        }
+        self.sched_done(node, term, slot);
+    }
+
+    fn sched_done(&mut self, node: usize, term: TermId, slot: u64) {
+        if self.sched_live(node, term).is_none() {
+            self.sched.terms.remove(&(node, term));
+            return;
+        }
+        let Some(ts) = self.sched.terms.get_mut(&(node, term)) else {
+            return;
+        };
+        ts.busy = false;
+        let prev = ts.prev.map_or(slot, |p| p.max(slot));
+        ts.prev = Some(prev);
+        let run_once = self
+            .p
+            .workload
+            .schedule
+            .as_ref()
+            .is_some_and(|w| w.run_once);
+        if run_once {
+            // S11.4: the latest slot missed meanwhile runs once, at once.
+            let p = self
+                .p
+                .workload
+                .schedule
+                .as_ref()
+                .map_or(1, |w| nanos(w.period).max(1));
+            let latest = self.wall(node) / p;
+            if latest > prev {
+                self.sched_tick_at(node, term, latest, self.now);
+                return;
+            }
+        }
+        self.sched_plan(node, term, prev + 1);
+    }
+
+    /// The backend lost its state, slot records included (S9's documented
+    /// failure mode): at-most-once starts over.
+    pub(super) fn sched_state_lost(&mut self) {
+        self.sched.runs.clear();
+    }
+}
