@@ -184,10 +184,7 @@ impl Factory for Namespaces {
         async move { Ok(client) }.boxed()
     }
     fn lacks(&self) -> Vec<Capability> {
-        vec![
-            Capability::KillConnectionMidCall,
-            Capability::LockHold,
-        ]
+        vec![Capability::KillConnectionMidCall, Capability::LockHold]
     }
 }
 
