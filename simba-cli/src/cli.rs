@@ -114,7 +114,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
     /// The lease duration of the demo's nodes.
-    #[arg(long = "lease", default_value = "2s", value_name = "DURATION")]
+    #[arg(long = "lease", default_value = "2s", value_name = "DURATION", value_parser = duration_text)]
     pub lease: String,
 }
 
@@ -122,7 +122,7 @@ pub struct DemoArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ChildArgs {
     /// Time between SIGTERM and SIGKILL; never more than the term's remaining time (S6).
-    #[arg(long, default_value = "10s", value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration_text)]
     pub grace: String,
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "CMD")]
@@ -165,7 +165,7 @@ pub struct CronArgs {
     #[arg(long, default_value = "skip", value_name = "skip|run-once")]
     pub missed: String,
     /// Keep leadership at least this long after a run starts, when handing over.
-    #[arg(long, default_value = "0s", value_name = "DURATION")]
+    #[arg(long, default_value = "0s", value_name = "DURATION", value_parser = duration_text)]
     pub lock_at_least_for: String,
     /// Exit at once (69) if the backend cannot be reached or is full,
     /// instead of waiting and retrying with back-off.
@@ -184,7 +184,7 @@ pub struct LockArgs {
     /// Give up (exit 75) if not acquired within this long [default: wait
     /// forever]; a backend that cannot be reached is retried that long too
     /// (then exit 69).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = duration_text)]
     pub wait: Option<String>,
     /// Exit at once (69) if the backend cannot be reached or is full,
     /// instead of waiting and retrying with back-off.
@@ -210,7 +210,7 @@ pub struct StatusArgs {
 #[derive(Debug, Clone, Args)]
 pub struct WatchArgs {
     /// Refresh period.
-    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration_text)]
     pub interval: String,
     /// Only leases whose name starts with this.
     #[arg(long, value_name = "PREFIX")]
@@ -226,4 +226,14 @@ mod tests {
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
     }
+}
+
+/// Checks a duration argument (`10s`, `1m 30s`, `250ms`) when the command
+/// line is parsed, so a malformed one is a usage error (exit 2) like any
+/// other bad argument; the text itself is kept for the message of a later
+/// range check.
+fn duration_text(text: &str) -> Result<String, String> {
+    humantime::parse_duration(text.trim())
+        .map(|_| text.to_owned())
+        .map_err(|e| format!("{e} (a duration such as 10s, 1m 30s or 250ms)"))
 }

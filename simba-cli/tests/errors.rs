@@ -178,3 +178,19 @@ fn usage_errors_exit_2() {
     let out = simba().args(["run", "x"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A malformed duration argument is a usage error (exit 2), like any other
+/// bad argument, and names the argument.
+#[test]
+fn malformed_duration_arguments_exit_2() {
+    for args in [
+        &["lock", "--wait", "xyz", "n", "--", "true"][..],
+        &["run", "--grace", "abc", "n", "--", "true"][..],
+        &["watch", "--interval", "often"][..],
+    ] {
+        let out = simba().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(args[1]), "{args:?}: {stderr}");
+    }
+}
