@@ -29,13 +29,14 @@ pub struct Cli {
         long,
         global = true,
         env = "SIMBA_CONFIG",
+        hide_env_values = true,
         value_name = "FILE",
         help_heading = "Backend"
     )]
     pub config: Option<PathBuf>,
 
     /// Timing settings (SPEC S8).
-    #[command(flatten, next_help_heading = "Timing (SPEC S8)")]
+    #[command(flatten, next_help_heading = "Timing (rules S8, docs/RULES.md)")]
     pub timing: TimingArgs,
 
     /// What to do.
@@ -46,11 +47,12 @@ pub struct Cli {
 /// The timing flags (S8); each also reads a `SIMBA_SESSION_*` variable.
 #[derive(Debug, Default, Clone, Args)]
 pub struct TimingArgs {
-    /// How long the backend keeps a session after its last renewal (e.g. 15s).
+    /// How long the backend keeps a session after its last renewal [default: 15s].
     #[arg(
         long,
         global = true,
         env = "SIMBA_SESSION_LEASE_DURATION",
+        hide_env_values = true,
         value_name = "DURATION"
     )]
     pub lease_duration: Option<String>,
@@ -59,17 +61,25 @@ pub struct TimingArgs {
         long,
         global = true,
         env = "SIMBA_SESSION_RENEW_INTERVAL",
+        hide_env_values = true,
         value_name = "DURATION"
     )]
     pub renew_interval: Option<String>,
     /// Bound on the clock rate difference, in [0, 0.5) [default: 0.01].
-    #[arg(long, global = true, env = "SIMBA_SESSION_DRIFT", value_name = "RATE")]
+    #[arg(
+        long,
+        global = true,
+        env = "SIMBA_SESSION_DRIFT",
+        value_name = "RATE",
+        hide_env_values = true
+    )]
     pub drift: Option<String>,
     /// Extra safety subtracted from every local deadline [default: 50ms].
     #[arg(
         long,
         global = true,
         env = "SIMBA_SESSION_MARGIN",
+        hide_env_values = true,
         value_name = "DURATION"
     )]
     pub margin: Option<String>,
@@ -78,6 +88,7 @@ pub struct TimingArgs {
         long,
         global = true,
         env = "SIMBA_SESSION_RETRY_JITTER",
+        hide_env_values = true,
         value_name = "DURATION"
     )]
     pub retry_jitter: Option<String>,
@@ -86,6 +97,7 @@ pub struct TimingArgs {
         long,
         global = true,
         env = "SIMBA_SESSION_MIN_BACKOFF",
+        hide_env_values = true,
         value_name = "DURATION"
     )]
     pub min_backoff: Option<String>,
