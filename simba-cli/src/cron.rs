@@ -200,8 +200,8 @@ async fn close(simba: &Simba) {
     }
 }
 
-/// Runs `simba cron`; returns simba's exit code (128 + the signal that
-/// stopped it).
+/// Runs `simba cron`; returns simba's exit code once a signal stopped it
+/// (see `signals::stopped_code`: 0 after SIGTERM, 130 after SIGINT).
 ///
 /// # Errors
 /// [`CliError`] if the schedule cannot start or a command cannot be spawned
@@ -256,7 +256,7 @@ pub async fn cron(
             // The child is gone (or being killed): revoke and release.
             job.stop().await;
             close(simba).await;
-            Ok(128 + sig as u8)
+            Ok(crate::signals::stopped_code(sig, None))
         }
     }
 }

@@ -41,8 +41,11 @@ Exit codes:
   78    bad backend URL or configuration file
   126   the command cannot be executed
   127   the command does not exist
-  128+n run/lock: the command was killed by signal n (143 = SIGTERM);
-        also simba itself interrupted by signal n before any command ran";
+  128+n run/lock: the command was killed by signal n (not by simba's stop);
+        130: simba interrupted by Ctrl-C (SIGINT) before any command ran
+A SIGTERM to simba (a service manager's stop) is a clean stop: the command
+is terminated, the lease released, and simba exits 0 unless the command
+exited with a failure of its own, which is mirrored.";
 
 /// Everything that can make `simba` fail, each with its own exit code.
 #[derive(Debug, thiserror::Error)]

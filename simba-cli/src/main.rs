@@ -166,7 +166,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             };
             let simba = tokio::select! {
                 simba = client(&url, config, retry) => simba?,
-                sig = signals.recv() => return Ok(128 + sig as u8),
+                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
             };
             let options = supervise::RunOptions {
                 once: args.once,
@@ -190,7 +190,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             };
             let simba = tokio::select! {
                 simba = client(&url, config, retry) => simba?,
-                sig = signals.recv() => return Ok(128 + sig as u8),
+                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
             };
             cron::cron(&simba, &args.name, schedule, &spec, &options, &mut signals).await
         }
@@ -211,7 +211,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             };
             let simba = tokio::select! {
                 simba = client(&url, config, retry) => simba?,
-                sig = signals.recv() => return Ok(128 + sig as u8),
+                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
             };
             // The time spent connecting counts against --wait.
             let wait = wait.map(|w| w.saturating_sub(started.elapsed()));

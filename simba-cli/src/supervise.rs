@@ -445,7 +445,7 @@ pub async fn run(
             sig = signals.recv() => {
                 sup.note_stopping();
                 let code = sup.stop(signals).await;
-                return Ok(code.unwrap_or(128 + sig as u8));
+                return Ok(crate::signals::stopped_code(sig, code));
             }
         }
     }
@@ -519,7 +519,7 @@ pub async fn lock(
             sig = signals.recv() => {
                 sup.note_stopping();
                 let code = sup.stop(signals).await;
-                return Ok(code.unwrap_or(128 + sig as u8));
+                return Ok(crate::signals::stopped_code(sig, code));
             }
         }
     }
