@@ -229,6 +229,16 @@ pub struct WatchArgs {
     pub prefix: Option<String>,
 }
 
+/// Checks a duration argument (`10s`, `1m 30s`, `250ms`) when the command
+/// line is parsed, so a malformed one is a usage error (exit 2) like any
+/// other bad argument; the text itself is kept for the message of a later
+/// range check.
+fn duration_text(text: &str) -> Result<String, String> {
+    humantime::parse_duration(text.trim())
+        .map(|_| text.to_owned())
+        .map_err(|e| format!("{e} (a duration such as 10s, 1m 30s or 250ms)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,14 +248,4 @@ mod tests {
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
     }
-}
-
-/// Checks a duration argument (`10s`, `1m 30s`, `250ms`) when the command
-/// line is parsed, so a malformed one is a usage error (exit 2) like any
-/// other bad argument; the text itself is kept for the message of a later
-/// range check.
-fn duration_text(text: &str) -> Result<String, String> {
-    humantime::parse_duration(text.trim())
-        .map(|_| text.to_owned())
-        .map_err(|e| format!("{e} (a duration such as 10s, 1m 30s or 250ms)"))
 }
