@@ -267,8 +267,9 @@ impl SqliteBackend {
         Self::connect(&config).await
     }
 
-    /// Opens (creating if needed) the database file that `config` names, in
-    /// WAL mode with a 5 s busy timeout, and checks or creates the tables.
+    /// Opens the database file that `config` names (creating it only with
+    /// [`BackendConfig::create_schema`], the default), in WAL mode with a 5 s
+    /// busy timeout, and checks or creates the tables.
     ///
     /// # Errors
     /// `Rejected` for a bad URL, an unwritable file or a foreign table of the
@@ -276,7 +277,6 @@ impl SqliteBackend {
     pub async fn connect(config: &BackendConfig) -> Result<SqliteBackend, BackendError> {
         let opts = SqliteConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
-            .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(5));
@@ -291,6 +291,19 @@ impl SqliteBackend {
         } else {
             pool.max_connections(config.max_connections())
         };
+        if !in_memory && !config.create_schema() && !opts.get_filename().exists() {
+            // Without create_schema nothing is created, not even the file:
+            // a reader (`simba status`) must not leave an empty database
+            // behind at a mistyped path.
+            return Err(BackendError::new(
+                simba_core::BackendErrorKind::Rejected,
+                format!(
+                    "{NAME}: no database file at {} (tables missing; create_schema is off)",
+                    opts.get_filename().display()
+                ),
+            ));
+        }
+        let opts = opts.create_if_missing(config.create_schema() || in_memory);
         let hint = hint_path(opts.get_filename(), config.table_prefix(), in_memory);
         let pool = pool
             .connect_with(opts)

@@ -316,13 +316,18 @@ async fn connect(url: &str, create_schema: bool) -> Result<(Box<dyn Backend>, St
     let config = BackendConfig::parse(url)?.with_create_schema(create_schema);
     let redacted = config.redacted_url();
     let backend = config.connect().await.map_err(|e| {
-        let mut err = CliError::from_backend(&e);
-        if let CliError::Backend(msg) = &mut err {
-            if !create_schema && msg.contains("missing") {
-                msg.push_str(" (create them with `simba migrate`)");
+        let err = CliError::from_backend(&e);
+        match err {
+            // Said in the CLI's words, not the library's.
+            CliError::Backend(msg) if !create_schema && msg.contains("missing") => {
+                CliError::Backend(format!(
+                    "no Simba tables at {redacted} (nothing has used this backend yet, or it \
+                     uses another table prefix); `simba migrate` creates them, and `simba run` \
+                     or `simba lock` create them on first use"
+                ))
             }
+            other => other,
         }
-        err
     })?;
     Ok((backend, redacted))
 }

@@ -194,3 +194,21 @@ fn malformed_duration_arguments_exit_2() {
         assert!(stderr.contains(args[1]), "{args:?}: {stderr}");
     }
 }
+
+/// Read-only commands create nothing: `simba status` on a SQLite path where
+/// nothing has run leaves no file behind, and says so in the CLI's words.
+#[test]
+fn status_on_a_fresh_sqlite_path_creates_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("never.db");
+    let url = format!("sqlite://{}", db.display());
+    let out = simba()
+        .args(["--backend", &url, "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let line = one_line_error(&out);
+    assert!(line.contains("simba migrate"), "{line}");
+    assert!(!line.contains("migrate()"), "speaks library: {line}");
+    assert!(!db.exists(), "status created {}", db.display());
+}
