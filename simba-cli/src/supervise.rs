@@ -398,6 +398,7 @@ pub async fn run(
 ) -> Result<u8, CliError> {
     let mut sup = Supervisor::start(simba, name, spec, options.restart).await?;
     note(&format!("competing for `{name}`"));
+    say_who_holds(simba, name).await;
     loop {
         tokio::select! {
             ev = sup.events.recv() => {
@@ -523,4 +524,25 @@ pub async fn lock(
             }
         }
     }
+}
+
+/// Says who holds `name` when another process does (its session's metadata:
+/// host, pid, …; the term's token; its time left on the backend's clock), so
+/// a waiting `simba run` is not silent about what it waits for. Best effort:
+/// a failed or slow look (over 1 s) says nothing.
+async fn say_who_holds(simba: &Simba, name: &str) {
+    let look = tokio::time::timeout(Duration::from_secs(1), simba.leader(name)).await;
+    let Ok(Ok(Some(holder))) = look else {
+        return;
+    };
+    let ours = std::process::id().to_string();
+    if holder.metadata.get("pid") == Some(ours.as_str()) {
+        return;
+    }
+    note(&format!(
+        "waiting: `{name}` is held by {} (token {}, {} left unless renewed)",
+        holder.metadata,
+        holder.token,
+        crate::settings::human(holder.remaining)
+    ));
 }

@@ -233,3 +233,32 @@ fn sqlite_once_exits_after_a_term_lost_to_a_pause() {
     eprintln!("[sqlite] after a 4 s pause, --once exited {took:?} after waking (exit {code})");
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
+
+/// A waiting `simba run` says who holds the name: the holder's session
+/// metadata (its pid among it) and the term's token.
+#[test]
+fn sqlite_a_waiting_run_says_who_holds_the_name() {
+    let b = TestBackend::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("a");
+    let name = unique("who");
+    let mut a = spawn_marking_leader(&b, &name, &mark);
+    wait_for_file(&mark, Duration::from_secs(30));
+    let (token, _) = read_mark(&mark);
+    let waiting = b
+        .simba()
+        .args(["--lease-duration", "3s", "run", &name, "--", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    sigterm(&waiting);
+    let out = waiting.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is held by"), "{stderr}");
+    assert!(stderr.contains(&format!("pid={}", a.id())), "{stderr}");
+    assert!(stderr.contains(&format!("token {token}")), "{stderr}");
+    sigterm(&a);
+    let _ = wait_exit(&mut a, Duration::from_secs(20));
+}
