@@ -13,7 +13,8 @@ pub struct Cli {
     /// Backend URL: sqlite://PATH, postgres://…, mysql://…, redis://…, etcd://…,
     /// zk://HOST:PORT/ROOT (Redis, etcd and ZooKeeper with their features;
     /// credentials are never printed).
-    /// [default: sqlite://simba.db]
+    /// [default: sqlite://$XDG_STATE_HOME/simba/simba.db, else
+    /// ~/.local/state/simba/simba.db: one file per user, wherever simba runs]
     #[arg(
         long,
         global = true,

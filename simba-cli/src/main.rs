@@ -21,8 +21,8 @@
 //! Ctrl-C or SIGTERM simba stops the child first, then releases the lease
 //! (a graceful handover, S6.1). simba's exit status mirrors the child's.
 //!
-//! Configuration: `--backend URL` or `SIMBA_BACKEND` (default
-//! `sqlite://simba.db`), timing flags or `SIMBA_SESSION_*` variables, or a
+//! Configuration: `--backend URL` or `SIMBA_BACKEND` (default: one SQLite
+//! file per user, `~/.local/state/simba/simba.db`), timing flags or `SIMBA_SESSION_*` variables, or a
 //! TOML file (`--config`, see [`settings`]). URLs are redacted in every
 //! message.
 //!

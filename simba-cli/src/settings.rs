@@ -3,7 +3,8 @@
 //! Precedence, highest first: command-line flags, environment variables
 //! (`SIMBA_BACKEND`, `SIMBA_SESSION_*`; clap reads them into the same
 //! fields as the flags), the TOML file of `--config` / `SIMBA_CONFIG`, and
-//! the defaults of SPEC S8 (backend `sqlite://simba.db`).
+//! the defaults of the rules S8 (backend: the user's own SQLite file, see
+//! [`default_backend`]).
 //!
 //! The TOML file uses the `simba.session.*` keys of S8.1:
 //!
@@ -28,8 +29,26 @@ use simba_tokio::ConfigSection;
 use std::path::Path;
 use std::time::Duration;
 
-/// The backend used when no flag, variable or file names one.
-pub const DEFAULT_BACKEND: &str = "sqlite://simba.db";
+/// The backend used when no flag, variable or file names one: one SQLite
+/// file per user, at an absolute path, so two terminals in different working
+/// directories never compete in two different files by accident:
+/// `$XDG_STATE_HOME/simba/simba.db`, else `$HOME/.local/state/simba/simba.db`,
+/// else `/tmp/simba-<uid>/simba.db`. (The SQLite backend creates the
+/// directory when it creates the file; read-only commands create neither.)
+pub fn default_backend() -> String {
+    let from = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let dir = from("XDG_STATE_HOME")
+        .or_else(|| from("HOME").map(|h| h.join(".local").join("state")))
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("simba-{}", rustix::process::getuid().as_raw()))
+        });
+    format!("sqlite://{}", dir.join("simba").join("simba.db").display())
+}
 
 /// The whole configuration file.
 #[derive(Debug, Default, Deserialize)]
@@ -87,7 +106,7 @@ pub fn human(d: Duration) -> String {
 pub fn backend_url(flag: Option<&str>, file: &FileConfig) -> String {
     flag.map(str::to_owned)
         .or_else(|| file.simba.backend.clone())
-        .unwrap_or_else(|| DEFAULT_BACKEND.to_owned())
+        .unwrap_or_else(default_backend)
 }
 
 /// Builds the timing settings: flags and `SIMBA_SESSION_*` first, then the

@@ -212,3 +212,41 @@ fn status_on_a_fresh_sqlite_path_creates_no_file() {
     assert!(!line.contains("migrate()"), "speaks library: {line}");
     assert!(!db.exists(), "status created {}", db.display());
 }
+
+/// Without a backend, simba uses one SQLite file per user at an absolute
+/// path: two runs from different working directories share it (the second
+/// lock's token follows the first's), and nothing lands in either directory.
+#[test]
+fn the_default_backend_is_one_file_per_user_wherever_simba_runs() {
+    let state = tempfile::tempdir().unwrap();
+    let (here, there) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let name = unique("default");
+    let mut tokens = Vec::new();
+    for cwd in [here.path(), there.path()] {
+        let out = simba()
+            .env_remove("SIMBA_BACKEND")
+            .env("XDG_STATE_HOME", state.path())
+            .current_dir(cwd)
+            .args(["lock", &name, "--", "sh", "-c", "echo $SIMBA_FENCING_TOKEN"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        tokens.push(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    }
+    assert_eq!(
+        tokens,
+        ["1", "2"],
+        "one file: the second term follows the first"
+    );
+    assert!(state.path().join("simba").join("simba.db").exists());
+    assert_eq!(std::fs::read_dir(here.path()).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(there.path()).unwrap().count(), 0);
+    let out = simba()
+        .env_remove("SIMBA_BACKEND")
+        .env("XDG_STATE_HOME", state.path())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&name), "{text}");
+}
