@@ -267,8 +267,8 @@ impl SqliteBackend {
         Self::connect(&config).await
     }
 
-    /// Opens the database file that `config` names (creating it, and its
-    /// directory, only with [`BackendConfig::create_schema`], the default), in WAL mode with a 5 s
+    /// Opens the database file that `config` names (creating it only with
+    /// [`BackendConfig::create_schema`], the default; never its directory), in WAL mode with a 5 s
     /// busy timeout, and checks or creates the tables.
     ///
     /// # Errors
@@ -302,16 +302,6 @@ impl SqliteBackend {
                     opts.get_filename().display()
                 ),
             ));
-        }
-        if !in_memory && config.create_schema() {
-            if let Some(dir) = opts
-                .get_filename()
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-            {
-                // Best effort: if it cannot be made, opening the file says why.
-                let _ = std::fs::create_dir_all(dir);
-            }
         }
         let opts = opts.create_if_missing(config.create_schema() || in_memory);
         let hint = hint_path(opts.get_filename(), config.table_prefix(), in_memory);

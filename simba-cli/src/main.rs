@@ -251,6 +251,7 @@ const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// holds at most the connection budget of one node, and gives it back
 /// before the pause.
 async fn connect_retrying(url: &str, retry: ConnectRetry) -> Result<Box<dyn Backend>, CliError> {
+    settings::make_default_dir(url);
     let config = BackendConfig::parse(url)?.with_create_schema(true);
     let redacted = config.redacted_url();
     let mut pause = RETRY_FIRST;
@@ -313,6 +314,9 @@ async fn client(
 /// [`CliError::BadUrl`] for a bad URL, [`CliError::Backend`] if the backend
 /// cannot be reached or its tables are missing.
 async fn connect(url: &str, create_schema: bool) -> Result<(Box<dyn Backend>, String), CliError> {
+    if create_schema {
+        settings::make_default_dir(url);
+    }
     let config = BackendConfig::parse(url)?.with_create_schema(create_schema);
     let redacted = config.redacted_url();
     let backend = config.connect().await.map_err(|e| {

@@ -33,8 +33,9 @@ use std::time::Duration;
 /// file per user, at an absolute path, so two terminals in different working
 /// directories never compete in two different files by accident:
 /// `$XDG_STATE_HOME/simba/simba.db`, else `$HOME/.local/state/simba/simba.db`,
-/// else `/tmp/simba-<uid>/simba.db`. (The SQLite backend creates the
-/// directory when it creates the file; read-only commands create neither.)
+/// else `/tmp/simba-<uid>/simba.db`. Commands that create the tables
+/// (`run`, `lock`, `cron`, `migrate`) create its directory first
+/// ([`make_default_dir`]); read-only commands create nothing.
 pub fn default_backend() -> String {
     let from = |var: &str| {
         std::env::var_os(var)
@@ -99,6 +100,21 @@ pub fn human(d: Duration) -> String {
         "0s".to_owned()
     } else {
         humantime::format_duration(ms).to_string()
+    }
+}
+
+/// Creates the directory of the default backend's file when `url` is that
+/// default (see [`default_backend`]); other URLs are the user's to prepare.
+/// Best effort: if it cannot be made, opening the file says why.
+pub fn make_default_dir(url: &str) {
+    if url != default_backend() {
+        return;
+    }
+    if let Some(dir) = url
+        .strip_prefix("sqlite://")
+        .and_then(|path| Path::new(path).parent())
+    {
+        let _ = std::fs::create_dir_all(dir);
     }
 }
 
