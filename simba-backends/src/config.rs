@@ -402,7 +402,7 @@ impl BackendConfig {
     }
 
     /// sqlx pool options from these settings (size and timeouts).
-    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn sqlx_pool<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
         let off = |d: Duration| (!d.is_zero()).then_some(d);
         let mut o = sqlx::pool::PoolOptions::<DB>::new()

@@ -42,6 +42,7 @@ use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
     SessionGrant, SessionId, SlotClaim, Token,
 };
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -57,6 +58,18 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function int(n) return string.format('%.0f', n) end
+-- The owned-list version of a session (field `#v` of its owned hash, a
+-- field no lease name can take, S3.1): the server's time in µs, or one more
+-- than the last version, so that it never repeats, even if the hash was
+-- lost and made again. Bumped by every change to the list a live session
+-- can see; `ttl` keeps the hash's expiry when the bump creates it.
+local function bump(k, ttl)
+  local v = now_us()
+  local old = tonumber(redis.call('HGET', k, '#v') or '0')
+  if v <= old then v = old + 1 end
+  redis.call('HSET', k, '#v', int(v))
+  redis.call('PEXPIRE', k, ttl)
+end
 ";
 
 /// KEYS: session, sessions index. ARGV: id, session value (lease µs, then
@@ -72,9 +85,13 @@ redis.call('ZADD', KEYS[2], int(now_ms + ms), ARGV[1])
 return ms
 ";
 
-/// KEYS: session, owned, sessions index, joined groups. ARGV: id, key tag.
+/// KEYS: session, owned, sessions index, joined groups. ARGV: id, key tag,
+/// the owned-list version the caller last saw ('' if none).
 /// Returns nil once the session has expired, else {ms, {name, token, ...},
-/// {group, 'id,id,...', ...}}: the live members of every group joined
+/// {group, 'id,id,...', ...}, version, full}: the owned list is listed
+/// (full = 1) only if its version is not the caller's, so that a renewal's
+/// work does not grow with the number of leases held while they stay the
+/// same (issue 10); `{group, …}` are the live members of every group joined
 /// (S10.1). A member's score is its session's expiry less 1 ms (the server
 /// time is read first, so the score never exceeds the true expiry), and only
 /// members scored after now are listed: an expired member never is.
@@ -101,7 +118,11 @@ if #joined > 0 then
     table.insert(groups, table.concat(redis.call('ZRANGE', gk, 0, -1), ','))
   end
 end
-return {ms, redis.call('HGETALL', KEYS[2]), groups}
+local v = redis.call('HGET', KEYS[2], '#v') or ''
+if v ~= '' and v == ARGV[3] then
+  return {ms, {}, groups, v, 0}
+end
+return {ms, redis.call('HGETALL', KEYS[2]), groups, v, 1}
 ";
 
 /// KEYS: session, joined groups, group. ARGV: id, group.
@@ -158,6 +179,8 @@ if holder then
   if hp ~= -2 then
     return {2, tok or '', holder, hp}
   end
+  -- The expired holder's list: no version bump, its session never renews
+  -- again (S1.2).
   redis.call('HDEL', ARGV[3] .. ':o:' .. holder, ARGV[2])
 end
 local token = now_us()
@@ -168,17 +191,19 @@ end
 local ts = int(token)
 redis.call('HSET', KEYS[3], 'holder', ARGV[1], 'token', ts)
 redis.call('HSET', KEYS[2], ARGV[2], ts)
-redis.call('PEXPIRE', KEYS[2], pttl + 1000)
+bump(KEYS[2], pttl + 1000)
 redis.call('ZADD', KEYS[4], 0, ARGV[2])
 return {1, ts, ARGV[1], pttl}
 ";
 
-/// KEYS: lease, owned. ARGV: id, token, name, channel.
+/// KEYS: lease, owned, session. ARGV: id, token, name, channel.
 const RELEASE: &str = r"
 local h = redis.call('HMGET', KEYS[1], 'holder', 'token')
 if h[1] == ARGV[1] and h[2] == ARGV[2] then
   redis.call('HDEL', KEYS[1], 'holder')
   redis.call('HDEL', KEYS[2], ARGV[3])
+  local pttl = redis.call('PTTL', KEYS[3])
+  if pttl >= 0 then bump(KEYS[2], pttl + 1000) end
   redis.call('PUBLISH', ARGV[4], ARGV[3])
   return 1
 end
@@ -197,7 +222,7 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 local freed = 0
 for _, n in ipairs(names) do
   local lk = ARGV[2] .. ':l:' .. n
-  if redis.call('HGET', lk, 'holder') == ARGV[1] then
+  if n ~= '#v' and redis.call('HGET', lk, 'holder') == ARGV[1] then
     redis.call('HDEL', lk, 'holder')
     redis.call('PUBLISH', ARGV[3], n)
     freed = freed + 1
@@ -318,6 +343,17 @@ struct Inner {
     conn: Mutex<Option<MultiplexedConnection>>,
     keys: Keys,
     scripts: Scripts,
+    /// Per session: the owned-list version last listed by the server, and
+    /// that list. A renewal sends the version and gets the list back only
+    /// if it changed, so renewing 10,000 unchanged leases costs no more on
+    /// the server or the wire than renewing one (issue 10).
+    owned_cache: Mutex<HashMap<SessionId, OwnedList>>,
+}
+
+/// A session's owned leases as last listed, with their version.
+struct OwnedList {
+    version: String,
+    owned: Vec<(LeaseName, Token)>,
 }
 
 /// The Redis backend. Cheap to clone (one shared multiplexed connection,
@@ -418,7 +454,62 @@ async fn within<T>(
     }
 }
 
+/// A renewal's owned list, `{name, token, ...}` with the version field
+/// `#v` left out, sorted by name.
+fn owned_from(flat: &[String]) -> Result<Vec<(LeaseName, Token)>, BackendError> {
+    if flat.len() % 2 != 0 {
+        return Err(malformed("renew listed an odd number of fields".into()));
+    }
+    let mut owned = Vec::with_capacity(flat.len() / 2);
+    for pair in flat.chunks_exact(2) {
+        if pair[0] != "#v" {
+            owned.push((name_from(&pair[0])?, token_from(&pair[0], &pair[1])?));
+        }
+    }
+    owned.sort();
+    Ok(owned)
+}
+
 impl RedisBackend {
+    fn owned_cache(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, OwnedList>> {
+        self.inner
+            .owned_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The owned-list version last listed for `session`, if any.
+    fn cached_version(&self, session: SessionId) -> Option<String> {
+        self.owned_cache().get(&session).map(|c| c.version.clone())
+    }
+
+    /// The list last listed for `session`, if it is still at `version`.
+    fn cached_list(&self, session: SessionId, version: &str) -> Option<Vec<(LeaseName, Token)>> {
+        self.owned_cache()
+            .get(&session)
+            .filter(|c| c.version == version)
+            .map(|c| c.owned.clone())
+    }
+
+    fn remember(&self, session: SessionId, version: String, owned: &[(LeaseName, Token)]) {
+        let mut cache = self.owned_cache();
+        if version.is_empty() {
+            cache.remove(&session);
+        } else {
+            cache.insert(
+                session,
+                OwnedList {
+                    version,
+                    owned: owned.to_vec(),
+                },
+            );
+        }
+    }
+
+    fn forget(&self, session: SessionId) {
+        self.owned_cache().remove(&session);
+    }
+
     /// Connects to `url` with the default options (Simba's URL parameters
     /// apply, see [`BackendConfig`]).
     ///
@@ -454,6 +545,7 @@ impl RedisBackend {
         let timeout = config.connect_timeout();
         let backend = RedisBackend {
             inner: Arc::new(Inner {
+                owned_cache: Mutex::new(HashMap::new()),
                 client,
                 redacted_url,
                 config: AsyncConnectionConfig::new()
@@ -710,25 +802,37 @@ impl Backend for RedisBackend {
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         async move {
             let keys = &self.inner.keys;
+            let seen = self.cached_version(session);
             let mut inv = self.inner.scripts.renew.prepare_invoke();
             inv.key(keys.session(session))
                 .key(keys.owned(session))
                 .key(&keys.sessions)
                 .key(keys.joined(session))
                 .arg(session.to_string())
-                .arg(&keys.tag);
-            let reply: Option<(i64, Vec<String>, Vec<String>)> = self.run("renew", inv).await?;
-            let Some((ms, flat, groups)) = reply else {
+                .arg(&keys.tag)
+                .arg(seen.as_deref().unwrap_or(""));
+            type Reply = (i64, Vec<String>, Vec<String>, String, i64);
+            let reply: Option<Reply> = self.run("renew", inv).await?;
+            let Some((ms, flat, groups, version, full)) = reply else {
+                self.forget(session);
                 return Err(RenewError::Expired);
             };
-            if flat.len() % 2 != 0 {
-                return Err(malformed("renew listed an odd number of fields".into()).into());
-            }
-            let mut owned = Vec::with_capacity(flat.len() / 2);
-            for pair in flat.chunks_exact(2) {
-                owned.push((name_from(&pair[0])?, token_from(&pair[0], &pair[1])?));
-            }
-            owned.sort();
+            let owned = if full == 0 {
+                // Unchanged since the version this call sent.
+                match self.cached_list(session, &version) {
+                    Some(owned) => owned,
+                    None => {
+                        return Err(malformed(format!(
+                            "renew said version {version:?} is unchanged, but it was not sent"
+                        ))
+                        .into())
+                    }
+                }
+            } else {
+                let owned = owned_from(&flat)?;
+                self.remember(session, version, &owned);
+                owned
+            };
             Ok(Renewal {
                 groups: group_views(&groups)?,
                 remaining: millis(ms),
@@ -788,6 +892,7 @@ impl Backend for RedisBackend {
             let mut inv = self.inner.scripts.release.prepare_invoke();
             inv.key(keys.lease(name))
                 .key(keys.owned(session))
+                .key(keys.session(session))
                 .arg(session.to_string())
                 .arg(token.get().to_string())
                 .arg(name.as_str())
@@ -810,6 +915,7 @@ impl Backend for RedisBackend {
                 .arg(&keys.tag)
                 .arg(&keys.channel);
             let _: i64 = self.run("close session", inv).await?;
+            self.forget(session);
             Ok(())
         }
         .boxed()

@@ -173,3 +173,66 @@ async fn redis_history_linearizes() {
     history_check("redis", &clients, load, factory.expiry_lateness()).await;
     delete_keys(REDIS_URL, &factory.tag).await;
 }
+
+/// A renewal lists the owned leases only when they changed since the
+/// caller's last renewal (issue 10); every change a live session can see —
+/// a win or a release, here also by another client sharing the session —
+/// must show on the next renewal, and an unchanged list must come back whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_lists_every_change_to_the_owned_leases() {
+    use simba_backends::Backend;
+    if !server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await) {
+        return;
+    }
+    let factory = RedisFactory {
+        url: REDIS_URL.into(),
+        tag: tag(),
+    };
+    let a = factory.connect("v").await.unwrap();
+    let b = factory.connect("v").await.unwrap();
+    let s = a
+        .open_session(std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    let n1 = LeaseName::new("v.one").unwrap();
+    let n2 = LeaseName::new("v.two").unwrap();
+    let names = |r: &simba_core::Renewal| {
+        r.owned
+            .iter()
+            .map(|(n, t)| (n.as_str().to_owned(), *t))
+            .collect::<Vec<_>>()
+    };
+    assert!(a.renew(s).await.unwrap().owned.is_empty());
+    let AcquireOutcome::Won { token: t1, .. } = a.acquire(s, &n1).await.unwrap() else {
+        panic!("free name not won")
+    };
+    let first = a.renew(s).await.unwrap();
+    assert_eq!(names(&first), vec![("v.one".to_owned(), t1)]);
+    // Unchanged: the same list, twice.
+    for _ in 0..2 {
+        assert_eq!(names(&a.renew(s).await.unwrap()), names(&first));
+    }
+    // A change made through another client, on the same session.
+    let AcquireOutcome::Won { token: t2, .. } = b.acquire(s, &n2).await.unwrap() else {
+        panic!("free name not won")
+    };
+    assert_eq!(
+        names(&a.renew(s).await.unwrap()),
+        vec![("v.one".to_owned(), t1), ("v.two".to_owned(), t2)]
+    );
+    b.release(s, &n1, t1).await.unwrap();
+    assert_eq!(
+        names(&a.renew(s).await.unwrap()),
+        vec![("v.two".to_owned(), t2)]
+    );
+    a.release(s, &n2, t2).await.unwrap();
+    assert!(a.renew(s).await.unwrap().owned.is_empty());
+    assert!(b.renew(s).await.unwrap().owned.is_empty());
+    a.close_session(s).await.unwrap();
+    assert!(matches!(
+        a.renew(s).await,
+        Err(simba_core::RenewError::Expired)
+    ));
+    delete_keys(REDIS_URL, &factory.tag).await;
+}
