@@ -108,8 +108,15 @@ pub struct LoadReport {
     pub samples: usize,
     /// Backend call errors (text, first few) and their count.
     pub call_errors: (u64, Vec<String>),
-    /// Broken checks; empty if the run passed.
+    /// Broken checks of safety and budget (a name granted twice, a token
+    /// the backend disagrees with, connections over the budget, renewals
+    /// more often than one per period); empty if the run passed.
     pub failures: Vec<String>,
+    /// Liveness figures that fell short (a node that never renewed in the
+    /// window, an end-of-run inspection that could not be made). They
+    /// depend on how loaded the machine and the server are, so the CI
+    /// short form prints them and the `load` command fails on them.
+    pub shortfalls: Vec<String>,
 }
 
 impl fmt::Display for LoadReport {
@@ -176,6 +183,9 @@ impl fmt::Display for LoadReport {
                 format!(" (first: {})", self.call_errors.1.join(" | "))
             }
         )?;
+        for x in &self.shortfalls {
+            writeln!(f, "SHORT                    {x}")?;
+        }
         if self.failures.is_empty() {
             writeln!(f, "checks                   passed")
         } else {
@@ -667,7 +677,7 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
     }
     let n = backends.len();
     report.nodes = n;
-    let cleanup_backend = backends.first().cloned();
+    let any_connected = !backends.is_empty();
     let mut nodes = Vec::with_capacity(n);
     for (i, b) in backends.into_iter().enumerate() {
         let stats = Arc::new(CallStats::default());
@@ -788,9 +798,10 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
         ));
     }
     if secs >= 3.0 * interval.as_secs_f64() && report.renewals.0 == 0 {
-        report
-            .failures
-            .push("a node never renewed during the window".into());
+        report.shortfalls.push(format!(
+            "a node never renewed during the window (a renewal slower than its call \
+             timeout, {interval:?}, is cancelled: the server or this machine was too slow)"
+        ));
     }
     if let Some(c) = report.connections_max {
         if c > s.budget * n {
@@ -848,8 +859,21 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
             }
         }
     }
-    if let Some(b) = &cleanup_backend {
-        match b.inspect(Some(&base)).await {
+    // Inspected through a connection of its own: the nodes' connections
+    // may all be busy.
+    let inspector = if any_connected {
+        match BackendConfig::parse(&s.url) {
+            Ok(c) => c.connect().await.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    } else {
+        Err("no node connected".to_owned())
+    };
+    match &inspector {
+        Err(e) => report
+            .shortfalls
+            .push(format!("no connection to inspect at the end: {e}")),
+        Ok(b) => match b.inspect(Some(&base)).await {
             Ok(ins) => {
                 let backend_tokens: BTreeMap<String, Option<u64>> = ins
                     .leases
@@ -876,10 +900,11 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
                 }
             }
             Err(e) => report
-                .failures
+                .shortfalls
                 .push(format!("inspect at the end failed: {e}")),
-        }
+        },
     }
+    drop(inspector);
     report.failures.truncate(20);
 
     for x in &nodes {

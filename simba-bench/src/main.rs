@@ -175,7 +175,7 @@ async fn helper(h: Helper) -> i32 {
         return match simba_bench::load::run(&opts).await {
             Ok(r) => {
                 say(&r.to_string());
-                i32::from(!r.failures.is_empty())
+                i32::from(!r.failures.is_empty() || !r.shortfalls.is_empty())
             }
             Err(e) => {
                 say(&format!("error {e}"));

