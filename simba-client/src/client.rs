@@ -431,7 +431,7 @@ impl Simba {
         task: F,
     ) -> Result<LeaderTask, ElectionError>
     where
-        F: Fn(Term) -> Fut + Send + Sync + 'static,
+        F: FnMut(Term) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: TaskOutput,
     {
@@ -730,25 +730,47 @@ impl ElectionBuilder {
     /// loss (S6.3) the future is dropped at once. Work spawned with
     /// [`Term::spawn`] is interrupted and awaited with the task.
     ///
-    /// ```ignore
-    /// simba.election("ledger").run_while_leader(|term| async move {
-    ///     loop {
-    ///         futures::select! {
-    ///             _ = term.revoked().fuse() => return rollback().await,
-    ///             batch = next_batch().fuse() => post(batch?, term.token()).await?,
+    /// ```no_run
+    /// # use simba_client::{Simba, Term};
+    /// # async fn next_batch() -> Result<Vec<u8>, std::io::Error> { Ok(vec![]) }
+    /// # async fn post(_: Vec<u8>, _token: u64) -> Result<(), std::io::Error> { Ok(()) }
+    /// # async fn rollback() -> Result<(), std::io::Error> { Ok(()) }
+    /// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
+    /// use futures::FutureExt;
+    ///
+    /// let mut terms = 0u64; // the factory is `FnMut`: it may keep state
+    /// let job = simba
+    ///     .election("ledger")
+    ///     .run_while_leader(move |term: Term| {
+    ///         terms += 1;
+    ///         println!("term {terms}, token {}", term.token());
+    ///         async move {
+    ///             loop {
+    ///                 futures::select! {
+    ///                     _ = term.revoked().fuse() => return rollback().await,
+    ///                     batch = next_batch().fuse() => post(batch?, term.token()).await?,
+    ///                 }
+    ///             }
     ///         }
-    ///     }
-    /// }).await?;
+    ///     })
+    ///     .await?;
+    /// # job.stop().await;
+    /// # Ok(()) }
     /// ```
+    ///
+    /// The factory (`FnMut`) is called once per term and may keep state
+    /// between terms; state a term's future uses is moved or cloned into it
+    /// (clone-per-term), since the future outlives the call.
     ///
     /// # Errors
     /// As [`ElectionBuilder::start`].
     pub async fn run_while_leader<F, Fut>(self, task: F) -> Result<LeaderTask, ElectionError>
     where
-        F: Fn(Term) -> Fut + Send + Sync + 'static,
+        F: FnMut(Term) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: TaskOutput,
     {
+        let task = crate::driver::shared_factory(task);
         let factory = TaskFactory::Async(Arc::new(
             move |term| -> BoxFuture<'static, Result<(), String>> {
                 let fut = task(term);
@@ -772,6 +794,9 @@ impl ElectionBuilder {
     /// As [`ElectionBuilder::start`].
     pub async fn run_blocking_while_leader<F, R>(self, task: F) -> Result<LeaderTask, ElectionError>
     where
+        // `Fn`, not `FnMut`: the job runs inside the call, so a `FnMut`
+        // (behind a lock) would make a job still running after its term
+        // delay the next term's; move or clone state into each call.
         F: Fn(Term, CancellationToken) -> R + Send + Sync + 'static,
         R: TaskOutput,
     {

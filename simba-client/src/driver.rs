@@ -32,6 +32,21 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// An async leader task: called with each new term.
+/// A task factory an application may write as `FnMut` (it may move a
+/// counter or a connection between terms): kept behind a mutex, which is
+/// held only while the factory builds the next term's future, never while
+/// that future runs.
+pub(crate) fn shared_factory<A, R, F>(f: F) -> impl Fn(A) -> R + Send + Sync + 'static
+where
+    F: FnMut(A) -> R + Send + 'static,
+{
+    let f = std::sync::Mutex::new(f);
+    move |a| {
+        let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+        (*f)(a)
+    }
+}
+
 pub(crate) type AsyncTask =
     Arc<dyn Fn(Term) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 /// A blocking leader task: called on a blocking thread with each new term.

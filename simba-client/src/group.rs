@@ -189,13 +189,15 @@ impl GroupBuilder {
     /// As [`GroupBuilder::join`].
     pub async fn run_per_partition<F, Fut>(self, task: F) -> Result<GroupTask, GroupError>
     where
-        F: Fn(u32, Term) -> Fut + Send + Sync + 'static,
+        F: FnMut(u32, Term) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: TaskOutput,
     {
+        let mut task = task;
+        let task = crate::driver::shared_factory(move |term: Term| task(partition_of(&term), term));
         let factory = TaskFactory::Async(Arc::new(
             move |term: Term| -> BoxFuture<'static, Result<(), String>> {
-                let fut = task(partition_of(&term), term);
+                let fut = task(term);
                 Box::pin(async move { fut.await.into_task_result() })
             },
         ));

@@ -309,12 +309,13 @@ impl ScheduleBuilder {
     /// [`ScheduleError::Election`] as [`crate::ElectionBuilder::start`].
     pub async fn run<F, Fut>(self, job: F) -> Result<ScheduledJob, ScheduleError>
     where
-        F: Fn(ScheduledRun) -> Fut + Send + Sync + 'static,
+        F: FnMut(ScheduledRun) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: TaskOutput,
     {
         self.schedule.validate()?;
         let name = LeaseName::new(&self.name).map_err(ElectionError::from)?;
+        let job = crate::driver::shared_factory(job);
         let job: Job = Arc::new(move |run| -> BoxFuture<'static, Result<(), String>> {
             let fut = job(run);
             Box::pin(async move { fut.await.into_task_result() })
