@@ -53,6 +53,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A complete loop on one plain thread against a real backend (no async
+//! runtime of the application's; one blocking call per command, each
+//! cancelled after `call_timeout`), with when to choose it over an adapter:
+//! `simba-backends/examples/thread_loop.rs`
+//! (`cargo run -p simba-backends --example thread_loop`).
+//!
 //! **Poll order.** After each call (`handle`, `handle_timeout` or an API
 //! call), drain [`Engine::poll_output`] until `None`, then arm one timer at
 //! [`Engine::poll_timeout`]. Outputs are in the order they must be acted
