@@ -189,6 +189,11 @@ impl MysqlBackend {
             pool,
             sql: Sql::new(config.table_prefix()),
         };
+        let mode = crate::sql::tls_mode(config.url(), "ssl-mode");
+        if matches!(mode.as_deref(), None | Some("preferred")) {
+            let tls = backend.uses_tls().await?;
+            crate::sql::log_plain_fallback(NAME, &config.redacted_url(), mode.as_deref(), tls);
+        }
         if config.create_schema() {
             backend.migrate().await?;
         } else if backend.check_tables().await? < TABLES {
@@ -359,6 +364,36 @@ impl MysqlBackend {
     /// The underlying pool (for fencing tables kept in the same database).
     pub fn pool(&self) -> &MySqlPool {
         &self.pool
+    }
+
+    /// Whether this backend's connection to the server is encrypted (TLS),
+    /// as the server reports it (`Ssl_cipher`). The URL's `ssl-mode`
+    /// decides: `DISABLED`, `PREFERRED` (the default: TLS if the server
+    /// offers it, else plain text, logged at connect), `REQUIRED`,
+    /// `VERIFY_CA` and `VERIFY_IDENTITY` (the server's certificate checked
+    /// against `ssl-ca`, or the public roots, and for `VERIFY_IDENTITY` its
+    /// name).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), simba_core::BackendError> {
+    /// use simba_backends::mysql::MysqlBackend;
+    /// let b = MysqlBackend::connect_url(
+    ///     "mysql://app@db.example:3306/app?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ssl/db-ca.pem",
+    /// )
+    /// .await?;
+    /// assert!(b.uses_tls().await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As any call: `Unavailable`/`Timeout` if the server cannot be reached.
+    pub async fn uses_tls(&self) -> Result<bool, BackendError> {
+        let cipher: Option<(String, String)> =
+            sqlx::query_as("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "TLS status", e))?;
+        Ok(cipher.is_some_and(|(_, value)| !value.is_empty()))
     }
 
     /// For the conformance suite: runs `acquire(session, name)` while another

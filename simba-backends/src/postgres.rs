@@ -268,6 +268,15 @@ impl PgBackend {
             listen,
             listener_errors: Arc::new(AtomicU64::new(0)),
         };
+        // Behind a pooler the server's view is of the pooler's connection,
+        // not of ours: nothing to say then.
+        if !pooling {
+            let mode = crate::sql::tls_mode(config.url(), "sslmode");
+            if matches!(mode.as_deref(), None | Some("prefer")) {
+                let tls = backend.uses_tls().await?;
+                crate::sql::log_plain_fallback(NAME, &config.redacted_url(), mode.as_deref(), tls);
+            }
+        }
         if config.create_schema() {
             backend.migrate().await?;
         } else if backend.check_tables().await? < TABLES {
@@ -444,6 +453,37 @@ impl PgBackend {
     /// The underlying pool (e.g. for [`crate::fencing::PgFence`]).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Whether this backend's connection to the server is encrypted (TLS),
+    /// as the server sees it (`pg_stat_ssl`). The URL's `sslmode` decides:
+    /// `disable`, `prefer` (the default: TLS if the server offers it, else
+    /// plain text, logged at connect), `require`, `verify-ca` and
+    /// `verify-full` (the server's certificate checked against
+    /// `sslrootcert`, or the public roots, and for `verify-full` its name).
+    /// Through a transaction pooler the answer is about the pooler's own
+    /// connection to the server.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), simba_core::BackendError> {
+    /// use simba_backends::postgres::PgBackend;
+    /// let b = PgBackend::connect_url(
+    ///     "postgres://app@db.example:5432/app?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem",
+    /// )
+    /// .await?;
+    /// assert!(b.uses_tls().await?);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As any call: `Unavailable`/`Timeout` if the server cannot be reached.
+    pub async fn uses_tls(&self) -> Result<bool, BackendError> {
+        sqlx::query_scalar(
+            "SELECT COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "TLS status", e))
     }
 
     /// How many times a release listener of this backend (and its clones)

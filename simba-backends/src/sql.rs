@@ -9,7 +9,18 @@ use std::time::Duration;
 pub(crate) fn map_err(backend: &str, what: &str, e: sqlx::Error) -> BackendError {
     use sqlx::Error as E;
     let kind = match &e {
-        E::Io(_) | E::Tls(_) | E::PoolClosed | E::WorkerCrashed => BackendErrorKind::Unavailable,
+        // rustls reports a certificate it cannot trust (unknown issuer,
+        // wrong name, expired) as invalid data on the connection.
+        E::Io(io)
+            if io.kind() == std::io::ErrorKind::InvalidData
+                && io.to_string().contains("certificate") =>
+        {
+            BackendErrorKind::Rejected
+        }
+        E::Io(_) | E::PoolClosed | E::WorkerCrashed => BackendErrorKind::Unavailable,
+        // A certificate the settings do not trust, or a server without TLS
+        // where the URL requires it: a setting to fix, not a wait.
+        E::Tls(_) => BackendErrorKind::Rejected,
         E::PoolTimedOut => BackendErrorKind::Timeout,
         E::Configuration(_) => BackendErrorKind::Rejected,
         E::Protocol(_)
@@ -472,5 +483,32 @@ pub(crate) async fn first_connection<DB: sqlx::Database>(
             BackendErrorKind::Timeout,
             format!("{backend}: {what}: no connection within {timeout:?}"),
         )),
+    }
+}
+
+/// The TLS mode a URL asks for: the value of its query parameter `key`
+/// (`sslmode` for PostgreSQL, `ssl-mode` for MySQL), lower-cased, with `_`
+/// read as `-`; `None` if absent.
+pub(crate) fn tls_mode(url: &str, key: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == key).then(|| v.to_ascii_lowercase().replace('_', "-"))
+    })
+}
+
+/// Under the default `prefer` mode a server without TLS is spoken to in
+/// plain text (as `libpq` and the MySQL clients do); say so, since the
+/// operator may have expected TLS. `mode` is [`tls_mode`]'s answer.
+pub(crate) fn log_plain_fallback(backend: &str, redacted_url: &str, mode: Option<&str>, tls: bool) {
+    let prefer = matches!(mode, None | Some("prefer" | "preferred"));
+    if prefer && !tls {
+        tracing::warn!(
+            backend,
+            url = redacted_url,
+            "connected WITHOUT TLS: the server does not offer it and the TLS mode is \
+             `prefer` (the default); set `sslmode=require` (PostgreSQL) or \
+             `ssl-mode=REQUIRED` (MySQL) to refuse plain text"
+        );
     }
 }

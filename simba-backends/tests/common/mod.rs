@@ -27,7 +27,7 @@ pub fn tag() -> String {
 
 /// Whether a test that needs `what` may run. A missing server FAILS the
 /// test, unless `SIMBA_TEST_SKIP_SERVERS` lists its kind (`postgres`,
-/// `pgbouncer`, `mysql`, `redis`, `zookeeper`, `etcd`): then the skip is written to stderr past the harness's capture,
+/// `pgbouncer`, `mysql`, `redis`, `zookeeper`, `etcd`, `tls`): then the skip is written to stderr past the harness's capture,
 /// and the test returns.
 pub fn server_available(what: &str, probe: Result<(), BackendError>) -> bool {
     match probe {
@@ -45,7 +45,9 @@ pub fn server_available(what: &str, probe: Result<(), BackendError>) -> bool {
 /// The `SIMBA_TEST_SKIP_SERVERS` kind of a server described as `what`.
 pub fn server_kind(what: &str) -> &'static str {
     let w = what.to_ascii_lowercase();
-    if w.contains("pgbouncer") {
+    if w.contains("tls") {
+        "tls"
+    } else if w.contains("pgbouncer") {
         "pgbouncer"
     } else if w.contains("postgres") {
         "postgres"

@@ -1,0 +1,90 @@
+# Private PostgreSQL (127.0.0.1:5433) and MariaDB (127.0.0.1:3307) instances
+# that accept TLS connections only, with a server certificate for
+# `localhost` and 127.0.0.1 signed by a test CA, for the TLS tests of the
+# SQL backends (simba-backends/tests/tls.rs). The shared servers on 5432
+# and 3306 are left as they are.
+#
+# The CA and the server certificate live in /var/tmp/simba-test-tls
+# (`ca.pem` is what the tests trust; `other-ca.pem` is a CA that signed
+# nothing, for the tests that must refuse the server). Made once with
+# `openssl`; the instances' data directories are temporary and removed
+# when test.sh exits. Sourced by scripts/test.sh after scripts/lib.sh.
+# Skipped with SIMBA_TEST_SKIP_SERVERS listing `tls` (or `postgres` /
+# `mysql` for one of the two).
+
+SIMBA_TLS_DIR=/var/tmp/simba-test-tls
+
+make_test_ca() {
+  local d=$SIMBA_TLS_DIR
+  [ -s "$d/ca.pem" ] && [ -s "$d/server.pem" ] && [ -s "$d/other-ca.pem" ] && return 0
+  command -v openssl >/dev/null || apt_install openssl
+  log "making a test CA and a server certificate for localhost in $d"
+  mkdir -p "$d"
+  for ca in ca other-ca; do
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -sha256 \
+      -subj "/CN=Simba test $ca" -keyout "$d/$ca.key" -out "$d/$ca.pem" \
+      -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+  done
+  openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=localhost" \
+    -keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null
+  printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" \
+    >"$d/server.ext"
+  openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" \
+    -CAcreateserial -days 3650 -sha256 -extfile "$d/server.ext" -out "$d/server.pem" 2>/dev/null
+  chmod 0644 "$d"/*.pem
+}
+
+ensure_tls_postgres() {
+  have_port 5433 && return 0
+  local bin
+  bin="/usr/lib/postgresql/$(ls /usr/lib/postgresql | sort -V | tail -n1)/bin"
+  local dir
+  dir="$(mktemp -d -t simba-pg-tls.XXXXXX)"
+  log "starting a TLS-only PostgreSQL on 127.0.0.1:5433 (files in $dir)"
+  cp "$SIMBA_TLS_DIR/server.pem" "$SIMBA_TLS_DIR/server.key" "$dir/"
+  chmod 0600 "$dir/server.key"
+  chown -R postgres "$dir"
+  runuser -u postgres -- "$bin/initdb" -D "$dir/data" -A trust -U postgres >"$dir/initdb.log" 2>&1
+  # TLS connections only: a plain-text one is refused by pg_hba.
+  cat >"$dir/data/pg_hba.conf" <<HBA
+local all all trust
+hostssl all all 127.0.0.1/32 trust
+hostnossl all all 127.0.0.1/32 reject
+HBA
+  runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/pg.log" -w -o \
+    "-p 5433 -k $dir -c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file=$dir/server.pem -c ssl_key_file=$dir/server.key -c fsync=off -c max_connections=40" \
+    start >/dev/null
+  CLEANUP+=("runuser -u postgres -- '$bin/pg_ctl' -D '$dir/data' -m fast stop >/dev/null 2>&1; rm -rf '$dir'")
+  wait_port 5433 30 "PostgreSQL (TLS)"
+}
+
+ensure_tls_mariadb() {
+  have_port 3307 && return 0
+  local dir
+  dir="$(mktemp -d -t simba-mariadb-tls.XXXXXX)"
+  log "starting a TLS-only MariaDB on 127.0.0.1:3307 (files in $dir)"
+  cp "$SIMBA_TLS_DIR/server.pem" "$SIMBA_TLS_DIR/server.key" "$SIMBA_TLS_DIR/ca.pem" "$dir/"
+  chown -R mysql "$dir"
+  mariadb-install-db --no-defaults --user=mysql --datadir="$dir/data" \
+    --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1
+  # require_secure_transport: a plain-text connection is refused.
+  start-stop-daemon --start --background --make-pidfile --pidfile "$dir/pid" \
+    --exec /usr/sbin/mariadbd -- --no-defaults --user=mysql --datadir="$dir/data" \
+    --port=3307 --bind-address=127.0.0.1 --socket="$dir/sock" --skip-name-resolve \
+    --ssl-ca="$dir/ca.pem" --ssl-cert="$dir/server.pem" --ssl-key="$dir/server.key" \
+    --require-secure-transport=ON --innodb-flush-log-at-trx-commit=0 \
+    --log-error="$dir/error.log"
+  CLEANUP+=("start-stop-daemon --stop --quiet --retry 10 --pidfile '$dir/pid' >/dev/null 2>&1; rm -rf '$dir'")
+  wait_port 3307 60 "MariaDB (TLS)"
+  # The test database, for root over TLS (the server refuses plain text,
+  # so the local socket is used).
+  mariadb --no-defaults -uroot --socket="$dir/sock" -e "CREATE DATABASE IF NOT EXISTS test"
+}
+
+if ! skipping tls; then
+  make_test_ca
+  skipping postgres || ensure_tls_postgres
+  skipping mysql || ensure_tls_mariadb
+fi

@@ -1,0 +1,284 @@
+//! TLS for the SQL backends (sqlx with rustls): `sslmode` (PostgreSQL) and
+//! `ssl-mode` (MySQL/MariaDB) are honoured, a certificate the settings do
+//! not trust is a typed `Rejected` error (never retried as if the server
+//! were down), and credentials stay redacted.
+//!
+//! The servers are private instances started by `scripts/servers.d/tls.sh`
+//! (part of the README's test command): PostgreSQL on 127.0.0.1:5433 and
+//! MariaDB on 127.0.0.1:3307, both refusing plain text, with a certificate
+//! for `localhost` and 127.0.0.1 signed by the test CA in
+//! `/var/tmp/simba-test-tls/ca.pem`. Since those servers refuse plain
+//! text, every successful call below went over TLS. Required when
+//! `CI=true`, unless `SIMBA_TEST_SKIP_SERVERS` lists `tls`.
+#![cfg(any(feature = "postgres", feature = "mysql"))]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use simba_backends::{Backend, BackendConfig};
+use simba_core::{AcquireOutcome, BackendError, BackendErrorKind, LeaseName};
+use std::time::Duration;
+
+const DIR: &str = "/var/tmp/simba-test-tls";
+
+/// The TLS-only server on `port` (and the test CA) exist.
+fn tls_server(what: &str, port: u16) -> bool {
+    let probe = match std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_secs(2),
+    ) {
+        Ok(_) if std::path::Path::new(&format!("{DIR}/ca.pem")).exists() => Ok(()),
+        Ok(_) => Err(BackendError::new(
+            BackendErrorKind::Unavailable,
+            format!("{DIR}/ca.pem is missing (scripts/servers.d/tls.sh makes it)"),
+        )),
+        Err(e) => Err(BackendError::new(
+            BackendErrorKind::Unavailable,
+            format!("nothing listens on 127.0.0.1:{port}: {e}"),
+        )),
+    };
+    server_available(what, probe)
+}
+
+/// Opens a session, wins a name, releases it: the backend works end to end.
+async fn works(b: &dyn Backend) {
+    let s = b
+        .open_session(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .session;
+    let name = LeaseName::new("tls.job").unwrap();
+    let AcquireOutcome::Won { token, .. } = b.acquire(s, &name).await.unwrap() else {
+        panic!("a free name was not won")
+    };
+    b.release(s, &name, token).await.unwrap();
+    b.close_session(s).await.unwrap();
+}
+
+fn with_prefix(url: &str, tag: &str) -> String {
+    format!("{url}&simba_table_prefix={tag}_")
+}
+
+/// A refused connection: `Rejected`, and the password never shown.
+fn assert_refused(e: &BackendError, why: &str) {
+    assert_eq!(e.kind, BackendErrorKind::Rejected, "{why}: {e}");
+    assert!(!e.to_string().contains("hunter2"), "{why}: {e}");
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::*;
+    use simba_backends::postgres::PgBackend;
+
+    const WHAT: &str = "PostgreSQL with TLS at 127.0.0.1:5433";
+
+    async fn connect(url: &str) -> Result<PgBackend, BackendError> {
+        PgBackend::connect(&BackendConfig::parse(url)?).await
+    }
+
+    #[tokio::test]
+    async fn verify_full_against_the_test_ca_by_name_and_by_address() {
+        if !tls_server(WHAT, 5433) {
+            return;
+        }
+        let tag = tag();
+        for host in ["localhost", "127.0.0.1"] {
+            let url = with_prefix(
+                &format!(
+                    "postgres://postgres:hunter2@{host}:5433/postgres\
+                     ?sslmode=verify-full&sslrootcert={DIR}/ca.pem"
+                ),
+                &tag,
+            );
+            let b = connect(&url).await.unwrap();
+            assert!(b.uses_tls().await.unwrap(), "{host}");
+            works(&b).await;
+        }
+        drop_pg_tables(&tag).await;
+    }
+
+    #[tokio::test]
+    async fn require_encrypts_without_checking_the_certificate() {
+        if !tls_server(WHAT, 5433) {
+            return;
+        }
+        let tag = tag();
+        let url = with_prefix(
+            "postgres://postgres@127.0.0.1:5433/postgres?sslmode=require",
+            &tag,
+        );
+        let b = connect(&url).await.unwrap();
+        assert!(b.uses_tls().await.unwrap());
+        works(&b).await;
+        drop_pg_tables(&tag).await;
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_certificate_and_plain_text_are_refused() {
+        if !tls_server(WHAT, 5433) {
+            return;
+        }
+        // Signed by a CA the settings do not name.
+        let e = connect(&format!(
+            "postgres://postgres:hunter2@localhost:5433/postgres\
+             ?sslmode=verify-full&sslrootcert={DIR}/other-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "untrusted CA");
+        // The right CA but the wrong name: the certificate is for
+        // localhost and 127.0.0.1 only.
+        let e = connect(&format!(
+            "postgres://postgres:hunter2@127.0.0.2:5433/postgres\
+             ?sslmode=verify-full&sslrootcert={DIR}/ca.pem"
+        ))
+        .await;
+        if let Err(e) = e {
+            // 127.0.0.2 may not reach the server at all on some hosts;
+            // either way it must not connect.
+            assert!(
+                matches!(
+                    e.kind,
+                    BackendErrorKind::Rejected | BackendErrorKind::Unavailable
+                ),
+                "{e}"
+            );
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        } else {
+            panic!("a certificate for another name was accepted");
+        }
+        // Plain text is refused by this server: so the successes above
+        // were encrypted.
+        let e = connect("postgres://postgres:hunter2@127.0.0.1:5433/postgres?sslmode=disable")
+            .await
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    /// The shared test server has SSL on: the default mode (`prefer`)
+    /// encrypts there.
+    #[tokio::test]
+    async fn the_default_mode_prefers_tls() {
+        if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+            return;
+        }
+        let tag = tag();
+        let b = connect(&with_prefix(
+            &format!("{PG_URL}?application_name=simba-tls"),
+            &tag,
+        ))
+        .await
+        .unwrap();
+        assert!(b.uses_tls().await.unwrap());
+        let url = format!("{PG_URL}?sslmode=disable&simba_table_prefix={tag}_");
+        let plain = connect(&url).await.unwrap();
+        assert!(!plain.uses_tls().await.unwrap());
+        drop(plain);
+        let admin = sqlx::PgPool::connect(PG_URL).await.unwrap();
+        for t in ["sessions", "leases", "members", "slots"] {
+            sqlx::query(&format!("DROP TABLE IF EXISTS {tag}_{t}"))
+                .execute(&admin)
+                .await
+                .unwrap();
+        }
+    }
+
+    async fn drop_pg_tables(tag: &str) {
+        let url = "postgres://postgres@127.0.0.1:5433/postgres?sslmode=require";
+        let admin = sqlx::PgPool::connect(url).await.unwrap();
+        for t in ["sessions", "leases", "members", "slots"] {
+            sqlx::query(&format!("DROP TABLE IF EXISTS {tag}_{t}"))
+                .execute(&admin)
+                .await
+                .unwrap();
+        }
+    }
+}
+
+#[cfg(feature = "mysql")]
+mod mysql {
+    use super::*;
+    use simba_backends::mysql::MysqlBackend;
+
+    const WHAT: &str = "MariaDB with TLS at 127.0.0.1:3307";
+
+    async fn connect(url: &str) -> Result<MysqlBackend, BackendError> {
+        MysqlBackend::connect(&BackendConfig::parse(url)?).await
+    }
+
+    #[tokio::test]
+    async fn verify_identity_against_the_test_ca() {
+        if !tls_server(WHAT, 3307) {
+            return;
+        }
+        let tag = tag();
+        for (host, mode) in [("localhost", "VERIFY_IDENTITY"), ("127.0.0.1", "VERIFY_CA")] {
+            let url = with_prefix(
+                &format!("mysql://root@{host}:3307/test?ssl-mode={mode}&ssl-ca={DIR}/ca.pem"),
+                &tag,
+            );
+            let b = connect(&url).await.unwrap();
+            assert!(b.uses_tls().await.unwrap(), "{host}");
+            works(&b).await;
+        }
+        let url = with_prefix("mysql://root@127.0.0.1:3307/test?ssl-mode=REQUIRED", &tag);
+        let b = connect(&url).await.unwrap();
+        assert!(b.uses_tls().await.unwrap());
+        drop_mysql_tables("mysql://root@127.0.0.1:3307/test?ssl-mode=REQUIRED", &tag).await;
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_certificate_and_plain_text_are_refused() {
+        if !tls_server(WHAT, 3307) {
+            return;
+        }
+        let e = connect(&format!(
+            "mysql://root:hunter2@localhost:3307/test?ssl-mode=VERIFY_IDENTITY&ssl-ca={DIR}/other-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "untrusted CA");
+        let e = connect("mysql://root:hunter2@127.0.0.1:3307/test?ssl-mode=DISABLED")
+            .await
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    /// The shared test server has no TLS: the default mode falls back to
+    /// plain text (logged), and `REQUIRED` refuses it with a typed error.
+    #[tokio::test]
+    async fn the_default_mode_falls_back_and_required_refuses() {
+        if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+            return;
+        }
+        let tag = tag();
+        let b = connect(&with_prefix(
+            &format!("{MYSQL_URL}?ssl-mode=PREFERRED"),
+            &tag,
+        ))
+        .await
+        .unwrap();
+        let tls = b.uses_tls().await.unwrap();
+        drop(b);
+        if !tls {
+            let e = connect(&format!(
+                "mysql://root:hunter2@127.0.0.1:3306/test?ssl-mode=REQUIRED&simba_table_prefix={tag}_"
+            ))
+            .await
+            .unwrap_err();
+            assert_refused(&e, "REQUIRED on a server without TLS");
+        }
+        drop_mysql_tables(MYSQL_URL, &tag).await;
+    }
+
+    async fn drop_mysql_tables(url: &str, tag: &str) {
+        let admin = sqlx::MySqlPool::connect(url).await.unwrap();
+        for t in ["sessions", "leases", "members", "slots"] {
+            sqlx::query(&format!("DROP TABLE IF EXISTS {tag}_{t}"))
+                .execute(&admin)
+                .await
+                .unwrap();
+        }
+    }
+}
