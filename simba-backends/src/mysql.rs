@@ -366,6 +366,30 @@ impl MysqlBackend {
         &self.pool
     }
 
+    /// Drops Simba's four tables of this backend's table prefix, with every
+    /// session, lease and token in them: for tests and for uninstalling.
+    /// Never call it while a node may still use them (their tokens would
+    /// start again at 1, S3.2).
+    ///
+    /// # Errors
+    /// As any call, or `Rejected` without the privilege to drop.
+    pub async fn drop_tables(&self) -> Result<(), BackendError> {
+        let Sql {
+            sessions,
+            leases,
+            members,
+            slots,
+            ..
+        } = &self.sql;
+        sqlx::raw_sql(&format!(
+            "DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"
+        ))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "drop tables", e))?;
+        Ok(())
+    }
+
     /// Whether this backend's connection to the server is encrypted (TLS),
     /// as the server reports it (`Ssl_cipher`). The URL's `ssl-mode`
     /// decides: `DISABLED`, `PREFERRED` (the default: TLS if the server

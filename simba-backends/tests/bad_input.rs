@@ -193,6 +193,11 @@ async fn postgres_without_create_privilege_is_rejected_by_name() {
         .unwrap();
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
     assert!(e.message.contains("missing"), "{e}");
+    // The suite leaves no role behind.
+    sqlx::query("DROP ROLE IF EXISTS simba_noddl")
+        .execute(&admin)
+        .await
+        .unwrap();
 }
 
 #[cfg(feature = "postgres")]
@@ -271,6 +276,13 @@ async fn mysql_without_create_privilege_and_foreign_tables_are_rejected() {
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
     assert!(e.message.contains(&format!("{tag}_f_sessions")), "{e}");
     drop_mysql_tables(&tag).await;
+    // The suite leaves no user behind.
+    for host in ["%", "localhost"] {
+        sqlx::query(&format!("DROP USER IF EXISTS 'simba_noddl'@'{host}'"))
+            .execute(&admin)
+            .await
+            .unwrap();
+    }
 }
 
 #[cfg(feature = "sqlite")]

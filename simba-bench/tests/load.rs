@@ -13,7 +13,7 @@
 //! database").
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use simba_bench::load::{run, LoadOpts};
+use simba_bench::load::{run, LoadOpts, LOAD_DB};
 use std::time::Duration;
 
 fn opts(backend: &str, names: usize, per_name: usize) -> LoadOpts {
@@ -68,10 +68,30 @@ async fn load_short_form_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_short_form_on_postgres() {
     short_form("postgres", "postgres", "PostgreSQL at 127.0.0.1:5432").await;
+    // The suite leaves nothing behind: the run's database goes too.
+    use sqlx::Connection;
+    if let Ok(mut c) =
+        sqlx::PgConnection::connect("postgres://postgres@127.0.0.1:5432/postgres").await
+    {
+        let drop = format!("DROP DATABASE IF EXISTS {LOAD_DB} WITH (FORCE)");
+        sqlx::raw_sql(&drop).execute(&mut c).await.unwrap();
+        let _ = c.close().await;
+    }
 }
 
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_short_form_on_mariadb() {
     short_form("mysql", "mysql", "MariaDB/MySQL at 127.0.0.1:3306").await;
+    // The suite leaves nothing behind: the run's database and user go too.
+    use sqlx::Connection;
+    if let Ok(mut c) = sqlx::MySqlConnection::connect("mysql://root@127.0.0.1:3306/mysql").await {
+        for stmt in [
+            format!("DROP DATABASE IF EXISTS {LOAD_DB}"),
+            format!("DROP USER IF EXISTS '{LOAD_DB}'@'%', '{LOAD_DB}'@'localhost'"),
+        ] {
+            sqlx::raw_sql(&stmt).execute(&mut c).await.unwrap();
+        }
+        let _ = c.close().await;
+    }
 }

@@ -75,12 +75,17 @@ pub async fn backend(kind: BackendKind, adapter: &str, test: &str) -> Option<Arc
             Some(Arc::from(b))
         }
         BackendKind::Postgres => {
-            let url = std::env::var("SIMBA_TEST_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+            let url = pg_url();
             let config = BackendConfig::parse(&url)
                 .expect("postgres url")
                 .with_table_prefix(&prefix)
                 .expect("prefix");
+            // Fresh tables: a failed earlier run may have left some.
+            if let Ok(old) = simba_backends::postgres::PgBackend::connect(&config).await {
+                old.drop_tables()
+                    .await
+                    .expect("drop the tables of an earlier run");
+            }
             match config.connect().await {
                 Ok(b) => Some(Arc::from(b)),
                 Err(e) => {
@@ -90,6 +95,27 @@ pub async fn backend(kind: BackendKind, adapter: &str, test: &str) -> Option<Arc
                     None
                 }
             }
+        }
+    }
+}
+
+fn pg_url() -> String {
+    std::env::var("SIMBA_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// After a scenario that passed: drops the tables [`backend`] made for it,
+/// so that the suite leaves nothing behind in the shared database.
+pub async fn cleanup(kind: BackendKind, adapter: &str, test: &str) {
+    if matches!(kind, BackendKind::Postgres) {
+        let prefix = format!("s{}_{:08x}_", &adapter[..1], short_hash(test));
+        let config = BackendConfig::parse(&pg_url())
+            .expect("postgres url")
+            .with_table_prefix(&prefix)
+            .expect("prefix")
+            .with_create_schema(false);
+        if let Ok(b) = simba_backends::postgres::PgBackend::connect(&config).await {
+            b.drop_tables().await.expect("drop the test's tables");
         }
     }
 }
@@ -2339,6 +2365,8 @@ macro_rules! adapter_suite {
                             return;
                         };
                         $crate::testkit::$test($crate::testkit::Env { runtime, backend }).await;
+                        $crate::testkit::cleanup(
+                            $crate::testkit::BackendKind::$kind, $adapter, name).await;
                     })
                 }
             )*

@@ -158,7 +158,14 @@ fn postgres_three_members_twelve_partitions_crash() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
     let sep = if base.contains('?') { '&' } else { '?' };
     let prefix = format!("sg{}_", std::process::id());
-    block_on(rebalance_after_a_crash(format!(
-        "{base}{sep}simba_table_prefix={prefix}"
-    )));
+    let url = format!("{base}{sep}simba_table_prefix={prefix}");
+    block_on(rebalance_after_a_crash(url.clone()));
+    // The suite leaves no tables behind.
+    block_on(async {
+        let config = simba_tokio::BackendConfig::parse(&url).unwrap();
+        let b = simba_tokio::backends::postgres::PgBackend::connect(&config)
+            .await
+            .unwrap();
+        b.drop_tables().await.unwrap();
+    });
 }

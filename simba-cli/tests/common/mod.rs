@@ -91,7 +91,52 @@ impl TestBackend {
             dir,
         })
     }
+}
 
+/// Drops a server backend's tables when the test ends (also when it
+/// fails), so the suite leaves nothing in the shared databases; a SQLite
+/// file goes with its temporary directory.
+impl Drop for TestBackend {
+    fn drop(&mut self) {
+        if self.kind == "sqlite" {
+            return;
+        }
+        let url = self.url.clone();
+        let kind = self.kind;
+        // A runtime of its own, on a thread of its own: a test may drop
+        // this inside another runtime.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(config) = simba_backends::BackendConfig::parse(&url) else {
+                    return;
+                };
+                let config = config.with_create_schema(false);
+                match kind {
+                    "postgres" => {
+                        if let Ok(b) = simba_backends::postgres::PgBackend::connect(&config).await {
+                            let _ = b.drop_tables().await;
+                        }
+                    }
+                    "mysql" => {
+                        if let Ok(b) = simba_backends::mysql::MysqlBackend::connect(&config).await {
+                            let _ = b.drop_tables().await;
+                        }
+                    }
+                    _ => {}
+                }
+            });
+        })
+        .join();
+    }
+}
+
+impl TestBackend {
     pub fn path(&self, file: &str) -> PathBuf {
         self.dir.path().join(file)
     }
