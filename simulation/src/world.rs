@@ -336,11 +336,19 @@ type SeenHeld = (SessionId, Timestamp, SessionId, Token, u64);
 /// unless that holder renewed, released or closed meanwhile: otherwise it is
 /// a backend call wasted on a wrong timing. Off where clocks step (S2.5) or
 /// the mode breaks the drift bound on purpose.
+///
+/// The `Held` reply counted is the one the engine acted on: the *first*
+/// reply to the node's *current* attempt, before that attempt timed out
+/// (S2.4), with no release broadcast or API call for the node since the
+/// attempt was sent. A broadcast while the attempt is out makes the engine
+/// retry at once when the reply comes (S4.2); a `step_down(cooldown)` while
+/// it is out makes the reply unused and the next attempt wait for the
+/// cooldown's end; a duplicate reply is stale. Each of these looked like an
+/// early attempt to an earlier, coarser version of this checker.
 #[derive(Default)]
 struct ExpiryTiming {
-    /// Whether the run's faults and mode allow the check.
-    allowed: bool,
-    /// Whether it runs ([`World::with_expiry_timing_check`]).
+    /// Whether it runs: always, unless the run's faults or mode break the
+    /// timing assumptions on purpose (clock steps, S2.5; a must-fail mode).
     enabled: bool,
     /// Per (node, name): the node's latest acquire (op, session, local send time).
     sent: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp)>,
@@ -502,7 +510,7 @@ impl World {
             candidates: BTreeMap::new(),
             pending: BTreeMap::new(),
             s44: ExpiryTiming {
-                allowed: s44_enabled,
+                enabled: s44_enabled,
                 ..ExpiryTiming::default()
             },
             report,
@@ -549,14 +557,6 @@ impl World {
         } else {
             self.rng.u64(..m)
         }
-    }
-
-    /// Turns on the S4.4 expiry-timing checker (off by default: in random
-    /// runs it still reports attempts that something other than a `Held`
-    /// reply scheduled, an open issue), where the run's faults allow it.
-    pub fn with_expiry_timing_check(mut self) -> World {
-        self.s44.enabled = self.s44.allowed;
-        self
     }
 
     fn local(&self, node: usize) -> Timestamp {
@@ -671,6 +671,9 @@ impl World {
                 self.mix(node as u64);
                 self.mix(input_code(&input));
                 let l = self.local(node);
+                if self.trace {
+                    eprintln!("{:>16} node {node} local {l} <- {input:?}", "");
+                }
                 self.s44_delivered(node, &input, l);
                 if let Some(e) = self.nodes[node].engine.as_mut() {
                     e.handle(l, input);
@@ -1313,7 +1316,9 @@ impl World {
             self.violation(
                 "expiry timing (S4.4)",
                 format!(
-                    "node {node}'s attempt on {name}, timed by the Held reply it got at local {got},                      reached the backend {early:?} before the holder's expiry (the holder did not renew):                      a wasted call"
+                    "node {node}'s attempt on {name}, timed by the Held reply it got at local {got}, \
+                     reached the backend {early:?} before the holder's expiry (the holder did not renew): \
+                     a wasted call"
                 ),
             );
         }
@@ -1326,10 +1331,31 @@ impl World {
         }
         match input {
             Input::ReleaseBroadcast { name } => {
+                // The broadcast resets the schedule (S4.2): at once if no
+                // attempt is out, else when the attempt's reply comes back,
+                // whatever that reply says about the holder.
                 self.s44.seen.remove(&(node, name.clone()));
+                self.s44.sent.remove(&(node, name.clone()));
             }
             Input::AcquireReplied { op, .. } => {
-                let Some((name, h, t, exp)) = self.s44.answers.remove(&(node, op.0)) else {
+                let answer = self.s44.answers.remove(&(node, op.0));
+                // The engine acts on the first reply to its current attempt
+                // only: a duplicate (the network may deliver a command or a
+                // reply twice) is stale, whatever it says, so the attempt is
+                // forgotten at its first reply.
+                let Some(key) = self
+                    .s44
+                    .sent
+                    .iter()
+                    .find(|((n, _), (sent_op, _, _))| *n == node && *sent_op == op.0)
+                    .map(|(k, _)| k.clone())
+                else {
+                    return;
+                };
+                let Some((_, session, sent_l)) = self.s44.sent.remove(&key) else {
+                    return;
+                };
+                let Some((name, h, t, exp)) = answer else {
                     return;
                 };
                 let timeout = self.nodes[node]
@@ -1337,13 +1363,10 @@ impl World {
                     .as_ref()
                     .map(|e| e.call_timeout())
                     .unwrap_or_default();
-                let key = (node, name);
-                // Only the reply to the current attempt, before it times out,
-                // is one the engine acts on (S2.4, S4.3).
-                if let Some((sent_op, session, sent_l)) = self.s44.sent.get(&key).copied() {
-                    if sent_op == op.0 && l < sent_l + timeout {
-                        self.s44.seen.insert(key, (session, l, h, t, exp));
-                    }
+                // Only a reply before the attempt times out is one the engine
+                // acts on (S2.4, S4.3).
+                if key.1 == name && l < sent_l + timeout {
+                    self.s44.seen.insert(key, (session, l, h, t, exp));
                 }
             }
             _ => {}
@@ -1910,14 +1933,21 @@ impl World {
         if self.nodes[node].closing.is_some() {
             return;
         }
-        // An API call may reset a candidate's schedule (S5, S6.4).
+        // An API call may reset a candidate's schedule (S5, S6.4), also
+        // through a reply still in flight: a `step_down(cooldown)` sent while
+        // an attempt is out leaves its `Held` reply unused, and the attempt
+        // at the cooldown's end is timed by the cooldown, not by the reply.
         self.s44.seen.retain(|(n, _), _| *n != node);
+        self.s44.sent.retain(|(n, _), _| *n != node);
         self.mix(400);
         let runs_task = self.rng.u32(..10) != 0;
         let is_lock = match &call {
             ApiCall::Stop(name) => matches!(self.nodes[node].api.get(name), Some(Api::Lock { .. })),
             _ => false,
         };
+        if self.trace {
+            eprintln!("{:>16} node {node} local {l} api {call:?}", "");
+        }
         let now = self.now;
         let n = &mut self.nodes[node];
         let Some(e) = n.engine.as_mut() else { return };

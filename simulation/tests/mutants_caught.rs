@@ -77,5 +77,11 @@ fn forgotten_completions_are_caught_s7_3() {
     );
 }
 
-// `RetryBeforeExpiry` (S4.4) is not a safety bug; its checker runs in the
-// crash scenario: `crash_failover_at_expiry.rs`.
+/// `RetryBeforeExpiry` (S4.4) is not a safety bug (the backend refuses an
+/// early attempt), but it wastes a call, and the expiry-timing checker runs
+/// in every seed run whose faults keep clocks within the drift bound. The
+/// crash scenario of `crash_failover_at_expiry.rs` catches it too.
+#[test]
+fn retry_before_expiry_is_caught_s4_4() {
+    caught(Mutant::RetryBeforeExpiry, &["expiry timing (S4.4)"]);
+}
