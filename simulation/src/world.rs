@@ -407,6 +407,10 @@ pub struct World {
     pending: BTreeMap<(usize, LeaseName), (&'static str, u64)>,
     /// The S4.4 expiry-timing checker's records (see [`ExpiryTiming`]).
     s44: ExpiryTiming,
+    /// The S4.1 one-attempt-in-flight checker: per (node, name), the
+    /// node's acquire not yet answered (op, session, local send time, the
+    /// call timeout in force at the send).
+    in_flight: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp, Duration)>,
     report: RunReport,
     hash: u64,
     stop_on_violation: bool,
@@ -509,6 +513,7 @@ impl World {
             liveness: BTreeMap::new(),
             candidates: BTreeMap::new(),
             pending: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
             s44: ExpiryTiming {
                 enabled: s44_enabled,
                 ..ExpiryTiming::default()
@@ -673,6 +678,10 @@ impl World {
                 let l = self.local(node);
                 if self.trace {
                     eprintln!("{:>16} node {node} local {l} <- {input:?}", "");
+                }
+                if let Input::AcquireReplied { op, .. } = &input {
+                    self.in_flight
+                        .retain(|(n, _), (o, _, _, _)| !(*n == node && *o == op.0));
                 }
                 self.s44_delivered(node, &input, l);
                 if let Some(e) = self.nodes[node].engine.as_mut() {
@@ -856,6 +865,7 @@ impl World {
         n.closed = false;
         self.pending.retain(|(n, _), _| *n != node);
         self.s44.forget_node(node);
+        self.in_flight.retain(|(n, _), _| *n != node);
     }
 
     fn start_pause(&mut self, node: usize, d: Duration) {
@@ -951,6 +961,7 @@ impl World {
                         op, session, name, ..
                     } => {
                         let l = self.local(node);
+                        self.s41_sent(node, op.0, *session, name, l);
                         self.s44_sent(node, op.0, *session, name, l);
                         let n = &mut self.nodes[node];
                         let mut i = 0;
@@ -1280,6 +1291,40 @@ impl World {
 
     /// Mutual exclusion: at this true instant, at most one node holds a
     /// valid term of `name`, each judged on its own clock.
+    /// S4.1 checker, at a node's acquire: at most one attempt per election
+    /// in flight. The previous acquire of the same name and session must
+    /// have been answered, or have reached its call timeout (S2.4: the
+    /// engine abandons it then), or have been abandoned by an API call or a
+    /// new session.
+    fn s41_sent(
+        &mut self,
+        node: usize,
+        op: u64,
+        session: SessionId,
+        name: &LeaseName,
+        l: Timestamp,
+    ) {
+        let timeout = self.nodes[node]
+            .engine
+            .as_ref()
+            .map(|e| e.call_timeout())
+            .unwrap_or_default();
+        let key = (node, name.clone());
+        if let Some((prev, s, sent_l, prev_timeout)) = self.in_flight.get(&key).copied() {
+            if s == session && l < sent_l + prev_timeout {
+                let since = l - sent_l;
+                self.violation(
+                    "one attempt in flight (S4.1)",
+                    format!(
+                        "node {node} sent acquire {op} of {name} while acquire {prev}, sent \
+                         {since:?} earlier, was neither answered nor timed out ({prev_timeout:?})"
+                    ),
+                );
+            }
+        }
+        self.in_flight.insert(key, (op, session, l, timeout));
+    }
+
     /// S4.4 checker, at a node's acquire: is it timed by the last `Held` reply?
     fn s44_sent(
         &mut self,
@@ -1939,6 +1984,11 @@ impl World {
         // at the cooldown's end is timed by the cooldown, not by the reply.
         self.s44.seen.retain(|(n, _), _| *n != node);
         self.s44.sent.retain(|(n, _), _| *n != node);
+        // `stop()` or `step_down()` abandons an attempt in flight; a later
+        // `start()` or the cooldown's end may send the next one before the
+        // old reply comes (it is then stale, S4.3): not a second attempt
+        // of the same election.
+        self.in_flight.retain(|(n, _), _| *n != node);
         self.mix(400);
         let runs_task = self.rng.u32(..10) != 0;
         let is_lock = match &call {

@@ -64,7 +64,22 @@ fn release_before_revoke_is_caught_s3_5_s6_1() {
 
 #[test]
 fn abandoned_attempt_replies_accepted_are_caught_s4_3() {
-    caught(Mutant::AcceptAbandonedAttempts, &["fencing"]);
+    // Taking a late reply to an abandoned attempt for the current one also
+    // consumes the current attempt's slot while it is still in flight, so
+    // the next attempt goes out beside it: the mutant breaks S4.1 as
+    // directly as S3.2, and either checker may see it first.
+    caught(
+        Mutant::AcceptAbandonedAttempts,
+        &["fencing", "one attempt in flight (S4.1)"],
+    );
+}
+
+#[test]
+fn a_second_acquire_in_flight_is_caught_s4_1() {
+    caught(
+        Mutant::AcquireWhileInFlight,
+        &["one attempt in flight (S4.1)"],
+    );
 }
 
 #[test]
