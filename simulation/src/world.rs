@@ -1289,8 +1289,15 @@ impl World {
                 .is_some_and(|d| n.clock.local(self.now) < *d)
     }
 
-    /// Mutual exclusion: at this true instant, at most one node holds a
-    /// valid term of `name`, each judged on its own clock.
+    /// The call timeout (S2.4) in force at `node` now.
+    fn call_timeout(&self, node: usize) -> Duration {
+        self.nodes[node]
+            .engine
+            .as_ref()
+            .map(|e| e.call_timeout())
+            .unwrap_or_default()
+    }
+
     /// S4.1 checker, at a node's acquire: at most one attempt per election
     /// in flight. The previous acquire of the same name and session must
     /// have been answered, or have reached its call timeout (S2.4: the
@@ -1304,11 +1311,7 @@ impl World {
         name: &LeaseName,
         l: Timestamp,
     ) {
-        let timeout = self.nodes[node]
-            .engine
-            .as_ref()
-            .map(|e| e.call_timeout())
-            .unwrap_or_default();
+        let timeout = self.call_timeout(node);
         let key = (node, name.clone());
         if let Some((prev, s, sent_l, prev_timeout)) = self.in_flight.get(&key).copied() {
             if s == session && l < sent_l + prev_timeout {
@@ -1403,14 +1406,9 @@ impl World {
                 let Some((name, h, t, exp)) = answer else {
                     return;
                 };
-                let timeout = self.nodes[node]
-                    .engine
-                    .as_ref()
-                    .map(|e| e.call_timeout())
-                    .unwrap_or_default();
                 // Only a reply before the attempt times out is one the engine
                 // acts on (S2.4, S4.3).
-                if key.1 == name && l < sent_l + timeout {
+                if key.1 == name && l < sent_l + self.call_timeout(node) {
                     self.s44.seen.insert(key, (session, l, h, t, exp));
                 }
             }
@@ -1418,6 +1416,8 @@ impl World {
         }
     }
 
+    /// Mutual exclusion: at this true instant, at most one node holds a
+    /// valid term of `name`, each judged on its own clock.
     fn check_mutex(&mut self, name: &LeaseName) {
         let mut holders: Vec<(usize, Token, TermId)> = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
