@@ -411,6 +411,11 @@ pub struct World {
     /// node's acquire not yet answered (op, session, local send time, the
     /// call timeout in force at the send).
     in_flight: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp, Duration)>,
+    /// The S2.4 renewal-timeout checker: per (node, op), a renewal's local
+    /// send time and the call timeout in force then.
+    renews: BTreeMap<(usize, u64), (Timestamp, Duration)>,
+    /// Per node: the local time of its engine's latest `handle_timeout`.
+    woken_at: BTreeMap<usize, Timestamp>,
     report: RunReport,
     hash: u64,
     stop_on_violation: bool,
@@ -514,6 +519,8 @@ impl World {
             candidates: BTreeMap::new(),
             pending: BTreeMap::new(),
             in_flight: BTreeMap::new(),
+            renews: BTreeMap::new(),
+            woken_at: BTreeMap::new(),
             s44: ExpiryTiming {
                 enabled: s44_enabled,
                 ..ExpiryTiming::default()
@@ -666,6 +673,7 @@ impl World {
                 let l = self.local(node);
                 if let Some(e) = self.nodes[node].engine.as_mut() {
                     e.handle_timeout(l);
+                    self.woken_at.insert(node, l);
                 }
                 self.drain(node);
             }
@@ -684,8 +692,34 @@ impl World {
                         .retain(|(n, _), (o, _, _, _)| !(*n == node && *o == op.0));
                 }
                 self.s44_delivered(node, &input, l);
+                // A reply that arrives after the call timed out, once the
+                // engine has been woken after that instant (it then had to
+                // fail the call, S2.4). A reply that comes before that wake
+                // (e.g. a paused node resumes and reads its socket first)
+                // may still be taken: the deadline counts from the send.
+                let woken = self.woken_at.get(&node).copied();
+                let late_renewal = match &input {
+                    Input::RenewReplied { op, .. } => self
+                        .renews
+                        .remove(&(node, op.0))
+                        .filter(|(sent, timeout)| woken.is_some_and(|w| w >= *sent + *timeout))
+                        .map(|(sent, timeout)| (op.0, l - sent, timeout)),
+                    _ => None,
+                };
+                let mut stale = None;
                 if let Some(e) = self.nodes[node].engine.as_mut() {
+                    let before = e.stats().stale_replies;
                     e.handle(l, input);
+                    stale = Some(e.stats().stale_replies > before);
+                }
+                if let (Some((op, age, timeout)), Some(false)) = (late_renewal, stale) {
+                    self.violation(
+                        "renewal timeout (S2.4)",
+                        format!(
+                            "node {node} acted on the reply to renewal {op}, {age:?} after \
+                             its send, though woken after its call timeout ({timeout:?})"
+                        ),
+                    );
                 }
                 self.drain(node);
             }
@@ -866,6 +900,8 @@ impl World {
         self.pending.retain(|(n, _), _| *n != node);
         self.s44.forget_node(node);
         self.in_flight.retain(|(n, _), _| *n != node);
+        self.renews.retain(|(n, _), _| *n != node);
+        self.woken_at.remove(&node);
     }
 
     fn start_pause(&mut self, node: usize, d: Duration) {
@@ -975,6 +1011,13 @@ impl World {
                         }
                     }
                     _ => {}
+                }
+                if let Command::Renew { op, .. } = &cmd {
+                    let at = (self.local(node), self.call_timeout(node));
+                    if self.renews.len() >= 4096 {
+                        self.renews.pop_first();
+                    }
+                    self.renews.insert((node, op.0), at);
                 }
                 if matches!(cmd, Command::Renew { .. } | Command::Acquire { .. }) {
                     if let Some(d) = self.nodes[node].pause_armed.take() {

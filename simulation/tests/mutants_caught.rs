@@ -75,6 +75,11 @@ fn abandoned_attempt_replies_accepted_are_caught_s4_3() {
 }
 
 #[test]
+fn a_renewal_that_never_times_out_is_caught_s2_4() {
+    caught(Mutant::RenewNeverTimesOut, &["renewal timeout (S2.4)"]);
+}
+
+#[test]
 fn a_second_acquire_in_flight_is_caught_s4_1() {
     caught(
         Mutant::AcquireWhileInFlight,
