@@ -4,8 +4,19 @@
 //! `#[test]`s per backend (in-memory, SQLite, PostgreSQL).
 //!
 //! Timing: leases of 1.5 s renewed every 0.5 s, with generous bounds, since
-//! the suite runs on shared machines. PostgreSQL is read from
-//! `SIMBA_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
+//! the suite runs on shared machines. Scenarios that assert an exact
+//! voluntary revoke reason (`Stopped`, `SteppedDown`) rely on the term not
+//! ending on its own first. The bound, derived: a renewal sent at `t` gives
+//! the deadline `t + 1.5 s × (1 − 0.01) − 50 ms = t + 1.435 s` (S2.1); the
+//! next renewal goes out at `t + 0.5 s` and times out at `t + 1.0 s` (S2.4);
+//! the retries after it come at half the time left, at least 100 ms apart
+//! (S8.3). So `DeadlinePassed` (or `TakenOver`) can only come first if the
+//! process or the backend answers no renewal for about 0.9 s in a row; the
+//! failing assertion then shows the reason that came instead. The suite
+//! does not run on a paused (virtual) clock: it drives real backends
+//! (SQLite, PostgreSQL) through both adapters' real timers.
+//!
+//! PostgreSQL is read from `SIMBA_TEST_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`);
 //! when it is unreachable the PostgreSQL tests fail, unless
 //! `SIMBA_TEST_SKIP_SERVERS` lists `postgres` (see
 //! [`simba_backends::test_servers`]): each skip is then written to stderr

@@ -336,11 +336,19 @@ type SeenHeld = (SessionId, Timestamp, SessionId, Token, u64);
 /// unless that holder renewed, released or closed meanwhile: otherwise it is
 /// a backend call wasted on a wrong timing. Off where clocks step (S2.5) or
 /// the mode breaks the drift bound on purpose.
+///
+/// The `Held` reply counted is the one the engine acted on: the *first*
+/// reply to the node's *current* attempt, before that attempt timed out
+/// (S2.4), with no release broadcast or API call for the node since the
+/// attempt was sent. A broadcast while the attempt is out makes the engine
+/// retry at once when the reply comes (S4.2); a `step_down(cooldown)` while
+/// it is out makes the reply unused and the next attempt wait for the
+/// cooldown's end; a duplicate reply is stale. Each of these looked like an
+/// early attempt to an earlier, coarser version of this checker.
 #[derive(Default)]
 struct ExpiryTiming {
-    /// Whether the run's faults and mode allow the check.
-    allowed: bool,
-    /// Whether it runs ([`World::with_expiry_timing_check`]).
+    /// Whether it runs: always, unless the run's faults or mode break the
+    /// timing assumptions on purpose (clock steps, S2.5; a must-fail mode).
     enabled: bool,
     /// Per (node, name): the node's latest acquire (op, session, local send time).
     sent: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp)>,
@@ -399,6 +407,15 @@ pub struct World {
     pending: BTreeMap<(usize, LeaseName), (&'static str, u64)>,
     /// The S4.4 expiry-timing checker's records (see [`ExpiryTiming`]).
     s44: ExpiryTiming,
+    /// The S4.1 one-attempt-in-flight checker: per (node, name), the
+    /// node's acquire not yet answered (op, session, local send time, the
+    /// call timeout in force at the send).
+    in_flight: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp, Duration)>,
+    /// The S2.4 renewal-timeout checker: per (node, op), a renewal's local
+    /// send time and the call timeout in force then.
+    renews: BTreeMap<(usize, u64), (Timestamp, Duration)>,
+    /// Per node: the local time of its engine's latest `handle_timeout`.
+    woken_at: BTreeMap<usize, Timestamp>,
     report: RunReport,
     hash: u64,
     stop_on_violation: bool,
@@ -501,8 +518,11 @@ impl World {
             liveness: BTreeMap::new(),
             candidates: BTreeMap::new(),
             pending: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            renews: BTreeMap::new(),
+            woken_at: BTreeMap::new(),
             s44: ExpiryTiming {
-                allowed: s44_enabled,
+                enabled: s44_enabled,
                 ..ExpiryTiming::default()
             },
             report,
@@ -549,14 +569,6 @@ impl World {
         } else {
             self.rng.u64(..m)
         }
-    }
-
-    /// Turns on the S4.4 expiry-timing checker (off by default: in random
-    /// runs it still reports attempts that something other than a `Held`
-    /// reply scheduled, an open issue), where the run's faults allow it.
-    pub fn with_expiry_timing_check(mut self) -> World {
-        self.s44.enabled = self.s44.allowed;
-        self
     }
 
     fn local(&self, node: usize) -> Timestamp {
@@ -661,6 +673,7 @@ impl World {
                 let l = self.local(node);
                 if let Some(e) = self.nodes[node].engine.as_mut() {
                     e.handle_timeout(l);
+                    self.woken_at.insert(node, l);
                 }
                 self.drain(node);
             }
@@ -671,9 +684,42 @@ impl World {
                 self.mix(node as u64);
                 self.mix(input_code(&input));
                 let l = self.local(node);
+                if self.trace {
+                    eprintln!("{:>16} node {node} local {l} <- {input:?}", "");
+                }
+                if let Input::AcquireReplied { op, .. } = &input {
+                    self.in_flight
+                        .retain(|(n, _), (o, _, _, _)| !(*n == node && *o == op.0));
+                }
                 self.s44_delivered(node, &input, l);
+                // A reply that arrives after the call timed out, once the
+                // engine has been woken after that instant (it then had to
+                // fail the call, S2.4). A reply that comes before that wake
+                // (e.g. a paused node resumes and reads its socket first)
+                // may still be taken: the deadline counts from the send.
+                let woken = self.woken_at.get(&node).copied();
+                let late_renewal = match &input {
+                    Input::RenewReplied { op, .. } => self
+                        .renews
+                        .remove(&(node, op.0))
+                        .filter(|(sent, timeout)| woken.is_some_and(|w| w >= *sent + *timeout))
+                        .map(|(sent, timeout)| (op.0, l - sent, timeout)),
+                    _ => None,
+                };
+                let mut stale = None;
                 if let Some(e) = self.nodes[node].engine.as_mut() {
+                    let before = e.stats().stale_replies;
                     e.handle(l, input);
+                    stale = Some(e.stats().stale_replies > before);
+                }
+                if let (Some((op, age, timeout)), Some(false)) = (late_renewal, stale) {
+                    self.violation(
+                        "renewal timeout (S2.4)",
+                        format!(
+                            "node {node} acted on the reply to renewal {op}, {age:?} after \
+                             its send, though woken after its call timeout ({timeout:?})"
+                        ),
+                    );
                 }
                 self.drain(node);
             }
@@ -853,6 +899,9 @@ impl World {
         n.closed = false;
         self.pending.retain(|(n, _), _| *n != node);
         self.s44.forget_node(node);
+        self.in_flight.retain(|(n, _), _| *n != node);
+        self.renews.retain(|(n, _), _| *n != node);
+        self.woken_at.remove(&node);
     }
 
     fn start_pause(&mut self, node: usize, d: Duration) {
@@ -948,6 +997,7 @@ impl World {
                         op, session, name, ..
                     } => {
                         let l = self.local(node);
+                        self.s41_sent(node, op.0, *session, name, l);
                         self.s44_sent(node, op.0, *session, name, l);
                         let n = &mut self.nodes[node];
                         let mut i = 0;
@@ -961,6 +1011,13 @@ impl World {
                         }
                     }
                     _ => {}
+                }
+                if let Command::Renew { op, .. } = &cmd {
+                    let at = (self.local(node), self.call_timeout(node));
+                    if self.renews.len() >= 4096 {
+                        self.renews.pop_first();
+                    }
+                    self.renews.insert((node, op.0), at);
                 }
                 if matches!(cmd, Command::Renew { .. } | Command::Acquire { .. }) {
                     if let Some(d) = self.nodes[node].pause_armed.take() {
@@ -1275,8 +1332,45 @@ impl World {
                 .is_some_and(|d| n.clock.local(self.now) < *d)
     }
 
-    /// Mutual exclusion: at this true instant, at most one node holds a
-    /// valid term of `name`, each judged on its own clock.
+    /// The call timeout (S2.4) in force at `node` now.
+    fn call_timeout(&self, node: usize) -> Duration {
+        self.nodes[node]
+            .engine
+            .as_ref()
+            .map(|e| e.call_timeout())
+            .unwrap_or_default()
+    }
+
+    /// S4.1 checker, at a node's acquire: at most one attempt per election
+    /// in flight. The previous acquire of the same name and session must
+    /// have been answered, or have reached its call timeout (S2.4: the
+    /// engine abandons it then), or have been abandoned by an API call or a
+    /// new session.
+    fn s41_sent(
+        &mut self,
+        node: usize,
+        op: u64,
+        session: SessionId,
+        name: &LeaseName,
+        l: Timestamp,
+    ) {
+        let timeout = self.call_timeout(node);
+        let key = (node, name.clone());
+        if let Some((prev, s, sent_l, prev_timeout)) = self.in_flight.get(&key).copied() {
+            if s == session && l < sent_l + prev_timeout {
+                let since = l - sent_l;
+                self.violation(
+                    "one attempt in flight (S4.1)",
+                    format!(
+                        "node {node} sent acquire {op} of {name} while acquire {prev}, sent \
+                         {since:?} earlier, was neither answered nor timed out ({prev_timeout:?})"
+                    ),
+                );
+            }
+        }
+        self.in_flight.insert(key, (op, session, l, timeout));
+    }
+
     /// S4.4 checker, at a node's acquire: is it timed by the last `Held` reply?
     fn s44_sent(
         &mut self,
@@ -1313,7 +1407,9 @@ impl World {
             self.violation(
                 "expiry timing (S4.4)",
                 format!(
-                    "node {node}'s attempt on {name}, timed by the Held reply it got at local {got},                      reached the backend {early:?} before the holder's expiry (the holder did not renew):                      a wasted call"
+                    "node {node}'s attempt on {name}, timed by the Held reply it got at local {got}, \
+                     reached the backend {early:?} before the holder's expiry (the holder did not renew): \
+                     a wasted call"
                 ),
             );
         }
@@ -1326,30 +1422,45 @@ impl World {
         }
         match input {
             Input::ReleaseBroadcast { name } => {
+                // The broadcast resets the schedule (S4.2): at once if no
+                // attempt is out, else when the attempt's reply comes back,
+                // whatever that reply says about the holder.
                 self.s44.seen.remove(&(node, name.clone()));
+                self.s44.sent.remove(&(node, name.clone()));
             }
             Input::AcquireReplied { op, .. } => {
-                let Some((name, h, t, exp)) = self.s44.answers.remove(&(node, op.0)) else {
+                let answer = self.s44.answers.remove(&(node, op.0));
+                // The engine acts on the first reply to its current attempt
+                // only: a duplicate (the network may deliver a command or a
+                // reply twice) is stale, whatever it says, so the attempt is
+                // forgotten at its first reply.
+                let Some(key) = self
+                    .s44
+                    .sent
+                    .iter()
+                    .find(|((n, _), (sent_op, _, _))| *n == node && *sent_op == op.0)
+                    .map(|(k, _)| k.clone())
+                else {
                     return;
                 };
-                let timeout = self.nodes[node]
-                    .engine
-                    .as_ref()
-                    .map(|e| e.call_timeout())
-                    .unwrap_or_default();
-                let key = (node, name);
-                // Only the reply to the current attempt, before it times out,
-                // is one the engine acts on (S2.4, S4.3).
-                if let Some((sent_op, session, sent_l)) = self.s44.sent.get(&key).copied() {
-                    if sent_op == op.0 && l < sent_l + timeout {
-                        self.s44.seen.insert(key, (session, l, h, t, exp));
-                    }
+                let Some((_, session, sent_l)) = self.s44.sent.remove(&key) else {
+                    return;
+                };
+                let Some((name, h, t, exp)) = answer else {
+                    return;
+                };
+                // Only a reply before the attempt times out is one the engine
+                // acts on (S2.4, S4.3).
+                if key.1 == name && l < sent_l + self.call_timeout(node) {
+                    self.s44.seen.insert(key, (session, l, h, t, exp));
                 }
             }
             _ => {}
         }
     }
 
+    /// Mutual exclusion: at this true instant, at most one node holds a
+    /// valid term of `name`, each judged on its own clock.
     fn check_mutex(&mut self, name: &LeaseName) {
         let mut holders: Vec<(usize, Token, TermId)> = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -1910,14 +2021,26 @@ impl World {
         if self.nodes[node].closing.is_some() {
             return;
         }
-        // An API call may reset a candidate's schedule (S5, S6.4).
+        // An API call may reset a candidate's schedule (S5, S6.4), also
+        // through a reply still in flight: a `step_down(cooldown)` sent while
+        // an attempt is out leaves its `Held` reply unused, and the attempt
+        // at the cooldown's end is timed by the cooldown, not by the reply.
         self.s44.seen.retain(|(n, _), _| *n != node);
+        self.s44.sent.retain(|(n, _), _| *n != node);
+        // `stop()` or `step_down()` abandons an attempt in flight; a later
+        // `start()` or the cooldown's end may send the next one before the
+        // old reply comes (it is then stale, S4.3): not a second attempt
+        // of the same election.
+        self.in_flight.retain(|(n, _), _| *n != node);
         self.mix(400);
         let runs_task = self.rng.u32(..10) != 0;
         let is_lock = match &call {
             ApiCall::Stop(name) => matches!(self.nodes[node].api.get(name), Some(Api::Lock { .. })),
             _ => false,
         };
+        if self.trace {
+            eprintln!("{:>16} node {node} local {l} api {call:?}", "");
+        }
         let now = self.now;
         let n = &mut self.nodes[node];
         let Some(e) = n.engine.as_mut() else { return };

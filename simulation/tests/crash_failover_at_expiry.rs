@@ -30,9 +30,7 @@ fn crashed_leader_is_replaced_at_its_expiry_s4_4() {
     let mut ratios = Vec::new();
     for k in 0..20u64 {
         let crash_ms = 10_000 + k * 53;
-        let r = World::new(crash_at(crash_ms))
-            .with_expiry_timing_check()
-            .run();
+        let r = World::new(crash_at(crash_ms)).run();
         assert!(r.violations.is_empty(), "violations: {:#?}", r.violations);
         assert_eq!(first_leader(&r), 0);
         let crash = Duration::from_millis(crash_ms);
@@ -64,7 +62,7 @@ fn retry_before_expiry_is_caught_s4_4() {
     for k in 0..20u64 {
         let mut p = crash_at(10_000 + k * 53);
         p.mutant = Some(Mutant::RetryBeforeExpiry);
-        let r = World::new(p).with_expiry_timing_check().run();
+        let r = World::new(p).run();
         if let Some(v) = r.violations.first() {
             assert_eq!(v.checker, "expiry timing (S4.4)", "{v}");
             caught += 1;

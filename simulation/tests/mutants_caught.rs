@@ -64,7 +64,27 @@ fn release_before_revoke_is_caught_s3_5_s6_1() {
 
 #[test]
 fn abandoned_attempt_replies_accepted_are_caught_s4_3() {
-    caught(Mutant::AcceptAbandonedAttempts, &["fencing"]);
+    // Taking a late reply to an abandoned attempt for the current one also
+    // consumes the current attempt's slot while it is still in flight, so
+    // the next attempt goes out beside it: the mutant breaks S4.1 as
+    // directly as S3.2, and either checker may see it first.
+    caught(
+        Mutant::AcceptAbandonedAttempts,
+        &["fencing", "one attempt in flight (S4.1)"],
+    );
+}
+
+#[test]
+fn a_renewal_that_never_times_out_is_caught_s2_4() {
+    caught(Mutant::RenewNeverTimesOut, &["renewal timeout (S2.4)"]);
+}
+
+#[test]
+fn a_second_acquire_in_flight_is_caught_s4_1() {
+    caught(
+        Mutant::AcquireWhileInFlight,
+        &["one attempt in flight (S4.1)"],
+    );
 }
 
 #[test]
@@ -77,5 +97,11 @@ fn forgotten_completions_are_caught_s7_3() {
     );
 }
 
-// `RetryBeforeExpiry` (S4.4) is not a safety bug; its checker runs in the
-// crash scenario: `crash_failover_at_expiry.rs`.
+/// `RetryBeforeExpiry` (S4.4) is not a safety bug (the backend refuses an
+/// early attempt), but it wastes a call, and the expiry-timing checker runs
+/// in every seed run whose faults keep clocks within the drift bound. The
+/// crash scenario of `crash_failover_at_expiry.rs` catches it too.
+#[test]
+fn retry_before_expiry_is_caught_s4_4() {
+    caught(Mutant::RetryBeforeExpiry, &["expiry timing (S4.4)"]);
+}
