@@ -40,6 +40,11 @@ for f in scripts/servers.d/*.sh; do
   source "$f"
 done
 
+# The library crates (published; the CLI, the benchmark and the simulator
+# are not): `cargo package` builds each from its own package, as crates.io
+# users would get it.
+PUBLISHED="-p simba-core -p simba-backends -p simba-client -p simba-tokio -p simba-async-std"
+
 # cargo-nextest runs the test binaries side by side (settings and why in
 # .config/nextest.toml); it does not run doc examples, so `cargo test --doc`
 # follows. Without nextest, plain `cargo test` runs everything, one test
@@ -50,8 +55,12 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --all-features --no-fail-fast "$@" || status=$?
   log "running every doc example: cargo test --workspace --all-features --doc"
   cargo test --workspace --all-features --doc || status=$?
+  log "checking that each library crate packages and builds from its package alone"
+  cargo package $PUBLISHED --allow-dirty --quiet || status=$?
   exit "$status"
 else
   log "cargo-nextest not found: running every test with cargo test $*"
   cargo test --workspace --all-features "$@"
+  log "checking that each library crate packages and builds from its package alone"
+  cargo package $PUBLISHED --allow-dirty --quiet
 fi
