@@ -1,8 +1,10 @@
-# Private PostgreSQL (127.0.0.1:5433) and MariaDB (127.0.0.1:3307) instances
+# Private PostgreSQL (127.0.0.1:5433), MariaDB (127.0.0.1:3307) and Redis
+# (127.0.0.1:6380, with an ACL user `simba`, password `s3cret`) instances
 # that accept TLS connections only, with a server certificate for
 # `localhost` and 127.0.0.1 signed by a test CA, for the TLS tests of the
-# SQL backends (simba-backends/tests/tls.rs). The shared servers on 5432
-# and 3306 are left as they are.
+# SQL backends (simba-backends/tests/tls.rs) and of Redis
+# (simba-backends/tests/redis_failures.rs). The shared servers on 5432, 3306
+# and 6379 are left as they are.
 #
 # The CA and the server certificate live in /var/tmp/simba-test-tls
 # (`ca.pem` is what the tests trust; `other-ca.pem` is a CA that signed
@@ -10,7 +12,7 @@
 # `openssl`; the instances' data directories are temporary and removed
 # when test.sh exits. Sourced by scripts/test.sh after scripts/lib.sh.
 # Skipped with SIMBA_TEST_SKIP_SERVERS listing `tls` (or `postgres` /
-# `mysql` for one of the two).
+# `mysql` / `redis` for one of the three).
 
 SIMBA_TLS_DIR=/var/tmp/simba-test-tls
 
@@ -83,8 +85,25 @@ ensure_tls_mariadb() {
   mariadb --no-defaults -uroot --socket="$dir/sock" -e "CREATE DATABASE IF NOT EXISTS test"
 }
 
+ensure_tls_redis() {
+  have_port 6380 && return 0
+  local dir
+  dir="$(mktemp -d -t simba-redis-tls.XXXXXX)"
+  log "starting a TLS-only Redis on 127.0.0.1:6380 (files in $dir)"
+  cp "$SIMBA_TLS_DIR/server.pem" "$SIMBA_TLS_DIR/server.key" "$SIMBA_TLS_DIR/ca.pem" "$dir/"
+  redis-server --port 0 --tls-port 6380 --bind 127.0.0.1 \
+    --tls-cert-file "$dir/server.pem" --tls-key-file "$dir/server.key" \
+    --tls-ca-cert-file "$dir/ca.pem" --tls-auth-clients no \
+    --save "" --appendonly no --dir "$dir" --daemonize yes \
+    --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+    --user "simba on >s3cret ~* &* +@all" --user "default off"
+  CLEANUP+=("kill \$(cat '$dir/redis.pid' 2>/dev/null) 2>/dev/null; sleep 0.3; rm -rf '$dir'")
+  wait_port 6380 30 "Redis (TLS)"
+}
+
 if ! skipping tls; then
   make_test_ca
   skipping postgres || ensure_tls_postgres
   skipping mysql || ensure_tls_mariadb
+  skipping redis || ensure_tls_redis
 fi

@@ -144,6 +144,7 @@ pub struct BackendConfig {
     listen: bool,
     listen_url: Option<String>,
     transaction_pooling: bool,
+    tls_ca: Option<String>,
 }
 
 /// A SQL pool's timeouts (`None`: sqlx's default; `Some(ZERO)`: off).
@@ -209,6 +210,7 @@ impl BackendConfig {
         };
         let mut listen = true;
         let mut listen_url = None;
+        let mut tls_ca = None;
         let mut transaction_pooling = false;
         let flag = |key: &'static str, v: &str| match v {
             "true" | "1" | "on" | "yes" => Ok(true),
@@ -259,6 +261,16 @@ impl BackendConfig {
                                 url: redact(url),
                             })?);
                     }
+                    // Redis over TLS: the CA file (PEM) that signs the
+                    // server's certificate, instead of the public roots.
+                    "simba_tls_ca" if kind == BackendKind::Redis => {
+                        tls_ca = Some(percent_decode(v).filter(|p| !p.is_empty()).ok_or_else(
+                            || ConfigError::InvalidParameter {
+                                key: "simba_tls_ca",
+                                url: redact(url),
+                            },
+                        )?);
+                    }
                     "simba_transaction_pooling" => {
                         transaction_pooling = flag("simba_transaction_pooling", v)?;
                     }
@@ -301,7 +313,23 @@ impl BackendConfig {
             listen,
             listen_url,
             transaction_pooling,
+            tls_ca,
         })
+    }
+
+    /// Redis over TLS (`rediss://`): the file of the CA certificate (PEM)
+    /// the server's certificate must chain to, from the URL parameter
+    /// `simba_tls_ca=/path/ca.pem`; `None` trusts the public roots.
+    ///
+    /// ```
+    /// use simba_backends::BackendConfig;
+    /// let c = BackendConfig::parse("rediss://cache:6380/0?simba_tls_ca=/etc/ssl/cache-ca.pem")?;
+    /// assert_eq!(c.tls_ca(), Some("/etc/ssl/cache-ca.pem"));
+    /// assert_eq!(c.url(), "rediss://cache:6380/0");
+    /// # Ok::<(), simba_backends::ConfigError>(())
+    /// ```
+    pub fn tls_ca(&self) -> Option<&str> {
+        self.tls_ca.as_deref()
     }
 
     /// The backend kind.

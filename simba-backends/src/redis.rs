@@ -454,6 +454,36 @@ async fn within<T>(
     }
 }
 
+/// A client for `rediss://` that trusts the CA in the PEM file `ca`.
+#[cfg(any(feature = "redis-tls", feature = "redis-tls-async-std"))]
+fn tls_client(url: &str, ca: &str, redacted_url: &str) -> Result<redis::RedisResult<Client>, BackendError> {
+    let root_cert = std::fs::read(ca).map_err(|e| {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!("{NAME}: {redacted_url}: cannot read the CA file `{ca}` (simba_tls_ca): {e}"),
+        )
+    })?;
+    Ok(Client::build_with_tls(
+        url,
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        },
+    ))
+}
+
+/// Without a TLS feature, `simba_tls_ca` cannot be honoured.
+#[cfg(not(any(feature = "redis-tls", feature = "redis-tls-async-std")))]
+fn tls_client(_url: &str, _ca: &str, redacted_url: &str) -> Result<redis::RedisResult<Client>, BackendError> {
+    Err(BackendError::new(
+        BackendErrorKind::Rejected,
+        format!(
+            "{NAME}: {redacted_url}: simba_tls_ca needs TLS, and this build has neither the \
+             `redis-tls` nor the `redis-tls-async-std` feature"
+        ),
+    ))
+}
+
 /// A renewal's owned list, `{name, token, ...}` with the version field
 /// `#v` left out, sorted by name.
 fn owned_from(flat: &[String]) -> Result<Vec<(LeaseName, Token)>, BackendError> {
@@ -537,7 +567,11 @@ impl RedisBackend {
     /// within the configured connect timeout.
     pub async fn connect(config: &BackendConfig) -> Result<RedisBackend, BackendError> {
         let redacted_url = config.redacted_url();
-        let client = Client::open(config.url()).map_err(|e| {
+        let client = match config.tls_ca() {
+            None => Client::open(config.url()),
+            Some(ca) => tls_client(config.url(), ca, &redacted_url)?,
+        }
+        .map_err(|e| {
             let mut err = map_err(&format!("URL {redacted_url}"), &e);
             err.kind = BackendErrorKind::Rejected;
             err
