@@ -22,7 +22,8 @@
 //! `protoc` at build time), `zookeeper`, `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
-//! available.
+//! available; it is a shell over the one sequential lease model,
+//! [`simba_core::model::LeaseModel`].
 //!
 //! ```
 //! use simba_backends::{Backend, MemoryBackend};
