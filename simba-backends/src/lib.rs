@@ -22,7 +22,8 @@
 //! `protoc` at build time), `zookeeper`, `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
-//! available.
+//! available; it is a shell over the one sequential lease model,
+//! [`simba_core::model::LeaseModel`].
 //!
 //! ```
 //! use simba_backends::{Backend, MemoryBackend};
@@ -505,13 +506,7 @@ pub fn check_prefix(prefix: &str) -> Result<(), BackendError> {
 /// # Errors
 /// [`BackendErrorKind::Rejected`] naming the duration.
 pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendError> {
-    const MAX: Duration = Duration::from_secs(366 * 24 * 3600);
-    if lease_duration < Duration::from_millis(1) || lease_duration > MAX {
-        return Err(BackendError::new(
-            BackendErrorKind::Rejected,
-            format!("lease duration {lease_duration:?} is outside 1 ms ..= 366 days"),
-        ));
-    }
+    simba_core::model::check_lease_duration(lease_duration)?;
     i64::try_from(lease_duration.as_micros()).map_err(|_| {
         BackendError::new(
             BackendErrorKind::Rejected,

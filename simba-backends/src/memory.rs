@@ -1,5 +1,8 @@
-//! An in-memory backend: the reference model of the contract, for tests and
-//! single-process use. Its clock is the process's monotonic clock.
+//! An in-memory backend, for tests and single-process use: a shell over
+//! Simba's one sequential lease model, [`simba_core::model::LeaseModel`],
+//! which owns the semantics (sessions, leases, tokens, expiry, groups,
+//! slots). The shell adds a mutex, the process's monotonic clock, release
+//! broadcasts, injected failures and, for must-fail tests, deliberate flaws.
 
 use crate::metadata::NO_METADATA;
 use crate::{
@@ -10,11 +13,11 @@ use futures::channel::mpsc;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
+use simba_core::model::{LeaseModel, ModelOptions};
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, SlotClaim, Timestamp, Token,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,28 +25,68 @@ use std::time::{Duration, Instant};
 /// like clients of one server. It broadcasts releases, and can inject
 /// failures ([`MemoryBackend::fail_next_calls`]) to test error paths.
 ///
-/// It is the reference implementation of the contract: it runs the same
-/// conformance suite as the SQL backends.
+/// Its semantics are those of [`simba_core::model::LeaseModel`], the model
+/// the simulation's backend and the history checker also run; it passes the
+/// same conformance suite as the SQL backends.
+///
+/// ```
+/// use simba_backends::{Backend, MemoryBackend};
+/// use simba_core::{AcquireOutcome, LeaseName};
+/// use std::time::Duration;
+/// # futures::executor::block_on(async {
+/// let backend = MemoryBackend::new();
+/// let grant = backend.open_session(Duration::from_secs(10)).await?;
+/// let name = LeaseName::new("ledger")?;
+/// let won = backend.acquire(grant.session, &name).await?;
+/// assert!(matches!(won, AcquireOutcome::Won { .. }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone, Default)]
 pub struct MemoryBackend {
     state: Arc<Mutex<State>>,
 }
 
-#[derive(Default)]
 struct State {
-    sessions: HashMap<SessionId, Session>,
-    leases: BTreeMap<LeaseName, Lease>,
-    /// Partitioned groups (S10.1): each group's member sessions, live or not
-    /// (an expired member is left out of every listing).
-    groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
-    /// The last claimed schedule slot of each name (S11.1); never forgotten.
-    slots: HashMap<LeaseName, u64>,
+    model: LeaseModel<SessionMetadata>,
+    /// The origin of the model's clock.
+    origin: Instant,
     subscribers: Vec<mpsc::UnboundedSender<LeaseName>>,
     fail_next: u32,
     /// A deliberate bug for must-fail tests: acquire ignores a live holder.
     skip_holder_check: bool,
     #[cfg(feature = "testkit")]
     flaw: Option<Flaw>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            // Releases and membership changes are broadcast; expiries are not.
+            model: LeaseModel::new(ModelOptions::default()),
+            origin: Instant::now(),
+            subscribers: Vec::new(),
+            fail_next: 0,
+            skip_holder_check: false,
+            #[cfg(feature = "testkit")]
+            flaw: None,
+        }
+    }
+}
+
+/// Whether `$state` has the flaw `Flaw::$flaw` (always false without the
+/// `testkit` feature).
+macro_rules! flawed {
+    ($state:expr, $flaw:ident) => {{
+        #[cfg(feature = "testkit")]
+        let on = $state.flaw == Some(Flaw::$flaw);
+        #[cfg(not(feature = "testkit"))]
+        let on = {
+            let _ = &$state;
+            false
+        };
+        on
+    }};
 }
 
 /// A deliberate bug (feature `testkit`), so tests can show that the
@@ -67,48 +110,39 @@ pub enum Flaw {
     SlotRewinds,
 }
 
-struct Session {
-    expires: Instant,
-    lease_duration: Duration,
-    metadata: SessionMetadata,
-}
-
-struct Lease {
-    holder: Option<SessionId>,
-    token: u64,
-}
-
 impl State {
-    /// The remaining time of a live session; forgets it once expired (S1.2).
-    fn live(&mut self, session: SessionId, now: Instant) -> Option<Duration> {
-        let expires = self.sessions.get(&session)?.expires;
-        if expires > now {
-            Some(self.reported(expires - now))
-        } else {
-            self.sessions.remove(&session);
-            None
-        }
+    /// The model's clock: the time since the backend was made.
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 
     /// The remaining time reported for `true_remaining` (a lie under
     /// [`Flaw::ExpireEarly`]).
-    #[allow(clippy::unused_self)]
     fn reported(&self, true_remaining: Duration) -> Duration {
-        #[cfg(feature = "testkit")]
-        if self.flaw == Some(Flaw::ExpireEarly) {
+        if flawed!(self, ExpireEarly) {
             return true_remaining.mul_f64(10.0 / 9.0);
         }
         true_remaining
     }
 
-    /// The true expiry of a session granted `lease_duration` at `now`.
-    #[allow(clippy::unused_self)]
-    fn expiry(&self, now: Instant, lease_duration: Duration) -> Instant {
-        #[cfg(feature = "testkit")]
-        if self.flaw == Some(Flaw::ExpireEarly) {
-            return now + lease_duration.mul_f64(0.9);
+    /// `outcome` with its remaining times as reported.
+    fn report(&self, outcome: AcquireOutcome) -> AcquireOutcome {
+        match outcome {
+            AcquireOutcome::Won { token, remaining } => AcquireOutcome::Won {
+                token,
+                remaining: self.reported(remaining),
+            },
+            AcquireOutcome::Held {
+                holder,
+                token,
+                holder_remaining,
+            } => AcquireOutcome::Held {
+                holder,
+                token,
+                holder_remaining: holder_remaining.map(|r| self.reported(r)),
+            },
+            other => other,
         }
-        now + lease_duration
     }
 
     fn injected_failure(&mut self) -> Result<(), BackendError> {
@@ -123,58 +157,52 @@ impl State {
         }
     }
 
-    /// The live members of every group `session` belongs to (S10.1).
-    fn group_views(&self, session: SessionId, now: Instant) -> Vec<GroupView> {
-        self.groups
-            .iter()
-            .filter(|(_, members)| members.contains(&session))
-            .map(|(group, members)| GroupView {
-                group: group.clone(),
-                members: members
-                    .iter()
-                    .copied()
-                    .filter(|m| self.sessions.get(m).is_some_and(|s| s.expires > now))
-                    .collect(),
-            })
-            .collect()
-    }
-
-    /// Ends every membership of `session`, announcing each group's change
-    /// with a broadcast of the group's name (S10.2).
-    fn leave_all_groups(&mut self, session: SessionId) {
-        let mut changed = Vec::new();
-        for (group, members) in self.groups.iter_mut() {
-            if members.remove(&session) {
-                changed.push(group.clone());
-            }
+    /// Broadcasts every name the model announced (S4.2, S10.5).
+    fn broadcast(&mut self) {
+        for name in self.model.take_announcements() {
+            self.subscribers
+                .retain(|tx| tx.unbounded_send(name.clone()).is_ok());
         }
-        self.groups.retain(|_, members| !members.is_empty());
-        for group in &changed {
-            self.broadcast(group);
-        }
-    }
-
-    fn broadcast(&mut self, name: &LeaseName) {
-        self.subscribers
-            .retain(|tx| tx.unbounded_send(name.clone()).is_ok());
     }
 }
 
 impl MemoryBackend {
     /// An empty backend.
+    ///
+    /// ```
+    /// let backend = simba_backends::MemoryBackend::new();
+    /// # drop(backend);
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Makes the next `n` calls fail with [`BackendErrorKind::Unavailable`]
     /// without touching the state, as a broken connection would.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend};
+    /// use std::time::Duration;
+    /// # futures::executor::block_on(async {
+    /// let backend = MemoryBackend::new();
+    /// backend.fail_next_calls(1);
+    /// assert!(backend.open_session(Duration::from_secs(1)).await.is_err());
+    /// assert!(backend.open_session(Duration::from_secs(1)).await.is_ok());
+    /// # });
+    /// ```
     pub fn fail_next_calls(&self, n: u32) {
         self.lock().fail_next = n;
     }
 
     /// A deliberately **broken** backend for must-fail tests (feature
     /// `testkit`): its acquire takes a lease over without checking whether
-    /// the holder is live. The history checker must reject its histories.
+    /// the holder is live ([`LeaseModel::acquire_ignoring_holder`]). The
+    /// history checker must reject its histories.
+    ///
+    /// ```
+    /// let broken = simba_backends::MemoryBackend::broken_skipping_holder_check();
+    /// # drop(broken);
+    /// ```
     #[cfg(feature = "testkit")]
     pub fn broken_skipping_holder_check() -> Self {
         let b = Self::default();
@@ -184,6 +212,12 @@ impl MemoryBackend {
 
     /// A backend with a deliberate bug (feature `testkit`): for tests that
     /// show the conformance suite catches it.
+    ///
+    /// ```
+    /// use simba_backends::Flaw;
+    /// let broken = simba_backends::MemoryBackend::with_flaw(Flaw::SplitAcquire);
+    /// # drop(broken);
+    /// ```
     #[cfg(feature = "testkit")]
     pub fn with_flaw(flaw: Flaw) -> Self {
         let b = Self::default();
@@ -208,45 +242,34 @@ impl MemoryBackend {
         name: &LeaseName,
     ) -> Result<AcquireOutcome, BackendError> {
         let remaining = {
-            let mut st = self.lock();
-            let now = Instant::now();
-            let Some(remaining) = st.live(session, now) else {
-                return Ok(AcquireOutcome::Expired);
-            };
-            let holder = st.leases.get(name).and_then(|l| l.holder);
-            let holder_remaining = holder
-                .filter(|h| *h != session)
-                .and_then(|h| st.live(h, now));
-            match holder {
-                Some(h) if h != session && holder_remaining.is_some() => {
-                    let token = st.leases.get(name).and_then(|l| Token::new(l.token));
-                    return Ok(AcquireOutcome::Held {
-                        holder: Some(h),
-                        token,
-                        holder_remaining,
-                    });
-                }
-                Some(h) if h == session => {
-                    let token = st.leases.get(name).and_then(|l| Token::new(l.token));
-                    if let Some(token) = token {
-                        return Ok(AcquireOutcome::Won { token, remaining });
-                    }
-                }
-                _ => {}
+            let st = self.lock();
+            let kept = st.model.lease(name).and_then(|l| l.owned_by(session));
+            // Decide on a copy: nothing is written before the pause.
+            let mut probe = st.model.clone();
+            match probe.acquire(st.now(), session, name)? {
+                AcquireOutcome::Won { token, remaining } if kept != Some(token) => remaining,
+                decided => return Ok(st.report(decided)),
             }
-            remaining
         };
         futures_timer::Delay::new(Duration::from_millis(2)).await;
         let mut st = self.lock();
-        let lease = st.leases.entry(name.clone()).or_insert(Lease {
-            holder: None,
-            token: 0,
-        });
-        lease.holder = Some(session);
-        lease.token = lease.token.saturating_add(1);
-        let token = Token::new(lease.token)
-            .ok_or_else(|| BackendError::new(BackendErrorKind::Malformed, "token 0"))?;
-        Ok(AcquireOutcome::Won { token, remaining })
+        let now = st.now();
+        // Write without looking again: a new term even over the caller's own
+        // (won meanwhile by a concurrent call): end that term first, without
+        // a broadcast, then take the name whoever holds it.
+        if let Some((holder, token)) = st.model.owner(name) {
+            if holder == session {
+                st.model.release(now, session, name, token);
+                st.model.take_announcements();
+            }
+        }
+        match st.model.acquire_ignoring_holder(now, session, name)? {
+            AcquireOutcome::Won { token, .. } => Ok(AcquireOutcome::Won {
+                token,
+                remaining: st.reported(remaining),
+            }),
+            other => Ok(st.report(other)),
+        }
     }
 }
 
@@ -268,21 +291,21 @@ impl Backend for MemoryBackend {
             let mut st = self.lock();
             st.injected_failure()?;
             let session = random_session_id()?;
-            let now = Instant::now();
-            st.sessions.retain(|_, s| s.expires > now);
-            let expires = st.expiry(now, lease_duration);
-            st.sessions.insert(
+            let granted = if flawed!(st, ExpireEarly) {
+                lease_duration.mul_f64(0.9)
+            } else {
+                lease_duration
+            };
+            let now = st.now();
+            let mut grant = st.model.open_session_granted(
+                now,
                 session,
-                Session {
-                    expires,
-                    lease_duration,
-                    metadata: metadata.clone(),
-                },
-            );
-            Ok(SessionGrant {
-                session,
-                remaining: lease_duration,
-            })
+                lease_duration,
+                granted,
+                metadata.clone(),
+            )?;
+            grant.remaining = st.reported(grant.remaining);
+            Ok(grant)
         })();
         futures::future::ready(result).boxed()
     }
@@ -291,39 +314,19 @@ impl Backend for MemoryBackend {
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
-            let now = Instant::now();
-            if st.live(session, now).is_none() {
-                return Err(RenewError::Expired);
+            let now = st.now();
+            let kept = if flawed!(st, RenewKeepsExpiry) {
+                st.model.expires_at(session)
+            } else {
+                None
+            };
+            let mut renewal = st.model.renew(now, session)?;
+            if let Some(at) = kept {
+                st.model.set_expiry(session, at);
             }
-            #[cfg(feature = "testkit")]
-            let keep = st.flaw == Some(Flaw::RenewKeepsExpiry);
-            #[cfg(not(feature = "testkit"))]
-            let keep = false;
-            let Some(lease_duration) = st.sessions.get(&session).map(|s| s.lease_duration) else {
-                return Err(RenewError::Expired);
-            };
-            let expires = st.expiry(now, lease_duration);
-            let remaining = match st.sessions.get_mut(&session) {
-                Some(s) => {
-                    if !keep {
-                        s.expires = expires;
-                    }
-                    s.lease_duration
-                }
-                None => return Err(RenewError::Expired),
-            };
-            let owned = st
-                .leases
-                .iter()
-                .filter(|(_, l)| l.holder == Some(session))
-                .filter_map(|(n, l)| Some((n.clone(), Token::new(l.token)?)))
-                .collect();
-            let groups = st.group_views(session, now);
-            Ok(Renewal {
-                remaining,
-                owned,
-                groups,
-            })
+            renewal.remaining = st.reported(renewal.remaining);
+            st.broadcast();
+            Ok(renewal)
         })();
         futures::future::ready(result).boxed()
     }
@@ -334,47 +337,20 @@ impl Backend for MemoryBackend {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         #[cfg(feature = "testkit")]
-        if self.lock().flaw == Some(Flaw::SplitAcquire) {
+        if flawed!(self.lock(), SplitAcquire) {
             return self.split_acquire(session, name).boxed();
         }
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
-            let now = Instant::now();
-            let Some(remaining) = st.live(session, now) else {
-                return Ok(AcquireOutcome::Expired);
-            };
-            let holder = st.leases.get(name).and_then(|l| l.holder);
-            let holder_remaining = match holder {
-                Some(h) if h != session && !st.skip_holder_check => st.live(h, now),
-                _ => None,
-            };
-            let holder_live = holder_remaining.is_some();
-            let lease = st.leases.entry(name.clone()).or_insert(Lease {
-                holder: None,
-                token: 0,
-            });
-            if lease.holder == Some(session) {
-                // Idempotent: the owner acquiring again keeps its term.
-            } else if holder_live {
-                return Ok(AcquireOutcome::Held {
-                    holder: lease.holder,
-                    token: Token::new(lease.token),
-                    holder_remaining,
-                });
+            let now = st.now();
+            let outcome = if st.skip_holder_check {
+                st.model.acquire_ignoring_holder(now, session, name)?
             } else {
-                lease.holder = Some(session);
-                lease.token = lease.token.checked_add(1).ok_or_else(|| {
-                    BackendError::new(
-                        BackendErrorKind::Malformed,
-                        format!("token of lease `{name}` would overflow"),
-                    )
-                })?;
-            }
-            let token = Token::new(lease.token).ok_or_else(|| {
-                BackendError::new(BackendErrorKind::Malformed, "token 0 for an owned lease")
-            })?;
-            Ok(AcquireOutcome::Won { token, remaining })
+                st.model.acquire(now, session, name)?
+            };
+            st.broadcast();
+            Ok(st.report(outcome))
         })();
         futures::future::ready(result).boxed()
     }
@@ -388,16 +364,9 @@ impl Backend for MemoryBackend {
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
-            let released = match st.leases.get_mut(name) {
-                Some(l) if l.holder == Some(session) && l.token == token.get() => {
-                    l.holder = None;
-                    true
-                }
-                _ => false,
-            };
-            if released {
-                st.broadcast(name);
-            }
+            let now = st.now();
+            st.model.release(now, session, name, token);
+            st.broadcast();
             Ok(())
         })();
         futures::future::ready(result).boxed()
@@ -407,18 +376,9 @@ impl Backend for MemoryBackend {
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
-            st.sessions.remove(&session);
-            st.leave_all_groups(session);
-            let mut freed = Vec::new();
-            for (name, lease) in st.leases.iter_mut() {
-                if lease.holder == Some(session) {
-                    lease.holder = None;
-                    freed.push(name.clone());
-                }
-            }
-            for name in &freed {
-                st.broadcast(name);
-            }
+            let now = st.now();
+            st.model.close_session(now, session);
+            st.broadcast();
             Ok(())
         })();
         futures::future::ready(result).boxed()
@@ -433,31 +393,27 @@ impl Backend for MemoryBackend {
             check_prefix(prefix)?;
             let mut st = self.lock();
             st.injected_failure()?;
-            let now = Instant::now();
-            st.sessions.retain(|_, s| s.expires > now);
-            let mut sessions: Vec<SessionInfo> = st
+            let now = st.now();
+            let seen = st.model.inspect(now, Some(prefix));
+            st.broadcast();
+            let sessions = seen
                 .sessions
-                .iter()
-                .map(|(id, s)| SessionInfo {
-                    session: *id,
-                    remaining: st.reported(s.expires - now),
-                    lease_duration: s.lease_duration,
-                    metadata: s.metadata.clone(),
+                .into_iter()
+                .map(|s| SessionInfo {
+                    session: s.session,
+                    remaining: st.reported(s.remaining),
+                    lease_duration: s.requested,
+                    metadata: s.data,
                 })
                 .collect();
-            sessions.sort_by_key(|s| s.session);
-            let leases = st
+            let leases = seen
                 .leases
-                .iter()
-                .filter(|(n, _)| n.as_str().starts_with(prefix))
-                .map(|(name, l)| {
-                    let live = l.holder.and_then(|h| st.sessions.get(&h).map(|s| (h, s)));
-                    LeaseInfo {
-                        name: name.clone(),
-                        holder: live.map(|(h, _)| h),
-                        token: Token::new(l.token),
-                        remaining: live.map(|(_, s)| st.reported(s.expires - now)),
-                    }
+                .into_iter()
+                .map(|l| LeaseInfo {
+                    name: l.name,
+                    holder: l.holder,
+                    token: Some(l.token),
+                    remaining: l.remaining.map(|r| st.reported(r)),
                 })
                 .collect();
             Ok(Inspection { leases, sessions })
@@ -485,14 +441,11 @@ impl Backend for MemoryBackend {
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
-            if st.live(session, Instant::now()).is_none() {
-                // A no-op, as on every backend: the session's next renewal
-                // says `Expired`.
-                return Ok(());
-            }
-            if st.groups.entry(group.clone()).or_default().insert(session) {
-                st.broadcast(group);
-            }
+            let now = st.now();
+            // With a session that is not live, a no-op, as on every
+            // backend: the session's next renewal says `Expired`.
+            st.model.join_group(now, session, group);
+            st.broadcast();
             Ok(())
         })();
         futures::future::ready(result).boxed()
@@ -506,14 +459,9 @@ impl Backend for MemoryBackend {
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
-            let left = st
-                .groups
-                .get_mut(group)
-                .is_some_and(|members| members.remove(&session));
-            if left {
-                st.groups.retain(|_, members| !members.is_empty());
-                st.broadcast(group);
-            }
+            let now = st.now();
+            st.model.leave_group(now, session, group);
+            st.broadcast();
             Ok(())
         })();
         futures::future::ready(result).boxed()
@@ -529,30 +477,18 @@ impl Backend for MemoryBackend {
         let result = (|| {
             let mut st = self.lock();
             st.injected_failure()?;
-            let now = Instant::now();
-            // The holder check comes first: a session that does not own the
-            // lease with this token learns nothing about the slots.
-            let owns = st
-                .leases
-                .get(name)
-                .is_some_and(|l| l.holder == Some(session) && l.token == token.get());
-            #[cfg(feature = "testkit")]
-            let (any_holder, rewind) = (
-                st.flaw == Some(Flaw::SlotIgnoresHolder),
-                st.flaw == Some(Flaw::SlotRewinds),
-            );
-            #[cfg(not(feature = "testkit"))]
-            let (any_holder, rewind) = (false, false);
-            if !any_holder && (!owns || st.live(session, now).is_none()) {
+            let now = st.now();
+            let any_holder = flawed!(st, SlotIgnoresHolder);
+            let rewind = flawed!(st, SlotRewinds);
+            if !any_holder && !rewind {
+                return Ok(st.model.claim_slot(now, session, name, token, slot));
+            }
+            // A flawed claim: the model's two halves, one of them broken.
+            st.model.expire(now);
+            if !any_holder && st.model.owner(name) != Some((session, token)) {
                 return Ok(SlotClaim::NotHolder);
             }
-            match st.slots.get(name) {
-                Some(&last) if last >= slot && !rewind => Ok(SlotClaim::AlreadyClaimed { last }),
-                _ => {
-                    st.slots.insert(name.clone(), slot);
-                    Ok(SlotClaim::Claimed)
-                }
-            }
+            Ok(st.model.record_slot(name, slot, !rewind))
         })();
         futures::future::ready(result).boxed()
     }

@@ -100,6 +100,13 @@
 //! kind of entry next to elections and locks: each partition is a lease with
 //! its own terms, and the assignment rule ([`assign_partitions`], S10.2)
 //! lives in this crate.
+//!
+//! ## The backend model
+//!
+//! [`model::LeaseModel`] is the one sequential model of a backend
+//! (sessions, leases, tokens, expiry by durations, groups, slots), pure and
+//! clock-free like the engine: the in-memory backend, the simulation's
+//! backend and the history checker of the backend test kit all run it.
 #![forbid(unsafe_code)]
 
 mod config;
@@ -109,6 +116,7 @@ mod error;
 mod group;
 mod ids;
 mod lease;
+pub mod model;
 #[cfg(feature = "mutants")]
 mod mutant;
 mod name;

@@ -1,7 +1,9 @@
 //! Simba's deterministic cluster simulator.
 //!
 //! Many unchanged [`simba_core`] engines run against a simulated backend
-//! ([`backend::SimBackend`]), in virtual time, under faults, and checkers run
+//! ([`backend::SimBackend`], a shell over the one sequential lease model
+//! [`simba_core::model::LeaseModel`] that `MemoryBackend` also runs), in
+//! virtual time, under faults, and checkers run
 //! after every step. Everything a run does is drawn from its seed
 //! ([`params::draw`]), so a seed replays exactly; the trace hash proves it.
 //!

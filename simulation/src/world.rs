@@ -1828,7 +1828,7 @@ impl World {
                     self.s44_arrived(node, op.0, &name, b);
                 }
                 let result = if up {
-                    Ok(self.backend.acquire(b, session, &name))
+                    self.backend.acquire(b, session, &name)
                 } else {
                     Err(down())
                 };

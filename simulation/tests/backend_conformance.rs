@@ -72,7 +72,7 @@ impl Backend for SimClient {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         let r = self.with(|b, now| b.acquire(now, session, name));
-        async move { Ok(r) }.boxed()
+        async move { r }.boxed()
     }
     fn release<'a>(
         &'a self,

@@ -28,20 +28,20 @@ fn tokens_strictly_increase_per_name_s3_2() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
     let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
     let c = b.open_session(0, Duration::from_secs(10)).unwrap().session;
-    let t1 = won(b.acquire(0, a, &name("x")));
+    let t1 = won(b.acquire(0, a, &name("x")).unwrap());
     assert_eq!(
-        won(b.acquire(1, a, &name("x"))),
+        won(b.acquire(1, a, &name("x")).unwrap()),
         t1,
         "the owner gets its token again"
     );
     assert!(
-        matches!(b.acquire(1, c, &name("x")), AcquireOutcome::Held { holder: Some(h), .. } if h == a)
+        matches!(b.acquire(1, c, &name("x")).unwrap(), AcquireOutcome::Held { holder: Some(h), .. } if h == a)
     );
     assert!(b.release(2, a, &name("x"), t1));
-    let t2 = won(b.acquire(3, c, &name("x")));
+    let t2 = won(b.acquire(3, c, &name("x")).unwrap());
     assert!(t2 > t1);
     assert_eq!(
-        won(b.acquire(3, c, &name("y"))).get(),
+        won(b.acquire(3, c, &name("y")).unwrap()).get(),
         1,
         "tokens are per name"
     );
@@ -51,9 +51,9 @@ fn tokens_strictly_increase_per_name_s3_2() {
 fn release_is_token_conditional_s3_5() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
     let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
-    let t1 = won(b.acquire(0, a, &name("x")));
+    let t1 = won(b.acquire(0, a, &name("x")).unwrap());
     assert!(b.release(1, a, &name("x"), t1));
-    let t2 = won(b.acquire(2, a, &name("x")));
+    let t2 = won(b.acquire(2, a, &name("x")).unwrap());
     assert!(
         !b.release(3, a, &name("x"), t1),
         "a late release is a no-op for a later term"
@@ -69,7 +69,7 @@ fn sessions_expire_by_the_backend_clock_and_never_come_back_s1_2() {
     };
     let mut b = SimBackend::new(opts, 1);
     let a = b.open_session(0, Duration::from_secs(3)).unwrap().session;
-    won(b.acquire(0, a, &name("x")));
+    won(b.acquire(0, a, &name("x")).unwrap());
     let r = b.renew(2 * S, a).unwrap();
     assert_eq!(r.remaining, Duration::from_secs(3));
     assert_eq!(r.owned.len(), 1);
@@ -80,7 +80,10 @@ fn sessions_expire_by_the_backend_clock_and_never_come_back_s1_2() {
     assert_eq!(b.session_count(), 0);
     assert_eq!(b.take_broadcasts(), vec![name("x")], "expiry is broadcast");
     assert_eq!(b.renew(5 * S, a), Err(RenewError::Expired));
-    assert_eq!(b.acquire(5 * S, a, &name("x")), AcquireOutcome::Expired);
+    assert_eq!(
+        b.acquire(5 * S, a, &name("x")).unwrap(),
+        AcquireOutcome::Expired
+    );
 }
 
 #[test]
@@ -97,7 +100,7 @@ fn millisecond_clock_and_rounded_remaining() {
         .unwrap()
         .session;
     assert_eq!(b.next_expiry(), Some(3 * S + MS));
-    match b.acquire(2 * S + 500_000, a, &name("x")) {
+    match b.acquire(2 * S + 500_000, a, &name("x")).unwrap() {
         AcquireOutcome::Won { remaining, .. } => {
             assert_eq!(remaining, Duration::from_millis(1_001))
         }
@@ -120,8 +123,8 @@ fn grants_are_capped_like_zookeeper_s8_4() {
 fn close_releases_everything_and_broadcasts_s1_4() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
     let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
-    won(b.acquire(0, a, &name("x")));
-    won(b.acquire(0, a, &name("y")));
+    won(b.acquire(0, a, &name("x")).unwrap());
+    won(b.acquire(0, a, &name("y")).unwrap());
     b.close_session(1, a);
     assert_eq!(b.owner(&name("x")), None);
     assert_eq!(b.take_broadcasts(), vec![name("x"), name("y")]);
@@ -140,9 +143,9 @@ fn bad_lease_durations_are_rejected() {
 fn inspect_lists_released_names_with_their_last_token() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
     let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
-    let ta = won(b.acquire(0, a, &name("grp.a")));
-    let tb = won(b.acquire(0, a, &name("grp.b")));
-    won(b.acquire(0, a, &name("other")));
+    let ta = won(b.acquire(0, a, &name("grp.a")).unwrap());
+    let tb = won(b.acquire(0, a, &name("grp.b")).unwrap());
+    won(b.acquire(0, a, &name("other")).unwrap());
     assert!(b.release(1, a, &name("grp.b"), tb));
     let (leases, sessions) = b.inspect(2, Some("grp."));
     assert_eq!(leases.len(), 2);
@@ -156,7 +159,7 @@ fn inspect_lists_released_names_with_their_last_token() {
 fn restart_keeps_or_loses_state() {
     let mut b = SimBackend::new(BackendOptions::default(), 1);
     let a = b.open_session(0, Duration::from_secs(10)).unwrap().session;
-    let t = won(b.acquire(0, a, &name("x")));
+    let t = won(b.acquire(0, a, &name("x")).unwrap());
     b.restart(true);
     assert_eq!(b.owner(&name("x")), Some((a, t)));
     b.restart(false);
@@ -165,7 +168,7 @@ fn restart_keeps_or_loses_state() {
     let c = b.open_session(1, Duration::from_secs(10)).unwrap().session;
     assert_ne!(c, a, "session ids are never reused (S1.3)");
     assert_eq!(
-        won(b.acquire(1, c, &name("x"))).get(),
+        won(b.acquire(1, c, &name("x")).unwrap()).get(),
         1,
         "lost state: tokens restart"
     );

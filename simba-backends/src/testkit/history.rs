@@ -2,17 +2,26 @@
 //! against a backend, each call's invocation and completion recorded on one
 //! monotonic clock ([`record`]); [`check`] then verifies the history
 //!
-//! * against the **sequential lease model** below, by a Wing–Gong style
-//!   search for a linearization (Knossos / porcupine family): an order of
-//!   the calls that respects real time (a call that completed before another
-//!   was invoked comes first) in which the model, run call by call, gives
-//!   every observed answer; and
+//! * against Simba's one **sequential lease model**
+//!   ([`simba_core::model`], the model `MemoryBackend` and the simulation's
+//!   backend run), by a Wing–Gong style search for a linearization
+//!   (Knossos / porcupine family): an order of the calls that respects real
+//!   time (a call that completed before another was invoked comes first) in
+//!   which the model, run call by call, gives every observed answer; and
 //! * against two **direct invariants**: tokens strictly increase per name
 //!   (a term that began after another term's win has a greater token, and
 //!   no token is won by two sessions), and no two sessions are both told they
 //!   own the name while both believe themselves live (S3.2, S1.2).
 //!
 //! # Expiry windows
+//!
+//! What a call does to the name (who holds it, which token a new term gets,
+//! what a release or a close frees, which token a renewal lists) is decided
+//! by the shared model's per-name transitions, [`LeaseState`]. What the
+//! checker adds is the judgement those transitions take as an input: is the
+//! caller, or the holder, still live? The model proper judges by one exact
+//! expiry instant; here an expiry is only known as a window, so the checker
+//! judges as follows and passes its judgement in.
 //!
 //! Expiry makes the answers depend on time, and the backend's clock is not
 //! the client's. The checker gives each call a *linearization time* inside
@@ -36,6 +45,7 @@
 
 use crate::Backend;
 use futures::future::join_all;
+use simba_core::model::{Acquired, LeaseState};
 use simba_core::{AcquireOutcome, LeaseName, RenewError, SessionId, Token};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -428,15 +438,16 @@ fn invariants(h: &History, c: &Check, v: &mut Verdict) {
     }
 }
 
-/// The sequential model of one lease name (see the module docs).
+/// The search's state for one lease name: the shared model's record of the
+/// name, and the expiry windows of the sessions (see the module docs).
 #[derive(Clone, Debug, Default)]
 struct Model {
     /// Live or possibly-live sessions: expiry window `[lo, hi]` (µs).
     sessions: BTreeMap<SessionId, (i64, i64)>,
     /// Sessions known expired or closed (never come back, S1.2).
     dead: Vec<SessionId>,
-    holder: Option<SessionId>,
-    token: u64,
+    /// The name, run by the shared model's transitions.
+    lease: LeaseState,
 }
 
 impl Model {
@@ -496,8 +507,9 @@ impl Search<'_> {
                 if !m.may_live(*s, a, tol + late) {
                     return bad("the session had expired");
                 }
-                let expect = (m.holder == Some(*s)).then_some(m.token);
-                if owned.map(Token::get) != expect {
+                let expect = m.lease.owned_by(*s);
+                if *owned != expect {
+                    let expect = expect.map(Token::get);
                     return bad(&format!("the model's owned token is {expect:?}"));
                 }
                 m.sessions.insert(*s, (a + self.lease, b + self.lease));
@@ -515,53 +527,61 @@ impl Search<'_> {
                 if !m.may_live(*s, a, tol + late) {
                     return bad("the caller's session had expired");
                 }
-                if m.holder == Some(*s) {
-                    if tok.get() != m.token {
-                        return bad(&format!("re-acquire must keep token {}", m.token));
+                // A win over another holder judges that holder expired.
+                if let Some(h) = m.lease.holder().filter(|h| h != s) {
+                    if !m.may_die(h, b, tol) {
+                        return bad(&format!("holder {h} was surely live"));
                     }
-                } else {
-                    if let Some(h) = m.holder {
-                        if !m.may_die(h, b, tol) {
-                            return bad(&format!("holder {h} was surely live"));
-                        }
-                        if let Some(&(lo, _)) = m.sessions.get(&h) {
-                            next = next.max(lo - tol);
-                        }
-                        m.kill(h);
+                    if let Some(&(lo, _)) = m.sessions.get(&h) {
+                        next = next.max(lo - tol);
                     }
-                    // S3.2 asks for a greater token, not the next integer:
-                    // revision-based tokens (etcd, ZooKeeper) skip values.
-                    if tok.get() <= m.token {
-                        return bad(&format!("a new term's token must exceed {}", m.token));
+                    m.kill(h);
+                }
+                // The model proposes the observed token: S3.2 asks for a
+                // greater token, not the next integer (revision-based tokens,
+                // etcd and ZooKeeper, skip values).
+                let last = m.lease.last_token().map_or(0, Token::get);
+                match m.lease.acquire(*s, false, tok.get()) {
+                    Ok(Acquired::Kept(kept)) if kept != *tok => {
+                        return bad(&format!("re-acquire must keep token {kept}"));
                     }
-                    m.holder = Some(*s);
-                    m.token = tok.get();
+                    Ok(Acquired::NewTerm { token, .. }) if token != *tok => {
+                        return bad(&format!("a new term's token must exceed {last}"));
+                    }
+                    Ok(Acquired::Kept(_) | Acquired::NewTerm { .. }) => {}
+                    Ok(Acquired::Held { .. }) | Err(_) => {
+                        return bad("the model cannot grant this token");
+                    }
                 }
             }
             (Op::Acquire(s), Ret::Held(holder, tok)) => {
                 if !m.may_live(*s, a, tol + late) {
                     return bad("the caller's session had expired");
                 }
-                let Some(h) = m.holder.filter(|h| h != s) else {
+                let Some(h) = m.lease.holder().filter(|h| h != s) else {
                     return bad("the lease was free or the caller's");
                 };
                 if !m.may_live(h, a, tol + late) {
                     return bad(&format!("holder {h} had surely expired"));
                 }
-                if holder.is_some_and(|x| x != h) || tok.is_some_and(|x| x.get() != m.token) {
-                    return bad(&format!("the model's holder is {h} with token {}", m.token));
+                // The holder is judged live: the model must answer `Held`.
+                let Ok(Acquired::Held {
+                    holder: mh,
+                    token: mt,
+                }) = m.lease.acquire(*s, true, 0)
+                else {
+                    return bad("the lease was free or the caller's");
+                };
+                if holder.is_some_and(|x| x != mh) || tok.is_some_and(|x| x != mt) {
+                    return bad(&format!("the model's holder is {mh} with token {mt}"));
                 }
             }
             (Op::Release(s, tok), Ret::Done) => {
-                if m.holder == Some(*s) && m.token == tok.get() {
-                    m.holder = None;
-                }
+                m.lease.release(*s, *tok);
             }
             (Op::Close(s), Ret::Done) => {
                 m.kill(*s);
-                if m.holder == Some(*s) {
-                    m.holder = None;
-                }
+                m.lease.drop_holder(*s);
             }
             _ => return bad("an answer this call cannot give"),
         }
@@ -574,11 +594,14 @@ impl Search<'_> {
     /// Outcomes a failed call may have had (besides none at all).
     fn failed_variants(m: &Model, e: &Event) -> Vec<Ret> {
         match &e.op {
-            Op::Acquire(_) => [m.token + 1, m.token.max(1)]
-                .into_iter()
-                .filter_map(Token::new)
-                .map(Ret::Won)
-                .collect(),
+            Op::Acquire(_) => {
+                let last = m.lease.last_token().map_or(0, Token::get);
+                [last.saturating_add(1), last.max(1)]
+                    .into_iter()
+                    .filter_map(Token::new)
+                    .map(Ret::Won)
+                    .collect()
+            }
             Op::Renew(_) => vec![Ret::Expired],
             Op::Release(..) | Op::Close(_) => vec![Ret::Done],
             // A failed open leaves at most a session nobody uses.
