@@ -96,7 +96,7 @@ ensure_tls_redis() {
     --tls-ca-cert-file "$dir/ca.pem" --tls-auth-clients no \
     --save "" --appendonly no --dir "$dir" --daemonize yes \
     --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
-    --user "simba on >s3cret ~* &* +@all" --user "default off"
+    --user simba on '>s3cret' '~*' '&*' '+@all' --user default off
   CLEANUP+=("kill \$(cat '$dir/redis.pid' 2>/dev/null) 2>/dev/null; sleep 0.3; rm -rf '$dir'")
   wait_port 6380 30 "Redis (TLS)"
 }

@@ -264,12 +264,13 @@ impl BackendConfig {
                     // Redis over TLS: the CA file (PEM) that signs the
                     // server's certificate, instead of the public roots.
                     "simba_tls_ca" if kind == BackendKind::Redis => {
-                        tls_ca = Some(percent_decode(v).filter(|p| !p.is_empty()).ok_or_else(
-                            || ConfigError::InvalidParameter {
-                                key: "simba_tls_ca",
-                                url: redact(url),
-                            },
-                        )?);
+                        tls_ca =
+                            Some(percent_decode(v).filter(|p| !p.is_empty()).ok_or_else(|| {
+                                ConfigError::InvalidParameter {
+                                    key: "simba_tls_ca",
+                                    url: redact(url),
+                                }
+                            })?);
                     }
                     "simba_transaction_pooling" => {
                         transaction_pooling = flag("simba_transaction_pooling", v)?;

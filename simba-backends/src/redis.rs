@@ -379,6 +379,10 @@ fn map_err(what: &str, e: &RedisError) -> BackendError {
         ErrorKind::AuthenticationFailed | ErrorKind::InvalidClientConfig
     ) {
         BackendErrorKind::Rejected
+    } else if e.is_io_error() && e.to_string().contains("certificate") {
+        // rustls refused the server's certificate (unknown issuer, wrong
+        // name, expired): a setting to fix, not a server that is down.
+        BackendErrorKind::Rejected
     } else if e.is_timeout() {
         BackendErrorKind::Timeout
     } else if e.is_io_error()
@@ -456,7 +460,11 @@ async fn within<T>(
 
 /// A client for `rediss://` that trusts the CA in the PEM file `ca`.
 #[cfg(any(feature = "redis-tls", feature = "redis-tls-async-std"))]
-fn tls_client(url: &str, ca: &str, redacted_url: &str) -> Result<redis::RedisResult<Client>, BackendError> {
+fn tls_client(
+    url: &str,
+    ca: &str,
+    redacted_url: &str,
+) -> Result<redis::RedisResult<Client>, BackendError> {
     let root_cert = std::fs::read(ca).map_err(|e| {
         BackendError::new(
             BackendErrorKind::Rejected,
@@ -474,7 +482,11 @@ fn tls_client(url: &str, ca: &str, redacted_url: &str) -> Result<redis::RedisRes
 
 /// Without a TLS feature, `simba_tls_ca` cannot be honoured.
 #[cfg(not(any(feature = "redis-tls", feature = "redis-tls-async-std")))]
-fn tls_client(_url: &str, _ca: &str, redacted_url: &str) -> Result<redis::RedisResult<Client>, BackendError> {
+fn tls_client(
+    _url: &str,
+    _ca: &str,
+    redacted_url: &str,
+) -> Result<redis::RedisResult<Client>, BackendError> {
     Err(BackendError::new(
         BackendErrorKind::Rejected,
         format!(

@@ -4,13 +4,14 @@
 //! were down), and credentials stay redacted.
 //!
 //! The servers are private instances started by `scripts/servers.d/tls.sh`
-//! (part of the README's test command): PostgreSQL on 127.0.0.1:5433 and
-//! MariaDB on 127.0.0.1:3307, both refusing plain text, with a certificate
+//! (part of the README's test command): PostgreSQL on 127.0.0.1:5433,
+//! MariaDB on 127.0.0.1:3307 and Redis on 127.0.0.1:6380 (ACL user
+//! `simba`, password `s3cret`; the default user off), all refusing plain text, with a certificate
 //! for `localhost` and 127.0.0.1 signed by the test CA in
 //! `/var/tmp/simba-test-tls/ca.pem`. Since those servers refuse plain
 //! text, every successful call below went over TLS. Required when
 //! `CI=true`, unless `SIMBA_TEST_SKIP_SERVERS` lists `tls`.
-#![cfg(any(feature = "postgres", feature = "mysql"))]
+#![cfg(any(feature = "postgres", feature = "mysql", feature = "redis-tls"))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -280,5 +281,63 @@ mod mysql {
                 .await
                 .unwrap();
         }
+    }
+}
+
+#[cfg(feature = "redis-tls")]
+mod redis {
+    use super::*;
+    use simba_backends::redis::RedisBackend;
+
+    const WHAT: &str = "Redis with TLS at 127.0.0.1:6380";
+
+    async fn connect(url: &str) -> Result<RedisBackend, BackendError> {
+        RedisBackend::connect(&BackendConfig::parse(url)?).await
+    }
+
+    #[tokio::test]
+    async fn rediss_with_the_test_ca_and_an_acl_user() {
+        if !tls_server(WHAT, 6380) {
+            return;
+        }
+        for host in ["localhost", "127.0.0.1"] {
+            let b = connect(&format!(
+                "rediss://simba:s3cret@{host}:6380/0?simba_tls_ca={DIR}/ca.pem&simba_key_prefix={}",
+                tag()
+            ))
+            .await
+            .unwrap();
+            works(&b).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_certificate_a_wrong_password_and_plain_text_are_refused() {
+        if !tls_server(WHAT, 6380) {
+            return;
+        }
+        let e = connect(&format!(
+            "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/other-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "untrusted CA");
+        let e = connect(&format!(
+            "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "wrong password");
+        let e = connect(&format!(
+            "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/no-such-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "missing CA file");
+        // Plain text to the TLS port never gets an answer.
+        let e = connect("redis://simba:hunter2@127.0.0.1:6380/0")
+            .await
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 }
