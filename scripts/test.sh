@@ -44,6 +44,12 @@ done
 # are not): `cargo package` builds each from its own package, as crates.io
 # users would get it.
 PUBLISHED="-p simba-core -p simba-backends -p simba-client -p simba-tokio -p simba-async-std"
+# cargo extracts the packaged crates once per name and version into its
+# local-registry cache; a later run of the same version would verify stale
+# sources, so that cache of Simba's own crates goes first.
+clean_package_cache() {
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/simba-* target/package
+}
 
 # cargo-nextest runs the test binaries side by side (settings and why in
 # .config/nextest.toml); it does not run doc examples, so `cargo test --doc`
@@ -56,11 +62,13 @@ if cargo nextest --version >/dev/null 2>&1; then
   log "running every doc example: cargo test --workspace --all-features --doc"
   cargo test --workspace --all-features --doc || status=$?
   log "checking that each library crate packages and builds from its package alone"
+  clean_package_cache
   cargo package $PUBLISHED --allow-dirty --quiet || status=$?
   exit "$status"
 else
   log "cargo-nextest not found: running every test with cargo test $*"
   cargo test --workspace --all-features "$@"
   log "checking that each library crate packages and builds from its package alone"
+  clean_package_cache
   cargo package $PUBLISHED --allow-dirty --quiet
 fi

@@ -76,8 +76,6 @@ struct Sql {
     channel: String,
     open: String,
     renew: String,
-    judge: String,
-    take: String,
     release: String,
     close: String,
     /// Locks a lease row (inserting it free if missing) without changing it.
@@ -153,17 +151,6 @@ impl Sql {
                  WHERE c.slot < excluded.slot RETURNING c.slot"
             ),
             last_slot: format!("SELECT slot FROM {c} WHERE name = $1"),
-            judge: format!(
-                "WITH now AS (SELECT {NOW} AS t) \
-                 SELECT (SELECT me.expires_us - now.t FROM {s} me, now \
-                         WHERE me.id = $1 FOR SHARE OF me), \
-                        (SELECT h.expires_us - now.t FROM {s} h, now \
-                         WHERE h.id = $2 FOR SHARE OF h)"
-            ),
-            take: format!(
-                "UPDATE {l} SET session = $1, token = token + 1, acquired_us = {NOW} \
-                 WHERE name = $2 RETURNING token"
-            ),
             // Asynchronous commit (see `ASYNC_COMMIT`): only a release or
             // a close may lose its commit in a server crash.
             release: format!(
@@ -649,63 +636,87 @@ async fn acquire_on(
     name: &LeaseName,
 ) -> Result<AcquireOutcome, BackendError> {
     let get = |e| map_err(NAME, "acquire", e);
-    let id = session.to_bytes();
-    let mut tx = c.begin().await.map_err(get)?;
-    // 1. Lock the lease row (inserting it free if new). An upsert always
-    //    locks and returns the row's latest committed version, waiting for
-    //    any transaction that holds it.
-    let row = sqlx::query(&sql.lock)
-        .persistent(sql.persistent)
-        .bind(name.as_str())
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(get)?;
-    let holder: Option<Vec<u8>> = row.try_get(0).map_err(get)?;
-    let token: i64 = row.try_get(1).map_err(get)?;
-    // 2. A new statement takes a new snapshot, after the lock was granted:
+    // One round trip: three statements sent as one simple query, which the
+    // server runs as one transaction (or inside the caller's, for a test
+    // hold), each statement with a snapshot of its own (READ COMMITTED).
+    // The values are literals: the session id as hex, the name from its
+    // checked character set ([A-Za-z0-9._:-], S3.1, no quote can occur).
+    let me = format!(
+        "'\\x{}'::bytea",
+        session
+            .to_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    let n = format!("'{}'", name.as_str());
+    let (l, s) = (&sql.leases, &sql.sessions);
+    // 1. Lock the lease row (inserting it free if new): an upsert always
+    //    locks the row's latest committed version, waiting for any
+    //    transaction that holds it.
+    // 2. Take it with the next token if the caller is live and the lease
+    //    free, expired or held by a session that is not live. A new
+    //    statement takes a new snapshot, after the lock was granted:
     //    whoever wrote the holder into the row committed before it, so the
-    //    holder's session row is visible. Both session rows are share-locked
-    //    (a renewal or close in flight commits first; the latest version is
-    //    read).
-    let row = sqlx::query(&sql.judge)
-        .persistent(sql.persistent)
-        .bind(&id[..])
-        .bind(holder.as_deref())
-        .fetch_one(&mut *tx)
+    //    holder's session row is visible (the issue-9 takeover cannot
+    //    happen). Both session rows are share-locked, selected by id alone
+    //    (a row filtered out by an expiry test on the snapshot would never
+    //    be locked): a renewal or close in flight commits first and its
+    //    latest version is read.
+    // 3. Read the outcome: the row as it now is, and both sessions'
+    //    remaining time.
+    let query = format!(
+        "INSERT INTO {l} AS l (name, session, token, acquired_us) VALUES ({n}, NULL, 0, NULL) \
+         ON CONFLICT (name) DO UPDATE SET token = l.token;\n\
+         WITH now AS (SELECT {NOW} AS t), \
+         j AS (SELECT (SELECT me.expires_us FROM {s} me WHERE me.id = {me} FOR SHARE OF me) AS mine, \
+                      (SELECT h.expires_us FROM {s} h \
+                       WHERE h.id = (SELECT session FROM {l} WHERE name = {n}) \
+                       FOR SHARE OF h) AS theirs) \
+         UPDATE {l} AS l SET session = {me}, token = l.token + 1, acquired_us = now.t \
+         FROM now, j \
+         WHERE l.name = {n} AND l.session IS DISTINCT FROM {me} \
+           AND j.mine > now.t AND (j.theirs IS NULL OR j.theirs <= now.t);\n\
+         WITH now AS (SELECT {NOW} AS t) \
+         SELECT l.session, l.token, \
+           (SELECT me.expires_us - now.t FROM {s} me WHERE me.id = {me}), \
+           (SELECT h.expires_us - now.t FROM {s} h WHERE h.id = l.session) \
+         FROM {l} l, now WHERE l.name = {n}"
+    );
+    // A query without arguments goes out as a simple query, which may hold
+    // several statements.
+    let rows = sqlx::Executor::fetch_all(&mut *c, query.as_str())
         .await
         .map_err(get)?;
-    let judged = Judged {
-        mine_us: row.try_get(0).map_err(get)?,
-        holder,
-        token,
-        holder_us: row.try_get(1).map_err(get)?,
+    let [row] = rows.as_slice() else {
+        return Err(malformed(
+            NAME,
+            format!("acquire of `{name}` read {} rows, expected one", rows.len()),
+        ));
     };
+    let judged = Judged {
+        mine_us: row.try_get(2).map_err(get)?,
+        holder: row.try_get(0).map_err(get)?,
+        token: row.try_get(1).map_err(get)?,
+        holder_us: row.try_get(3).map_err(get)?,
+    };
+    let holder = judged.holder.clone();
+    let token = judged.token;
     match decide(NAME, session, name, judged)? {
-        Decision::Answer(outcome) => {
-            tx.rollback().await.map_err(get)?;
-            Ok(outcome)
-        }
-        // 3. Take it with the next token.
-        Decision::Take { next, remaining } => {
-            let taken: i64 = sqlx::query_scalar(&sql.take)
-                .persistent(sql.persistent)
-                .bind(&id[..])
-                .bind(name.as_str())
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(get)?;
-            tx.commit().await.map_err(get)?;
-            if taken != next {
-                return Err(malformed(
-                    NAME,
-                    format!("lease `{name}` taken with token {taken}, expected {next}"),
-                ));
-            }
-            Ok(AcquireOutcome::Won {
-                token: token_from(NAME, name.as_str(), taken)?,
-                remaining,
-            })
-        }
+        // Won (the caller holds it now, just taken or held already), Held
+        // or Expired.
+        Decision::Answer(outcome) => Ok(outcome),
+        // Free or expired, yet not taken: the caller or the holder crossed
+        // its expiry between statements 2 and 3. Never claim a win that
+        // was not written: answer held, to be retried.
+        Decision::Take { .. } => Ok(AcquireOutcome::Held {
+            holder: holder
+                .as_deref()
+                .map(|h| crate::sql::session_from(NAME, h))
+                .transpose()?,
+            token: Some(token_from(NAME, name.as_str(), token)?),
+            holder_remaining: Some(Duration::ZERO),
+        }),
     }
 }
 
