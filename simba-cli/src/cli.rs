@@ -115,6 +115,8 @@ pub enum Command {
     Cron(CronArgs),
     /// Take the one-shot lock NAME, run CMD, release (like flock); exit 75 if not acquired in time.
     Lock(LockArgs),
+    /// Campaign for NAME and lead until stopped, publishing PROPOSAL; or (--listen) print each new leader.
+    Elect(ElectArgs),
     /// Print the leases (name, holder, token, remaining) and the live sessions.
     Status(StatusArgs),
     /// Like status, refreshed in place until interrupted.
@@ -206,6 +208,28 @@ pub struct LockArgs {
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,
+}
+
+/// `simba elect`.
+#[derive(Debug, Clone, Args)]
+pub struct ElectArgs {
+    /// The election's lease name: 1-128 of [A-Za-z0-9._:-].
+    pub name: String,
+    /// What this candidate proposes (an address, say), published as its
+    /// session's `proposal` metadata so that observers see it.
+    #[arg(conflicts_with = "listen")]
+    pub proposal: Option<String>,
+    /// Only observe: print the leader and each new one (holder, token,
+    /// metadata with the proposal), without campaigning.
+    #[arg(short = 'l', long)]
+    pub listen: bool,
+    /// Exit at once (69) if the backend cannot be reached or is full,
+    /// instead of waiting and retrying with back-off.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Print NDJSON events on stdout (one object per line) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `simba status`.

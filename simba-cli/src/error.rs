@@ -33,7 +33,7 @@ Exit codes:
   0     success (run/lock: the command exited 0)
   1-125 run/lock: the command's own exit status, mirrored
   2     usage error (bad flags or arguments)
-  65    invalid lease name (or prefix), timing settings or schedule
+  65    invalid lease name (or prefix), timing settings, schedule or proposal
   69    backend unreachable or failing
   70    internal error
   74    I/O error of simba itself
@@ -66,6 +66,9 @@ pub enum CliError {
     /// A schedule of `simba cron` does not parse (S11.2).
     #[error("invalid schedule: {0}")]
     InvalidSchedule(String),
+    /// The proposal of `simba elect` cannot be published as session metadata.
+    #[error("invalid proposal: {0}")]
+    InvalidProposal(String),
     /// The configuration file is missing or malformed.
     #[error("configuration file {path}: {message}")]
     BadConfigFile {
@@ -111,7 +114,8 @@ impl CliError {
             CliError::InvalidName(_)
             | CliError::InvalidPrefix(_)
             | CliError::InvalidTiming(_)
-            | CliError::InvalidSchedule(_) => EXIT_DATAERR,
+            | CliError::InvalidSchedule(_)
+            | CliError::InvalidProposal(_) => EXIT_DATAERR,
             CliError::BadUrl(_) | CliError::BadConfigFile { .. } => EXIT_CONFIG,
             CliError::Backend(_) => EXIT_UNAVAILABLE,
             CliError::CommandNotFound(_) => EXIT_NOT_FOUND,

@@ -9,6 +9,7 @@
 //! | `simba run NAME -- CMD …` | competes for NAME and runs CMD only while leader; `--once`, `--restart` |
 //! | `simba cron NAME 'SCHEDULE' -- CMD …` | runs CMD at each slot of a cron, fixed-rate or fixed-delay schedule, only on the leader, each slot at most once (S11) |
 //! | `simba lock NAME [--wait D] -- CMD …` | a one-shot lock; exit 75 if not acquired in time |
+//! | `simba elect NAME [PROPOSAL]` | campaigns and leads until stopped, publishing PROPOSAL as session metadata; `--listen` prints each new leader |
 //! | `simba status [--json]` | leases (name, holder, token, remaining) and sessions |
 //! | `simba watch` | the same, refreshed in place |
 //! | `simba migrate` | creates the SQL schema (a no-op on Redis) |
@@ -47,7 +48,9 @@ mod child;
 mod cli;
 mod cron;
 mod demo;
+mod elect;
 mod error;
+mod events;
 mod settings;
 mod signals;
 mod status;
@@ -165,7 +168,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 until: None,
             };
             let simba = tokio::select! {
-                simba = client(&url, config, retry) => simba?,
+                simba = client(&url, config, retry, None) => simba?,
                 sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
             };
             let options = supervise::RunOptions {
@@ -189,7 +192,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 until: None,
             };
             let simba = tokio::select! {
-                simba = client(&url, config, retry) => simba?,
+                simba = client(&url, config, retry, None) => simba?,
                 sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
             };
             cron::cron(&simba, &args.name, schedule, &spec, &options, &mut signals).await
@@ -210,12 +213,38 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 until: wait.map(|w| started + w),
             };
             let simba = tokio::select! {
-                simba = client(&url, config, retry) => simba?,
+                simba = client(&url, config, retry, None) => simba?,
                 sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
             };
             // The time spent connecting counts against --wait.
             let wait = wait.map(|w| w.saturating_sub(started.elapsed()));
             supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
+        }
+        Command::Elect(args) => {
+            simba_core::LeaseName::new(&args.name)?;
+            let config = settings::timing(&cli.timing, &file)?;
+            if let Some(p) = &args.proposal {
+                simba_backends::SessionMetadata::new()
+                    .insert(elect::PROPOSAL_KEY, p.as_str())
+                    .map_err(|e| CliError::InvalidProposal(e.to_string()))?;
+            }
+            events::set_json(args.json);
+            let mut signals = StopSignals::install();
+            let retry = ConnectRetry {
+                enabled: !args.fail_fast,
+                until: None,
+            };
+            let proposal = args.proposal.as_deref();
+            let simba = tokio::select! {
+                simba = client(&url, config, retry, proposal) => simba?,
+                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
+            };
+            if args.listen {
+                drop(signals);
+                elect::listen(&simba, &args.name).await
+            } else {
+                elect::campaign(&simba, &args.name, proposal, &mut signals).await
+            }
         }
         Command::Demo(args) => {
             let lease = settings::parse_duration("--lease", &args.lease)?;
@@ -295,16 +324,23 @@ fn note(text: &str) {
 }
 
 /// Connects to the backend (see [`connect_retrying`]) and builds a client on it.
+/// `proposal` (`simba elect`) is published as the session's `proposal`
+/// metadata.
 async fn client(
     url: &str,
     config: simba_core::SimbaConfig,
     retry: ConnectRetry,
+    proposal: Option<&str>,
 ) -> Result<simba_tokio::Simba, CliError> {
     let backend = connect_retrying(url, retry).await?;
-    simba_tokio::builder_dyn(std::sync::Arc::from(backend))
-        .config(config)
-        .build()
-        .map_err(|e| CliError::Internal(e.to_string()))
+    let mut builder = simba_tokio::builder_dyn(std::sync::Arc::from(backend)).config(config);
+    if let Some(p) = proposal {
+        builder = builder.metadata(elect::PROPOSAL_KEY, p);
+    }
+    builder.build().map_err(|e| match e {
+        simba_tokio::BuildError::Metadata(e) => CliError::InvalidProposal(e.to_string()),
+        other => CliError::Internal(other.to_string()),
+    })
 }
 
 /// Parses `url` and connects, creating the tables if `create_schema`.

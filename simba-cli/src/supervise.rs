@@ -247,7 +247,7 @@ async fn leader_task(job: Arc<Job>, term: Term) {
 }
 
 /// Closes the client (releasing every lease at once, S1.4), bounded in time.
-async fn close(simba: &Simba) {
+pub(crate) async fn close(simba: &Simba) {
     if tokio::time::timeout(CLOSE_TIMEOUT, simba.close())
         .await
         .is_err()
