@@ -155,6 +155,12 @@ pub struct RunArgs {
     /// Run CMD again if it exits while still leader.
     #[arg(long)]
     pub restart: bool,
+    /// Exit with N (1-255) instead of 75 or 69 when the lease could not be
+    /// obtained (not acquired within --wait; backend unreachable or failing
+    /// before the command started), so that it cannot be mistaken for the
+    /// command's own status (like flock -E).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub conflict_exit_code: Option<u8>,
     /// Exit at once (69) if the backend cannot be reached or is full,
     /// instead of waiting and retrying with back-off.
     #[arg(long)]
@@ -201,6 +207,12 @@ pub struct LockArgs {
     /// (then exit 69).
     #[arg(long, value_name = "DURATION", value_parser = duration_text)]
     pub wait: Option<String>,
+    /// Exit with N (1-255) instead of 75 or 69 when the lease could not be
+    /// obtained (not acquired within --wait; backend unreachable or failing
+    /// before the command started), so that it cannot be mistaken for the
+    /// command's own status (like flock -E).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub conflict_exit_code: Option<u8>,
     /// Exit at once (69) if the backend cannot be reached or is full,
     /// instead of waiting and retrying with back-off.
     #[arg(long)]

@@ -39,6 +39,7 @@
 //! | 70 | internal error |
 //! | 74 | I/O error of simba itself |
 //! | 75 | `lock`: not acquired within `--wait` (`EX_TEMPFAIL`) |
+//! | N | `run`/`lock --conflict-exit-code N`: the lease could not be obtained (instead of 75 and 69) |
 //! | 78 | bad backend URL or configuration file |
 //! | 126 | the command cannot be executed |
 //! | 127 | the command does not exist |
@@ -158,24 +159,12 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             Ok(error::EXIT_OK)
         }
         Command::Run(args) => {
-            // Everything the user can get wrong is refused before any I/O.
-            simba_core::LeaseName::new(&args.name)?;
-            let config = settings::timing(&cli.timing, &file)?;
-            let spec = child_spec(&args.child)?;
-            let mut signals = StopSignals::install();
-            let retry = ConnectRetry {
-                enabled: !args.fail_fast,
-                until: None,
-            };
-            let simba = tokio::select! {
-                simba = client(&url, config, retry, None) => simba?,
-                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
-            };
-            let options = supervise::RunOptions {
-                once: args.once,
-                restart: args.restart,
-            };
-            supervise::run(&simba, &args.name, &spec, &options, &mut signals).await
+            let conflict = args.conflict_exit_code;
+            error::on_conflict(run(&url, &cli.timing, &file, args).await, conflict)
+        }
+        Command::Lock(args) => {
+            let conflict = args.conflict_exit_code;
+            error::on_conflict(lock(&url, &cli.timing, &file, args).await, conflict)
         }
         Command::Cron(args) => {
             simba_core::LeaseName::new(&args.name)?;
@@ -196,29 +185,6 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
             };
             cron::cron(&simba, &args.name, schedule, &spec, &options, &mut signals).await
-        }
-        Command::Lock(args) => {
-            simba_core::LeaseName::new(&args.name)?;
-            let config = settings::timing(&cli.timing, &file)?;
-            let spec = child_spec(&args.child)?;
-            let wait = args
-                .wait
-                .as_deref()
-                .map(|w| settings::parse_duration("--wait", w))
-                .transpose()?;
-            let mut signals = StopSignals::install();
-            let started = tokio::time::Instant::now();
-            let retry = ConnectRetry {
-                enabled: !args.fail_fast,
-                until: wait.map(|w| started + w),
-            };
-            let simba = tokio::select! {
-                simba = client(&url, config, retry, None) => simba?,
-                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
-            };
-            // The time spent connecting counts against --wait.
-            let wait = wait.map(|w| w.saturating_sub(started.elapsed()));
-            supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
         }
         Command::Elect(args) => {
             simba_core::LeaseName::new(&args.name)?;
@@ -251,6 +217,63 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             demo::demo(lease).await
         }
     }
+}
+
+/// `simba run`: competes and runs the command while leader.
+async fn run(
+    url: &str,
+    timing: &cli::TimingArgs,
+    file: &settings::FileConfig,
+    args: cli::RunArgs,
+) -> Result<u8, CliError> {
+    // Everything the user can get wrong is refused before any I/O.
+    simba_core::LeaseName::new(&args.name)?;
+    let config = settings::timing(timing, file)?;
+    let spec = child_spec(&args.child)?;
+    let mut signals = StopSignals::install();
+    let retry = ConnectRetry {
+        enabled: !args.fail_fast,
+        until: None,
+    };
+    let simba = tokio::select! {
+        simba = client(url, config, retry, None) => simba?,
+        sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
+    };
+    let options = supervise::RunOptions {
+        once: args.once,
+        restart: args.restart,
+    };
+    supervise::run(&simba, &args.name, &spec, &options, &mut signals).await
+}
+
+/// `simba lock`: takes the lock, runs the command, releases.
+async fn lock(
+    url: &str,
+    timing: &cli::TimingArgs,
+    file: &settings::FileConfig,
+    args: cli::LockArgs,
+) -> Result<u8, CliError> {
+    simba_core::LeaseName::new(&args.name)?;
+    let config = settings::timing(timing, file)?;
+    let spec = child_spec(&args.child)?;
+    let wait = args
+        .wait
+        .as_deref()
+        .map(|w| settings::parse_duration("--wait", w))
+        .transpose()?;
+    let mut signals = StopSignals::install();
+    let started = tokio::time::Instant::now();
+    let retry = ConnectRetry {
+        enabled: !args.fail_fast,
+        until: wait.map(|w| started + w),
+    };
+    let simba = tokio::select! {
+        simba = client(url, config, retry, None) => simba?,
+        sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
+    };
+    // The time spent connecting counts against --wait.
+    let wait = wait.map(|w| w.saturating_sub(started.elapsed()));
+    supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
 }
 
 fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
