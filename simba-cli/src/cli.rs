@@ -165,6 +165,11 @@ pub struct RunArgs {
     /// instead of waiting and retrying with back-off.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Print simba's own output as NDJSON events on stderr (one object per
+    /// line: competing, waiting, elected, revoked, exited, stopping, note,
+    /// error); the command keeps stdout.
+    #[arg(long)]
+    pub json: bool,
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,
@@ -217,6 +222,11 @@ pub struct LockArgs {
     /// instead of waiting and retrying with back-off.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Print simba's own output as NDJSON events on stderr (one object per
+    /// line: competing, waiting, elected, revoked, exited, stopping, note,
+    /// error); the command keeps stdout.
+    #[arg(long)]
+    pub json: bool,
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,
@@ -261,6 +271,10 @@ pub struct WatchArgs {
     /// Refresh period.
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration_text)]
     pub interval: String,
+    /// Print one NDJSON line per refresh (`{"event":"status",…}`) instead
+    /// of redrawing a table.
+    #[arg(long)]
+    pub json: bool,
     /// Only leases whose name starts with this.
     #[arg(long, value_name = "PREFIX")]
     pub prefix: Option<String>,

@@ -105,6 +105,16 @@ fn main() -> ExitCode {
 
 fn fail(e: &CliError) -> ExitCode {
     let line = simba_backends::redact(&e.to_string().replace('\n', " "));
+    if events::json() {
+        let _ = events::emit(
+            events::To::Stderr,
+            &events::Event::Error {
+                message: line,
+                exit_code: e.exit_code(),
+            },
+        );
+        return ExitCode::from(e.exit_code());
+    }
     let mut err = anstream::stderr();
     let _ = std::io::Write::write_fmt(&mut err, format_args!("simba: {}\n", style::error(&line)));
     ExitCode::from(e.exit_code())
@@ -131,6 +141,7 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             if let Some(p) = &args.prefix {
                 simba_backends::check_prefix(p).map_err(|e| CliError::InvalidPrefix(e.message))?;
             }
+            events::set_json(args.json);
             let (backend, redacted) = connect(&url, false).await?;
             status::watch(&*backend, args.prefix.as_deref(), interval, &redacted).await?;
             Ok(error::EXIT_OK)
@@ -226,6 +237,7 @@ async fn run(
     file: &settings::FileConfig,
     args: cli::RunArgs,
 ) -> Result<u8, CliError> {
+    events::set_json(args.json);
     // Everything the user can get wrong is refused before any I/O.
     simba_core::LeaseName::new(&args.name)?;
     let config = settings::timing(timing, file)?;
@@ -253,6 +265,7 @@ async fn lock(
     file: &settings::FileConfig,
     args: cli::LockArgs,
 ) -> Result<u8, CliError> {
+    events::set_json(args.json);
     simba_core::LeaseName::new(&args.name)?;
     let config = settings::timing(timing, file)?;
     let spec = child_spec(&args.child)?;
@@ -340,8 +353,17 @@ async fn connect_retrying(url: &str, retry: ConnectRetry) -> Result<Box<dyn Back
     }
 }
 
-/// Prints one progress line on stderr.
+/// Prints one progress line on stderr (with `--json`, a `note` event).
 fn note(text: &str) {
+    if events::json() {
+        let _ = events::emit(
+            events::To::Stderr,
+            &events::Event::Note {
+                message: text.to_owned(),
+            },
+        );
+        return;
+    }
     let mut err = anstream::stderr();
     let _ = std::io::Write::write_fmt(&mut err, format_args!("{} {text}\n", style::dim("simba:")));
 }
