@@ -123,6 +123,19 @@ pub enum Command {
     Watch(WatchArgs),
     /// Create the SQL schema (tables) of the backend.
     Migrate,
+    /// Print a completion script for SHELL on stdout
+    /// (e.g. `simba completions bash > ~/.local/share/bash-completion/completions/simba`).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) on stdout (e.g. `simba man | man -l -`).
+    Man,
+}
+
+/// `simba completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `simba demo`.

@@ -13,6 +13,7 @@
 //! | `simba status [--json]` | leases (name, holder, token, remaining) and sessions |
 //! | `simba watch` | the same, refreshed in place |
 //! | `simba migrate` | creates the SQL schema (a no-op on Redis) |
+//! | `simba completions SHELL`, `simba man` | a completion script, the manual page (roff), generated from the clap definition |
 //!
 //! The child of `run`/`lock` gets `SIMBA_LEASE_NAME`, `SIMBA_FENCING_TOKEN`
 //! and `SIMBA_SESSION_ID`. When its term ends it gets SIGTERM, then SIGKILL
@@ -58,7 +59,7 @@ mod status;
 mod style;
 mod supervise;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use cli::{Cli, Command};
 use error::CliError;
 use signals::StopSignals;
@@ -122,6 +123,12 @@ fn fail(e: &CliError) -> ExitCode {
 
 /// Runs one command; `Ok` holds the exit code.
 async fn dispatch(cli: Cli) -> Result<u8, CliError> {
+    // Generated from the command line alone: no configuration is read.
+    match &cli.command {
+        Command::Completions(args) => return completions(args.shell),
+        Command::Man => return man(),
+        _ => {}
+    }
     let file = match &cli.config {
         Some(path) => settings::read_file(path)?,
         None => settings::FileConfig::default(),
@@ -223,6 +230,8 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 elect::campaign(&simba, &args.name, proposal, &mut signals).await
             }
         }
+        Command::Completions(args) => completions(args.shell),
+        Command::Man => man(),
         Command::Demo(args) => {
             let lease = settings::parse_duration("--lease", &args.lease)?;
             demo::demo(lease).await
@@ -287,6 +296,30 @@ async fn lock(
     // The time spent connecting counts against --wait.
     let wait = wait.map(|w| w.saturating_sub(started.elapsed()));
     supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
+}
+
+/// `simba completions SHELL`: the completion script, from the clap definition.
+fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "simba", &mut out);
+    write_stdout(&out)?;
+    Ok(error::EXIT_OK)
+}
+
+/// `simba man`: the manual page (roff), from the clap definition.
+fn man() -> Result<u8, CliError> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+    write_stdout(&out)?;
+    Ok(error::EXIT_OK)
+}
+
+/// Writes `bytes` on stdout as they are (no styling).
+fn write_stdout(bytes: &[u8]) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    std::io::Write::write_all(&mut out, bytes)?;
+    std::io::Write::flush(&mut out)?;
+    Ok(())
 }
 
 fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
