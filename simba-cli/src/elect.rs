@@ -15,32 +15,15 @@
 use crate::error::CliError;
 use crate::events::{self, Event, To};
 use crate::signals::StopSignals;
-use crate::supervise::close;
+use crate::supervise::{close, Ev, Forward};
 use futures::StreamExt;
 use simba_core::RevokeReason;
-use simba_tokio::{ElectionListener, Simba, Term};
+use simba_tokio::{Simba, Term};
 use std::io::Write;
 use tokio::sync::mpsc;
 
 /// The session metadata key under which a campaign publishes its proposal.
 pub const PROPOSAL_KEY: &str = "proposal";
-
-/// What the election tells the campaign.
-enum Ev {
-    Elected(Term),
-    Revoked(Term, RevokeReason),
-}
-
-struct Forward(mpsc::UnboundedSender<Ev>);
-
-impl ElectionListener for Forward {
-    fn on_elected(&self, term: &Term) {
-        let _ = self.0.send(Ev::Elected(term.clone()));
-    }
-    fn on_revoked(&self, term: &Term, reason: RevokeReason) {
-        let _ = self.0.send(Ev::Revoked(term.clone(), reason));
-    }
-}
 
 /// Writes one event on stdout: NDJSON with `--json`, else one line of text.
 fn say(event: &Event<'_>) -> Result<(), CliError> {
@@ -135,6 +118,8 @@ pub async fn campaign(
                     proposal,
                 })?,
                 Some(Ev::Revoked(term, reason)) => say(&revoked(name, &term, reason))?,
+                // No leader task: nothing exits or fails.
+                Some(Ev::Exited { .. } | Ev::Failed(_)) => {}
                 None => {
                     close(simba).await;
                     return Err(CliError::Internal("the client stopped unexpectedly".into()));

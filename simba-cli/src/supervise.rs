@@ -80,8 +80,9 @@ fn note_text(text: &str) {
     }
 }
 
-/// What the election and its leader task tell the command's loop.
-enum Ev {
+/// What the election and its leader task tell the command's loop (and,
+/// its first two kinds only, `simba elect`'s).
+pub(crate) enum Ev {
     /// A term began.
     Elected(Term),
     /// A term ended.
@@ -98,7 +99,7 @@ enum Ev {
 }
 
 /// Forwards every term's start and end to the command's loop.
-struct Forward(mpsc::UnboundedSender<Ev>);
+pub(crate) struct Forward(pub(crate) mpsc::UnboundedSender<Ev>);
 
 impl ElectionListener for Forward {
     fn on_elected(&self, term: &Term) {

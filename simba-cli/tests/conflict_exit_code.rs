@@ -6,7 +6,6 @@
 mod common;
 
 use common::*;
-use std::process::Stdio;
 use std::time::Duration;
 
 #[test]
@@ -14,14 +13,7 @@ fn lock_not_acquired_within_wait_exits_with_the_conflict_exit_code() {
     let b = TestBackend::sqlite();
     let name = unique("conflict");
     let mark = b.path("holder");
-    let mut holder = b
-        .simba()
-        .args(["lock", &name, "--", "sh", "-c", MARK_AND_SLEEP])
-        .env("MARK", &mark)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_file(&mark, Duration::from_secs(30));
+    let mut holder = spawn_lock_holder(&b, &name, &mark);
 
     let out = b
         .simba()

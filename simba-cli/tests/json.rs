@@ -76,14 +76,7 @@ fn lock_json_ends_with_an_error_event_carrying_the_exit_code() {
     let b = TestBackend::sqlite();
     let name = unique("jlock");
     let mark = b.path("holder");
-    let mut holder = b
-        .simba()
-        .args(["lock", &name, "--", "sh", "-c", MARK_AND_SLEEP])
-        .env("MARK", &mark)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_file(&mark, LONG);
+    let mut holder = spawn_lock_holder(&b, &name, &mark);
     let out = b
         .simba()
         .args(["lock", &name, "--json", "--wait", "300ms", "--", "true"])

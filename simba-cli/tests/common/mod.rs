@@ -223,6 +223,20 @@ pub fn spawn_marking_leader(backend: &TestBackend, name: &str, mark: &Path) -> C
         .unwrap()
 }
 
+/// Starts `simba lock NAME` whose child marks `mark` then sleeps, and
+/// waits until it holds the lock.
+pub fn spawn_lock_holder(backend: &TestBackend, name: &str, mark: &Path) -> Child {
+    let holder = backend
+        .simba()
+        .args(["lock", name, "--", "sh", "-c", MARK_AND_SLEEP])
+        .env("MARK", mark)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(mark, Duration::from_secs(30));
+    holder
+}
+
 /// Reads the `token pid` a marking child wrote.
 pub fn read_mark(mark: &Path) -> (u64, u32) {
     let text = std::fs::read_to_string(mark).unwrap();
