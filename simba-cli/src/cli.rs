@@ -115,12 +115,27 @@ pub enum Command {
     Cron(CronArgs),
     /// Take the one-shot lock NAME, run CMD, release (like flock); exit 75 if not acquired in time.
     Lock(LockArgs),
+    /// Campaign for NAME and lead until stopped, publishing PROPOSAL; or (--listen) print each new leader.
+    Elect(ElectArgs),
     /// Print the leases (name, holder, token, remaining) and the live sessions.
     Status(StatusArgs),
     /// Like status, refreshed in place until interrupted.
     Watch(WatchArgs),
     /// Create the SQL schema (tables) of the backend.
     Migrate,
+    /// Print a completion script for SHELL on stdout
+    /// (e.g. `simba completions bash > ~/.local/share/bash-completion/completions/simba`).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) on stdout (e.g. `simba man | man -l -`).
+    Man,
+}
+
+/// `simba completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `simba demo`.
@@ -153,10 +168,21 @@ pub struct RunArgs {
     /// Run CMD again if it exits while still leader.
     #[arg(long)]
     pub restart: bool,
+    /// Exit with N (1-255) instead of 75 or 69 when the lease could not be
+    /// obtained (not acquired within --wait; backend unreachable or failing
+    /// before the command started), so that it cannot be mistaken for the
+    /// command's own status (like flock -E).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub conflict_exit_code: Option<u8>,
     /// Exit at once (69) if the backend cannot be reached or is full,
     /// instead of waiting and retrying with back-off.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Print simba's own output as NDJSON events on stderr (one object per
+    /// line: competing, waiting, elected, revoked, exited, stopping, note,
+    /// error); the command keeps stdout.
+    #[arg(long)]
+    pub json: bool,
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,
@@ -199,13 +225,46 @@ pub struct LockArgs {
     /// (then exit 69).
     #[arg(long, value_name = "DURATION", value_parser = duration_text)]
     pub wait: Option<String>,
+    /// Exit with N (1-255) instead of 75 or 69 when the lease could not be
+    /// obtained (not acquired within --wait; backend unreachable or failing
+    /// before the command started), so that it cannot be mistaken for the
+    /// command's own status (like flock -E).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub conflict_exit_code: Option<u8>,
     /// Exit at once (69) if the backend cannot be reached or is full,
     /// instead of waiting and retrying with back-off.
     #[arg(long)]
     pub fail_fast: bool,
+    /// Print simba's own output as NDJSON events on stderr (one object per
+    /// line: competing, waiting, elected, revoked, exited, stopping, note,
+    /// error); the command keeps stdout.
+    #[arg(long)]
+    pub json: bool,
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,
+}
+
+/// `simba elect`.
+#[derive(Debug, Clone, Args)]
+pub struct ElectArgs {
+    /// The election's lease name: 1-128 of [A-Za-z0-9._:-].
+    pub name: String,
+    /// What this candidate proposes (an address, say), published as its
+    /// session's `proposal` metadata so that observers see it.
+    #[arg(conflicts_with = "listen")]
+    pub proposal: Option<String>,
+    /// Only observe: print the leader and each new one (holder, token,
+    /// metadata with the proposal), without campaigning.
+    #[arg(short = 'l', long)]
+    pub listen: bool,
+    /// Exit at once (69) if the backend cannot be reached or is full,
+    /// instead of waiting and retrying with back-off.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Print NDJSON events on stdout (one object per line) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `simba status`.
@@ -225,6 +284,10 @@ pub struct WatchArgs {
     /// Refresh period.
     #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration_text)]
     pub interval: String,
+    /// Print one NDJSON line per refresh (`{"event":"status",…}`) instead
+    /// of redrawing a table.
+    #[arg(long)]
+    pub json: bool,
     /// Only leases whose name starts with this.
     #[arg(long, value_name = "PREFIX")]
     pub prefix: Option<String>,

@@ -33,11 +33,12 @@ Exit codes:
   0     success (run/lock: the command exited 0)
   1-125 run/lock: the command's own exit status, mirrored
   2     usage error (bad flags or arguments)
-  65    invalid lease name (or prefix), timing settings or schedule
+  65    invalid lease name (or prefix), timing settings, schedule or proposal
   69    backend unreachable or failing
   70    internal error
   74    I/O error of simba itself
   75    lock: not acquired within --wait (EX_TEMPFAIL)
+        (run/lock --conflict-exit-code N: N instead of 75 and 69)
   78    bad backend URL or configuration file
   126   the command cannot be executed
   127   the command does not exist
@@ -66,6 +67,9 @@ pub enum CliError {
     /// A schedule of `simba cron` does not parse (S11.2).
     #[error("invalid schedule: {0}")]
     InvalidSchedule(String),
+    /// The proposal of `simba elect` cannot be published as session metadata.
+    #[error("invalid proposal: {0}")]
+    InvalidProposal(String),
     /// The configuration file is missing or malformed.
     #[error("configuration file {path}: {message}")]
     BadConfigFile {
@@ -96,6 +100,15 @@ pub enum CliError {
         /// How long it waited.
         waited: Duration,
     },
+    /// The lease could not be obtained, with the exit status chosen by
+    /// `--conflict-exit-code` instead of the error's own.
+    #[error("{error}")]
+    Conflict {
+        /// Why the lease could not be obtained.
+        error: Box<CliError>,
+        /// The exit status to use.
+        code: u8,
+    },
     /// An I/O error of simba itself.
     #[error("{0}")]
     Io(String),
@@ -111,12 +124,14 @@ impl CliError {
             CliError::InvalidName(_)
             | CliError::InvalidPrefix(_)
             | CliError::InvalidTiming(_)
-            | CliError::InvalidSchedule(_) => EXIT_DATAERR,
+            | CliError::InvalidSchedule(_)
+            | CliError::InvalidProposal(_) => EXIT_DATAERR,
             CliError::BadUrl(_) | CliError::BadConfigFile { .. } => EXIT_CONFIG,
             CliError::Backend(_) => EXIT_UNAVAILABLE,
             CliError::CommandNotFound(_) => EXIT_NOT_FOUND,
             CliError::CannotExecute { .. } => EXIT_CANNOT_EXECUTE,
             CliError::NotAcquired { .. } => EXIT_TEMPFAIL,
+            CliError::Conflict { code, .. } => *code,
             CliError::Io(_) => EXIT_IOERR,
             CliError::Internal(_) => EXIT_SOFTWARE,
         }
@@ -132,6 +147,22 @@ impl CliError {
             }
             _ => CliError::Backend(text),
         }
+    }
+}
+
+/// Gives `result`'s error the exit status `code` (`--conflict-exit-code`)
+/// if it says that the lease could not be obtained: not acquired in time
+/// ([`CliError::NotAcquired`]) or the backend unreachable or failing
+/// ([`CliError::Backend`]).
+pub fn on_conflict(result: Result<u8, CliError>, code: Option<u8>) -> Result<u8, CliError> {
+    match (result, code) {
+        (Err(e @ (CliError::NotAcquired { .. } | CliError::Backend(_))), Some(code)) => {
+            Err(CliError::Conflict {
+                error: Box::new(e),
+                code,
+            })
+        }
+        (other, _) => other,
     }
 }
 
@@ -199,5 +230,37 @@ mod tests {
             "cannot reach postgres://app:hunter2@db/x",
         ));
         assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn conflict_exit_code_replaces_only_the_codes_of_a_lease_not_obtained() {
+        let not_acquired = || {
+            Err(CliError::NotAcquired {
+                name: "x".into(),
+                waited: Duration::ZERO,
+            })
+        };
+        let code = |r: Result<u8, CliError>| match r {
+            Ok(c) => c,
+            Err(e) => e.exit_code(),
+        };
+        assert_eq!(code(on_conflict(not_acquired(), Some(9))), 9);
+        assert_eq!(code(on_conflict(not_acquired(), None)), EXIT_TEMPFAIL);
+        assert_eq!(
+            code(on_conflict(Err(CliError::Backend(String::new())), Some(9))),
+            9
+        );
+        assert_eq!(
+            code(on_conflict(Ok(75), Some(9))),
+            75,
+            "the command's own status"
+        );
+        assert_eq!(
+            code(on_conflict(
+                Err(CliError::CommandNotFound(String::new())),
+                Some(9)
+            )),
+            EXIT_NOT_FOUND
+        );
     }
 }

@@ -9,9 +9,11 @@
 //! | `simba run NAME -- CMD …` | competes for NAME and runs CMD only while leader; `--once`, `--restart` |
 //! | `simba cron NAME 'SCHEDULE' -- CMD …` | runs CMD at each slot of a cron, fixed-rate or fixed-delay schedule, only on the leader, each slot at most once (S11) |
 //! | `simba lock NAME [--wait D] -- CMD …` | a one-shot lock; exit 75 if not acquired in time |
+//! | `simba elect NAME [PROPOSAL]` | campaigns and leads until stopped, publishing PROPOSAL as session metadata; `--listen` prints each new leader |
 //! | `simba status [--json]` | leases (name, holder, token, remaining) and sessions |
 //! | `simba watch` | the same, refreshed in place |
 //! | `simba migrate` | creates the SQL schema (a no-op on Redis) |
+//! | `simba completions SHELL`, `simba man` | a completion script, the manual page (roff), generated from the clap definition |
 //!
 //! The child of `run`/`lock` gets `SIMBA_LEASE_NAME`, `SIMBA_FENCING_TOKEN`
 //! and `SIMBA_SESSION_ID`. When its term ends it gets SIGTERM, then SIGKILL
@@ -38,300 +40,48 @@
 //! | 70 | internal error |
 //! | 74 | I/O error of simba itself |
 //! | 75 | `lock`: not acquired within `--wait` (`EX_TEMPFAIL`) |
+//! | N | `run`/`lock --conflict-exit-code N`: the lease could not be obtained (instead of 75 and 69) |
 //! | 78 | bad backend URL or configuration file |
 //! | 126 | the command cannot be executed |
 //! | 127 | the command does not exist |
 //! | 128+n | run/lock: the command was killed by signal n; or simba was stopped by signal n before any command ran |
 
+#[cfg(not(unix))]
+compile_error!("simba-cli (the `simba` and `simba-chaos` commands) is Unix-only: it runs each command in a process group, stops it with SIGTERM/SIGKILL, handles SIGINT/SIGTERM and guards the child on CLOCK_BOOTTIME (tokio::signal::unix, rustix). On this platform build the library crates alone, e.g. `cargo build --workspace --exclude simba-cli`.");
+
+#[cfg(unix)]
+mod app;
+#[cfg(unix)]
 mod child;
+#[cfg(unix)]
 mod cli;
+#[cfg(unix)]
 mod cron;
+#[cfg(unix)]
 mod demo;
+#[cfg(unix)]
+mod elect;
+#[cfg(unix)]
 mod error;
+#[cfg(unix)]
+mod events;
+#[cfg(unix)]
 mod settings;
+#[cfg(unix)]
 mod signals;
+#[cfg(unix)]
 mod status;
+#[cfg(unix)]
 mod style;
+#[cfg(unix)]
 mod supervise;
 
-use clap::Parser;
-use cli::{Cli, Command};
-use error::CliError;
-use signals::StopSignals;
-use simba_backends::{Backend, BackendConfig};
-use std::process::ExitCode;
-
-fn main() -> ExitCode {
-    let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() == Some(std::ffi::OsStr::new(child::GUARD_COMMAND)) {
-        let pgid = args.next().unwrap_or_default();
-        let deadline = args.next();
-        return ExitCode::from(child::guard_main(
-            &pgid.to_string_lossy(),
-            deadline.as_ref().map(|d| d.to_string_lossy()).as_deref(),
-        ));
-    }
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(error::EXIT_USAGE));
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            return fail(&CliError::Internal(format!(
-                "cannot start the runtime: {e}"
-            )))
-        }
-    };
-    let result = runtime.block_on(dispatch(cli));
-    // Do not wait for stray blocking tasks (e.g. a hung driver call).
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => fail(&e),
-    }
+/// The `simba` command (Unix only).
+#[cfg(unix)]
+fn main() -> std::process::ExitCode {
+    app::main()
 }
 
-fn fail(e: &CliError) -> ExitCode {
-    let line = simba_backends::redact(&e.to_string().replace('\n', " "));
-    let mut err = anstream::stderr();
-    let _ = std::io::Write::write_fmt(&mut err, format_args!("simba: {}\n", style::error(&line)));
-    ExitCode::from(e.exit_code())
-}
-
-/// Runs one command; `Ok` holds the exit code.
-async fn dispatch(cli: Cli) -> Result<u8, CliError> {
-    let file = match &cli.config {
-        Some(path) => settings::read_file(path)?,
-        None => settings::FileConfig::default(),
-    };
-    let url = settings::backend_url(cli.backend.as_deref(), &file);
-    match cli.command {
-        Command::Status(args) => {
-            if let Some(p) = &args.prefix {
-                simba_backends::check_prefix(p).map_err(|e| CliError::InvalidPrefix(e.message))?;
-            }
-            let (backend, _) = connect(&url, false).await?;
-            status::status(&*backend, args.prefix.as_deref(), args.json).await?;
-            Ok(error::EXIT_OK)
-        }
-        Command::Watch(args) => {
-            let interval = settings::parse_duration("--interval", &args.interval)?;
-            if let Some(p) = &args.prefix {
-                simba_backends::check_prefix(p).map_err(|e| CliError::InvalidPrefix(e.message))?;
-            }
-            let (backend, redacted) = connect(&url, false).await?;
-            status::watch(&*backend, args.prefix.as_deref(), interval, &redacted).await?;
-            Ok(error::EXIT_OK)
-        }
-        Command::Migrate => {
-            let (backend, redacted) = connect(&url, true).await?;
-            let mut out = anstream::stdout();
-            if backend.name() == "redis" {
-                std::io::Write::write_fmt(
-                    &mut out,
-                    format_args!(
-                        "{} nothing to migrate: the redis backend at {redacted} has no schema\n",
-                        style::good("ok:")
-                    ),
-                )?;
-                return Ok(error::EXIT_OK);
-            }
-            std::io::Write::write_fmt(
-                &mut out,
-                format_args!(
-                    "{} the {} schema at {redacted} is ready\n",
-                    style::good("ok:"),
-                    backend.name()
-                ),
-            )?;
-            Ok(error::EXIT_OK)
-        }
-        Command::Run(args) => {
-            // Everything the user can get wrong is refused before any I/O.
-            simba_core::LeaseName::new(&args.name)?;
-            let config = settings::timing(&cli.timing, &file)?;
-            let spec = child_spec(&args.child)?;
-            let mut signals = StopSignals::install();
-            let retry = ConnectRetry {
-                enabled: !args.fail_fast,
-                until: None,
-            };
-            let simba = tokio::select! {
-                simba = client(&url, config, retry) => simba?,
-                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
-            };
-            let options = supervise::RunOptions {
-                once: args.once,
-                restart: args.restart,
-            };
-            supervise::run(&simba, &args.name, &spec, &options, &mut signals).await
-        }
-        Command::Cron(args) => {
-            simba_core::LeaseName::new(&args.name)?;
-            let config = settings::timing(&cli.timing, &file)?;
-            let spec = child_spec(&args.child)?;
-            let schedule = cron::parse_schedule(&args.schedule, args.tz.as_deref())?;
-            let options = cron::CronOptions {
-                missed: cron::parse_missed(&args.missed)?,
-                hold: settings::parse_duration("--lock-at-least-for", &args.lock_at_least_for)?,
-            };
-            let mut signals = StopSignals::install();
-            let retry = ConnectRetry {
-                enabled: !args.fail_fast,
-                until: None,
-            };
-            let simba = tokio::select! {
-                simba = client(&url, config, retry) => simba?,
-                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
-            };
-            cron::cron(&simba, &args.name, schedule, &spec, &options, &mut signals).await
-        }
-        Command::Lock(args) => {
-            simba_core::LeaseName::new(&args.name)?;
-            let config = settings::timing(&cli.timing, &file)?;
-            let spec = child_spec(&args.child)?;
-            let wait = args
-                .wait
-                .as_deref()
-                .map(|w| settings::parse_duration("--wait", w))
-                .transpose()?;
-            let mut signals = StopSignals::install();
-            let started = tokio::time::Instant::now();
-            let retry = ConnectRetry {
-                enabled: !args.fail_fast,
-                until: wait.map(|w| started + w),
-            };
-            let simba = tokio::select! {
-                simba = client(&url, config, retry) => simba?,
-                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
-            };
-            // The time spent connecting counts against --wait.
-            let wait = wait.map(|w| w.saturating_sub(started.elapsed()));
-            supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
-        }
-        Command::Demo(args) => {
-            let lease = settings::parse_duration("--lease", &args.lease)?;
-            demo::demo(lease).await
-        }
-    }
-}
-
-fn child_spec(args: &cli::ChildArgs) -> Result<child::ChildSpec, CliError> {
-    Ok(child::ChildSpec {
-        command: args.command.clone(),
-        grace: settings::parse_duration("--grace", &args.grace)?,
-    })
-}
-
-/// Whether `simba run`/`simba lock`/`simba cron` wait for a backend that cannot be
-/// reached (down, or full: no connection to be had).
-#[derive(Clone, Copy, Debug)]
-struct ConnectRetry {
-    enabled: bool,
-    /// Give up then (`simba lock --wait`).
-    until: Option<tokio::time::Instant>,
-}
-
-/// The first pause between connection attempts; it doubles up to [`RETRY_MAX`].
-const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(250);
-/// The longest pause between connection attempts.
-const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Connects, retrying with back-off while the backend is unavailable or
-/// times out (server down, or full: "too many clients"), and saying so on
-/// stderr once per kind of failure, and once when connected. Each attempt
-/// holds at most the connection budget of one node, and gives it back
-/// before the pause.
-async fn connect_retrying(url: &str, retry: ConnectRetry) -> Result<Box<dyn Backend>, CliError> {
-    settings::make_default_dir(url);
-    let config = BackendConfig::parse(url)?.with_create_schema(true);
-    let redacted = config.redacted_url();
-    let mut pause = RETRY_FIRST;
-    let mut said: Option<simba_core::BackendErrorKind> = None;
-    loop {
-        let e = match config.connect().await {
-            Ok(backend) => {
-                if said.is_some() {
-                    note(&format!("connected to {redacted}"));
-                }
-                return Ok(backend);
-            }
-            Err(e) => e,
-        };
-        let transient = matches!(
-            e.kind,
-            simba_core::BackendErrorKind::Unavailable | simba_core::BackendErrorKind::Timeout
-        );
-        let now = tokio::time::Instant::now();
-        let next = now + pause;
-        if !retry.enabled || !transient || retry.until.is_some_and(|u| next > u) {
-            return Err(CliError::from_backend(&e));
-        }
-        if said != Some(e.kind) {
-            note(&format!(
-                "cannot connect ({}); retrying with back-off up to every {} (--fail-fast to exit instead)",
-                simba_backends::redact(&e.to_string()),
-                settings::human(RETRY_MAX)
-            ));
-            said = Some(e.kind);
-        }
-        tokio::time::sleep_until(next).await;
-        pause = (pause * 2).min(RETRY_MAX);
-    }
-}
-
-/// Prints one progress line on stderr.
-fn note(text: &str) {
-    let mut err = anstream::stderr();
-    let _ = std::io::Write::write_fmt(&mut err, format_args!("{} {text}\n", style::dim("simba:")));
-}
-
-/// Connects to the backend (see [`connect_retrying`]) and builds a client on it.
-async fn client(
-    url: &str,
-    config: simba_core::SimbaConfig,
-    retry: ConnectRetry,
-) -> Result<simba_tokio::Simba, CliError> {
-    let backend = connect_retrying(url, retry).await?;
-    simba_tokio::builder_dyn(std::sync::Arc::from(backend))
-        .config(config)
-        .build()
-        .map_err(|e| CliError::Internal(e.to_string()))
-}
-
-/// Parses `url` and connects, creating the tables if `create_schema`.
-/// Returns the backend and its redacted URL.
-///
-/// # Errors
-/// [`CliError::BadUrl`] for a bad URL, [`CliError::Backend`] if the backend
-/// cannot be reached or its tables are missing.
-async fn connect(url: &str, create_schema: bool) -> Result<(Box<dyn Backend>, String), CliError> {
-    if create_schema {
-        settings::make_default_dir(url);
-    }
-    let config = BackendConfig::parse(url)?.with_create_schema(create_schema);
-    let redacted = config.redacted_url();
-    let backend = config.connect().await.map_err(|e| {
-        let err = CliError::from_backend(&e);
-        match err {
-            // Said in the CLI's words, not the library's.
-            CliError::Backend(msg) if !create_schema && msg.contains("missing") => {
-                CliError::Backend(format!(
-                    "no Simba tables at {redacted} (nothing has used this backend yet, or it \
-                     uses another table prefix); `simba migrate` creates them, and `simba run` \
-                     or `simba lock` create them on first use"
-                ))
-            }
-            other => other,
-        }
-    })?;
-    Ok((backend, redacted))
-}
+/// Never built: the `compile_error!` above stops a non-Unix build first.
+#[cfg(not(unix))]
+fn main() {}

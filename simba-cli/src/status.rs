@@ -196,6 +196,19 @@ pub async fn watch(
     let mut stop = std::pin::pin!(crate::signals::shutdown());
     let terminal = style::stdout_is_terminal();
     loop {
+        if crate::events::json() {
+            let event = match backend.inspect(prefix).await {
+                Ok(i) => crate::events::Event::Status(to_json(backend.name(), &i)),
+                Err(e) => crate::events::Event::InspectFailed {
+                    message: simba_backends::redact(&e.to_string()),
+                },
+            };
+            crate::events::emit(crate::events::To::Stdout, &event)?;
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => continue,
+                _ = &mut stop => return Ok(()),
+            }
+        }
         let body = match backend.inspect(prefix).await {
             Ok(i) => render_table(&i),
             Err(e) => format!(

@@ -22,6 +22,7 @@
 
 use crate::child::{exit_code, ChildSpec, Running, TermEnv};
 use crate::error::CliError;
+use crate::events::{self, Event, To};
 use crate::settings::human;
 use crate::signals::StopSignals;
 use crate::style;
@@ -51,14 +52,37 @@ pub struct RunOptions {
     pub restart: bool,
 }
 
-/// Prints one progress line on stderr (the child owns stdout).
+/// Prints one progress line on stderr (the child owns stdout); with
+/// `--json`, a `note` event.
 fn note(text: &str) {
+    if events::json() {
+        emit(&Event::Note {
+            message: text.to_owned(),
+        });
+        return;
+    }
     let mut err = anstream::stderr();
     let _ = writeln!(err, "{} {text}", style::dim("simba:"));
 }
 
-/// What the election and its leader task tell the command's loop.
-enum Ev {
+/// Prints one NDJSON event on stderr (`--json` only).
+fn emit(event: &Event<'_>) {
+    if events::json() {
+        let _ = events::emit(To::Stderr, event);
+    }
+}
+
+/// Prints a progress line, unless `--json` is on: the caller emits the
+/// line's event instead.
+fn note_text(text: &str) {
+    if !events::json() {
+        note(text);
+    }
+}
+
+/// What the election and its leader task tell the command's loop (and,
+/// its first two kinds only, `simba elect`'s).
+pub(crate) enum Ev {
     /// A term began.
     Elected(Term),
     /// A term ended.
@@ -75,7 +99,7 @@ enum Ev {
 }
 
 /// Forwards every term's start and end to the command's loop.
-struct Forward(mpsc::UnboundedSender<Ev>);
+pub(crate) struct Forward(pub(crate) mpsc::UnboundedSender<Ev>);
 
 impl ElectionListener for Forward {
     fn on_elected(&self, term: &Term) {
@@ -247,7 +271,7 @@ async fn leader_task(job: Arc<Job>, term: Term) {
 }
 
 /// Closes the client (releasing every lease at once, S1.4), bounded in time.
-async fn close(simba: &Simba) {
+pub(crate) async fn close(simba: &Simba) {
     if tokio::time::timeout(CLOSE_TIMEOUT, simba.close())
         .await
         .is_err()
@@ -331,12 +355,39 @@ impl<'a> Supervisor<'a> {
             }
         }
         while let Ok(ev) = self.events.try_recv() {
+            self.report(&ev).await;
             if let Ev::Exited { code, .. } = ev {
                 self.last = Some(code);
             }
         }
         close(self.simba).await;
         self.last
+    }
+
+    /// With `--json`, prints what an event says as an NDJSON event.
+    async fn report(&self, ev: &Ev) {
+        if !events::json() {
+            return;
+        }
+        match ev {
+            Ev::Elected(term) => emit(&Event::Elected {
+                name: self.name,
+                token: term.token(),
+                session: session_id(self.simba).await,
+                proposal: None,
+            }),
+            Ev::Revoked(term, reason) => emit(&Event::Revoked {
+                name: self.name,
+                token: term.token(),
+                reason: reason.as_str(),
+                voluntary: reason.is_voluntary(),
+            }),
+            Ev::Exited { code, .. } => emit(&Event::Exited {
+                name: self.name,
+                code: *code,
+            }),
+            Ev::Failed(_) => {}
+        }
     }
 
     /// Notes what an event says about the current term's child.
@@ -374,8 +425,12 @@ impl<'a> Supervisor<'a> {
     }
 
     /// Note for a signal: what happens now.
-    fn note_stopping(&self) {
-        note(&format!(
+    fn note_stopping(&self, signal: i32) {
+        emit(&Event::Stopping {
+            name: self.name,
+            signal,
+        });
+        note_text(&format!(
             "stopping {} (grace {}) if it runs, then releasing `{}`",
             self.spec.program(),
             human(self.spec.grace),
@@ -397,20 +452,22 @@ pub async fn run(
     signals: &mut StopSignals,
 ) -> Result<u8, CliError> {
     let mut sup = Supervisor::start(simba, name, spec, options.restart).await?;
-    note(&format!("competing for `{name}`"));
+    emit(&Event::Competing { name });
+    note_text(&format!("competing for `{name}`"));
     say_who_holds(simba, name).await;
     loop {
         tokio::select! {
             ev = sup.events.recv() => {
                 if let Some(ev) = &ev {
                     sup.track(ev);
+                    sup.report(ev).await;
                 }
                 match ev {
                 None => {
                     close(simba).await;
                     return Err(CliError::Internal("the client stopped unexpectedly".into()));
                 }
-                Some(Ev::Elected(term)) => note(&format!(
+                Some(Ev::Elected(term)) => note_text(&format!(
                     "elected: `{name}` token {}, running {}",
                     term.token(),
                     spec.program()
@@ -419,7 +476,7 @@ pub async fn run(
                     if reason.is_voluntary() {
                         continue;
                     }
-                    note(&format!("{}: term {} over ({}), stopping {}",
+                    note_text(&format!("{}: term {} over ({}), stopping {}",
                         style::bad("lost"), term.token(), describe(reason), spec.program()));
                     if options.once {
                         let code = sup.killed_status().await;
@@ -444,7 +501,7 @@ pub async fn run(
                 }
             },
             sig = signals.recv() => {
-                sup.note_stopping();
+                sup.note_stopping(sig);
                 let code = sup.stop(signals).await;
                 return Ok(crate::signals::stopped_code(sig, code));
             }
@@ -465,6 +522,7 @@ pub async fn lock(
     signals: &mut StopSignals,
 ) -> Result<u8, CliError> {
     let mut sup = Supervisor::start(simba, name, spec, false).await?;
+    emit(&Event::Competing { name });
     let give_up = wait.map(|d| tokio::time::Instant::now() + d);
     let mut acquired = false;
     loop {
@@ -485,6 +543,7 @@ pub async fn lock(
             ev = sup.events.recv() => {
                 if let Some(ev) = &ev {
                     sup.track(ev);
+                    sup.report(ev).await;
                 }
                 match ev {
                 None => {
@@ -497,7 +556,7 @@ pub async fn lock(
                         continue;
                     }
                     // S5.3: a lock lost is gone for good.
-                    note(&format!("{}: lock `{name}` token {} over ({}), stopping {}",
+                    note_text(&format!("{}: lock `{name}` token {} over ({}), stopping {}",
                         style::bad("lost"), term.token(), describe(reason), spec.program()));
                     let code = sup.killed_status().await;
                     let last = sup.stop(signals).await;
@@ -518,7 +577,7 @@ pub async fn lock(
                 }
             },
             sig = signals.recv() => {
-                sup.note_stopping();
+                sup.note_stopping(sig);
                 let code = sup.stop(signals).await;
                 return Ok(crate::signals::stopped_code(sig, code));
             }
@@ -539,7 +598,14 @@ async fn say_who_holds(simba: &Simba, name: &str) {
     if holder.metadata.get("pid") == Some(ours.as_str()) {
         return;
     }
-    note(&format!(
+    emit(&Event::Waiting {
+        name,
+        holder: holder.session.to_string(),
+        token: holder.token.get(),
+        remaining_ms: events::ms(holder.remaining),
+        metadata: events::metadata_map(&holder.metadata),
+    });
+    note_text(&format!(
         "waiting: `{name}` is held by {} (token {}, {} left unless renewed)",
         holder.metadata,
         holder.token,

@@ -27,13 +27,26 @@
 //!
 //! `simba-chaos work` is the child's side (started by `simba run`).
 
+#[cfg(not(unix))]
+compile_error!("simba-cli (the `simba` and `simba-chaos` commands) is Unix-only: it runs each command in a process group, stops it with SIGTERM/SIGKILL, handles SIGINT/SIGTERM and guards the child on CLOCK_BOOTTIME (tokio::signal::unix, rustix). On this platform build the library crates alone, e.g. `cargo build --workspace --exclude simba-cli`.");
+
+/// Never built: the `compile_error!` above stops a non-Unix build first.
+#[cfg(not(unix))]
+fn main() {}
+
+#[cfg(unix)]
 mod check;
+#[cfg(unix)]
 mod nemesis;
+#[cfg(unix)]
 mod work;
 
+#[cfg(unix)]
 use clap::{Parser, Subcommand};
+#[cfg(unix)]
 use std::process::ExitCode;
 
+#[cfg(unix)]
 /// Chaos runs of Simba with real processes.
 #[derive(Debug, Parser)]
 #[command(name = "simba-chaos")]
@@ -42,6 +55,7 @@ struct Cli {
     command: Cmd,
 }
 
+#[cfg(unix)]
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Start the nodes, inject faults, check the history.
@@ -50,6 +64,7 @@ enum Cmd {
     Work(work::WorkArgs),
 }
 
+#[cfg(unix)]
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -79,6 +94,7 @@ fn main() -> ExitCode {
     }
 }
 
+#[cfg(unix)]
 /// `CLOCK_MONOTONIC` in nanoseconds: the one clock every process of the
 /// run stamps its events with (same host, so comparable).
 pub fn mono_ns() -> u64 {
@@ -89,6 +105,7 @@ pub fn mono_ns() -> u64 {
         .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
+#[cfg(unix)]
 /// The database side shared by the worker and the checker.
 pub mod db {
     use simba_core::Token;

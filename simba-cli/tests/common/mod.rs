@@ -223,6 +223,20 @@ pub fn spawn_marking_leader(backend: &TestBackend, name: &str, mark: &Path) -> C
         .unwrap()
 }
 
+/// Starts `simba lock NAME` whose child marks `mark` then sleeps, and
+/// waits until it holds the lock.
+pub fn spawn_lock_holder(backend: &TestBackend, name: &str, mark: &Path) -> Child {
+    let holder = backend
+        .simba()
+        .args(["lock", name, "--", "sh", "-c", MARK_AND_SLEEP])
+        .env("MARK", mark)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(mark, Duration::from_secs(30));
+    holder
+}
+
 /// Reads the `token pid` a marking child wrote.
 pub fn read_mark(mark: &Path) -> (u64, u32) {
     let text = std::fs::read_to_string(mark).unwrap();
@@ -230,4 +244,65 @@ pub fn read_mark(mark: &Path) -> (u64, u32) {
     let token = parts.next().unwrap().parse().unwrap();
     let pid = parts.next().unwrap().parse().unwrap();
     (token, pid)
+}
+
+/// The lines a child writes on one of its pipes, read by a thread of their own.
+pub struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    /// Every line read so far, for failure messages.
+    pub seen: Vec<String>,
+}
+
+impl Lines {
+    /// Reads `pipe` (a child's stdout or stderr) line by line.
+    pub fn new(pipe: impl std::io::Read + Send + 'static) -> Lines {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Lines {
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for the next line that satisfies `pred`; fails after `timeout`.
+    pub fn wait_for(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "no expected line within {timeout:?}; lines so far:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Every line until the pipe closes (the child exited), at most `timeout`.
+    pub fn rest(&mut self, timeout: Duration) -> Vec<String> {
+        let end = Instant::now() + timeout;
+        let mut out = Vec::new();
+        while let Ok(line) = self
+            .rx
+            .recv_timeout(end.saturating_duration_since(Instant::now()))
+        {
+            self.seen.push(line.clone());
+            out.push(line);
+        }
+        out
+    }
 }
