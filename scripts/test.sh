@@ -45,10 +45,16 @@ done
 # users would get it.
 PUBLISHED="-p simba-core -p simba-backends -p simba-client -p simba-tokio -p simba-async-std"
 # cargo extracts the packaged crates once per name and version into its
-# local-registry cache; a later run of the same version would verify stale
-# sources, so that cache of Simba's own crates goes first.
+# local-registry cache, and fingerprints a registry crate by its version
+# only: a later run of the same version would verify stale sources or stale
+# builds. So that cache of Simba's own crates goes first, and the packages
+# are built in a target directory of their own whose Simba artifacts are
+# removed (the dependencies' builds are kept).
+PACKAGE_TARGET=target/package-verify
 clean_package_cache() {
   rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/simba-* target/package
+  rm -rf "$PACKAGE_TARGET"/debug/.fingerprint/simba-* "$PACKAGE_TARGET"/debug/deps/*simba_* \
+    "$PACKAGE_TARGET"/debug/build/simba-*
 }
 
 # cargo-nextest runs the test binaries side by side (settings and why in
@@ -63,12 +69,12 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo test --workspace --all-features --doc || status=$?
   log "checking that each library crate packages and builds from its package alone"
   clean_package_cache
-  cargo package $PUBLISHED --allow-dirty --quiet || status=$?
+  CARGO_TARGET_DIR="$PACKAGE_TARGET" cargo package $PUBLISHED --allow-dirty --quiet || status=$?
   exit "$status"
 else
   log "cargo-nextest not found: running every test with cargo test $*"
   cargo test --workspace --all-features "$@"
   log "checking that each library crate packages and builds from its package alone"
   clean_package_cache
-  cargo package $PUBLISHED --allow-dirty --quiet
+  CARGO_TARGET_DIR="$PACKAGE_TARGET" cargo package $PUBLISHED --allow-dirty --quiet
 fi
