@@ -79,6 +79,7 @@ struct Sql {
     release: String,
     close: String,
     /// Locks a lease row (inserting it free if missing) without changing it.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     lock: String,
     join: String,
     leave: String,
