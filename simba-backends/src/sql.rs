@@ -391,6 +391,8 @@ pub(crate) enum Decision {
     /// Answer without writing (the transaction is rolled back).
     Answer(AcquireOutcome),
     /// Take the lease with token `next` (the transaction writes and commits).
+    /// PostgreSQL takes in SQL and reads only the variant.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     Take { next: i64, remaining: Duration },
 }
 
@@ -486,6 +488,7 @@ pub(crate) async fn first_connection<DB: sqlx::Database>(
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 /// The TLS mode a URL asks for: the value of its query parameter `key`
 /// (`sslmode` for PostgreSQL, `ssl-mode` for MySQL), lower-cased, with `_`
 /// read as `-`; `None` if absent.
@@ -497,6 +500,7 @@ pub(crate) fn tls_mode(url: &str, key: &str) -> Option<String> {
     })
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 /// Under the default `prefer` mode a server without TLS is spoken to in
 /// plain text (as `libpq` and the MySQL clients do); say so, since the
 /// operator may have expected TLS. `mode` is [`tls_mode`]'s answer.
