@@ -881,7 +881,9 @@ impl Backend for ZkBackend {
             let suffix = format!("/{HOLDER}");
             let mut owned = Vec::new();
             let mut unknown = Vec::new();
-            let mut live = Vec::new();
+            // A set: `retain` below asks it once per known term, and a list
+            // made that quadratic (10,000 leases: 10^8 comparisons a renewal).
+            let mut live = std::collections::HashSet::with_capacity(paths.len());
             for p in &paths {
                 let Some(n) = p
                     .strip_prefix(&prefix)
@@ -891,7 +893,7 @@ impl Backend for ZkBackend {
                 };
                 let name =
                     LeaseName::new(n).map_err(|e| malformed(format!("lease znode {p:?}: {e}")))?;
-                live.push(n.to_owned());
+                live.insert(n.to_owned());
                 match lock(&entry.terms).get(n) {
                     Some((t, _)) => owned.push((name, token_of(n, *t)?)),
                     None => unknown.push((name, p.clone())),
