@@ -869,6 +869,18 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
     } else {
         Err("no node connected".to_owned())
     };
+    // The terms held, well inside their lease, just before the inspection:
+    // a term that began after it started may be missing from what it read.
+    let before: HashMap<(usize, usize), u64> = nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, x)| {
+            x.elections.iter().filter_map(move |(j, e)| {
+                let term = e.term()?;
+                (term.is_valid() && term.remaining() >= interval).then(|| ((i, *j), term.token()))
+            })
+        })
+        .collect();
     match &inspector {
         Err(e) => report
             .shortfalls
@@ -881,12 +893,17 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
                     .filter(|l| l.holder.is_some())
                     .map(|l| (l.name.as_str().to_owned(), l.token.map(|t| t.get())))
                     .collect();
-                for x in &nodes {
+                for (i, x) in nodes.iter().enumerate() {
                     for (j, e) in &x.elections {
                         let Some(term) = e.term() else { continue };
-                        // A term about to end may already be gone on the
-                        // backend; judge the ones well inside their lease.
-                        if !term.is_valid() || term.remaining() < interval {
+                        // Judged: the terms that spanned the whole
+                        // inspection, well inside their lease (a term about
+                        // to end may already be gone on the backend; one
+                        // won during the inspection may not be in it yet).
+                        if !term.is_valid()
+                            || term.remaining() < interval
+                            || before.get(&(i, *j)) != Some(&term.token())
+                        {
                             continue;
                         }
                         let held = backend_tokens.get(&lease_names[*j]).copied().flatten();
