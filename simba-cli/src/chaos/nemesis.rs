@@ -169,6 +169,29 @@ fn stop_or_cont(raw: u32, group: bool, sig: Signal) {
     }
 }
 
+/// The nodes that run a worker (the leader, or a paused former one), but
+/// `except`.
+fn leaders_of(nodes: &[Node], except: Option<usize>) -> Vec<usize> {
+    nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| Some(*i) != except && children(n.simba.id()).0.is_some())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Polls [`leaders_of`] until one is found or `within` has passed.
+async fn wait_for_leader(nodes: &[Node], except: Option<usize>, within: Duration) -> Vec<usize> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let found = leaders_of(nodes, except);
+        if !found.is_empty() || tokio::time::Instant::now() >= deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn parse_kind(s: &str) -> Result<FaultKind, String> {
     FaultKind::ALL
         .iter()
@@ -305,20 +328,19 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         tokio::time::sleep(rng.millis(lease_ms / 2, lease_ms * 3 / 2)).await;
         let kind = kinds[usize::try_from(rng.below(kinds.len() as u64)).unwrap_or(0)];
         // Mostly the leader (the node with a worker), sometimes anyone.
-        let leaders: Vec<usize> = nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| children(n.simba.id()).0.is_some())
-            .map(|(i, _)| i)
-            .collect();
         let aim = args.leader_only || rng.below(10) < 8;
+        let mut leaders = leaders_of(&nodes, None);
+        if aim && leaders.is_empty() {
+            // Between terms (or a slow start on a loaded machine): wait
+            // for the next leader rather than hit a follower by chance.
+            leaders = wait_for_leader(&nodes, None, lease * 2).await;
+        }
         let target = if !leaders.is_empty() && aim {
             leaders[usize::try_from(rng.below(leaders.len() as u64)).unwrap_or(0)]
         } else {
             usize::try_from(rng.below(nodes.len() as u64)).unwrap_or(0)
         };
-        let node = &mut nodes[target];
-        let simba_pid = node.simba.id();
+        let simba_pid = nodes[target].simba.id();
         let at = mono_ns();
         match kind {
             FaultKind::PauseSimba => {
@@ -337,6 +359,19 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
                 }
                 stop_or_cont(simba_pid, false, Signal::STOP);
                 tokio::time::sleep(rng.millis(lease_ms + 500, lease_ms * 2 + 1000)).await;
+                if worker.is_some() {
+                    // A paused leader stays paused until the next leader's
+                    // work has begun (bounded), so that waking it is the
+                    // case that matters: an old term's work beside a new
+                    // one. On a loaded machine the drawn pause alone may
+                    // end before any other node has taken over.
+                    if !wait_for_leader(&nodes, Some(target), lease * 3)
+                        .await
+                        .is_empty()
+                    {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
                 // The worst order on waking (a scheduler may run any of
                 // them first): the work first, simba and its guard 100 ms
                 // later, so the work runs on a term that is over.
@@ -356,6 +391,7 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
                     Signal::TERM
                 };
                 stop_or_cont(simba_pid, false, sig);
+                let node = &mut nodes[target];
                 let _ = tokio::time::timeout(Duration::from_secs(10), async {
                     while node.simba.try_wait().ok().flatten().is_none() {
                         tokio::time::sleep(Duration::from_millis(20)).await;
