@@ -797,6 +797,50 @@ impl<M: Clone> LeaseModel<M> {
         }
     }
 
+    /// Removes the lease of `name` from its holder from outside Simba: an
+    /// operator deleting the row, key or znode, or Redis evicting the key
+    /// under `maxmemory`. The holder's session lives on; the last token is
+    /// kept, so the next term still gets a greater one (S3.2). The holder
+    /// learns it from its next renewal, whose reply no longer lists the lease
+    /// (S3.4 `TakenOver`); meanwhile another session may acquire it, which
+    /// is what the fencing token is for. Announced like an expiry
+    /// ([`ModelOptions::broadcast_expiry`]: the backends whose watchers see a
+    /// key vanish). Returns the holder and its token, or `None` (and changes
+    /// nothing) if the name had no live holder at `now`.
+    ///
+    /// A removal that also loses the token counter is a loss of state
+    /// ([`LeaseModel::clear`]), outside Simba's guarantees.
+    ///
+    /// ```
+    /// use simba_core::model::{LeaseModel, ModelOptions};
+    /// use simba_core::{AcquireOutcome, LeaseName, SessionId, Timestamp};
+    /// use std::time::Duration;
+    /// let mut m: LeaseModel = LeaseModel::new(ModelOptions::default());
+    /// let (a, b) = (SessionId::from_u128(1), SessionId::from_u128(2));
+    /// let name = LeaseName::new("job")?;
+    /// let t0 = Timestamp::ZERO;
+    /// m.open_session(t0, a, Duration::from_secs(10), ())?;
+    /// m.open_session(t0, b, Duration::from_secs(10), ())?;
+    /// m.acquire(t0, a, &name)?;
+    /// assert_eq!(m.remove_lease(t0, &name).map(|(s, t)| (s, t.get())), Some((a, 1)));
+    /// // `a` is still live, but its renewal no longer lists the lease…
+    /// assert!(m.renew(t0, a)?.owned.is_empty());
+    /// // …and `b` takes it at once, with a greater token.
+    /// match m.acquire(t0, b, &name)? {
+    ///     AcquireOutcome::Won { token, .. } => assert_eq!(token.get(), 2),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn remove_lease(&mut self, now: Timestamp, name: &LeaseName) -> Option<(SessionId, Token)> {
+        self.expire(now);
+        let (holder, token) = self.owner(name)?;
+        if self.leases.get_mut(name)?.drop_holder(holder) {
+            self.announce(name.clone(), self.options.broadcast_expiry);
+        }
+        Some((holder, token))
+    }
+
     /// Makes `session` a member of `group` (S10.1); joining twice is a
     /// no-op, and so is joining with a session that is not live (its next
     /// renewal says `Expired`), as on every real backend.
