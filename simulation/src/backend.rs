@@ -144,6 +144,14 @@ impl SimBackend {
         self.model.close_session(at(now), session);
     }
 
+    /// An outside actor removes the lease of `name` from its live holder
+    /// (an operator's delete, a Redis eviction), keeping the token counter
+    /// ([`LeaseModel::remove_lease`]). Returns the holder and its token, or
+    /// `None` if the name had no live holder at backend time `now`.
+    pub fn remove_lease(&mut self, now: u64, name: &LeaseName) -> Option<(SessionId, Token)> {
+        self.model.remove_lease(at(now), name)
+    }
+
     /// A restart: keeping state (a persistent store; expiry times are absolute
     /// and keep running), or losing it all, token counters included (Redis
     /// without persistence).

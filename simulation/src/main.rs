@@ -42,7 +42,7 @@ struct Cli {
     #[arg(long)]
     mutant: Option<String>,
     /// The kind of run: default, drift-beyond-bound, backend-clock-step,
-    /// backend-state-loss (must be caught), pauses.
+    /// backend-state-loss (must be caught), pauses, lease-removed.
     #[arg(long, default_value = "default")]
     mode: String,
     /// With `--seed`: print every step and engine output to stderr.

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 /// Which kind of run: the default must pass every checker; the others are
 /// documented failure modes (S2.5, drift beyond the bound, state loss) that
-/// must be *caught*, or a demonstration (pauses) that must pass while the
-/// unfenced register shows anomalies.
+/// must be *caught*, or demonstrations that must pass: pauses, while the
+/// unfenced register shows anomalies; leases removed from live holders
+/// from outside Simba (S3.4), while the holder must end its term at its
+/// next renewal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mode {
     /// Faults within Simba's assumptions: every checker must pass.
@@ -26,16 +28,24 @@ pub enum Mode {
     /// Process pauses (GC, SIGSTOP) and slow writes: every checker must pass,
     /// while the unfenced register shows stale writes the fenced one refuses.
     Pauses,
+    /// The default faults, plus an outside actor that removes leases from
+    /// live holders in the backend ([`FaultKind::LeaseRemoved`]: an operator
+    /// deleting the row, key or znode, a Redis eviction). Every checker must
+    /// pass, including `taken over (S3.4)`; mutual exclusion allows the
+    /// stolen-from holder to stay valid only until its first renewal sent
+    /// after the removal is answered (S3.4: Simba cannot know sooner).
+    LeaseRemoved,
 }
 
 impl Mode {
     /// Every mode, in CLI order.
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 6] = [
         Mode::Default,
         Mode::DriftBeyondBound,
         Mode::BackendClockStep,
         Mode::BackendStateLoss,
         Mode::Pauses,
+        Mode::LeaseRemoved,
     ];
 
     /// The CLI name.
@@ -46,6 +56,7 @@ impl Mode {
             Mode::BackendClockStep => "backend-clock-step",
             Mode::BackendStateLoss => "backend-state-loss",
             Mode::Pauses => "pauses",
+            Mode::LeaseRemoved => "lease-removed",
         }
     }
 
@@ -137,6 +148,16 @@ pub enum FaultKind {
         /// The extra reply delay's upper bound.
         extra: Duration,
     },
+    /// An outside actor removes the lease of `name` from its live holder in
+    /// the backend (an operator's delete, a Redis eviction; the token
+    /// counter is kept): another node may acquire it at once, and the
+    /// holder learns it from its next renewal reply (S3.4 `TakenOver`).
+    /// Only a lease whose holder's engine has been elected for it and not
+    /// revoked the term is removed; otherwise the fault does nothing.
+    LeaseRemoved {
+        /// The name.
+        name: LeaseName,
+    },
 }
 
 impl FaultKind {
@@ -157,6 +178,7 @@ impl FaultKind {
             FaultKind::SlowBackend { .. } => "slow backend",
             FaultKind::DelayedGrant { .. } => "delayed grant",
             FaultKind::SlowRenewalThenPartition { .. } => "slow renewal then partition",
+            FaultKind::LeaseRemoved { .. } => "lease removed",
         }
     }
 }
@@ -408,7 +430,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
     // timing: node clocks exactly at the slow edge of the bound and near-zero
     // delays, where a lost margin or drift factor shows.
     let tight = match mode {
-        Mode::Default => d.chance(300),
+        Mode::Default | Mode::LeaseRemoved => d.chance(300),
         Mode::DriftBeyondBound | Mode::BackendClockStep | Mode::BackendStateLoss => true,
         Mode::Pauses => false,
     };
@@ -419,8 +441,8 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
     };
     let n_elections = d.pick(&[1, 1, 2, 3]);
     let n_locks = if tight { 0 } else { d.pick(&[0, 0, 1]) };
-    let elections = (0..n_elections).map(|i| name(&format!("e{i}"))).collect();
-    let locks = (0..n_locks).map(|i| name(&format!("lock{i}"))).collect();
+    let elections: Vec<LeaseName> = (0..n_elections).map(|i| name(&format!("e{i}"))).collect();
+    let locks: Vec<LeaseName> = (0..n_locks).map(|i| name(&format!("lock{i}"))).collect();
 
     let lease_duration = if tight {
         d.pick(&[1, 2, 3, 5, 15]) * Duration::from_secs(1)
@@ -531,12 +553,12 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
     };
 
     let leases = match mode {
-        Mode::Default | Mode::Pauses => d.rng.u64(10..30),
+        Mode::Default | Mode::Pauses | Mode::LeaseRemoved => d.rng.u64(10..30),
         _ => d.rng.u64(8..16),
     };
     let safety_phase = lease_duration * leases as u32;
 
-    let faults = draw_faults(
+    let mut faults = draw_faults(
         &mut d,
         mode,
         tight,
@@ -545,6 +567,13 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         renew_interval,
         safety_phase,
     );
+    if mode == Mode::LeaseRemoved {
+        // Drawn after every other parameter, so the other faults of seed S
+        // are those of the default mode's seed S.
+        let names: Vec<LeaseName> = elections.iter().chain(&locks).cloned().collect();
+        faults.extend(draw_removals(&mut d, &names, lease_duration, safety_phase));
+        faults.sort_by_key(|f| f.at);
+    }
 
     RunParams {
         seed,
@@ -597,8 +626,8 @@ fn draw_faults(
     };
     let at = |d: &mut Draw| d.dur(Duration::ZERO, phase);
     let (p_part, p_pause, p_crash, p_step, p_brestart, p_slow) = match mode {
-        Mode::Default if tight => (900, 500, 300, 0, 0, 0),
-        Mode::Default => (500, 500, 500, 300, 300, 300),
+        Mode::Default | Mode::LeaseRemoved if tight => (900, 500, 300, 0, 0, 0),
+        Mode::Default | Mode::LeaseRemoved => (500, 500, 500, 300, 300, 300),
         Mode::Pauses => (0, 1000, 0, 0, 0, 0),
         _ => (700, 300, 300, 0, 0, 0),
     };
@@ -668,7 +697,8 @@ fn draw_faults(
             kind: FaultKind::SlowBackend { extra },
         });
     }
-    let p_grant = if mode == Mode::Default { 300 } else { 0 };
+    let default_like = matches!(mode, Mode::Default | Mode::LeaseRemoved);
+    let p_grant = if default_like { 300 } else { 0 };
     for _ in 0..kind(d, p_grant, 1) {
         let node = d.rng.usize(..nodes);
         faults.push(Fault {
@@ -677,7 +707,7 @@ fn draw_faults(
             kind: FaultKind::DelayedGrant { node },
         });
     }
-    let p_slow_renewal = if mode == Mode::Default { 300 } else { 0 };
+    let p_slow_renewal = if default_like { 300 } else { 0 };
     for _ in 0..kind(d, p_slow_renewal, 1) {
         let node = d.rng.usize(..nodes);
         // Longer than `lease × drift + margin` (at most 0.2 × lease + 50 ms),
@@ -714,6 +744,31 @@ fn draw_faults(
     }
     faults.sort_by_key(|f| f.at);
     faults
+}
+
+/// The removals of [`Mode::LeaseRemoved`]: 2–6 per ten lease durations of
+/// the safety phase (uniform around a mean of 4), each at a uniform instant
+/// and of a name drawn from the run's elections and locks.
+fn draw_removals(
+    d: &mut Draw,
+    names: &[LeaseName],
+    lease: Duration,
+    phase: Duration,
+) -> Vec<Fault> {
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let leases = (phase.as_nanos() / lease.as_nanos().max(1)) as u32;
+    let count = d.rng.u32(2..=6) * leases / 10;
+    (0..count.max(1))
+        .map(|_| Fault {
+            at: d.dur(Duration::ZERO, phase),
+            duration: Duration::ZERO,
+            kind: FaultKind::LeaseRemoved {
+                name: names[d.rng.usize(..names.len())].clone(),
+            },
+        })
+        .collect()
 }
 
 /// A fixed, fault-free base for hand-written scenarios: `nodes` nodes

@@ -53,6 +53,13 @@ pub struct Summary {
     pub max_time_to_leader: Duration,
     /// The largest ratio of that time to the run's bound.
     pub max_bound_use: f64,
+    /// Leases removed from live holders from outside (`lease-removed`, S3.4).
+    pub leases_removed: u64,
+    /// Of those, the ones judged at the holder's first renewal sent after
+    /// the removal (the others' terms ended first).
+    pub removals_judged: u64,
+    /// Terms revoked `TakenOver` (S3.4).
+    pub taken_over: u64,
 }
 
 impl Summary {
@@ -73,6 +80,13 @@ impl Summary {
         self.unfenced_anomalies += r.unfenced_anomalies;
         self.fenced_rejections += r.fenced_rejections;
         self.fenced_stale_accepted += r.fenced_stale_accepted;
+        self.leases_removed += r.leases_removed;
+        self.removals_judged += r.removals_judged;
+        self.taken_over += r
+            .revocations
+            .iter()
+            .filter(|(_, _, _, reason)| reason == "TakenOver")
+            .count() as u64;
         if let Some(t) = r.max_time_to_leader {
             self.max_time_to_leader = self.max_time_to_leader.max(t);
             let use_ = t.as_secs_f64() / r.liveness_bound.as_secs_f64().max(1e-9);
@@ -118,6 +132,13 @@ impl fmt::Display for Summary {
             self.max_time_to_leader,
             self.max_bound_use * 100.0
         )?;
+        if self.leases_removed > 0 {
+            writeln!(
+                f,
+                "leases removed from live holders: {} ({} judged at the holder's next renewal; {} terms revoked TakenOver)",
+                self.leases_removed, self.removals_judged, self.taken_over
+            )?;
+        }
         writeln!(f, "faults by kind:")?;
         for (k, v) in &self.faults {
             writeln!(f, "  {k}: {v}")?;

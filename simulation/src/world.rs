@@ -5,7 +5,7 @@
 use crate::backend::SimBackend;
 use crate::clock::Clock;
 use crate::core_api::{BackendProfile, Engine, LockWait};
-use crate::params::{Direction, FaultKind, RunParams, ScriptCall};
+use crate::params::{Direction, FaultKind, Mode, RunParams, ScriptCall};
 use simba_core::{
     AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
     LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term,
@@ -83,6 +83,13 @@ pub struct RunReport {
     pub slots_claimed: u64,
     /// Slot claims answered `AlreadyClaimed` (S11.1, S11.2).
     pub slots_already_claimed: u64,
+    /// Leases an outside actor removed from a live, elected holder
+    /// (`lease removed` faults that found one, S3.4).
+    pub leases_removed: u64,
+    /// Of those, the terms whose holder reached a renewal that had to tell
+    /// it (its first renewal sent after the removal, answered and taken),
+    /// judged by the `taken over (S3.4)` checker. The others ended first.
+    pub removals_judged: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -276,6 +283,8 @@ enum TaskState {
 struct TermRec {
     term: Term,
     order: u64,
+    /// The world's step at which the node was elected.
+    elected_step: u64,
     revoked: Option<RevokeReason>,
     /// The session's local deadline when the term was revoked: a voluntary
     /// handover waits for the task at most until then (S6.1 step 3, S6.2).
@@ -372,6 +381,21 @@ impl ExpiryTiming {
     }
 }
 
+/// A lease an outside actor removed from a live holder (a `lease removed`
+/// fault), as the S3.4 checker remembers it until the holder's first
+/// renewal sent after the removal is answered and taken.
+#[derive(Clone, Debug)]
+struct Removal {
+    /// The world's step of the removal.
+    step: u64,
+    /// The holder's node.
+    node: usize,
+    /// The holder's term: its session, name and token are those the
+    /// backend dropped.
+    term: TermId,
+    session: SessionId,
+}
+
 #[derive(Clone, Debug, Default)]
 struct Registers {
     fenced_max: Option<Token>,
@@ -412,13 +436,22 @@ pub struct World {
     /// call timeout in force at the send).
     in_flight: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp, Duration)>,
     /// The S2.4 renewal-timeout checker: per (node, op), a renewal's local
-    /// send time and the call timeout in force then.
-    renews: BTreeMap<(usize, u64), (Timestamp, Duration)>,
+    /// send time and the call timeout in force then; and for the S3.4
+    /// checker, its session and the world's step of the send.
+    renews: BTreeMap<(usize, u64), (Timestamp, Duration, SessionId, u64)>,
+    /// The S3.4 checker: leases removed from live holders, not yet judged.
+    removals: Vec<Removal>,
+    /// Every (node, term) whose lease an outside actor removed, while the
+    /// node's process lives: the S6.1 handover order cannot hold for them.
+    removed_terms: std::collections::BTreeSet<(usize, TermId)>,
     /// Per node: the local time of its engine's latest `handle_timeout`.
     woken_at: BTreeMap<usize, Timestamp>,
     report: RunReport,
     hash: u64,
     stop_on_violation: bool,
+    /// Whether mutual exclusion and the S6.1 handover order make their
+    /// `lease-removed` exceptions (see [`World::without_removal_exceptions`]).
+    removal_exceptions: bool,
     trace: bool,
     sched: schedule::Schedules,
 }
@@ -520,6 +553,8 @@ impl World {
             pending: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             renews: BTreeMap::new(),
+            removals: Vec::new(),
+            removed_terms: std::collections::BTreeSet::new(),
             woken_at: BTreeMap::new(),
             s44: ExpiryTiming {
                 enabled: s44_enabled,
@@ -528,6 +563,7 @@ impl World {
             report,
             hash: 0xcbf2_9ce4_8422_2325,
             stop_on_violation: true,
+            removal_exceptions: true,
             trace: false,
             sched: schedule::Schedules::default(),
         }
@@ -536,6 +572,16 @@ impl World {
     /// Print every step and engine output to stderr (for debugging a seed).
     pub fn traced(mut self) -> World {
         self.trace = true;
+        self
+    }
+
+    /// Judge a `lease-removed` run without the exceptions that mode makes
+    /// for a stolen-from holder (in mutual exclusion until its first renewal
+    /// sent after the removal is answered, and in the S6.1 handover order):
+    /// shows that they are needed, since those checkers then fire by
+    /// construction (`simulation/tests/lease_removed.rs`).
+    pub fn without_removal_exceptions(mut self) -> World {
+        self.removal_exceptions = false;
         self
     }
 
@@ -698,14 +744,18 @@ impl World {
                 // (e.g. a paused node resumes and reads its socket first)
                 // may still be taken: the deadline counts from the send.
                 let woken = self.woken_at.get(&node).copied();
-                let late_renewal = match &input {
-                    Input::RenewReplied { op, .. } => self
+                let renewal = match &input {
+                    Input::RenewReplied { op, result } => self
                         .renews
                         .remove(&(node, op.0))
-                        .filter(|(sent, timeout)| woken.is_some_and(|w| w >= *sent + *timeout))
-                        .map(|(sent, timeout)| (op.0, l - sent, timeout)),
+                        .map(|r| (op.0, r, result.is_ok())),
                     _ => None,
                 };
+                let late_renewal = renewal
+                    .filter(|(_, (sent, timeout, _, _), _)| {
+                        woken.is_some_and(|w| w >= *sent + *timeout)
+                    })
+                    .map(|(op, (sent, timeout, _, _), _)| (op, l - sent, timeout));
                 let mut stale = None;
                 if let Some(e) = self.nodes[node].engine.as_mut() {
                     let before = e.stats().stale_replies;
@@ -722,6 +772,11 @@ impl World {
                     );
                 }
                 self.drain(node);
+                if let (Some((op, (_, _, session, sent_step), true)), Some(false)) =
+                    (renewal, stale)
+                {
+                    self.check_taken_over(node, op, session, sent_step);
+                }
             }
             Ev::ToBackend { node, inc, cmd } => self.on_backend(node, inc, cmd),
             Ev::BackendExpiry { gen } => {
@@ -901,6 +956,9 @@ impl World {
         self.s44.forget_node(node);
         self.in_flight.retain(|(n, _), _| *n != node);
         self.renews.retain(|(n, _), _| *n != node);
+        // The process and its terms are gone: nothing left to judge.
+        self.removals.retain(|r| r.node != node);
+        self.removed_terms.retain(|(n, _)| *n != node);
         self.woken_at.remove(&node);
     }
 
@@ -1012,8 +1070,13 @@ impl World {
                     }
                     _ => {}
                 }
-                if let Command::Renew { op, .. } = &cmd {
-                    let at = (self.local(node), self.call_timeout(node));
+                if let Command::Renew { op, session } = &cmd {
+                    let at = (
+                        self.local(node),
+                        self.call_timeout(node),
+                        *session,
+                        self.report.steps,
+                    );
                     if self.renews.len() >= 4096 {
                         self.renews.pop_first();
                     }
@@ -1160,6 +1223,7 @@ impl World {
                     TermRec {
                         term,
                         order,
+                        elected_step: self.report.steps,
                         revoked: None,
                         revoke_deadline: None,
                         task: TaskState::None,
@@ -1473,6 +1537,22 @@ impl World {
                 }
             }
         }
+        // S3.4 (`lease-removed` mode only): a holder whose lease an outside
+        // actor removed stays valid until its first renewal sent after the
+        // removal is answered (Simba cannot learn it sooner; the fencing
+        // token protects the resource meanwhile). Such a term is left out,
+        // while its removal is not yet judged by `taken over (S3.4)`, only
+        // beside a holder with a greater token, and only in this mode (a
+        // removal in a hand-written default-mode run still trips this
+        // checker); everything else counts.
+        if holders.len() >= 2 && self.p.mode == Mode::LeaseRemoved && self.removal_exceptions {
+            let newest = holders.iter().map(|h| h.1).max();
+            let removals = &self.removals;
+            holders.retain(|(i, token, term)| {
+                let stolen = removals.iter().any(|r| r.node == *i && r.term == *term);
+                !(stolen && Some(*token) < newest)
+            });
+        }
         if holders.len() >= 2 {
             self.violation(
                 "mutual exclusion",
@@ -1559,7 +1639,11 @@ impl World {
             return;
         }
         // S6.1: after a voluntary move, the new task starts only once the old
-        // one has exited (or its term's deadline has passed).
+        // one has exited (or its term's deadline has passed). The old holder
+        // keeps the lease until then; a term whose lease an outside actor
+        // removed (`lease-removed` mode, S3.4) no longer can, so the next
+        // holder may start at once: such terms are left out, in that mode.
+        let relax = self.p.mode == Mode::LeaseRemoved && self.removal_exceptions;
         let mut bad = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
             if n.engine.is_none() {
@@ -1569,6 +1653,7 @@ impl World {
             for rec in n.terms.values() {
                 if rec.term.name == term.name
                     && rec.term.id != term.id
+                    && !(relax && self.removed_terms.contains(&(i, rec.term.id)))
                     && rec.revoked.is_some_and(RevokeReason::is_voluntary)
                     && matches!(rec.task, TaskState::Running | TaskState::Interrupted)
                     && rec.revoke_deadline.is_some_and(|d| li < d)
@@ -2223,7 +2308,96 @@ impl World {
                     self.slow.remove(&i);
                 }
             }
+            FaultKind::LeaseRemoved { name } if start => self.remove_lease(&name),
             _ => {}
+        }
+    }
+
+    /// A `lease removed` fault: an outside actor deletes the lease of `name`
+    /// from its live holder, if that holder's engine has been elected for
+    /// it and still holds the term (a grant still on its way to the holder
+    /// is left alone: its term would start after the next holder's, with a
+    /// smaller token, which the start-order checkers of S3.2 reject by
+    /// construction). Recorded for the S3.4 checker.
+    fn remove_lease(&mut self, name: &LeaseName) {
+        if self.backend_down > 0 {
+            return;
+        }
+        let b = self.backend_clock.local(self.now).as_nanos();
+        let Some((session, token)) = self.backend.owner(name) else {
+            return;
+        };
+        if !self.backend.live_at(session, b) {
+            return;
+        }
+        let holder = self.nodes.iter().enumerate().find_map(|(i, n)| {
+            n.engine.as_ref()?;
+            n.terms
+                .values()
+                .find(|r| {
+                    r.revoked.is_none()
+                        && r.term.session == session
+                        && &r.term.name == name
+                        && r.term.token == token
+                })
+                .map(|r| (i, r.term.id))
+        });
+        let Some((node, term)) = holder else { return };
+        if self.backend.remove_lease(b, name) != Some((session, token)) {
+            return;
+        }
+        self.mix(500);
+        self.mix(token.get());
+        if self.trace {
+            eprintln!(
+                "{:>16} lease {name} token {token} removed from node {node} ({term})",
+                ""
+            );
+        }
+        self.report.leases_removed += 1;
+        self.removed_terms.insert((node, term));
+        self.removals.push(Removal {
+            step: self.report.steps,
+            node,
+            term,
+            session,
+        });
+        self.after_backend();
+    }
+
+    /// S3.4 checker, after `node` took a successful reply to renewal `op`
+    /// of `session`, sent at world step `sent_step`: for every lease
+    /// removed from this session before that send, the term must have
+    /// ended by now (`TakenOver`, or an earlier legitimate end). The reply
+    /// cannot list the lease (the backend dropped it before the renewal
+    /// arrived, and never grants the same token again), so the engine has
+    /// no excuse; a term elected after the renewal's send would have one
+    /// (S3.4), but only elected terms are removed.
+    fn check_taken_over(&mut self, node: usize, op: u64, session: SessionId, sent_step: u64) {
+        // Judged removals are forgotten: mutual exclusion makes no more
+        // exception for their terms.
+        let (due, rest): (Vec<Removal>, Vec<Removal>) = std::mem::take(&mut self.removals)
+            .into_iter()
+            .partition(|r| r.node == node && r.session == session && r.step < sent_step);
+        self.removals = rest;
+        let mut late = Vec::new();
+        for r in due {
+            self.report.removals_judged += 1;
+            if let Some(rec) = self.nodes[node].terms.get(&r.term) {
+                if rec.revoked.is_none() && rec.elected_step < sent_step {
+                    late.push((rec.term.name.clone(), rec.term.token, r.term));
+                }
+            }
+        }
+        for (name, token, term) in late {
+            self.violation(
+                "taken over (S3.4)",
+                format!(
+                    "node {node} still holds {term} ({name}, token {token}) after the reply to \
+                     renewal {op}, sent after the backend dropped the lease: the term must end \
+                     (TakenOver) at that reply"
+                ),
+            );
         }
     }
 

@@ -2,7 +2,8 @@
 //! Simba's assumptions: partitions, pauses, crashes, node clock steps,
 //! backend restarts keeping state, slow backend, delayed grants, loss,
 //! duplication, long-tail delays) pass every checker, including liveness
-//! after healing.
+//! after healing. And 1,000 seeds of `lease-removed` (the same faults plus
+//! leases removed from live holders from outside, S3.4).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simulation::{runner::run_many, Mode};
@@ -14,4 +15,20 @@ fn four_thousand_seeds_pass_every_checker() {
     assert_eq!(summary.seeds, 4_000);
     assert!(summary.terms > 10_000, "the workload elects leaders");
     assert_eq!(summary.violations(), 0, "{summary}");
+}
+
+/// `lease-removed`: every checker passes, including `taken over (S3.4)`;
+/// the removed holders' late writes are refused by the fenced register and
+/// never accepted (S3.2: the token protects the resource meanwhile).
+#[test]
+fn lease_removed_seeds_pass_every_checker_s3_4() {
+    let summary = run_many(Mode::LeaseRemoved, 0, 1_000, 2);
+    println!("{summary}");
+    assert_eq!(summary.seeds, 1_000);
+    assert_eq!(summary.violations(), 0, "{summary}");
+    assert!(summary.leases_removed > 3_000, "{summary}");
+    assert!(summary.removals_judged > 2_500, "{summary}");
+    assert!(summary.taken_over > 2_500, "{summary}");
+    assert!(summary.fenced_rejections > 0, "{summary}");
+    assert_eq!(summary.fenced_stale_accepted, 0, "{summary}");
 }
