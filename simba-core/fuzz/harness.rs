@@ -264,6 +264,8 @@ struct TermInfo {
     handover_wait: bool,
     /// The session deadline when the term was revoked.
     revoked_deadline: Option<Timestamp>,
+    /// The driver step in which it was elected.
+    elected_step: usize,
 }
 
 /// What the step being checked is.
@@ -276,6 +278,11 @@ struct StepCtx {
     deadline_bound: Option<Timestamp>,
     /// A term whose task failed or panicked while the term was open (S6.5).
     failed_task: Option<TermId>,
+    /// Open terms that the successful renewal reply taken in this step does
+    /// not list with their token, though they were elected in an earlier
+    /// step than the renewal's send: they must end in this step (S3.4
+    /// `TakenOver`).
+    not_listed: Vec<TermId>,
 }
 
 /// The engine, the model backend, the driver's state and the checker.
@@ -303,6 +310,8 @@ pub struct Harness {
     acquire_names: BTreeMap<OpId, LeaseName>,
     /// When each OpenSession / Renew was sent (engine time).
     session_ops: BTreeMap<OpId, Timestamp>,
+    /// The driver step in which each Renew was sent.
+    renew_steps: BTreeMap<OpId, usize>,
     zookeeper: bool,
     last_op: u64,
     closed: bool,
@@ -386,6 +395,7 @@ impl Harness {
             inflight: BTreeMap::new(),
             acquire_names: BTreeMap::new(),
             session_ops: BTreeMap::new(),
+            renew_steps: BTreeMap::new(),
             zookeeper: setup.zookeeper,
             last_op: 0,
             closed: false,
@@ -653,11 +663,39 @@ impl Harness {
         if let Some(trace) = &mut self.trace {
             trace.push(format!("  input {input:?}"));
         }
+        // S3.4: the open terms of the current session, elected before this
+        // renewal was sent, that its reply does not list with their token.
+        let not_listed: Vec<TermId> = match &input {
+            Input::RenewReplied {
+                op,
+                result: Ok(Renewal { owned, .. }),
+            } => match self.renew_steps.get(op) {
+                Some(&sent) => self
+                    .terms
+                    .values()
+                    .filter(|i| {
+                        i.state == TermState::Open
+                            && Some(i.term.session) == self.session
+                            && i.elected_step < sent
+                            && !owned.contains(&(i.term.name.clone(), i.term.token))
+                    })
+                    .map(|i| i.term.id)
+                    .collect(),
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
         self.history.push(input.clone());
         if self.history.len() > 256 {
             self.history.remove(0);
         }
+        let stale = self.engine.stats().stale_replies;
         self.engine.handle(t, input);
+        // Only a reply the engine took (not stale: the current renewal of
+        // the current session, before the deadline passed) must end them.
+        if self.engine.stats().stale_replies == stale {
+            self.ctx.not_listed.extend(not_listed);
+        }
         Ok(())
     }
 
@@ -834,6 +872,17 @@ impl Harness {
                 self.engine.handle(t, Input::ElectedRejected { term });
             }
         }
+        for term in std::mem::take(&mut self.ctx.not_listed) {
+            if self
+                .terms
+                .get(&term)
+                .is_some_and(|i| i.state == TermState::Open)
+            {
+                return self.violation(&format!(
+                    "{term} is still held after a renewal reply that no longer lists it (S3.4 TakenOver)"
+                ));
+            }
+        }
         if let Some(term) = self.ctx.failed_task.take() {
             if self
                 .terms
@@ -890,8 +939,12 @@ impl Harness {
                         self.inflight.insert(name.clone(), (*op, now));
                         self.acquire_names.insert(*op, name.clone());
                     }
-                    Command::OpenSession { op, .. } | Command::Renew { op, .. } => {
+                    Command::OpenSession { op, .. } => {
                         self.session_ops.insert(*op, now);
+                    }
+                    Command::Renew { op, .. } => {
+                        self.session_ops.insert(*op, now);
+                        self.renew_steps.insert(*op, self.step_no);
                     }
                     Command::Release {
                         session,
@@ -1077,6 +1130,7 @@ impl Harness {
                 task_exited: false,
                 handover_wait: false,
                 revoked_deadline: None,
+                elected_step: self.step_no,
             },
         );
         if self.reject_next {

@@ -283,11 +283,10 @@ fn the_checks_catch_the_safety_mutants() {
     // All the safety mutants: the drift, margin and arrival-time ones break
     // the S2.1 bound on every new deadline. `ForgetCompletion` is a liveness
     // bug of the API futures, which the simulation's completion checks catch.
-    // These checks judge neither a renewal listing that omits a held term
-    // (`IgnoreTakenOver`, S3.4) nor how long a renewal stays in flight
+    // These checks do not judge how long a renewal stays in flight
     // (`RenewNeverTimesOut`, S2.4, a liveness bug): rules.rs
-    // `s3_4_mutant_ignore_taken_over_is_caught` and
-    // `s2_4_mutant_renew_never_times_out_is_caught` catch them. Nor do they
+    // `s2_4_mutant_renew_never_times_out_is_caught` and the simulation's
+    // `renewal timeout (S2.4)` checker catch it. Nor do they
     // judge when a candidate retries (`RetryBeforeExpiry`, S4.4, an
     // efficiency bug): the simulation's `expiry timing (S4.4)` checker and
     // rules.rs `s4_4_mutant_retry_before_expiry_is_caught` catch it. The group
@@ -298,7 +297,6 @@ fn the_checks_catch_the_safety_mutants() {
         if matches!(
             *mutant,
             Mutant::ForgetCompletion
-                | Mutant::IgnoreTakenOver
                 | Mutant::RenewNeverTimesOut
                 | Mutant::RetryBeforeExpiry
                 | Mutant::GroupIgnoresShare
@@ -330,6 +328,10 @@ fn the_checks_catch_the_safety_mutants() {
             Mutant::AcceptAbandonedAttempts => "other than the reply to its current attempt (S4.3)",
             Mutant::KeepTermAfterPanic => "is still held (S6.5)",
             Mutant::AcquireWhileInFlight => "still in flight (S4.1)",
+            // A renewal reply that does not list a held term (`Answer::Held`
+            // to a renewal) must end it; the simulation's `taken over (S3.4)`
+            // checker catches it too (`--mode lease-removed`).
+            Mutant::IgnoreTakenOver => "no longer lists it (S3.4 TakenOver)",
             other => panic!("no expected check named for {other}: add one"),
         };
         let first = caught.map(|(_, e)| e).unwrap_or_default();
