@@ -24,7 +24,10 @@
 //! Runs come in [`Mode`]s: the default must pass every checker; the
 //! documented failure modes (drift beyond the bound, a backend clock step,
 //! a backend losing its state) must be caught; `pauses` must pass while the
-//! unfenced register shows stale writes. With a `simba_core::Mutant`
+//! unfenced register shows stale writes; `lease-removed` (leases taken from
+//! live holders from outside, S3.4) must pass the `taken over (S3.4)`
+//! checker, with mutual exclusion allowing the stolen-from holder only until
+//! its next renewal's reply. With a `simba_core::Mutant`
 //! selected, a run must be caught. `docs/FAULTS.md` has the table of
 //! failure modes and the measured figures.
 //!
