@@ -523,6 +523,7 @@ pub async fn lock(
 ) -> Result<u8, CliError> {
     let mut sup = Supervisor::start(simba, name, spec, false).await?;
     emit(&Event::Competing { name });
+    say_who_holds(simba, name).await;
     let give_up = wait.map(|d| tokio::time::Instant::now() + d);
     let mut acquired = false;
     loop {
@@ -587,7 +588,7 @@ pub async fn lock(
 
 /// Says who holds `name` when another process does (its session's metadata:
 /// host, pid, …; the term's token; its time left on the backend's clock), so
-/// a waiting `simba run` is not silent about what it waits for. Best effort:
+/// a waiting `simba run` or `simba lock` is not silent about what it waits for. Best effort:
 /// a failed or slow look (over 1 s) says nothing.
 async fn say_who_holds(simba: &Simba, name: &str) {
     let look = tokio::time::timeout(Duration::from_secs(1), simba.leader(name)).await;

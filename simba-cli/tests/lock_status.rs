@@ -84,6 +84,11 @@ fn lock_wait_times_out_with_75(b: &TestBackend) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A waiting lock says who holds the name (its pid) and the token.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is held by"), "{stderr}");
+    assert!(stderr.contains(&format!("pid={}", holder.id())), "{stderr}");
+    assert!(stderr.contains(&format!("token {token}")), "{stderr}");
     assert!(waited >= Duration::from_secs(1), "gave up after {waited:?}");
     assert!(waited < Duration::from_secs(10), "gave up after {waited:?}");
     eprintln!("[{}] lock --wait 1s gave up after {waited:?}", b.kind);
