@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs one standalone ZooKeeper in the foreground, for tests:
 #   scripts/zookeeper-server.sh PORT DATADIR [zoo.cfg lines...]
+# PORT 0 opens no plain-text client port (for a TLS-only server whose
+# `secureClientPort` is among the extra lines).
 # It writes its own DATADIR/zoo.cfg (loopback only, admin server off, data and
 # log in DATADIR) and runs the Debian package's server classes with java; the
 # Debian service and /etc/zookeeper are never touched. Extra arguments are
@@ -17,8 +19,10 @@ mkdir -p "$dir/data"
 {
   echo "tickTime=200"
   echo "dataDir=$dir/data"
-  echo "clientPort=$port"
-  echo "clientPortAddress=127.0.0.1"
+  if [ "$port" != 0 ]; then
+    echo "clientPort=$port"
+    echo "clientPortAddress=127.0.0.1"
+  fi
   echo "maxClientCnxns=0"
   echo "minSessionTimeout=1000"
   echo "maxSessionTimeout=60000"
@@ -35,7 +39,12 @@ if [ ! -r "$jar" ]; then
   exit 1
 fi
 # zookeeper.jar's manifest lists its dependencies; slf4j-nop silences logging.
+# The manifest of Debian's 3.8 lists netty-handler but not netty-codec, which
+# holds the base class of netty's SslHandler: without it the Netty connection
+# factory (the one that serves `secureClientPort`) fails at the first TLS
+# connection. Both come with libnetty-java, a dependency of the package.
 cp="$jar"
+[ -r /usr/share/java/netty-codec.jar ] && cp="$cp:/usr/share/java/netty-codec.jar"
 [ -r /usr/share/java/slf4j-nop.jar ] && cp="$cp:/usr/share/java/slf4j-nop.jar"
 exec java -Xmx256m -XX:+UseSerialGC -Dzookeeper.admin.enableServer=false \
   -Dzookeeper.jmx.log4j.disable=true -cp "$cp" \

@@ -1,10 +1,10 @@
-# Private PostgreSQL (127.0.0.1:5433), MariaDB (127.0.0.1:3307) and Redis
-# (127.0.0.1:6380, with an ACL user `simba`, password `s3cret`) instances
-# that accept TLS connections only, with a server certificate for
-# `localhost` and 127.0.0.1 signed by a test CA, for the TLS tests of the
-# SQL backends (simba-backends/tests/tls.rs) and of Redis
-# (simba-backends/tests/redis_failures.rs). The shared servers on 5432, 3306
-# and 6379 are left as they are.
+# Private PostgreSQL (127.0.0.1:5433), MariaDB (127.0.0.1:3307), Redis
+# (127.0.0.1:6380, with an ACL user `simba`, password `s3cret`), ZooKeeper
+# (127.0.0.1:2282, `secureClientPort` only) and etcd (127.0.0.1:2389, https
+# only; peers on 127.0.0.1:2390) instances that accept TLS connections only,
+# with a server certificate for `localhost` and 127.0.0.1 signed by a test
+# CA, for the TLS tests of every backend (simba-backends/tests/tls.rs). The
+# shared servers on 5432, 3306, 6379, 2181 and 2379 are left as they are.
 #
 # The CA and the server certificate live in /var/tmp/simba-test-tls
 # (`ca.pem` is what the tests trust; `other-ca.pem` is a CA that signed
@@ -12,7 +12,7 @@
 # `openssl`; the instances' data directories are temporary and removed
 # when test.sh exits. Sourced by scripts/test.sh after scripts/lib.sh.
 # Skipped with SIMBA_TEST_SKIP_SERVERS listing `tls` (or `postgres` /
-# `mysql` / `redis` for one of the three).
+# `mysql` / `redis` / `zookeeper` / `etcd` for one of them).
 
 SIMBA_TLS_DIR=/var/tmp/simba-test-tls
 
@@ -101,9 +101,76 @@ ensure_tls_redis() {
   wait_port 6380 30 "Redis (TLS)"
 }
 
+ensure_tls_zookeeper() {
+  have_port 2282 && return 0
+  apt_install zookeeperd default-jre-headless
+  command -v openssl >/dev/null || apt_install openssl
+  local dir
+  dir="$(mktemp -d -t simba-zk-tls.XXXXXX)"
+  log "starting a TLS-only ZooKeeper on 127.0.0.1:2282 (files in $dir)"
+  # ZooKeeper's PEM key store (3.7 and later): the key and the certificate
+  # in one file.
+  cat "$SIMBA_TLS_DIR/server.key" "$SIMBA_TLS_DIR/server.pem" >"$dir/keystore.pem"
+  cp "$SIMBA_TLS_DIR/ca.pem" "$dir/"
+  chmod 0600 "$dir/keystore.pem"
+  # Port 0: no plain-text client port. Only the Netty connection factory
+  # serves TLS. Client certificates are not asked for.
+  scripts/zookeeper-server.sh 0 "$dir" secureClientPort=2282 secureClientPortAddress=127.0.0.1 \
+    serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory \
+    ssl.keyStore.location="$dir/keystore.pem" ssl.keyStore.type=PEM \
+    ssl.trustStore.location="$dir/ca.pem" ssl.trustStore.type=PEM \
+    ssl.clientAuth=none >"$dir/server.log" 2>&1 &
+  local pid=$!
+  CLEANUP+=("kill $pid; wait $pid 2>/dev/null; rm -rf '$dir'")
+  # Ready once a client session opens over TLS with the test CA.
+  for _ in $(seq 1 120); do
+    zk_session_opens 2282 "$dir/ca.pem" && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "error: the TLS ZooKeeper exited; its log:" >&2
+      cat "$dir/server.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  echo "error: ZooKeeper did not accept a TLS session on 127.0.0.1:2282 within 60 s" >&2
+  return 1
+}
+
+ensure_tls_etcd() {
+  have_port 2389 && return 0
+  command -v etcd >/dev/null || apt_install etcd-server etcd-client
+  local dir
+  dir="$(mktemp -d -t simba-etcd-tls.XXXXXX)"
+  log "starting a TLS-only etcd on 127.0.0.1:2389 (files in $dir)"
+  cp "$SIMBA_TLS_DIR/server.pem" "$SIMBA_TLS_DIR/server.key" "$SIMBA_TLS_DIR/ca.pem" "$dir/"
+  chmod 0600 "$dir/server.key"
+  # Clients over https only (no client certificates); the peer port, which
+  # a one-member cluster needs, on loopback.
+  etcd --name simba-tls --data-dir "$dir/data" \
+    --listen-client-urls https://127.0.0.1:2389 --advertise-client-urls https://127.0.0.1:2389 \
+    --cert-file "$dir/server.pem" --key-file "$dir/server.key" \
+    --listen-peer-urls http://127.0.0.1:2390 --initial-advertise-peer-urls http://127.0.0.1:2390 \
+    --initial-cluster simba-tls=http://127.0.0.1:2390 --initial-cluster-state new \
+    >"$dir/etcd.log" 2>&1 &
+  local pid=$!
+  CLEANUP+=("kill $pid; wait $pid 2>/dev/null; rm -rf '$dir'")
+  wait_port 2389 30 "etcd (TLS)"
+  # Ready once it answers over TLS, its certificate checked with the test CA.
+  for _ in $(seq 1 30); do
+    ETCDCTL_API=3 etcdctl --endpoints=https://localhost:2389 --cacert "$dir/ca.pem" \
+      endpoint health >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  echo "error: the TLS etcd on 127.0.0.1:2389 is not healthy; its log:" >&2
+  tail -n 20 "$dir/etcd.log" >&2
+  return 1
+}
+
 if ! skipping tls; then
   make_test_ca
   skipping postgres || ensure_tls_postgres
   skipping mysql || ensure_tls_mariadb
   skipping redis || ensure_tls_redis
+  skipping zookeeper || ensure_tls_zookeeper
+  skipping etcd || ensure_tls_etcd
 fi

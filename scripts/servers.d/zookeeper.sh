@@ -6,18 +6,7 @@
 # Tests that stop or restart ZooKeeper start private servers on 2182-2189
 # through scripts/zookeeper-server.sh.
 
-# True once a ZooKeeper client session can be opened on 127.0.0.1:$1: sends a
-# ConnectRequest (protocol 0, timeout 4000 ms, new session) and waits for the
-# ConnectResponse (36 or 37 bytes). No four-letter word, so no whitelist is needed.
-zk_session_opens() {
-  local n
-  n=$(timeout 3 bash -c '
-    exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
-    printf "\x00\x00\x00\x2c\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x0f\xa0\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" >&3
-    head -c 40 <&3 | od -An -tx1 | tr -d " \n"' "$1" 2>/dev/null) || return 1
-  # length 36 or 37, protocol version 0, then a timeout, a session id, a password
-  [[ ${#n} -eq 80 && $n == 0000002[45]00000000* ]]
-}
+# zk_session_opens (a client session opens on a port) is in scripts/lib.sh.
 
 ensure_zookeeper() {
   if have_port 2181; then

@@ -39,7 +39,8 @@ pub enum BackendKind {
     Redis,
     /// `etcd://…` or `etcds://…` for TLS (feature `etcd`).
     Etcd,
-    /// `zk://…` or `zookeeper://…` (feature `zookeeper`).
+    /// `zk://…` or `zookeeper://…`, or `zks://…` for TLS (feature `zookeeper`;
+    /// TLS needs `zookeeper-tls`).
     Zookeeper,
 }
 
@@ -190,7 +191,10 @@ impl BackendConfig {
             BackendKind::Redis
         } else if lower.starts_with("etcd://") || lower.starts_with("etcds://") {
             BackendKind::Etcd
-        } else if lower.starts_with("zk://") || lower.starts_with("zookeeper://") {
+        } else if lower.starts_with("zk://")
+            || lower.starts_with("zks://")
+            || lower.starts_with("zookeeper://")
+        {
             BackendKind::Zookeeper
         } else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
@@ -261,9 +265,12 @@ impl BackendConfig {
                                 url: redact(url),
                             })?);
                     }
-                    // Redis over TLS: the CA file (PEM) that signs the
-                    // server's certificate, instead of the public roots.
-                    "simba_tls_ca" if kind == BackendKind::Redis => {
+                    // Redis and ZooKeeper over TLS: the CA file (PEM) that
+                    // signs the server's certificate, instead of the
+                    // public (Redis) or system (ZooKeeper) roots.
+                    "simba_tls_ca"
+                        if matches!(kind, BackendKind::Redis | BackendKind::Zookeeper) =>
+                    {
                         tls_ca =
                             Some(percent_decode(v).filter(|p| !p.is_empty()).ok_or_else(|| {
                                 ConfigError::InvalidParameter {
@@ -318,15 +325,19 @@ impl BackendConfig {
         })
     }
 
-    /// Redis over TLS (`rediss://`): the file of the CA certificate (PEM)
-    /// the server's certificate must chain to, from the URL parameter
-    /// `simba_tls_ca=/path/ca.pem`; `None` trusts the public roots.
+    /// Redis over TLS (`rediss://`) and ZooKeeper over TLS (`zks://`): the
+    /// file of the CA certificate (PEM) the server's certificate must chain
+    /// to, from the URL parameter `simba_tls_ca=/path/ca.pem`; `None` trusts
+    /// the public roots (Redis) or the system's roots (ZooKeeper).
     ///
     /// ```
     /// use simba_backends::BackendConfig;
     /// let c = BackendConfig::parse("rediss://cache:6380/0?simba_tls_ca=/etc/ssl/cache-ca.pem")?;
     /// assert_eq!(c.tls_ca(), Some("/etc/ssl/cache-ca.pem"));
     /// assert_eq!(c.url(), "rediss://cache:6380/0");
+    /// let z = BackendConfig::parse("zks://zk1:2281,zk2:2281/jobs?simba_tls_ca=/etc/ssl/zk-ca.pem")?;
+    /// assert_eq!(z.tls_ca(), Some("/etc/ssl/zk-ca.pem"));
+    /// assert_eq!(z.url(), "zks://zk1:2281,zk2:2281/jobs");
     /// # Ok::<(), simba_backends::ConfigError>(())
     /// ```
     pub fn tls_ca(&self) -> Option<&str> {

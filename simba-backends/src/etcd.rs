@@ -331,6 +331,13 @@ impl std::fmt::Debug for EtcdBackend {
 fn map_err(what: &str, e: etcd_client::Error) -> BackendError {
     use etcd_client::Error as E;
     use tonic_code::*;
+    let text = redact(&format!("{NAME} {what}: {e}"));
+    // rustls refused the server's certificate (unknown issuer, another
+    // name, expired): tonic reports it as a transport failure, but it is a
+    // setting to fix, not a server that is down.
+    if text.contains("invalid peer certificate") {
+        return BackendError::new(BackendErrorKind::Rejected, text);
+    }
     let kind = match &e {
         E::TransportError(_) | E::IoError(_) => BackendErrorKind::Unavailable,
         E::InvalidArgs(_) | E::InvalidUri(_) | E::InvalidMetadataValue(_) | E::EndpointError(_) => {
@@ -346,7 +353,7 @@ fn map_err(what: &str, e: etcd_client::Error) -> BackendError {
         E::LeaseKeepAliveError(_) | E::WatchError(_) => BackendErrorKind::Unavailable,
         _ => BackendErrorKind::Other,
     };
-    BackendError::new(kind, redact(&format!("{NAME} {what}: {e}")))
+    BackendError::new(kind, text)
 }
 
 /// gRPC status codes, by number (tonic is not a direct dependency).

@@ -19,7 +19,7 @@
 //!
 //! Features: `sqlite` (default), `postgres`, `mysql`, `redis` (with
 //! `redis-tls` / `redis-tls-async-std` for `rediss://`), `etcd` (needs
-//! `protoc` at build time), `zookeeper`, `testkit` (the
+//! `protoc` at build time), `zookeeper` (with `zookeeper-tls` for `zks://`), `testkit` (the
 //! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
 //! available; it is a shell over the one sequential lease model,
@@ -63,6 +63,8 @@ pub mod redis;
 pub mod sqlite;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
+#[cfg(feature = "zookeeper")]
+mod zookeeper_tls;
 
 pub use config::{
     redact, BackendConfig, BackendKind, ConfigError, DEFAULT_KEY_PREFIX,
@@ -453,6 +455,29 @@ impl LeaseHolder {
         })
     }
 }
+
+/// Makes sure rustls has a process-wide default crypto provider before a
+/// backend connects over TLS. With the `zookeeper-tls` feature, rustls is
+/// built with two providers (ring, which Simba uses, and aws-lc-rs, which
+/// zookeeper-client's TLS enables), and then it cannot pick a default by
+/// itself: the libraries that use the default (redis's TLS, sqlx's check of
+/// a CA without the host name, zookeeper-client) would panic. So ring's
+/// becomes the default, unless the application installed one. Without
+/// `zookeeper-tls` there is one provider and nothing to do.
+#[cfg(feature = "zookeeper-tls")]
+pub(crate) fn ensure_rustls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer is fine: one is set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// See the `zookeeper-tls` version: nothing to do without it.
+#[cfg(all(
+    not(feature = "zookeeper-tls"),
+    any(feature = "postgres", feature = "mysql", feature = "redis")
+))]
+pub(crate) fn ensure_rustls_provider() {}
 
 /// A fresh session id: 128 random bits from the operating system (S1.3).
 ///

@@ -178,6 +178,7 @@ impl MysqlBackend {
     /// `Rejected` for a bad URL, missing privileges or a foreign table of the
     /// same name; `Unavailable`/`Timeout` if the server cannot be reached.
     pub async fn connect(config: &BackendConfig) -> Result<MysqlBackend, BackendError> {
+        crate::ensure_rustls_provider();
         let opts = MySqlConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
             .timezone(Some("+00:00".to_owned()));

@@ -220,6 +220,7 @@ impl PgBackend {
     /// `Rejected` for a bad URL, missing privileges or a foreign table of the
     /// same name; `Unavailable`/`Timeout` if the server cannot be reached.
     pub async fn connect(config: &BackendConfig) -> Result<PgBackend, BackendError> {
+        crate::ensure_rustls_provider();
         let mut opts =
             PgConnectOptions::from_str(config.url()).map_err(|e| map_err(NAME, "URL", e))?;
         // `simba` unless the URL names one (`application_name=`), so an

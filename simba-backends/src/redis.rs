@@ -578,6 +578,7 @@ impl RedisBackend {
     /// without TLS; `Unavailable`/`Timeout` if the server cannot be reached
     /// within the configured connect timeout.
     pub async fn connect(config: &BackendConfig) -> Result<RedisBackend, BackendError> {
+        crate::ensure_rustls_provider();
         let redacted_url = config.redacted_url();
         let client = match config.tls_ca() {
             None => Client::open(config.url()),

@@ -1,17 +1,28 @@
-//! TLS for the SQL backends (sqlx with rustls): `sslmode` (PostgreSQL) and
-//! `ssl-mode` (MySQL/MariaDB) are honoured, a certificate the settings do
+//! TLS for every backend with a server: `sslmode` (PostgreSQL) and
+//! `ssl-mode` (MySQL/MariaDB) are honoured, `rediss://`, `zks://` and
+//! `etcds://` trust the CA they are given, a certificate the settings do
 //! not trust is a typed `Rejected` error (never retried as if the server
 //! were down), and credentials stay redacted.
 //!
 //! The servers are private instances started by `scripts/servers.d/tls.sh`
 //! (part of the README's test command): PostgreSQL on 127.0.0.1:5433,
-//! MariaDB on 127.0.0.1:3307 and Redis on 127.0.0.1:6380 (ACL user
-//! `simba`, password `s3cret`; the default user off), all refusing plain text, with a certificate
+//! MariaDB on 127.0.0.1:3307, Redis on 127.0.0.1:6380 (ACL user
+//! `simba`, password `s3cret`; the default user off), ZooKeeper on
+//! 127.0.0.1:2282 (`secureClientPort` only) and etcd on 127.0.0.1:2389
+//! (https only), all refusing plain text, with a certificate
 //! for `localhost` and 127.0.0.1 signed by the test CA in
 //! `/var/tmp/simba-test-tls/ca.pem`. Since those servers refuse plain
 //! text, every successful call below went over TLS. Required when
-//! `CI=true`, unless `SIMBA_TEST_SKIP_SERVERS` lists `tls`.
-#![cfg(any(feature = "postgres", feature = "mysql", feature = "redis-tls"))]
+//! `CI=true`, unless `SIMBA_TEST_SKIP_SERVERS` lists `tls` (or the
+//! backend's own kind, which keeps `scripts/servers.d/tls.sh` from starting
+//! its TLS instance).
+#![cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis-tls",
+    feature = "zookeeper-tls",
+    feature = "etcd"
+))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -23,8 +34,10 @@ use std::time::Duration;
 
 const DIR: &str = "/var/tmp/simba-test-tls";
 
-/// The TLS-only server on `port` (and the test CA) exist.
-fn tls_server(what: &str, port: u16) -> bool {
+/// The TLS-only server on `port` (and the test CA) exist. When the run
+/// skips `backend` (`postgres`, `zookeeper`, …), tls.sh did not start its
+/// TLS instance either, so its absence is a skip.
+fn tls_server(what: &str, port: u16, backend: &str) -> bool {
     let probe = match std::net::TcpStream::connect_timeout(
         &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         Duration::from_secs(2),
@@ -39,21 +52,35 @@ fn tls_server(what: &str, port: u16) -> bool {
             format!("nothing listens on 127.0.0.1:{port}: {e}"),
         )),
     };
-    server_available(what, probe)
+    match probe {
+        Err(e) if simba_backends::test_servers::server_skipped(backend) => {
+            let thread = std::thread::current();
+            let test = thread.name().unwrap_or("a test");
+            simba_backends::test_servers::missing_server(backend, what, test, &e);
+            false
+        }
+        probe => server_available(what, probe),
+    }
 }
 
-/// Opens a session, wins a name, releases it: the backend works end to end.
+/// Opens a session, renews it, wins a name, releases it: the backend works
+/// end to end.
 async fn works(b: &dyn Backend) {
     let s = b
         .open_session(Duration::from_secs(10))
         .await
         .unwrap()
         .session;
+    let renewal = b.renew(s).await.unwrap();
+    assert!(renewal.remaining > Duration::ZERO, "{renewal:?}");
     let name = LeaseName::new("tls.job").unwrap();
     let AcquireOutcome::Won { token, .. } = b.acquire(s, &name).await.unwrap() else {
         panic!("a free name was not won")
     };
+    let renewal = b.renew(s).await.unwrap();
+    assert_eq!(renewal.owned, [(name.clone(), token)]);
     b.release(s, &name, token).await.unwrap();
+    assert!(b.renew(s).await.unwrap().owned.is_empty());
     b.close_session(s).await.unwrap();
 }
 
@@ -80,7 +107,7 @@ mod postgres {
 
     #[tokio::test]
     async fn verify_full_against_the_test_ca_by_name_and_by_address() {
-        if !tls_server(WHAT, 5433) {
+        if !tls_server(WHAT, 5433, "postgres") {
             return;
         }
         let tag = tag();
@@ -101,7 +128,7 @@ mod postgres {
 
     #[tokio::test]
     async fn require_encrypts_without_checking_the_certificate() {
-        if !tls_server(WHAT, 5433) {
+        if !tls_server(WHAT, 5433, "postgres") {
             return;
         }
         let tag = tag();
@@ -117,7 +144,7 @@ mod postgres {
 
     #[tokio::test]
     async fn an_untrusted_certificate_and_plain_text_are_refused() {
-        if !tls_server(WHAT, 5433) {
+        if !tls_server(WHAT, 5433, "postgres") {
             return;
         }
         // Signed by a CA the settings do not name.
@@ -210,7 +237,7 @@ mod mysql {
 
     #[tokio::test]
     async fn verify_identity_against_the_test_ca() {
-        if !tls_server(WHAT, 3307) {
+        if !tls_server(WHAT, 3307, "mysql") {
             return;
         }
         let tag = tag();
@@ -231,7 +258,7 @@ mod mysql {
 
     #[tokio::test]
     async fn an_untrusted_certificate_and_plain_text_are_refused() {
-        if !tls_server(WHAT, 3307) {
+        if !tls_server(WHAT, 3307, "mysql") {
             return;
         }
         let e = connect(&format!(
@@ -297,7 +324,7 @@ mod redis {
 
     #[tokio::test]
     async fn rediss_with_the_test_ca_and_an_acl_user() {
-        if !tls_server(WHAT, 6380) {
+        if !tls_server(WHAT, 6380, "redis") {
             return;
         }
         for host in ["localhost", "127.0.0.1"] {
@@ -313,7 +340,7 @@ mod redis {
 
     #[tokio::test]
     async fn an_untrusted_certificate_a_wrong_password_and_plain_text_are_refused() {
-        if !tls_server(WHAT, 6380) {
+        if !tls_server(WHAT, 6380, "redis") {
             return;
         }
         let e = connect(&format!(
@@ -336,6 +363,140 @@ mod redis {
         assert_refused(&e, "missing CA file");
         // Plain text to the TLS port never gets an answer.
         let e = connect("redis://simba:hunter2@127.0.0.1:6380/0")
+            .await
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}
+
+#[cfg(feature = "zookeeper-tls")]
+mod zookeeper {
+    use super::*;
+    use simba_backends::zookeeper::ZkBackend;
+
+    const WHAT: &str = "ZooKeeper with TLS at 127.0.0.1:2282";
+
+    async fn connect(url: &str) -> Result<ZkBackend, BackendError> {
+        let config = BackendConfig::parse(url)?.with_connect_timeout(Duration::from_secs(3));
+        ZkBackend::connect(&config).await
+    }
+
+    /// `zks://` with the test CA, by name and by address, with digest
+    /// credentials that never show.
+    #[tokio::test]
+    async fn zks_with_the_test_ca_works_end_to_end_and_hides_the_password() {
+        if !tls_server(WHAT, 2282, "zookeeper") {
+            return;
+        }
+        for host in ["localhost", "127.0.0.1"] {
+            let b = connect(&format!(
+                "zks://simba:hunter2@{host}:2282/simba-tls-{}?simba_tls_ca={DIR}/ca.pem",
+                tag()
+            ))
+            .await
+            .unwrap();
+            let debug = format!("{b:?}");
+            assert!(!debug.contains("hunter2"), "{debug}");
+            assert!(debug.contains("tls: true"), "{debug}");
+            works(&b).await;
+            b.remove_tree().await.unwrap();
+        }
+        // Through the generic entry point too.
+        let url = format!(
+            "zks://localhost:2282/simba-tls-{}?simba_tls_ca={DIR}/ca.pem",
+            tag()
+        );
+        let b = BackendConfig::parse(&url).unwrap().connect().await.unwrap();
+        works(b.as_ref()).await;
+    }
+
+    #[tokio::test]
+    async fn an_untrusted_certificate_a_missing_ca_and_plain_text_are_refused() {
+        if !tls_server(WHAT, 2282, "zookeeper") {
+            return;
+        }
+        // Signed by a CA the settings do not name: Rejected, not a server
+        // that is down.
+        let e = connect(&format!(
+            "zks://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/other-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "untrusted CA");
+        assert!(e.to_string().contains("UnknownIssuer"), "{e}");
+        let e = connect(&format!(
+            "zks://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/no-such-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "missing CA file");
+        // A CA file names a zks:// URL only.
+        let e = connect(&format!(
+            "zk://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "CA file on zk://");
+        // Plain text to the TLS port never opens a session.
+        let e = connect("zk://simba:hunter2@127.0.0.1:2282/simba-tls")
+            .await
+            .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert_ne!(e.kind, BackendErrorKind::Rejected, "{e}");
+    }
+}
+
+#[cfg(feature = "etcd")]
+mod etcd {
+    use super::*;
+    use simba_backends::etcd::EtcdBackend;
+
+    const WHAT: &str = "etcd with TLS at 127.0.0.1:2389";
+
+    async fn connect(url: &str) -> Result<EtcdBackend, BackendError> {
+        let config = BackendConfig::parse(url)?.with_connect_timeout(Duration::from_secs(3));
+        EtcdBackend::connect(&config).await
+    }
+
+    /// `etcds://` with the test CA, by name and by address.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcds_with_the_test_ca_works_end_to_end() {
+        if !tls_server(WHAT, 2389, "etcd") {
+            return;
+        }
+        for host in ["localhost", "127.0.0.1"] {
+            let b = connect(&format!(
+                "etcds://{host}:2389/simba-tls-{}?cacert={DIR}/ca.pem",
+                tag()
+            ))
+            .await
+            .unwrap();
+            works(&b).await;
+            b.delete_all().await.unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_untrusted_certificate_a_missing_ca_and_plain_text_are_refused() {
+        if !tls_server(WHAT, 2389, "etcd") {
+            return;
+        }
+        // The server runs without authentication, so credentials are never
+        // checked; they must still never show.
+        let e = connect(&format!(
+            "etcds://simba:hunter2@localhost:2389/simba-tls?cacert={DIR}/other-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "untrusted CA");
+        let e = connect(&format!(
+            "etcds://simba:hunter2@localhost:2389/simba-tls?cacert={DIR}/no-such-ca.pem"
+        ))
+        .await
+        .unwrap_err();
+        assert_refused(&e, "missing CA file");
+        // Plain text to the TLS port never gets an answer.
+        let e = connect("etcd://simba:hunter2@127.0.0.1:2389/simba-tls")
             .await
             .unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");
