@@ -547,6 +547,23 @@ impl EtcdBackend {
         .await
     }
 
+    /// A raw `put` of one key, for benchmarks: a durable write (etcd
+    /// commits it through its log before answering), the floor of any call
+    /// that changes a lease (a take-over is two: the old holder's delete,
+    /// the next holder's create).
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed.
+    pub async fn raw_put(&self, key: &str) -> Result<(), BackendError> {
+        let mut c = self.client();
+        let key = key.to_owned();
+        self.run(
+            "put",
+            async move { c.put(key, "1", None).await.map(|_| ()) },
+        )
+        .await
+    }
+
     fn key_session(&self, lease: i64) -> String {
         format!("{}/s/{lease:016x}", self.inner.prefix)
     }

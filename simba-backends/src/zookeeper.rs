@@ -515,6 +515,36 @@ impl ZkBackend {
         }
     }
 
+    /// A raw durable write, for benchmarks: one `setData` of a persistent
+    /// znode (`<root>/floor`, created on first use) through `session`'s
+    /// client. ZooKeeper logs every write before it answers, so this is
+    /// the floor of any call that changes a lease (a take-over is two: the
+    /// old holder's delete, the next holder's create).
+    ///
+    /// # Errors
+    /// A [`BackendError`] if `session` is not open here or a call failed.
+    #[cfg(feature = "testkit")]
+    pub async fn raw_write(&self, session: SessionId) -> Result<(), BackendError> {
+        let client = self.zk_client(session).ok_or_else(|| {
+            BackendError::new(
+                BackendErrorKind::Rejected,
+                format!("{NAME}: session {session} is not open on this backend"),
+            )
+        })?;
+        let path = format!("{}/floor", self.inner.target.root);
+        match client.set_data(&path, b"1", None).await {
+            Ok(_) => Ok(()),
+            Err(zk::Error::NoNode) => {
+                let opts = zk::CreateMode::Persistent.with_acls(self.inner.target.acls());
+                match client.create(&path, b"1", &opts).await {
+                    Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                    Err(e) => Err(map_err("create the floor znode", e)),
+                }
+            }
+            Err(e) => Err(map_err("write the floor znode", e)),
+        }
+    }
+
     /// For tests: the session's ZooKeeper client, to observe or disturb it.
     #[cfg(feature = "testkit")]
     pub fn zk_client(&self, session: SessionId) -> Option<zk::Client> {

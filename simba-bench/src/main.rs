@@ -418,8 +418,11 @@ async fn handover_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool)
     let lib = fig(measure::handover(t, plan).await);
     let what = "graceful hand-over, library: stop() → next on_elected (2 clients, 1 process)";
     let mut row = Row::new(k.name(), what, lib.clone());
-    if k == Kind::Postgres {
-        row = row.goal("≤ 2 ms median (issue 15)");
+    match k {
+        Kind::Postgres => row = row.goal("≤ 2 ms median (issue 15)"),
+        Kind::Zookeeper => row = row.goal("≤ 1.5 ms median (issue 11)"),
+        Kind::Etcd => row = row.goal("≤ 1.5 ms median (issue 12)"),
+        _ => {}
     }
     let mut extra = None;
     if with_peers {
@@ -654,7 +657,27 @@ async fn bench(cli: Cli) -> i32 {
         plan.handovers, plan.cli_handovers
     ));
     for t in &targets {
-        let rows = handover_rows(t, &plan, &tools, with_peers).await;
+        let mut rows = handover_rows(t, &plan, &tools, with_peers).await;
+        // ZooKeeper and etcd: how the hand-over compares with the durable
+        // write measured in the same run (the hand-over is two writes,
+        // the old holder's delete and the next holder's create, plus the
+        // watch notification between them).
+        let write = by_kind.get(&t.kind).and_then(|r| {
+            r.iter()
+                .find(|r| r.what.starts_with("floor: durable write"))
+                .map(|r| r.simba.clone())
+        });
+        if let Some(w) = write {
+            for r in rows
+                .iter_mut()
+                .filter(|r| r.what.starts_with("graceful hand-over, library"))
+            {
+                r.relative = format!(
+                    "{} the write floor (two writes: delete, create; and a notification)",
+                    report::ratio(&r.simba, &w)
+                );
+            }
+        }
         show(&rows);
         by_kind.entry(t.kind).or_default().extend(rows);
     }

@@ -77,10 +77,14 @@ async fn recv_within<T>(rx: &mut mpsc::UnboundedReceiver<T>, limit: Duration) ->
 }
 
 /// The floors of `kind` on the same connection as Simba's calls: a round
-/// trip and, for SQL, a durable one-row write in its own transaction.
+/// trip and, where the backend has one, a durable write.
 struct Floors {
     round_trip: (&'static str, Op),
     write: Option<(&'static str, Op)>,
+    /// Acquire+release is compared with the write (SQL: the issue's goal
+    /// is a multiple of it) rather than with the round trip (Redis,
+    /// ZooKeeper, etcd: their goals are multiples of a read).
+    versus_write: bool,
     backend: Arc<dyn Backend>,
 }
 
@@ -138,6 +142,7 @@ async fn floors(t: &Target) -> Result<Floors, String> {
                         })
                     }),
                 )),
+                versus_write: true,
                 backend: Arc::new(b),
             })
         }
@@ -187,6 +192,7 @@ async fn floors(t: &Target) -> Result<Floors, String> {
                         })
                     }),
                 )),
+                versus_write: true,
                 backend: Arc::new(b),
             })
         }
@@ -238,6 +244,7 @@ async fn floors(t: &Target) -> Result<Floors, String> {
                         })
                     }),
                 )),
+                versus_write: true,
                 backend: Arc::new(b),
             })
         }
@@ -258,6 +265,7 @@ async fn floors(t: &Target) -> Result<Floors, String> {
                     }),
                 ),
                 write: None,
+                versus_write: false,
                 backend: b,
             })
         }
@@ -276,6 +284,7 @@ async fn floors(t: &Target) -> Result<Floors, String> {
             let raw = b
                 .zk_client(s)
                 .ok_or("the ZooKeeper backend has no client for its session")?;
+            let b2 = b.clone();
             Ok(Floors {
                 round_trip: (
                     "exists (check_stat /)",
@@ -289,7 +298,14 @@ async fn floors(t: &Target) -> Result<Floors, String> {
                         })
                     }),
                 ),
-                write: None,
+                write: Some((
+                    "durable write (setData of one znode, forceSync=yes)",
+                    Box::new(move || {
+                        let b = b2.clone();
+                        Box::pin(async move { b.raw_write(s).await.map_err(|e| e.to_string()) })
+                    }),
+                )),
+                versus_write: false,
                 backend: b,
             })
         }
@@ -302,6 +318,7 @@ async fn floors(t: &Target) -> Result<Floors, String> {
             );
             let b1 = b.clone();
             let key = format!("{}/floor", b.prefix());
+            let (b2, key2) = (b.clone(), key.clone());
             Ok(Floors {
                 round_trip: (
                     "get (one key)",
@@ -312,7 +329,14 @@ async fn floors(t: &Target) -> Result<Floors, String> {
                         })
                     }),
                 ),
-                write: None,
+                write: Some((
+                    "durable write (put of one key)",
+                    Box::new(move || {
+                        let (b, key) = (b2.clone(), key2.clone());
+                        Box::pin(async move { b.raw_put(&key).await.map_err(|e| e.to_string()) })
+                    }),
+                )),
+                versus_write: false,
                 backend: b,
             })
         }
@@ -403,12 +427,17 @@ pub async fn latency(
         &format!("floor: {}", f.round_trip.0),
         rt.clone(),
     )];
-    let floor = if let Some((label, _)) = &f.write {
-        let w = fig(&v[1]);
-        rows.push(Row::new(k, &format!("floor: {label}"), w.clone()));
-        (w, "write floor")
-    } else {
-        (rt, "round-trip floor")
+    let floor = match &f.write {
+        Some((label, _)) => {
+            let w = fig(&v[1]);
+            rows.push(Row::new(k, &format!("floor: {label}"), w.clone()));
+            if f.versus_write {
+                (w, "write floor")
+            } else {
+                (rt, "round-trip floor")
+            }
+        }
+        None => (rt, "round-trip floor"),
     };
     let direct = fig(&v[2]);
     let mut row = Row::new(
@@ -420,8 +449,11 @@ pub async fn latency(
     if let Some((pname, _)) = &peer {
         row = row.peer(pname, fig(&v[4]));
     }
-    if t.kind == Kind::Postgres {
-        row = row.goal("≤ 1.4× the durable-write floor (issue 15)");
+    match t.kind {
+        Kind::Postgres => row = row.goal("≤ 1.4× the durable-write floor (issue 15)"),
+        Kind::Zookeeper => row = row.goal("≤ 2.5× the exists round trip (issue 11)"),
+        Kind::Etcd => row = row.goal("≤ 2.5× the get round trip (issue 12)"),
+        _ => {}
     }
     rows.push(row);
     let locked = fig(&v[3]);
