@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use futures::future::{BoxFuture, FutureExt};
-use simba_backends::testkit::{run_all, run_selected, Capability, Factory};
+use simba_backends::testkit::{run_all, Capability, Factory};
 use simba_backends::zookeeper::ZkBackend;
 use simba_backends::BackendConfig;
 use simba_core::BackendError;
@@ -91,7 +91,7 @@ fn zookeeper_passes_the_conformance_suite_on_async_std() {
             return;
         }
         let factory = ZkFactory::new();
-        let report = run_selected(&factory, |_| true).await;
+        let report = simba_backends::testkit::run_selected(&factory, |_| true).await;
         println!("{report}");
         cleanup(&factory).await;
         report.assert_passed();
