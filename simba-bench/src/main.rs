@@ -714,8 +714,14 @@ async fn bench(cli: Cli) -> i32 {
         .unwrap_or_else(|| if plan.quick { "quick" } else { "latest" }.into());
     let dir = repo_dir().join("bench/results");
     let command = format!(
-        "bash bench/setup.sh && cargo build --release -p simba-cli --all-features && cargo run -p simba-bench --release --features etcd --{}{}",
+        "bash bench/setup.sh && cargo build --release -p simba-cli --all-features && cargo run -p simba-bench --release --features etcd --{}{}{}{}",
         if plan.quick { " --quick" } else { "" },
+        if cli.backends.is_empty() {
+            String::new()
+        } else {
+            format!(" --backend {}", cli.backends.join(","))
+        },
+        if cli.no_peers { " --no-peers" } else { "" },
         cli.out
             .as_ref()
             .map(|o| format!(" --out {o}"))
