@@ -98,6 +98,35 @@ impl PrivateEtcd {
         }
     }
 
+    /// SIGSTOPs etcd and waits until every one of its threads is stopped
+    /// (`kill` returns once the signal is queued; on a loaded machine a
+    /// running thread may still answer a request for a moment after).
+    fn freeze(&self) {
+        self.signal("-STOP");
+        let Some(c) = &self.child else { return };
+        let pid = c.id();
+        let stopped = || {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                return false;
+            };
+            tasks.flatten().all(|t| {
+                std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+                    // The state follows the command name's closing parenthesis.
+                    stat.rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with(['T', 't']))
+                })
+            })
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while !stopped() {
+            assert!(
+                std::time::Instant::now() < until,
+                "etcd (pid {pid}) did not stop within 5 s of SIGSTOP"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -276,7 +305,7 @@ async fn etcd_connection_killed_mid_renewal() {
     };
     b.renew(s).await.unwrap(); // the keep-alive stream is open
                                // Freeze etcd so that the renewal is in flight, then kill it.
-    etcd.signal("-STOP");
+    etcd.freeze();
     let b2 = b.clone();
     let renewal = tokio::spawn(async move { b2.renew(s).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
