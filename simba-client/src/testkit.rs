@@ -938,7 +938,13 @@ pub async fn task_panic_moves_leadership(env: Env) {
     let at = a_token.clone();
     let ta = a
         .run_while_leader("suite.panics", move |term| {
-            at.store(i32::try_from(term.token()).unwrap(), Ordering::Release);
+            // A's first term only: A may win again after its cooldown.
+            let _ = at.compare_exchange(
+                0,
+                i32::try_from(term.token()).unwrap(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
             async move {
                 if term.is_valid() {
                     panic!("ledger job crashed");
@@ -956,7 +962,14 @@ pub async fn task_panic_moves_leadership(env: Env) {
     let bt = b_token.clone();
     let tb = b
         .run_while_leader("suite.panics", move |term| {
-            bt.store(i32::try_from(term.token()).unwrap(), Ordering::Release);
+            // B's first term only: on a loaded machine B may lose a term
+            // and win again, and A may win in between.
+            let _ = bt.compare_exchange(
+                0,
+                i32::try_from(term.token()).unwrap(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
             async move {
                 term.revoked().await;
             }
@@ -984,6 +997,7 @@ pub async fn task_panic_moves_leadership(env: Env) {
         async move { t.load(Ordering::Acquire) > 0 }
     })
     .await;
+    // B's first term came after A's first (tokens only grow, S3.2).
     assert!(b_token.load(Ordering::Acquire) > a_token.load(Ordering::Acquire));
     tb.stop().await;
     ta.stop().await;
