@@ -17,6 +17,16 @@ pub const DEFAULT_KEY_PREFIX: &str = "simba";
 /// listener, outside this pool). See `docs/BACKENDS.md`, "Connection budget".
 pub const DEFAULT_POOL_MAX: u32 = 1;
 
+/// A pooled SQL connection idle for this long or longer is pinged before
+/// Simba uses it; one used more recently is not (see
+/// `BackendConfig::sqlx_pool`'s reasoning in `docs/BACKENDS.md`,
+/// "Connections").
+///
+/// ```
+/// assert_eq!(simba_backends::PING_IDLE_AFTER.as_secs(), 5);
+/// ```
+pub const PING_IDLE_AFTER: Duration = Duration::from_secs(5);
+
 /// How long a SQL backend's call waits for a pooled connection unless
 /// configured otherwise. The client's driver cancels every call after the
 /// renewal period in force (its call timeout, S2.4), so a queued call is never
@@ -442,12 +452,30 @@ impl BackendConfig {
     }
 
     /// sqlx pool options from these settings (size and timeouts).
+    ///
+    /// A connection is pinged before a call only when it has been idle for
+    /// [`PING_IDLE_AFTER`] or longer, not before every call (sqlx's
+    /// default, one extra round trip per call): sqlx already pings each
+    /// connection when it goes back to the pool, so an idle connection was
+    /// live when it went idle. One that breaks within that time (the server
+    /// restarted) fails the call it is used for; the engine handles it as
+    /// any failed call (a renewal is retried after a short back-off, S2.4).
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn sqlx_pool<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
+        use sqlx::Connection as _;
         let off = |d: Duration| (!d.is_zero()).then_some(d);
         let mut o = sqlx::pool::PoolOptions::<DB>::new()
             .max_connections(self.max_connections)
-            .acquire_timeout(self.pool.acquire_timeout);
+            .acquire_timeout(self.pool.acquire_timeout)
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_IDLE_AFTER {
+                        conn.ping().await?;
+                    }
+                    Ok(true)
+                })
+            });
         if let Some(t) = self.pool.idle_timeout {
             o = o.idle_timeout(off(t));
         }

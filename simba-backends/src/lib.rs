@@ -68,7 +68,7 @@ mod zookeeper_tls;
 
 pub use config::{
     redact, BackendConfig, BackendKind, ConfigError, DEFAULT_KEY_PREFIX,
-    DEFAULT_POOL_ACQUIRE_TIMEOUT, DEFAULT_POOL_MAX, DEFAULT_TABLE_PREFIX,
+    DEFAULT_POOL_ACQUIRE_TIMEOUT, DEFAULT_POOL_MAX, DEFAULT_TABLE_PREFIX, PING_IDLE_AFTER,
 };
 #[cfg(feature = "testkit")]
 pub use memory::Flaw;

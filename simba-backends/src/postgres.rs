@@ -3,11 +3,11 @@
 //!
 //! Every operation but acquire is one statement, run in its own transaction
 //! at PostgreSQL's default isolation, READ COMMITTED. Acquire is one
-//! transaction of three statements: lock the lease row; judge the caller's
-//! and the holder's liveness in a *new* statement (its snapshot is taken
-//! after the lock was granted, so it sees whoever wrote the row, and it
-//! share-locks both session rows, waiting for a renewal or close in flight);
-//! then take the lease if it is free. A single statement that waited for the
+//! transaction of two statements: lock the lease row; then, in a *new*
+//! statement (its snapshot is taken after the lock was granted, so it sees
+//! whoever wrote the row, and it share-locks both session rows, waiting for
+//! a renewal or close in flight), judge the caller's and the holder's
+//! liveness, take the lease if it is free and read the outcome. A single statement that waited for the
 //! lease row's lock would judge the holder on a snapshot older than the row
 //! (issue 9). A schedule slot's claim (S11.1) is one transaction too: a
 //! holder check that share-locks exactly the rows it judges, then a
@@ -78,6 +78,10 @@ struct Sql {
     renew: String,
     release: String,
     close: String,
+    /// Calls the acquire function (`acquire_fn`).
+    acquire: String,
+    /// The acquire function's name (`<prefix>acquire_lease`).
+    acquire_fn: String,
     /// Locks a lease row (inserting it free if missing) without changing it.
     #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     lock: String,
@@ -184,6 +188,8 @@ impl Sql {
                  WHERE left(l.name, $1) = $2"
             ),
             channel: format!("{prefix}released"),
+            acquire: format!("SELECT * FROM {prefix}acquire_lease($1, $2)"),
+            acquire_fn: format!("{prefix}acquire_lease"),
             persistent: !transaction_pooling,
             wrap: transaction_pooling,
             prefix: prefix.to_owned(),
@@ -266,11 +272,7 @@ impl PgBackend {
                 crate::sql::log_plain_fallback(NAME, &config.redacted_url(), mode.as_deref(), tls);
             }
         }
-        if config.create_schema() {
-            backend.migrate().await?;
-        } else if backend.check_tables().await? < TABLES {
-            return Err(backend.missing());
-        }
+        backend.prepare_schema(config.create_schema()).await?;
         Ok(backend)
     }
 
@@ -281,17 +283,87 @@ impl PgBackend {
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
         self.upgrade_sessions().await?;
-        if self.check_tables().await? == TABLES {
+        let state = self.acquire_fn_state().await?;
+        if self.check_tables().await? == TABLES && state == FnState::Current {
             return Ok(());
         }
+        if state == FnState::Foreign {
+            return Err(self.fn_error(state));
+        }
+        // Creates what is missing and replaces an older Simba's acquire
+        // function (a node of that version still running keeps working:
+        // the arguments and the answer's columns are the same).
         let ddl = Self::schema_sql(&self.sql.prefix);
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
-            if self.check_tables().await? < TABLES {
+            if self.check_tables().await? < TABLES
+                || self.acquire_fn_state().await? != FnState::Current
+            {
                 return Err(map_err(NAME, "create tables", e));
             }
         }
         Ok(())
+    }
+
+    /// With `create`, [`PgBackend::migrate`]; without, refuses to start
+    /// unless every table and this version's acquire function exist.
+    async fn prepare_schema(&self, create: bool) -> Result<(), BackendError> {
+        if create {
+            return self.migrate().await;
+        }
+        if self.check_tables().await? < TABLES {
+            return Err(self.missing());
+        }
+        match self.acquire_fn_state().await? {
+            FnState::Current => Ok(()),
+            other => Err(self.fn_error(other)),
+        }
+    }
+
+    /// Whether the acquire function in the current schema is this
+    /// version's, an older Simba's, someone else's, or missing.
+    async fn acquire_fn_state(&self) -> Result<FnState, BackendError> {
+        let get = |e| map_err(NAME, "read schema", e);
+        let mut tx = self.pool.begin().await.map_err(get)?;
+        let found: Vec<String> = sqlx::query_scalar(
+            "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+             WHERE n.nspname = current_schema() AND p.proname = $1 \
+               AND pg_get_function_identity_arguments(p.oid) = $2",
+        )
+        .persistent(self.sql.persistent)
+        .bind(&self.sql.acquire_fn)
+        .bind(ACQUIRE_ARGS)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(get)?;
+        tx.commit().await.map_err(get)?;
+        let want = acquire_fn_body(&self.sql.prefix);
+        Ok(match found.first() {
+            None => FnState::Missing,
+            Some(src) if *src == want => FnState::Current,
+            Some(src) if src.contains(ACQUIRE_MARK) => FnState::Outdated,
+            Some(_) => FnState::Foreign,
+        })
+    }
+
+    /// The error for an acquire function that is not this version's.
+    fn fn_error(&self, state: FnState) -> BackendError {
+        let f = &self.sql.acquire_fn;
+        let why = match state {
+            FnState::Current => "is in place",
+            FnState::Missing => "is missing",
+            FnState::Outdated => "is an older Simba's",
+            FnState::Foreign => {
+                "exists but was not created by Simba; rename it or use another table prefix"
+            }
+        };
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "postgres: the function `{f}({ACQUIRE_ARGS})` {why}: create it \
+                 (migrations/postgres/0003_acquire.sql) or allow create_schema"
+            ),
+        )
     }
 
     fn missing(&self) -> BackendError {
@@ -358,7 +430,19 @@ impl PgBackend {
     /// in two files (sessions and leases; then group members and schedule
     /// slots, S10/S11), whose concatenation this is.
     pub fn schema_sql(table_prefix: &str) -> String {
-        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+        Self::base_schema_sql(table_prefix)
+            + &Self::groups_schema_sql(table_prefix)
+            + &Self::acquire_schema_sql(table_prefix)
+    }
+
+    /// `0003_acquire.sql`: the acquire function.
+    fn acquire_schema_sql(table_prefix: &str) -> String {
+        format!(
+            "CREATE OR REPLACE FUNCTION {table_prefix}acquire_lease({ACQUIRE_ARGS})\n\
+             RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint)\n\
+             LANGUAGE plpgsql VOLATILE AS $simba${}$simba$;\n",
+            acquire_fn_body(table_prefix)
+        )
     }
 
     /// `0002_groups_slots.sql`: group members and schedule slots.
@@ -431,11 +515,7 @@ impl PgBackend {
             listen,
             listener_errors: Arc::new(AtomicU64::new(0)),
         };
-        if options.get_create_schema() {
-            backend.migrate().await?;
-        } else if backend.check_tables().await? < TABLES {
-            return Err(backend.missing());
-        }
+        backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
     }
 
@@ -460,7 +540,9 @@ impl PgBackend {
             ..
         } = &self.sql;
         sqlx::raw_sql(&format!(
-            "DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"
+            "DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}; \
+             DROP FUNCTION IF EXISTS {}({ACQUIRE_ARGS})",
+            self.sql.acquire_fn
         ))
         .execute(&self.pool)
         .await
@@ -547,7 +629,7 @@ impl PgBackend {
         // Polled from a connection of its own: inside the blocker's
         // transaction, pg_stat_activity would show one cached snapshot.
         let mut watcher = sqlx::PgConnection::connect_with(&opts).await.map_err(err)?;
-        let pattern = format!("%{}leases%", self.sql.prefix);
+        let pattern = format!("%{}%", self.sql.acquire_fn);
         let killer = async {
             for _ in 0..250 {
                 let pids: Vec<i32> = sqlx::query_scalar(
@@ -580,6 +662,74 @@ impl PgBackend {
         killed?;
         Ok(result)
     }
+}
+
+/// The acquire function's parameters, as `pg_get_function_identity_arguments`
+/// prints them.
+const ACQUIRE_ARGS: &str = "p_session bytea, p_name text";
+/// What the current schema holds of the acquire function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FnState {
+    /// This version's.
+    Current,
+    /// An older Simba's (its body has [`ACQUIRE_MARK`]).
+    Outdated,
+    /// A function of the same name and arguments that Simba did not create.
+    Foreign,
+    /// None.
+    Missing,
+}
+
+/// Every version of the acquire function's body starts with this line.
+const ACQUIRE_MARK: &str = "-- Simba's acquire";
+
+/// The acquire function's body (PL/pgSQL), two statements (see the module
+/// docs and `docs/BACKENDS.md`, "PostgreSQL"):
+/// 1. Lock the lease row (inserting it free if new): an upsert always locks
+///    the row's latest committed version, waiting for any transaction that
+///    holds it.
+/// 2. A new statement (a VOLATILE function's statements each take a new
+///    snapshot at READ COMMITTED), so a snapshot taken after the lock was
+///    granted: whoever wrote the holder into the row committed before it,
+///    so the holder's session row is visible (the issue-9 takeover cannot
+///    happen), and the row cannot change until this transaction ends. Both
+///    session rows are share-locked, selected by id alone (a row filtered
+///    out by an expiry test on the snapshot would never be locked): a
+///    renewal or close in flight commits first and its latest version is
+///    read (`j`). The lease is taken with the next token if the caller is
+///    live and the lease free, expired or held by a session that is not
+///    live (`u`). The answer is the row as `u` wrote it, or else as the
+///    snapshot shows it, with both sessions' remaining time on the clock
+///    reading that judged them.
+///
+/// A function, not the same two statements sent as one simple query: its
+/// plans are kept per connection, where a simple query is parsed and
+/// planned on every call, which cost more than the round trip.
+fn acquire_fn_body(prefix: &str) -> String {
+    let l = format!("{prefix}leases");
+    let s = format!("{prefix}sessions");
+    format!(
+        "\n#variable_conflict use_column\n\
+         {ACQUIRE_MARK}, version 1 (S1.2, S3.2; see Simba's docs/BACKENDS.md, \"PostgreSQL\").\n\
+         BEGIN\n\
+         \x20 INSERT INTO {l} AS l (name, session, token, acquired_us) VALUES (p_name, NULL, 0, NULL)\n\
+         \x20   ON CONFLICT (name) DO UPDATE SET token = l.token;\n\
+         \x20 RETURN QUERY\n\
+         \x20 WITH now AS (SELECT {NOW} AS t),\n\
+         \x20 j AS (SELECT (SELECT m.expires_us FROM {s} m WHERE m.id = p_session FOR SHARE OF m) AS mine,\n\
+         \x20              (SELECT h.expires_us FROM {s} h\n\
+         \x20               WHERE h.id = (SELECT x.session FROM {l} x WHERE x.name = p_name)\n\
+         \x20               FOR SHARE OF h) AS theirs),\n\
+         \x20 u AS (UPDATE {l} AS l SET session = p_session, token = l.token + 1, acquired_us = now.t\n\
+         \x20       FROM now, j\n\
+         \x20       WHERE l.name = p_name AND l.session IS DISTINCT FROM p_session\n\
+         \x20         AND j.mine > now.t AND (j.theirs IS NULL OR j.theirs <= now.t)\n\
+         \x20       RETURNING l.session, l.token)\n\
+         \x20 SELECT coalesce(u.session, l.session), coalesce(u.token, l.token), j.mine - now.t,\n\
+         \x20   CASE WHEN u.session IS NULL THEN j.theirs ELSE j.mine END - now.t\n\
+         \x20 FROM {l} l LEFT JOIN u ON true, now, j WHERE l.name = p_name;\n\
+         END\n"
+    )
 }
 
 /// A connection: the pool's, or a test hold's open transaction.
@@ -628,9 +778,9 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     })
 }
 
-/// Acquire, in one transaction of three statements (see the module docs and
-/// `docs/BACKENDS.md`): lock the lease row, then judge liveness in a *new*
-/// statement (a snapshot taken after the lock was granted), then take it.
+/// Acquire: one call of the acquire function (`acquire_fn_body`), whose two
+/// statements lock the lease row, then judge liveness, take it and read the
+/// outcome with a *new* snapshot, taken after the lock was granted.
 async fn acquire_on(
     sql: &Sql,
     c: &mut Conn,
@@ -638,56 +788,14 @@ async fn acquire_on(
     name: &LeaseName,
 ) -> Result<AcquireOutcome, BackendError> {
     let get = |e| map_err(NAME, "acquire", e);
-    // One round trip: three statements sent as one simple query, which the
-    // server runs as one transaction (or inside the caller's, for a test
-    // hold), each statement with a snapshot of its own (READ COMMITTED).
-    // The values are literals: the session id as hex, the name from its
-    // checked character set ([A-Za-z0-9._:-], S3.1, no quote can occur).
-    let me = format!(
-        "'\\x{}'::bytea",
-        session
-            .to_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
-    let n = format!("'{}'", name.as_str());
-    let (l, s) = (&sql.leases, &sql.sessions);
-    // 1. Lock the lease row (inserting it free if new): an upsert always
-    //    locks the row's latest committed version, waiting for any
-    //    transaction that holds it.
-    // 2. Take it with the next token if the caller is live and the lease
-    //    free, expired or held by a session that is not live. A new
-    //    statement takes a new snapshot, after the lock was granted:
-    //    whoever wrote the holder into the row committed before it, so the
-    //    holder's session row is visible (the issue-9 takeover cannot
-    //    happen). Both session rows are share-locked, selected by id alone
-    //    (a row filtered out by an expiry test on the snapshot would never
-    //    be locked): a renewal or close in flight commits first and its
-    //    latest version is read.
-    // 3. Read the outcome: the row as it now is, and both sessions'
-    //    remaining time.
-    let query = format!(
-        "INSERT INTO {l} AS l (name, session, token, acquired_us) VALUES ({n}, NULL, 0, NULL) \
-         ON CONFLICT (name) DO UPDATE SET token = l.token;\n\
-         WITH now AS (SELECT {NOW} AS t), \
-         j AS (SELECT (SELECT me.expires_us FROM {s} me WHERE me.id = {me} FOR SHARE OF me) AS mine, \
-                      (SELECT h.expires_us FROM {s} h \
-                       WHERE h.id = (SELECT session FROM {l} WHERE name = {n}) \
-                       FOR SHARE OF h) AS theirs) \
-         UPDATE {l} AS l SET session = {me}, token = l.token + 1, acquired_us = now.t \
-         FROM now, j \
-         WHERE l.name = {n} AND l.session IS DISTINCT FROM {me} \
-           AND j.mine > now.t AND (j.theirs IS NULL OR j.theirs <= now.t);\n\
-         WITH now AS (SELECT {NOW} AS t) \
-         SELECT l.session, l.token, \
-           (SELECT me.expires_us - now.t FROM {s} me WHERE me.id = {me}), \
-           (SELECT h.expires_us - now.t FROM {s} h WHERE h.id = l.session) \
-         FROM {l} l, now WHERE l.name = {n}"
-    );
-    // A query without arguments goes out as a simple query, which may hold
-    // several statements.
-    let rows = sqlx::Executor::fetch_all(&mut *c, query.as_str())
+    // One round trip: the acquire function's two statements run in one
+    // transaction (or inside the caller's, for a test hold), each with a
+    // snapshot of its own (READ COMMITTED; see `acquire_fn_body`).
+    let rows = sqlx::query(&sql.acquire)
+        .persistent(sql.persistent)
+        .bind(&session.to_bytes()[..])
+        .bind(name.as_str())
+        .fetch_all(&mut *c)
         .await
         .map_err(get)?;
     let [row] = rows.as_slice() else {
@@ -708,9 +816,9 @@ async fn acquire_on(
         // Won (the caller holds it now, just taken or held already), Held
         // or Expired.
         Decision::Answer(outcome) => Ok(outcome),
-        // Free or expired, yet not taken: the caller or the holder crossed
-        // its expiry between statements 2 and 3. Never claim a win that
-        // was not written: answer held, to be retried.
+        // Free or expired, yet not taken: cannot happen (one clock reading
+        // judged both the update and this answer), but never claim a win
+        // that was not written: answer held, to be retried.
         Decision::Take { .. } => Ok(AcquireOutcome::Held {
             holder: holder
                 .as_deref()
@@ -912,11 +1020,7 @@ impl Backend for PgBackend {
         session: SessionId,
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        async move {
-            let mut c = self.conn("acquire").await?;
-            acquire_on(&self.sql, &mut c, session, name).await
-        }
-        .boxed()
+        async move { call!(self, "acquire", |c| acquire_on(&self.sql, c, session, name)) }.boxed()
     }
 
     fn release<'a>(

@@ -18,7 +18,16 @@ fn file(path: &str) -> String {
 
 /// Every migration file of one database, in order, concatenated.
 fn files(db: &str) -> String {
-    ["0001_simba.sql", "0002_groups_slots.sql"]
+    let names: &[&str] = if db == "postgres" {
+        &[
+            "0001_simba.sql",
+            "0002_groups_slots.sql",
+            "0003_acquire.sql",
+        ]
+    } else {
+        &["0001_simba.sql", "0002_groups_slots.sql"]
+    };
+    names
         .iter()
         .map(|f| file(&format!("migrations/{db}/{f}")))
         .collect()
@@ -156,4 +165,73 @@ async fn exercise(backend: &dyn Backend) {
         "{won:?}"
     );
     backend.close_session(grant.session).await.unwrap();
+}
+
+/// PostgreSQL's acquire function (`0003_acquire.sql`): without DDL, a
+/// missing or older function is refused by name; with DDL an older Simba's
+/// is replaced; a function of that name Simba did not write is never
+/// replaced, with or without DDL.
+#[tokio::test]
+async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
+    if !common::server_available("PostgreSQL", common::pg_probe().await) {
+        return;
+    }
+    let tag = common::tag();
+    let prefix = format!("{tag}_fn_");
+    let f = format!("{prefix}acquire_lease");
+    let pool = sqlx::PgPool::connect(common::PG_URL).await.unwrap();
+    let no_ddl = PoolOptions::new()
+        .table_prefix(&prefix)
+        .unwrap()
+        .create_schema(false);
+    let ddl = PoolOptions::new().table_prefix(&prefix).unwrap();
+    // The tables alone (files 0001 and 0002): the function is missing.
+    let tables_only = PgBackend::schema_sql(&prefix);
+    let tables_only = &tables_only[..tables_only.find("CREATE OR REPLACE FUNCTION").unwrap()];
+    sqlx::raw_sql(tables_only).execute(&pool).await.unwrap();
+    let err = PgBackend::from_pool(pool.clone(), &no_ddl)
+        .await
+        .expect_err("a missing function is refused without DDL");
+    assert!(
+        err.to_string().contains(&f) && err.to_string().contains("is missing"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("0003_acquire.sql"), "{err}");
+    // An older Simba's function (its first line, another body).
+    let older = format!(
+        "CREATE FUNCTION {f}(p_session bytea, p_name text) \
+         RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint) \
+         LANGUAGE plpgsql AS $$\n-- Simba's acquire, version 0\nBEGIN RETURN; END $$"
+    );
+    sqlx::raw_sql(&older).execute(&pool).await.unwrap();
+    let err = PgBackend::from_pool(pool.clone(), &no_ddl)
+        .await
+        .expect_err("an older function is refused without DDL");
+    assert!(err.to_string().contains("older Simba"), "{err}");
+    // With DDL it is replaced, and acquiring works.
+    exercise(&PgBackend::from_pool(pool.clone(), &ddl).await.unwrap()).await;
+    exercise(&PgBackend::from_pool(pool.clone(), &no_ddl).await.unwrap()).await;
+    // Someone else's function of that name and arguments: refused, kept.
+    let foreign = format!(
+        "CREATE OR REPLACE FUNCTION {f}(p_session bytea, p_name text) \
+         RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint) \
+         LANGUAGE plpgsql AS $$\nBEGIN RETURN; END $$"
+    );
+    sqlx::raw_sql(&foreign).execute(&pool).await.unwrap();
+    for options in [&ddl, &no_ddl] {
+        let err = PgBackend::from_pool(pool.clone(), options)
+            .await
+            .expect_err("a foreign function is refused");
+        assert!(err.to_string().contains("not created by Simba"), "{err}");
+    }
+    let src: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
+        .bind(&f)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        src, "\nBEGIN RETURN; END ",
+        "the foreign function was replaced"
+    );
+    common::drop_pg_tables(&tag).await;
 }

@@ -300,6 +300,21 @@ pub async fn drop_pg_tables(tag: &str) {
             .await
             .unwrap();
     }
+    // And the acquire functions of those prefixes.
+    let functions: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+         WHERE n.nspname = current_schema() AND p.proname LIKE $1",
+    )
+    .bind(format!("{tag}%"))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for f in functions {
+        sqlx::query(&format!("DROP FUNCTION IF EXISTS {f}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
 }
 
 /// Drops every table whose name starts with `tag` (MySQL).
