@@ -136,7 +136,7 @@ impl Plan {
                 iters: 1000,
                 handovers: 40,
                 cli_handovers: 15,
-                failovers: 20,
+                failovers: 30,
                 sizes: vec![1, 100, 10_000],
                 window: Duration::from_secs(30),
             }
