@@ -78,7 +78,7 @@ struct Sql {
     renew: String,
     release: String,
     close: String,
-    /// Calls the acquire function (`acquire_fn`).
+    /// Calls the acquire function (`acquire_fn`), without its arguments.
     acquire: String,
     /// The acquire function's name (`<prefix>acquire_lease`).
     acquire_fn: String,
@@ -188,7 +188,7 @@ impl Sql {
                  WHERE left(l.name, $1) = $2"
             ),
             channel: format!("{prefix}released"),
-            acquire: format!("SELECT * FROM {prefix}acquire_lease($1, $2)"),
+            acquire: format!("SELECT * FROM {prefix}acquire_lease"),
             acquire_fn: format!("{prefix}acquire_lease"),
             persistent: !transaction_pooling,
             wrap: transaction_pooling,
@@ -790,12 +790,19 @@ async fn acquire_on(
     let get = |e| map_err(NAME, "acquire", e);
     // One round trip: the acquire function's two statements run in one
     // transaction (or inside the caller's, for a test hold), each with a
-    // snapshot of its own (READ COMMITTED; see `acquire_fn_body`).
-    let rows = sqlx::query(&sql.acquire)
-        .persistent(sql.persistent)
-        .bind(&session.to_bytes()[..])
-        .bind(name.as_str())
-        .fetch_all(&mut *c)
+    // snapshot of its own (READ COMMITTED; see `acquire_fn_body`). The call
+    // goes out as a simple query, one message: behind a transaction-pooling
+    // proxy it needs no explicit transaction around it, and the function
+    // keeps its plans either way. The values are literals: the session id
+    // as hex, the name from its checked character set ([A-Za-z0-9._:-],
+    // S3.1, no quote can occur).
+    let me: String = session
+        .to_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let call = format!("{}('\\x{me}'::bytea, '{}')", sql.acquire, name.as_str());
+    let rows = sqlx::Executor::fetch_all(&mut *c, call.as_str())
         .await
         .map_err(get)?;
     let [row] = rows.as_slice() else {
@@ -1020,7 +1027,13 @@ impl Backend for PgBackend {
         session: SessionId,
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        async move { call!(self, "acquire", |c| acquire_on(&self.sql, c, session, name)) }.boxed()
+        async move {
+            // One simple query: no explicit transaction needed behind a
+            // transaction-pooling proxy (see `acquire_on`).
+            let mut c = self.conn("acquire").await?;
+            acquire_on(&self.sql, &mut c, session, name).await
+        }
+        .boxed()
     }
 
     fn release<'a>(
