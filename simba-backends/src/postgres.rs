@@ -276,19 +276,33 @@ impl PgBackend {
         Ok(backend)
     }
 
-    /// Creates the tables if they are missing; refuses (without changing
-    /// anything) tables of the same names that Simba did not create.
+    /// Creates the tables and the acquire function if they are missing, and
+    /// replaces an older Simba's acquire function (a newer one is kept);
+    /// refuses (without changing anything) tables of the same names, or a
+    /// function of the same name and arguments, that Simba did not create.
     ///
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
         self.upgrade_sessions().await?;
         let state = self.acquire_fn_state().await?;
-        if self.check_tables().await? == TABLES && state == FnState::Current {
+        let usable = matches!(state, FnState::Current | FnState::Newer);
+        if self.check_tables().await? == TABLES && usable {
             return Ok(());
         }
         if state == FnState::Foreign {
             return Err(self.fn_error(state));
+        }
+        if state == FnState::Newer {
+            // Only the tables: a newer Simba's function stays.
+            let ddl = Self::base_schema_sql(&self.sql.prefix)
+                + &Self::groups_schema_sql(&self.sql.prefix);
+            if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
+                if self.check_tables().await? < TABLES {
+                    return Err(map_err(NAME, "create tables", e));
+                }
+            }
+            return Ok(());
         }
         // Creates what is missing and replaces an older Simba's acquire
         // function (a node of that version still running keeps working:
@@ -297,7 +311,10 @@ impl PgBackend {
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
             if self.check_tables().await? < TABLES
-                || self.acquire_fn_state().await? != FnState::Current
+                || !matches!(
+                    self.acquire_fn_state().await?,
+                    FnState::Current | FnState::Newer
+                )
             {
                 return Err(map_err(NAME, "create tables", e));
             }
@@ -315,7 +332,7 @@ impl PgBackend {
             return Err(self.missing());
         }
         match self.acquire_fn_state().await? {
-            FnState::Current => Ok(()),
+            FnState::Current | FnState::Newer => Ok(()),
             other => Err(self.fn_error(other)),
         }
     }
@@ -341,8 +358,11 @@ impl PgBackend {
         Ok(match found.first() {
             None => FnState::Missing,
             Some(src) if *src == want => FnState::Current,
-            Some(src) if src.contains(ACQUIRE_MARK) => FnState::Outdated,
-            Some(_) => FnState::Foreign,
+            Some(src) => match acquire_fn_version(src) {
+                Some(v) if v > ACQUIRE_VERSION => FnState::Newer,
+                Some(_) => FnState::Outdated,
+                None => FnState::Foreign,
+            },
         })
     }
 
@@ -350,7 +370,7 @@ impl PgBackend {
     fn fn_error(&self, state: FnState) -> BackendError {
         let f = &self.sql.acquire_fn;
         let why = match state {
-            FnState::Current => "is in place",
+            FnState::Current | FnState::Newer => "is in place",
             FnState::Missing => "is missing",
             FnState::Outdated => "is an older Simba's",
             FnState::Foreign => {
@@ -672,16 +692,36 @@ const ACQUIRE_ARGS: &str = "p_session bytea, p_name text";
 enum FnState {
     /// This version's.
     Current,
-    /// An older Simba's (its body has [`ACQUIRE_MARK`]).
+    /// An older Simba's (its body has [`ACQUIRE_MARK`] with a lower
+    /// version, or this version's number with another body).
     Outdated,
+    /// A newer Simba's (a higher version): used as it is, never replaced,
+    /// so that nodes of two versions side by side in a rolling upgrade do
+    /// not take turns replacing it. Every version keeps the arguments and
+    /// the answer's columns.
+    Newer,
     /// A function of the same name and arguments that Simba did not create.
     Foreign,
     /// None.
     Missing,
 }
 
-/// Every version of the acquire function's body starts with this line.
+/// Every version of the acquire function's body starts with this line,
+/// followed by `, version N`.
 const ACQUIRE_MARK: &str = "-- Simba's acquire";
+/// This Simba's version of the acquire function.
+const ACQUIRE_VERSION: u32 = 1;
+
+/// The version a Simba acquire function's body declares, if any.
+fn acquire_fn_version(src: &str) -> Option<u32> {
+    let rest = &src[src.find(ACQUIRE_MARK)? + ACQUIRE_MARK.len()..];
+    let digits: String = rest
+        .strip_prefix(", version ")?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
 
 /// The acquire function's body (PL/pgSQL), two statements (see the module
 /// docs and `docs/BACKENDS.md`, "PostgreSQL"):
@@ -710,7 +750,7 @@ fn acquire_fn_body(prefix: &str) -> String {
     let s = format!("{prefix}sessions");
     format!(
         "\n#variable_conflict use_column\n\
-         {ACQUIRE_MARK}, version 1 (S1.2, S3.2; see Simba's docs/BACKENDS.md, \"PostgreSQL\").\n\
+         {ACQUIRE_MARK}, version {ACQUIRE_VERSION} (S1.2, S3.2; see Simba's docs/BACKENDS.md, \"PostgreSQL\").\n\
          BEGIN\n\
          \x20 INSERT INTO {l} AS l (name, session, token, acquired_us) VALUES (p_name, NULL, 0, NULL)\n\
          \x20   ON CONFLICT (name) DO UPDATE SET token = l.token;\n\

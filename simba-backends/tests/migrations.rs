@@ -169,8 +169,8 @@ async fn exercise(backend: &dyn Backend) {
 
 /// PostgreSQL's acquire function (`0003_acquire.sql`): without DDL, a
 /// missing or older function is refused by name; with DDL an older Simba's
-/// is replaced; a function of that name Simba did not write is never
-/// replaced, with or without DDL.
+/// is replaced; a newer Simba's is used and kept; a function of that name
+/// Simba did not write is never replaced, with or without DDL.
 #[tokio::test]
 async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
     if !common::server_available("PostgreSQL", common::pg_probe().await) {
@@ -211,6 +211,24 @@ async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
     // With DDL it is replaced, and acquiring works.
     exercise(&PgBackend::from_pool(pool.clone(), &ddl).await.unwrap()).await;
     exercise(&PgBackend::from_pool(pool.clone(), &no_ddl).await.unwrap()).await;
+    // A newer Simba's (a higher version, as in a rolling upgrade): used
+    // as it is, with or without DDL, and never replaced.
+    let newer_body = "\n-- Simba's acquire, version 999\nBEGIN RETURN; END ";
+    let newer = format!(
+        "CREATE OR REPLACE FUNCTION {f}(p_session bytea, p_name text) \
+         RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint) \
+         LANGUAGE plpgsql AS $${newer_body}$$"
+    );
+    sqlx::raw_sql(&newer).execute(&pool).await.unwrap();
+    for options in [&ddl, &no_ddl] {
+        PgBackend::from_pool(pool.clone(), options).await.unwrap();
+    }
+    let src: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
+        .bind(&f)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(src, newer_body, "a newer function was replaced");
     // Someone else's function of that name and arguments: refused, kept.
     let foreign = format!(
         "CREATE OR REPLACE FUNCTION {f}(p_session bytea, p_name text) \
