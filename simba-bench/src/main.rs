@@ -733,7 +733,7 @@ async fn bench(cli: Cli) -> i32 {
         if plan.quick { "quick" } else { "full" }
     ));
     md.push_str(&format!(
-        "Measured {} at commit `{}`, {} CPUs, in {:.0} s. Every Simba client here uses \
+        "Measured {} at commit `{}`, {} CPUs{}, in {:.0} s. Every Simba client here uses \
          `lease_duration` = {} s (so `renew_interval` = {} ms, retries every {}–{} ms, S4.1, S8); \
          peers with a lease or session use the same. Medians and p99 (nearest rank; the \
          maximum under 100 samples) with the sample count. Acquire+release rows are interleaved \
@@ -748,6 +748,9 @@ async fn bench(cli: Cli) -> i32 {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(0),
+        sys::cpu_idle()
+            .map(|i| format!(" ({i})"))
+            .unwrap_or_default(),
         took,
         plan.lease.as_secs_f64(),
         plan.renew_interval().as_millis(),

@@ -27,6 +27,35 @@ pub fn rss_bytes() -> Option<f64> {
     Some(kb * 1024.0)
 }
 
+/// How this machine's CPUs idle (Linux `cpuidle`), for the results'
+/// header: the idle driver and, for `haltpoll`, how long an idle virtual
+/// CPU polls before it halts. Latencies after an idle pause (a hand-over)
+/// depend on it: a CPU that halts at once is woken through the hypervisor.
+/// `None` where `/sys` does not say.
+///
+/// ```
+/// if let Some(idle) = simba_bench::sys::cpu_idle() {
+///     assert!(idle.starts_with("CPU idle driver"));
+/// }
+/// ```
+pub fn cpu_idle() -> Option<String> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    let driver = read("/sys/devices/system/cpu/cpuidle/current_driver")?;
+    Some(
+        match read("/sys/module/haltpoll/parameters/guest_halt_poll_ns") {
+            Some(ns) if driver == "haltpoll" => {
+                format!("CPU idle driver `{driver}`, guest_halt_poll_ns = {ns}")
+            }
+            _ => format!("CPU idle driver `{driver}`"),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
