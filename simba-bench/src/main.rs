@@ -227,6 +227,8 @@ async fn run_helper(h: Helper) -> Result<(), String> {
             };
             say(&format!("base {}", usage(true)));
             let (simba, _) = measure::client(&url, &plan).await?;
+            // Terms held now (elected minus revoked): a term lost and won
+            // again during the acquire burst must not count twice.
             let elected = Arc::new(AtomicUsize::new(0));
             let notify = Arc::new(tokio::sync::Notify::new());
             struct Count(Arc<AtomicUsize>, Arc<tokio::sync::Notify>);
@@ -234,6 +236,9 @@ async fn run_helper(h: Helper) -> Result<(), String> {
                 fn on_elected(&self, _term: &simba_tokio::Term) {
                     self.0.fetch_add(1, Ordering::SeqCst);
                     self.1.notify_one();
+                }
+                fn on_revoked(&self, _term: &simba_tokio::Term, _why: simba_tokio::RevokeReason) {
+                    self.0.fetch_sub(1, Ordering::SeqCst);
                 }
             }
             let tag = simba_bench::tag();
