@@ -78,8 +78,6 @@ struct Sql {
     renew: String,
     release: String,
     close: String,
-    /// Calls the acquire function (`acquire_fn`), without its arguments.
-    acquire: String,
     /// The acquire function's name (`<prefix>acquire_lease`).
     acquire_fn: String,
     /// Locks a lease row (inserting it free if missing) without changing it.
@@ -188,7 +186,6 @@ impl Sql {
                  WHERE left(l.name, $1) = $2"
             ),
             channel: format!("{prefix}released"),
-            acquire: format!("SELECT * FROM {prefix}acquire_lease"),
             acquire_fn: format!("{prefix}acquire_lease"),
             persistent: !transaction_pooling,
             wrap: transaction_pooling,
@@ -841,7 +838,11 @@ async fn acquire_on(
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let call = format!("{}('\\x{me}'::bytea, '{}')", sql.acquire, name.as_str());
+    let call = format!(
+        "SELECT * FROM {}('\\x{me}'::bytea, '{}')",
+        sql.acquire_fn,
+        name.as_str()
+    );
     let rows = sqlx::Executor::fetch_all(&mut *c, call.as_str())
         .await
         .map_err(get)?;

@@ -223,11 +223,7 @@ async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
     for options in [&ddl, &no_ddl] {
         PgBackend::from_pool(pool.clone(), options).await.unwrap();
     }
-    let src: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
-        .bind(&f)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let src = prosrc(&pool, &f).await;
     assert_eq!(src, newer_body, "a newer function was replaced");
     // Someone else's function of that name and arguments: refused, kept.
     let foreign = format!(
@@ -242,14 +238,19 @@ async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
             .expect_err("a foreign function is refused");
         assert!(err.to_string().contains("not created by Simba"), "{err}");
     }
-    let src: String = sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
-        .bind(&f)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let src = prosrc(&pool, &f).await;
     assert_eq!(
         src, "\nBEGIN RETURN; END ",
         "the foreign function was replaced"
     );
     common::drop_pg_tables(&tag).await;
+}
+
+/// The body of the function named `f`.
+async fn prosrc(pool: &sqlx::PgPool, f: &str) -> String {
+    sqlx::query_scalar("SELECT prosrc FROM pg_proc WHERE proname = $1")
+        .bind(f)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }

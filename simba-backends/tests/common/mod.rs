@@ -286,34 +286,21 @@ impl Factory for MysqlFactory {
 #[cfg(feature = "postgres")]
 pub async fn drop_pg_tables(tag: &str) {
     let pool = sqlx::PgPool::connect(PG_URL).await.unwrap();
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT table_name::text FROM information_schema.tables \
-         WHERE table_schema = current_schema() AND table_name LIKE $1",
-    )
-    .bind(format!("{tag}%"))
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    for t in tables {
-        sqlx::query(&format!("DROP TABLE IF EXISTS {t}"))
-            .execute(&pool)
-            .await
-            .unwrap();
-    }
-    // And the acquire functions of those prefixes.
-    let functions: Vec<String> = sqlx::query_scalar(
-        "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
+    // The tables, then the acquire functions, of those prefixes.
+    let drops: Vec<String> = sqlx::query_scalar(
+        "SELECT 'DROP TABLE IF EXISTS ' || table_name FROM information_schema.tables \
+         WHERE table_schema = current_schema() AND table_name LIKE $1 \
+         UNION ALL \
+         SELECT 'DROP FUNCTION IF EXISTS ' || p.oid::regprocedure::text \
+         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
          WHERE n.nspname = current_schema() AND p.proname LIKE $1",
     )
     .bind(format!("{tag}%"))
     .fetch_all(&pool)
     .await
     .unwrap();
-    for f in functions {
-        sqlx::query(&format!("DROP FUNCTION IF EXISTS {f}"))
-            .execute(&pool)
-            .await
-            .unwrap();
+    for d in drops {
+        sqlx::query(&d).execute(&pool).await.unwrap();
     }
 }
 
