@@ -7,14 +7,16 @@
 //! The library part holds what the binary is made of: the statistics and
 //! the table ([`stats`], [`report`]), the plot ([`plot`]), process
 //! accounting ([`sys`]), private servers ([`servers`]), server-side call
-//! counters ([`counters`]), Simba's measurements ([`measure`]) and the
-//! peers' ([`peers`]).
+//! counters ([`counters`]), Simba's measurements ([`measure`]), the
+//! hand-over floors and the etcd Lock RPC on the backends' own clients
+//! ([`raw`]) and the peers' ([`peers`]).
 
 pub mod counters;
 pub mod load;
 pub mod measure;
 pub mod peers;
 pub mod plot;
+pub mod raw;
 pub mod report;
 pub mod servers;
 pub mod stats;
@@ -102,7 +104,8 @@ pub struct Plan {
     pub lease: Duration,
     /// Iterations of the floors and acquire+release.
     pub iters: usize,
-    /// Library-level hand-overs.
+    /// Library-level hand-overs (also the samples of the hand-over floors
+    /// and of the etcd Lock RPC hand-over).
     pub handovers: usize,
     /// Hand-overs through `simba run`.
     pub cli_handovers: usize,

@@ -8,7 +8,7 @@ use futures::future::join_all;
 use simba_bench::measure::{self, lease_ratio, Notify};
 use simba_bench::peers::{self, script_args, SqlLock};
 use simba_bench::report::{self, Figure, Row};
-use simba_bench::{plot, servers, sys, Kind, Plan, Target, Tools};
+use simba_bench::{plot, raw, servers, sys, Kind, Plan, Target, Tools};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -389,10 +389,27 @@ async fn latency_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool) 
             Err(e) => say(&format!("{}: peer: {e}", k.name())),
         }
     }
+    // etcd: the Lock RPC, interleaved with Simba's acquire+release as the
+    // SQL peers are (the etcdctl peer runs on its own after).
+    let mut lock_rpc_missing = None;
+    if with_peers && k == Kind::Etcd {
+        match raw::etcd_lock_cycle(t, plan).await {
+            Ok(op) => sql_peer = Some((ETCD_LOCK_RPC.to_owned(), op)),
+            Err(e) => lock_rpc_missing = Some(e),
+        }
+    }
     let mut rows = match measure::latency(t, plan, sql_peer).await {
         Ok(rows) => rows,
         Err(e) => vec![Row::new(k.name(), "floors and acquire+release", missing(e))],
     };
+    if let Some(e) = lock_rpc_missing {
+        for r in rows
+            .iter_mut()
+            .filter(|r| r.what.starts_with("acquire+release"))
+        {
+            r.peer = Some((ETCD_LOCK_RPC.to_owned(), missing(e.clone())));
+        }
+    }
     if with_peers {
         if let Some((_, label, _)) = script_peer(k, tools) {
             let lock = if k == Kind::Etcd {
@@ -407,15 +424,57 @@ async fn latency_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool) 
                 Kind::Etcd => format!("{label} lock (one etcdctl process per lock)"),
                 _ => label.to_owned(),
             };
-            for r in rows
-                .iter_mut()
-                .filter(|r| r.what.starts_with("acquire+release"))
-            {
-                r.peer = Some((pname.clone(), f.clone()));
+            // A row that has a peer already (the etcd Lock RPC) keeps it in
+            // a copy right after it.
+            let mut out = Vec::with_capacity(rows.len() * 2);
+            for mut r in rows {
+                if !r.what.starts_with("acquire+release") {
+                    out.push(r);
+                    continue;
+                }
+                let before = r.peer.replace((pname.clone(), f.clone()));
+                let copy = before.map(|p| Row {
+                    peer: Some(p),
+                    ..r.clone()
+                });
+                out.push(r);
+                out.extend(copy);
             }
+            rows = out;
         }
     }
     rows
+}
+
+/// The etcd Lock RPC peer's name in the table.
+const ETCD_LOCK_RPC: &str = "etcd Lock/Unlock RPC (v3lock service, lease per holder)";
+
+/// ZooKeeper and etcd: the hand-over floors (one delete seen by another
+/// session's watch; and then that session's create), as floor rows.
+async fn handover_floor_rows(t: &Target, plan: &Plan) -> Vec<Row> {
+    let k = t.kind;
+    if !matches!(k, Kind::Zookeeper | Kind::Etcd) {
+        return vec![];
+    }
+    let (seen, created) = match raw::handover_floors(t, plan).await {
+        Ok(f) => (f.delete_seen, f.delete_then_create),
+        Err(e) => (missing(e.clone()), missing(e)),
+    };
+    let (seen_what, created_what) = if k == Kind::Zookeeper {
+        (
+            "floor: hand-over, one delete seen by another session's watch (ephemeral znode; persistent recursive watch; after the library hand-over's idle pause)",
+            "floor: hand-over, delete seen by a watch then the watcher's create (ephemeral): two durable writes and a notification",
+        )
+    } else {
+        (
+            "floor: hand-over, one delete seen by another session's watch (key on a lease; prefix watch, deletes only; after the library hand-over's idle pause)",
+            "floor: hand-over, delete seen by a watch then the watcher's create (txn create_revision = 0, put on its lease): two durable writes and a notification",
+        )
+    };
+    vec![
+        Row::new(k.name(), seen_what, seen),
+        Row::new(k.name(), created_what, created),
+    ]
 }
 
 async fn handover_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool) -> Vec<Row> {
@@ -429,7 +488,7 @@ async fn handover_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool)
         Kind::Etcd => row = row.goal("≤ 1.5 ms median (issue 12)"),
         _ => {}
     }
-    let mut extra = None;
+    let mut extra = Vec::new();
     if with_peers {
         match k {
             Kind::Postgres | Kind::Mysql => {
@@ -462,7 +521,14 @@ async fn handover_rows(t: &Target, plan: &Plan, tools: &Tools, with_peers: bool)
                 let f = run_script(tools, k, t, lock, plan.handovers, plan).await;
                 row = row.peer(ln, f);
                 let f = run_script(tools, k, t, elect, plan.handovers, plan).await;
-                extra = Some(Row::new(k.name(), what, lib.clone()).peer(en, f));
+                extra.push(Row::new(k.name(), what, lib.clone()).peer(en, f));
+                if k == Kind::Etcd {
+                    let f = fig(raw::etcd_lock_handover(t, plan).await);
+                    extra.push(Row::new(k.name(), what, lib.clone()).peer(
+                        "etcd Lock/Unlock RPC (v3lock service): Unlock → the waiting Lock returns",
+                        f,
+                    ));
+                }
             }
             Kind::Sqlite => {}
         }
@@ -662,29 +728,55 @@ async fn bench(cli: Cli) -> i32 {
         plan.handovers, plan.cli_handovers
     ));
     for t in &targets {
+        let mut floors = handover_floor_rows(t, &plan).await;
         let mut rows = handover_rows(t, &plan, &tools, with_peers).await;
         // ZooKeeper and etcd: how the hand-over compares with the durable
         // write measured in the same run (the hand-over is two writes,
         // the old holder's delete and the next holder's create, plus the
-        // watch notification between them).
+        // watch notification between them), and with the hand-over floor
+        // of one delete seen by a watch.
         let write = by_kind.get(&t.kind).and_then(|r| {
             r.iter()
                 .find(|r| r.what.starts_with("floor: durable write"))
                 .map(|r| r.simba.clone())
         });
-        if let Some(w) = write {
-            for r in rows
-                .iter_mut()
-                .filter(|r| r.what.starts_with("graceful hand-over, library"))
-            {
-                r.relative = format!(
-                    "{} the write floor (two writes: delete, create; and a notification)",
-                    report::ratio(&r.simba, &w)
-                );
+        let one_delete = floors.first().map(|r| r.simba.clone());
+        if let Some(w) = &write {
+            for r in &mut floors {
+                r.relative = format!("{} the write floor", report::ratio(&r.simba, w));
             }
         }
+        for r in rows
+            .iter_mut()
+            .filter(|r| r.what.starts_with("graceful hand-over, library"))
+        {
+            let mut rel = Vec::new();
+            if let Some(w) = &write {
+                rel.push(format!(
+                    "{} the write floor (two writes: delete, create; and a notification)",
+                    report::ratio(&r.simba, w)
+                ));
+            }
+            if let Some(d) = &one_delete {
+                let x = report::ratio(&r.simba, d);
+                if !x.is_empty() {
+                    rel.push(format!("{x} the one-delete hand-over floor"));
+                }
+            }
+            if !rel.is_empty() {
+                r.relative = rel.join("; ");
+            }
+        }
+        show(&floors);
         show(&rows);
-        by_kind.entry(t.kind).or_default().extend(rows);
+        let entry = by_kind.entry(t.kind).or_default();
+        // Beside the backend's other floors.
+        let at = entry
+            .iter()
+            .rposition(|r| r.what.starts_with("floor:"))
+            .map_or(0, |i| i + 1);
+        entry.splice(at..at, floors);
+        entry.extend(rows);
     }
     say(&format!(
         "-- crash fail-over ({} per backend, backends in parallel)",

@@ -470,7 +470,12 @@ pub async fn latency(
     Ok(rows)
 }
 
-fn pause(plan: &Plan, broadcasts: bool) -> Duration {
+/// The idle pause before each library hand-over sample (the hand-over
+/// floors and the etcd Lock RPC hand-over use the same): 50 ms and up to
+/// 30 ms more with a release broadcast; without one, 50 ms and up to a
+/// renewal interval more. Idle CPUs of the host may halt in it, as they do
+/// between hand-overs in production.
+pub fn pause(plan: &Plan, broadcasts: bool) -> Duration {
     // With a broadcast the candidate is woken whatever its retry phase; without
     // one, stop the leader at a uniformly random point of the candidate's
     // retry period (S4.1: renew/2 + jitter up to renew/2).
