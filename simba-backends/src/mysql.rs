@@ -58,8 +58,10 @@ struct Sql {
     renew: String,
     renew_read: String,
     ensure: String,
-    decide: String,
-    take: String,
+    /// `CALL <prefix>acquire_lease(?, ?)`.
+    acquire: String,
+    /// The acquire procedure's name (`<prefix>acquire_lease`).
+    acquire_proc: String,
     release: String,
     close: String,
     close_members: String,
@@ -106,15 +108,8 @@ impl Sql {
                 "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
                  ON DUPLICATE KEY UPDATE token = token"
             ),
-            decide: format!(
-                "SELECT me.expires_us - {NOW}, l.session, l.token, \
-                   h.expires_us - {NOW} \
-                 FROM {l} l LEFT JOIN {s} me ON me.id = ? LEFT JOIN {s} h ON h.id = l.session \
-                 WHERE l.name = ? LOCK IN SHARE MODE"
-            ),
-            take: format!(
-                "UPDATE {l} SET session = ?, token = token + 1, acquired_us = {NOW} WHERE name = ?"
-            ),
+            acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
+            acquire_proc: format!("{prefix}acquire_lease"),
             release: format!(
                 "UPDATE {l} SET session = NULL, acquired_us = NULL \
                  WHERE name = ? AND session = ? AND token = ?"
@@ -195,26 +190,32 @@ impl MysqlBackend {
             let tls = backend.uses_tls().await?;
             crate::sql::log_plain_fallback(NAME, &config.redacted_url(), mode.as_deref(), tls);
         }
-        if config.create_schema() {
-            backend.migrate().await?;
-        } else if backend.check_tables().await? < TABLES {
-            return Err(backend.missing());
-        }
+        backend.prepare_schema(config.create_schema()).await?;
         Ok(backend)
     }
 
-    /// Creates the tables if they are missing; refuses (without changing
-    /// anything) tables of the same names that Simba did not create.
+    /// Creates the tables and the acquire procedure if they are missing, and
+    /// replaces an older Simba's acquire procedure (a newer one is kept);
+    /// refuses (without changing anything) tables of the same names, or a
+    /// procedure of the same name, that Simba did not create.
     ///
     /// # Errors
-    /// `Rejected` naming a foreign table or a missing privilege.
+    /// `Rejected` naming a foreign table or procedure, or a missing
+    /// privilege (`CREATE ROUTINE`, and `ALTER ROUTINE` to replace an older
+    /// procedure).
     pub async fn migrate(&self) -> Result<(), BackendError> {
         self.upgrade_sessions().await?;
-        if self.check_tables().await? == TABLES {
+        let state = self.acquire_proc_state().await?;
+        let usable = matches!(state, ProcState::Current | ProcState::Newer);
+        if self.check_tables().await? == TABLES && usable {
             return Ok(());
         }
-        let schema = Self::schema_sql(&self.sql.prefix);
-        for ddl in schema.split(";\n").filter(|d| !d.trim().is_empty()) {
+        if state == ProcState::Foreign {
+            return Err(self.proc_error(state));
+        }
+        let prefix = &self.sql.prefix;
+        let tables = Self::base_schema_sql(prefix) + &Self::groups_schema_sql(prefix);
+        for ddl in tables.split(";\n").filter(|d| !d.trim().is_empty()) {
             sqlx::raw_sql(ddl)
                 .execute(&self.pool)
                 .await
@@ -222,7 +223,100 @@ impl MysqlBackend {
         }
         // A table created meanwhile by someone else must still be ours.
         self.check_tables().await?;
+        // The procedure: created if missing, an older Simba's replaced (a
+        // node of that version still running keeps working: the arguments
+        // and the answer's columns are the same; its acquire fails once if
+        // it calls between the drop and the create). A newer Simba's stays.
+        let ddl = match state {
+            ProcState::Missing => vec![acquire_create_sql(prefix)],
+            ProcState::Outdated => vec![acquire_drop_sql(prefix), acquire_create_sql(prefix)],
+            ProcState::Current | ProcState::Newer | ProcState::Foreign => vec![],
+        };
+        for stmt in ddl {
+            if let Err(e) = sqlx::raw_sql(&stmt).execute(&self.pool).await {
+                // Another process may have created it at the same moment.
+                if !matches!(
+                    self.acquire_proc_state().await?,
+                    ProcState::Current | ProcState::Newer
+                ) {
+                    return Err(map_err(NAME, "create the acquire procedure", e));
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// With `create`, [`MysqlBackend::migrate`]; without, refuses to start
+    /// unless every table and this version's acquire procedure (or a newer
+    /// Simba's) exist.
+    async fn prepare_schema(&self, create: bool) -> Result<(), BackendError> {
+        if create {
+            return self.migrate().await;
+        }
+        if self.check_tables().await? < TABLES {
+            return Err(self.missing());
+        }
+        match self.acquire_proc_state().await? {
+            ProcState::Current | ProcState::Newer => Ok(()),
+            other => Err(self.proc_error(other)),
+        }
+    }
+
+    /// Whether the acquire procedure in the current database is this
+    /// version's, an older Simba's, a newer Simba's, someone else's, or
+    /// missing. Its body is compared when the server shows it to this user
+    /// (`information_schema.ROUTINES.ROUTINE_DEFINITION` is NULL for a user
+    /// who neither created it nor may read every routine's source); else
+    /// its `COMMENT`, which carries the same version, decides.
+    async fn acquire_proc_state(&self) -> Result<ProcState, BackendError> {
+        let found: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT CAST(ROUTINE_DEFINITION AS CHAR), CAST(ROUTINE_COMMENT AS CHAR) \
+             FROM information_schema.ROUTINES \
+             WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ? AND ROUTINE_TYPE = 'PROCEDURE'",
+        )
+        .bind(&self.sql.acquire_proc)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| map_err(NAME, "read schema", e))?;
+        let Some((body, comment)) = found.first() else {
+            return Ok(ProcState::Missing);
+        };
+        let version = match body {
+            Some(body) if *body == acquire_proc_body(&self.sql.prefix) => {
+                return Ok(ProcState::Current)
+            }
+            Some(body) => acquire_version(body, ACQUIRE_MARK),
+            None => comment.as_deref().and_then(|c| {
+                acquire_version(c, COMMENT_MARK).filter(|_| c.starts_with(COMMENT_MARK))
+            }),
+        };
+        Ok(match version {
+            Some(v) if v > ACQUIRE_VERSION => ProcState::Newer,
+            // The body could not be read: the comment names this version.
+            Some(v) if v == ACQUIRE_VERSION && body.is_none() => ProcState::Current,
+            Some(_) => ProcState::Outdated,
+            None => ProcState::Foreign,
+        })
+    }
+
+    /// The error for an acquire procedure that is not this version's.
+    fn proc_error(&self, state: ProcState) -> BackendError {
+        let p = &self.sql.acquire_proc;
+        let why = match state {
+            ProcState::Current | ProcState::Newer => "is in place",
+            ProcState::Missing => "is missing",
+            ProcState::Outdated => "is an older Simba's",
+            ProcState::Foreign => {
+                "exists but was not created by Simba; drop or rename it, or use another table prefix"
+            }
+        };
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "mysql: the procedure `{p}` {why}: create it \
+                 (migrations/mysql/0003_acquire.sql) or allow create_schema"
+            ),
+        )
     }
 
     fn missing(&self) -> BackendError {
@@ -279,13 +373,20 @@ impl MysqlBackend {
         Ok(present)
     }
 
-    /// The DDL that creates Simba's tables under `table_prefix`: exactly what
-    /// [`MysqlBackend::migrate`] runs. `simba-backends/migrations/mysql/`
+    /// The DDL that creates Simba's tables and acquire procedure under
+    /// `table_prefix`: what [`MysqlBackend::migrate`] runs (it creates the
+    /// procedure only if missing or older). `simba-backends/migrations/mysql/`
     /// holds it for the default prefix, for sqlx-migrate, Flyway and the like,
-    /// in two files (sessions and leases; then group members and schedule
-    /// slots, S10/S11), whose concatenation this is.
+    /// in three files (sessions and leases; group members and schedule
+    /// slots, S10/S11; the acquire procedure), whose concatenation this is.
+    /// The procedure's body contains `;`: send it as one multi-statement
+    /// query (as sqlx-migrate does), or to the `mysql` client inside
+    /// `DELIMITER //` … `//`.
     pub fn schema_sql(table_prefix: &str) -> String {
-        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
+        Self::base_schema_sql(table_prefix)
+            + &Self::groups_schema_sql(table_prefix)
+            + &acquire_drop_sql(table_prefix)
+            + &acquire_create_sql(table_prefix)
     }
 
     /// `0002_groups_slots.sql`: group members and schedule slots.
@@ -354,11 +455,7 @@ impl MysqlBackend {
             pool,
             sql: Sql::new(options.get_table_prefix()),
         };
-        if options.get_create_schema() {
-            backend.migrate().await?;
-        } else if backend.check_tables().await? < TABLES {
-            return Err(backend.missing());
-        }
+        backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
     }
 
@@ -367,8 +464,9 @@ impl MysqlBackend {
         &self.pool
     }
 
-    /// Drops Simba's four tables of this backend's table prefix, with every
-    /// session, lease and token in them: for tests and for uninstalling.
+    /// Drops Simba's four tables and the acquire procedure of this backend's
+    /// table prefix, with every session, lease and token in them: for tests
+    /// and for uninstalling.
     /// Never call it while a node may still use them (their tokens would
     /// start again at 1, S3.2).
     ///
@@ -382,12 +480,15 @@ impl MysqlBackend {
             slots,
             ..
         } = &self.sql;
-        sqlx::raw_sql(&format!(
-            "DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"
-        ))
-        .execute(&self.pool)
-        .await
-        .map_err(|e| map_err(NAME, "drop tables", e))?;
+        for ddl in [
+            format!("DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"),
+            acquire_drop_sql(&self.sql.prefix),
+        ] {
+            sqlx::raw_sql(&ddl)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| map_err(NAME, "drop tables", e))?;
+        }
         Ok(())
     }
 
@@ -449,14 +550,17 @@ impl MysqlBackend {
         .execute(&mut blocker)
         .await
         .map_err(err)?;
+        // The statement shown is the procedure's, or the CALL.
         let pattern = format!("%{}leases l LEFT JOIN%", self.sql.prefix);
+        let call = format!("%{}%", self.sql.acquire_proc);
         let killer = async {
             for _ in 0..250 {
                 let ids: Vec<i64> = sqlx::query_scalar(
                     "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \
-                     WHERE INFO LIKE ? AND ID <> CONNECTION_ID()",
+                     WHERE (INFO LIKE ? OR INFO LIKE ?) AND ID <> CONNECTION_ID()",
                 )
                 .bind(&pattern)
+                .bind(&call)
                 .fetch_all(&mut blocker)
                 .await
                 .map_err(err)?;
@@ -521,12 +625,135 @@ async fn open_on(
     })
 }
 
+/// What the current database holds of the acquire procedure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ProcState {
+    /// This version's.
+    Current,
+    /// An older Simba's (its body has [`ACQUIRE_MARK`] with a lower
+    /// version, or this version's number with another body).
+    Outdated,
+    /// A newer Simba's (a higher version): used as it is, never replaced,
+    /// so that nodes of two versions side by side in a rolling upgrade do
+    /// not take turns replacing it. Every version keeps the arguments and
+    /// the answer's columns.
+    Newer,
+    /// A procedure of the same name that Simba did not create.
+    Foreign,
+    /// None.
+    Missing,
+}
+
+/// Every version of the acquire procedure's body has this as its first
+/// line, followed by `, version N`.
+const ACQUIRE_MARK: &str = "-- Simba's acquire";
+/// Its `COMMENT` starts with this, followed by `, version N` (read where
+/// the server does not show this user the body).
+const COMMENT_MARK: &str = "Simba's acquire";
+/// This Simba's version of the acquire procedure.
+const ACQUIRE_VERSION: u32 = 1;
+
+/// The version that a Simba acquire procedure's body or comment declares
+/// after `mark`, if any.
+fn acquire_version(src: &str, mark: &str) -> Option<u32> {
+    let rest = &src[src.find(mark)? + mark.len()..];
+    let digits: String = rest
+        .strip_prefix(", version ")?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// `0003_acquire.sql`, first statement: drops an older acquire procedure.
+fn acquire_drop_sql(prefix: &str) -> String {
+    format!("DROP PROCEDURE IF EXISTS {prefix}acquire_lease;\n")
+}
+
+/// `0003_acquire.sql`, second statement: creates the acquire procedure.
+/// `SQL SECURITY INVOKER`: it runs with the caller's privileges on the
+/// tables, whoever created it.
+fn acquire_create_sql(prefix: &str) -> String {
+    format!(
+        "CREATE PROCEDURE {prefix}acquire_lease(p_session BINARY(16),\n\
+         \x20   p_name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin)\n\
+         MODIFIES SQL DATA SQL SECURITY INVOKER\n\
+         COMMENT '{}, version {ACQUIRE_VERSION}'\n\
+         {};\n",
+        COMMENT_MARK.replace('\'', "''"),
+        acquire_proc_body(prefix)
+    )
+}
+
+/// The acquire procedure's body, as `information_schema.ROUTINES` shows it
+/// (see the module docs and `docs/BACKENDS.md`, "MySQL / MariaDB"): one
+/// InnoDB transaction of its own (with autocommit off, as in a test hold,
+/// the caller's), in the order that makes it safe:
+/// 1. `INSERT … ON DUPLICATE KEY UPDATE` makes sure the lease row exists
+///    and locks it exclusively, waiting for any transaction holding it.
+/// 2. One locking read (`LOCK IN SHARE MODE`) of the lease row and both
+///    sessions: InnoDB serves it from the latest committed versions, not
+///    the transaction's read view, and holds the share locks to the end:
+///    a renewal or close in flight commits before (and is seen) or after.
+///    Both remaining times come from one clock reading (`NOW(6)` is read
+///    per statement in a procedure).
+/// 3. If the caller is live and the lease free or its holder not live (and
+///    the token can grow), take it with the next token and commit; else
+///    roll back (nothing was written but a new free row).
+/// 4. Answer one row: holder, token, the caller's remaining time, and the
+///    holder's (the caller's if it just took it).
+///
+/// Any error rolls the transaction back before it reaches the client
+/// (`EXIT HANDLER … RESIGNAL`), so no transaction stays open on the
+/// connection; a deadlock victim's is rolled back whole by InnoDB anyway.
+fn acquire_proc_body(prefix: &str) -> String {
+    let l = format!("{prefix}leases");
+    let s = format!("{prefix}sessions");
+    format!(
+        "BEGIN\n\
+         \x20 {ACQUIRE_MARK}, version {ACQUIRE_VERSION} (S1.2, S3.2; see Simba's docs/BACKENDS.md, \"MySQL / MariaDB\").\n\
+         \x20 DECLARE v_own BOOLEAN DEFAULT @@autocommit = 1;\n\
+         \x20 DECLARE v_mine BIGINT;\n\
+         \x20 DECLARE v_holder BINARY(16);\n\
+         \x20 DECLARE v_token BIGINT;\n\
+         \x20 DECLARE v_theirs BIGINT;\n\
+         \x20 DECLARE EXIT HANDLER FOR SQLEXCEPTION\n\
+         \x20 BEGIN\n\
+         \x20   IF v_own THEN ROLLBACK; END IF;\n\
+         \x20   RESIGNAL;\n\
+         \x20 END;\n\
+         \x20 IF v_own THEN START TRANSACTION; END IF;\n\
+         \x20 INSERT INTO {l} (name, session, token, acquired_us) VALUES (p_name, NULL, 0, NULL)\n\
+         \x20   ON DUPLICATE KEY UPDATE token = token;\n\
+         \x20 SELECT me.expires_us - {NOW}, l.session, l.token, h.expires_us - {NOW}\n\
+         \x20   INTO v_mine, v_holder, v_token, v_theirs\n\
+         \x20   FROM {l} l LEFT JOIN {s} me ON me.id = p_session LEFT JOIN {s} h ON h.id = l.session\n\
+         \x20   WHERE l.name = p_name LOCK IN SHARE MODE;\n\
+         \x20 IF v_mine > 0 AND (v_holder IS NULL OR v_holder <> p_session)\n\
+         \x20    AND (v_theirs IS NULL OR v_theirs <= 0) AND v_token < 9223372036854775807 THEN\n\
+         \x20   UPDATE {l} SET session = p_session, token = token + 1, acquired_us = {NOW}\n\
+         \x20     WHERE name = p_name;\n\
+         \x20   SET v_holder = p_session, v_token = v_token + 1, v_theirs = v_mine;\n\
+         \x20   IF v_own THEN COMMIT; END IF;\n\
+         \x20 ELSEIF v_own THEN\n\
+         \x20   ROLLBACK;\n\
+         \x20 END IF;\n\
+         \x20 SELECT v_holder, v_token, v_mine, v_theirs;\n\
+         END"
+    )
+}
+
 /// Whether `e` reports InnoDB's deadlock victim (error 1213, SQLSTATE
 /// 40001): its transaction was rolled back whole.
 fn is_deadlock(e: &BackendError) -> bool {
     e.message.contains("1213 (40001)") || e.message.contains("Deadlock found")
 }
 
+/// Acquire: one call of the acquire procedure (`acquire_proc_body`), one
+/// round trip. It locks the lease row, then reads both sessions' latest
+/// versions with a locking read, takes the lease if it is takeable, and
+/// answers one row: the holder and token as it left them, and both
+/// sessions' remaining time on the clock reading that judged them.
 async fn acquire_on(
     sql: &Sql,
     c: &mut Conn,
@@ -534,47 +761,41 @@ async fn acquire_on(
     name: &LeaseName,
 ) -> Result<AcquireOutcome, BackendError> {
     let get = |e| map_err(NAME, "acquire", e);
-    let id = session.to_bytes();
-    let mut tx = c.begin().await.map_err(get)?;
-    // 1. The lease row exists from now on, locked exclusively by us.
-    sqlx::query(&sql.ensure)
+    let rows = sqlx::query(&sql.acquire)
+        .bind(&session.to_bytes()[..])
         .bind(name.as_str())
-        .execute(&mut *tx)
+        .fetch_all(&mut *c)
         .await
         .map_err(get)?;
-    // 2. Latest versions of our session and the holder's, share-locked: a
-    //    concurrent renewal or close commits before or after, not during.
-    let row = sqlx::query(&sql.decide)
-        .bind(&id[..])
-        .bind(name.as_str())
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(get)?;
+    let [row] = rows.as_slice() else {
+        return Err(malformed(
+            NAME,
+            format!("acquire of `{name}` read {} rows, expected one", rows.len()),
+        ));
+    };
     let judged = Judged {
-        mine_us: row.try_get(0).map_err(get)?,
-        holder: row.try_get(1).map_err(get)?,
-        token: row.try_get(2).map_err(get)?,
+        holder: row.try_get(0).map_err(get)?,
+        token: row.try_get(1).map_err(get)?,
+        mine_us: row.try_get(2).map_err(get)?,
         holder_us: row.try_get(3).map_err(get)?,
     };
+    let holder = judged.holder.clone();
+    let token = judged.token;
     match decide(NAME, session, name, judged)? {
-        Decision::Answer(outcome) => {
-            tx.rollback().await.map_err(get)?;
-            Ok(outcome)
-        }
-        // 3. Take it with the next token.
-        Decision::Take { next, remaining } => {
-            sqlx::query(&sql.take)
-                .bind(&id[..])
-                .bind(name.as_str())
-                .execute(&mut *tx)
-                .await
-                .map_err(get)?;
-            tx.commit().await.map_err(get)?;
-            Ok(AcquireOutcome::Won {
-                token: token_from(NAME, name.as_str(), next)?,
-                remaining,
-            })
-        }
+        // Won (the caller holds it now, just taken or held already), Held
+        // or Expired.
+        Decision::Answer(outcome) => Ok(outcome),
+        // Free or expired, yet not taken: cannot happen (one clock reading
+        // judged both the take and this answer), but never claim a win
+        // that was not written: answer held, to be retried.
+        Decision::Take { .. } => Ok(AcquireOutcome::Held {
+            holder: holder
+                .as_deref()
+                .map(|h| session_from(NAME, h))
+                .transpose()?,
+            token: Some(token_from(NAME, name.as_str(), token)?),
+            holder_remaining: Some(Duration::ZERO),
+        }),
     }
 }
 
@@ -932,6 +1153,13 @@ mod hold {
                 .await
                 .map_err(err)?;
             let mut tx = pool.begin().await.map_err(err)?;
+            // The acquire procedure then runs inside this transaction
+            // instead of one of its own (it neither starts nor ends one
+            // with autocommit off). The connection is closed on commit.
+            sqlx::query("SET autocommit = 0")
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
             let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
                 .fetch_one(&mut *tx)
                 .await

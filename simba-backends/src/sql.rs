@@ -391,8 +391,9 @@ pub(crate) enum Decision {
     /// Answer without writing (the transaction is rolled back).
     Answer(AcquireOutcome),
     /// Take the lease with token `next` (the transaction writes and commits).
-    /// PostgreSQL takes in SQL and reads only the variant.
-    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
+    /// Both backends take in SQL (PostgreSQL's function, MySQL's procedure)
+    /// and read only the variant: an answer still takeable was not taken.
+    #[allow(dead_code)]
     Take { next: i64, remaining: Duration },
 }
 

@@ -18,14 +18,14 @@ fn file(path: &str) -> String {
 
 /// Every migration file of one database, in order, concatenated.
 fn files(db: &str) -> String {
-    let names: &[&str] = if db == "postgres" {
+    let names: &[&str] = if db == "sqlite" {
+        &["0001_simba.sql", "0002_groups_slots.sql"]
+    } else {
         &[
             "0001_simba.sql",
             "0002_groups_slots.sql",
             "0003_acquire.sql",
         ]
-    } else {
-        &["0001_simba.sql", "0002_groups_slots.sql"]
     };
     names
         .iter()
@@ -135,12 +135,12 @@ async fn postgres_and_mysql_from_the_applications_pool() {
             .create_schema(false);
         let refused = MysqlBackend::from_pool(pool.clone(), &no_ddl).await;
         assert!(refused.err().unwrap().to_string().contains("missing"));
-        for ddl in MysqlBackend::schema_sql(&prefix)
-            .split(";\n")
-            .filter(|d| !d.trim().is_empty())
-        {
-            sqlx::raw_sql(ddl).execute(&pool).await.unwrap();
-        }
+        // One multi-statement query, as sqlx-migrate sends a file (the
+        // procedure's body has `;` in it).
+        sqlx::raw_sql(&MysqlBackend::schema_sql(&prefix))
+            .execute(&pool)
+            .await
+            .unwrap();
         let backend = MysqlBackend::from_pool(pool.clone(), &no_ddl)
             .await
             .unwrap();
@@ -253,4 +253,177 @@ async fn prosrc(pool: &sqlx::PgPool, f: &str) -> String {
         .fetch_one(pool)
         .await
         .unwrap()
+}
+
+/// MySQL's acquire procedure (`0003_acquire.sql`): without DDL, a missing or
+/// older procedure is refused by name; with DDL an older Simba's is
+/// replaced; a newer Simba's is used and kept; a procedure of that name
+/// Simba did not write is never replaced, with or without DDL.
+#[tokio::test]
+async fn mysql_acquire_procedure_is_checked_and_replaced_only_if_simbas() {
+    if !common::server_available("MariaDB", common::mysql_probe().await) {
+        return;
+    }
+    let tag = common::tag();
+    let prefix = format!("{tag}_fn_");
+    let p = format!("{prefix}acquire_lease");
+    let pool = sqlx::MySqlPool::connect(common::MYSQL_URL).await.unwrap();
+    let no_ddl = PoolOptions::new()
+        .table_prefix(&prefix)
+        .unwrap()
+        .create_schema(false);
+    let ddl = PoolOptions::new().table_prefix(&prefix).unwrap();
+    // The tables alone (files 0001 and 0002): the procedure is missing.
+    let tables_only = MysqlBackend::schema_sql(&prefix);
+    let tables_only = &tables_only[..tables_only.find("DROP PROCEDURE").unwrap()];
+    sqlx::raw_sql(tables_only).execute(&pool).await.unwrap();
+    let err = MysqlBackend::from_pool(pool.clone(), &no_ddl)
+        .await
+        .expect_err("a missing procedure is refused without DDL");
+    assert!(
+        err.to_string().contains(&p) && err.to_string().contains("is missing"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("0003_acquire.sql"), "{err}");
+    // An older Simba's procedure (its first line, another body).
+    let create = |body: &str| {
+        format!(
+            "DROP PROCEDURE IF EXISTS {p};\nCREATE PROCEDURE {p}(p_session BINARY(16), \
+             p_name VARCHAR(128)) {body}"
+        )
+    };
+    let older = "BEGIN\n  -- Simba's acquire, version 0\n  SELECT 1;\nEND";
+    sqlx::raw_sql(&create(older)).execute(&pool).await.unwrap();
+    let err = MysqlBackend::from_pool(pool.clone(), &no_ddl)
+        .await
+        .expect_err("an older procedure is refused without DDL");
+    assert!(err.to_string().contains("older Simba"), "{err}");
+    // With DDL it is replaced, and acquiring works.
+    exercise(&MysqlBackend::from_pool(pool.clone(), &ddl).await.unwrap()).await;
+    exercise(
+        &MysqlBackend::from_pool(pool.clone(), &no_ddl)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_ne!(routine_body(&pool, &p).await, older);
+    // A newer Simba's (a higher version, as in a rolling upgrade): used as
+    // it is, with or without DDL, and never replaced.
+    let newer = "BEGIN\n  -- Simba's acquire, version 999\n  SELECT NULL, 0, 0, 0;\nEND";
+    sqlx::raw_sql(&create(newer)).execute(&pool).await.unwrap();
+    for options in [&ddl, &no_ddl] {
+        MysqlBackend::from_pool(pool.clone(), options)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        routine_body(&pool, &p).await,
+        newer,
+        "a newer procedure was replaced"
+    );
+    // Someone else's procedure of that name: refused, kept.
+    let foreign = "BEGIN\n  SELECT 1;\nEND";
+    sqlx::raw_sql(&create(foreign))
+        .execute(&pool)
+        .await
+        .unwrap();
+    for options in [&ddl, &no_ddl] {
+        let err = MysqlBackend::from_pool(pool.clone(), options)
+            .await
+            .expect_err("a foreign procedure is refused");
+        assert!(
+            err.to_string().contains("not created by Simba") && err.to_string().contains(&p),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        routine_body(&pool, &p).await,
+        foreign,
+        "the foreign procedure was replaced"
+    );
+    // drop_tables drops the procedure too.
+    sqlx::raw_sql(&create(older)).execute(&pool).await.unwrap();
+    let backend = MysqlBackend::from_pool(pool.clone(), &ddl).await.unwrap();
+    backend.drop_tables().await.unwrap();
+    let left: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(ROUTINE_NAME AS CHAR) FROM information_schema.ROUTINES \
+         WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?",
+    )
+    .bind(&p)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(left.is_empty(), "drop_tables left {left:?}");
+    common::drop_mysql_tables(&tag).await;
+}
+
+/// An error inside MySQL's acquire procedure (here a lock wait timeout
+/// behind another transaction) reaches the caller with its own code, and
+/// leaves no transaction open on the connection: the procedure's handler
+/// rolled it back.
+#[tokio::test]
+async fn mysql_acquire_procedure_error_leaves_no_transaction_open() {
+    use sqlx::{Connection, Executor};
+    if !common::server_available("MariaDB", common::mysql_probe().await) {
+        return;
+    }
+    let tag = common::tag();
+    let prefix = format!("{tag}_err_");
+    let pool = sqlx::MySqlPool::connect(common::MYSQL_URL).await.unwrap();
+    let options = PoolOptions::new().table_prefix(&prefix).unwrap();
+    let backend = MysqlBackend::from_pool(pool.clone(), &options)
+        .await
+        .unwrap();
+    let me = backend
+        .open_session(std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+        .session;
+    let name = simba_core::LeaseName::new("err").unwrap();
+    let mut blocker = pool.acquire().await.unwrap();
+    blocker.execute("BEGIN").await.unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {prefix}leases (name, session, token) VALUES ('err', NULL, 0)"
+    ))
+    .execute(&mut *blocker)
+    .await
+    .unwrap();
+    let mut c = sqlx::MySqlConnection::connect(common::MYSQL_URL)
+        .await
+        .unwrap();
+    c.execute("SET innodb_lock_wait_timeout = 1").await.unwrap();
+    let err = sqlx::query(&format!("CALL {prefix}acquire_lease(?, ?)"))
+        .bind(&me.to_bytes()[..])
+        .bind(name.as_str())
+        .fetch_all(&mut c)
+        .await
+        .expect_err("the call waits behind the blocker and times out");
+    assert!(err.to_string().contains("1205"), "{err}");
+    let open: i64 = sqlx::query_scalar("SELECT CAST(@@in_transaction AS SIGNED)")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(open, 0, "a transaction stayed open after the error");
+    blocker.execute("ROLLBACK").await.unwrap();
+    drop(blocker);
+    // The backend acquires as usual once the blocker is gone.
+    let won = backend.acquire(me, &name).await.unwrap();
+    assert!(
+        matches!(won, simba_core::AcquireOutcome::Won { .. }),
+        "{won:?}"
+    );
+    let _ = c.close().await;
+    common::drop_mysql_tables(&tag).await;
+}
+
+/// The body of the procedure named `p`, as the server keeps it.
+async fn routine_body(pool: &sqlx::MySqlPool, p: &str) -> String {
+    sqlx::query_scalar(
+        "SELECT CAST(ROUTINE_DEFINITION AS CHAR) FROM information_schema.ROUTINES \
+         WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?",
+    )
+    .bind(p)
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }

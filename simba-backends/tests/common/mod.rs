@@ -304,7 +304,7 @@ pub async fn drop_pg_tables(tag: &str) {
     }
 }
 
-/// Drops every table whose name starts with `tag` (MySQL).
+/// Drops every table and procedure whose name starts with `tag` (MySQL).
 #[cfg(feature = "mysql")]
 pub async fn drop_mysql_tables(tag: &str) {
     let pool = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
@@ -318,6 +318,21 @@ pub async fn drop_mysql_tables(tag: &str) {
     .unwrap();
     for t in tables {
         sqlx::query(&format!("DROP TABLE IF EXISTS {t}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    // And the acquire procedures of those prefixes.
+    let procs: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(ROUTINE_NAME AS CHAR) FROM information_schema.ROUTINES \
+         WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME LIKE ?",
+    )
+    .bind(format!("{tag}%"))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for p in procs {
+        sqlx::raw_sql(&format!("DROP PROCEDURE IF EXISTS {p}"))
             .execute(&pool)
             .await
             .unwrap();
