@@ -11,9 +11,10 @@
 
 use crate::metadata::NO_METADATA;
 use crate::sql::{
-    add_metadata_sql, check_shape, decide, group_views, inspection_from_rows, is_legacy_sessions,
-    malformed, map_err, micros, name_from, session_from, slot_from, slot_to_i64, token_from,
-    token_to_i64, Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    acquire_version, add_metadata_sql, check_shape, decide, group_views, inspection_from_rows,
+    is_legacy_sessions, malformed, map_err, micros, name_from, session_from, slot_from,
+    slot_to_i64, token_from, token_to_i64, AcquireRoutine, Decision, Judged, ACQUIRE_MARK,
+    LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -57,6 +58,9 @@ struct Sql {
     gc_members: String,
     renew: String,
     renew_read: String,
+    /// Locks a lease row (the acquire procedure's first statement), for the
+    /// testkit's hold.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     ensure: String,
     /// `CALL <prefix>acquire_lease(?, ?)`.
     acquire: String,
@@ -206,11 +210,11 @@ impl MysqlBackend {
     pub async fn migrate(&self) -> Result<(), BackendError> {
         self.upgrade_sessions().await?;
         let state = self.acquire_proc_state().await?;
-        let usable = matches!(state, ProcState::Current | ProcState::Newer);
+        let usable = state.usable();
         if self.check_tables().await? == TABLES && usable {
             return Ok(());
         }
-        if state == ProcState::Foreign {
+        if state == AcquireRoutine::Foreign {
             return Err(self.proc_error(state));
         }
         let prefix = &self.sql.prefix;
@@ -228,16 +232,16 @@ impl MysqlBackend {
         // and the answer's columns are the same; its acquire fails once if
         // it calls between the drop and the create). A newer Simba's stays.
         let ddl = match state {
-            ProcState::Missing => vec![acquire_create_sql(prefix)],
-            ProcState::Outdated => vec![acquire_drop_sql(prefix), acquire_create_sql(prefix)],
-            ProcState::Current | ProcState::Newer | ProcState::Foreign => vec![],
+            AcquireRoutine::Missing => vec![acquire_create_sql(prefix)],
+            AcquireRoutine::Outdated => vec![acquire_drop_sql(prefix), acquire_create_sql(prefix)],
+            AcquireRoutine::Current | AcquireRoutine::Newer | AcquireRoutine::Foreign => vec![],
         };
         for stmt in ddl {
             if let Err(e) = sqlx::raw_sql(&stmt).execute(&self.pool).await {
                 // Another process may have created it at the same moment.
                 if !matches!(
                     self.acquire_proc_state().await?,
-                    ProcState::Current | ProcState::Newer
+                    AcquireRoutine::Current | AcquireRoutine::Newer
                 ) {
                     return Err(map_err(NAME, "create the acquire procedure", e));
                 }
@@ -257,7 +261,7 @@ impl MysqlBackend {
             return Err(self.missing());
         }
         match self.acquire_proc_state().await? {
-            ProcState::Current | ProcState::Newer => Ok(()),
+            AcquireRoutine::Current | AcquireRoutine::Newer => Ok(()),
             other => Err(self.proc_error(other)),
         }
     }
@@ -268,7 +272,7 @@ impl MysqlBackend {
     /// (`information_schema.ROUTINES.ROUTINE_DEFINITION` is NULL for a user
     /// who neither created it nor may read every routine's source); else
     /// its `COMMENT`, which carries the same version, decides.
-    async fn acquire_proc_state(&self) -> Result<ProcState, BackendError> {
+    async fn acquire_proc_state(&self) -> Result<AcquireRoutine, BackendError> {
         let found: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
             "SELECT CAST(ROUTINE_DEFINITION AS CHAR), CAST(ROUTINE_COMMENT AS CHAR) \
              FROM information_schema.ROUTINES \
@@ -279,11 +283,11 @@ impl MysqlBackend {
         .await
         .map_err(|e| map_err(NAME, "read schema", e))?;
         let Some((body, comment)) = found.first() else {
-            return Ok(ProcState::Missing);
+            return Ok(AcquireRoutine::Missing);
         };
         let version = match body {
             Some(body) if *body == acquire_proc_body(&self.sql.prefix) => {
-                return Ok(ProcState::Current)
+                return Ok(AcquireRoutine::Current)
             }
             Some(body) => acquire_version(body, ACQUIRE_MARK),
             None => comment.as_deref().and_then(|c| {
@@ -291,25 +295,16 @@ impl MysqlBackend {
             }),
         };
         Ok(match version {
-            Some(v) if v > ACQUIRE_VERSION => ProcState::Newer,
             // The body could not be read: the comment names this version.
-            Some(v) if v == ACQUIRE_VERSION && body.is_none() => ProcState::Current,
-            Some(_) => ProcState::Outdated,
-            None => ProcState::Foreign,
+            Some(v) if v == ACQUIRE_VERSION && body.is_none() => AcquireRoutine::Current,
+            declared => AcquireRoutine::of_version(declared, ACQUIRE_VERSION),
         })
     }
 
     /// The error for an acquire procedure that is not this version's.
-    fn proc_error(&self, state: ProcState) -> BackendError {
+    fn proc_error(&self, state: AcquireRoutine) -> BackendError {
         let p = &self.sql.acquire_proc;
-        let why = match state {
-            ProcState::Current | ProcState::Newer => "is in place",
-            ProcState::Missing => "is missing",
-            ProcState::Outdated => "is an older Simba's",
-            ProcState::Foreign => {
-                "exists but was not created by Simba; drop or rename it, or use another table prefix"
-            }
-        };
+        let why = state.why();
         BackendError::new(
             BackendErrorKind::Rejected,
             format!(
@@ -625,45 +620,11 @@ async fn open_on(
     })
 }
 
-/// What the current database holds of the acquire procedure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ProcState {
-    /// This version's.
-    Current,
-    /// An older Simba's (its body has [`ACQUIRE_MARK`] with a lower
-    /// version, or this version's number with another body).
-    Outdated,
-    /// A newer Simba's (a higher version): used as it is, never replaced,
-    /// so that nodes of two versions side by side in a rolling upgrade do
-    /// not take turns replacing it. Every version keeps the arguments and
-    /// the answer's columns.
-    Newer,
-    /// A procedure of the same name that Simba did not create.
-    Foreign,
-    /// None.
-    Missing,
-}
-
-/// Every version of the acquire procedure's body has this as its first
-/// line, followed by `, version N`.
-const ACQUIRE_MARK: &str = "-- Simba's acquire";
-/// Its `COMMENT` starts with this, followed by `, version N` (read where
-/// the server does not show this user the body).
+/// The `COMMENT` of the acquire procedure starts with this, followed by
+/// `, version N` (read where the server does not show this user the body).
 const COMMENT_MARK: &str = "Simba's acquire";
 /// This Simba's version of the acquire procedure.
 const ACQUIRE_VERSION: u32 = 1;
-
-/// The version that a Simba acquire procedure's body or comment declares
-/// after `mark`, if any.
-fn acquire_version(src: &str, mark: &str) -> Option<u32> {
-    let rest = &src[src.find(mark)? + mark.len()..];
-    let digits: String = rest
-        .strip_prefix(", version ")?
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
 
 /// `0003_acquire.sql`, first statement: drops an older acquire procedure.
 fn acquire_drop_sql(prefix: &str) -> String {

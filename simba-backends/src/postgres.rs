@@ -16,9 +16,10 @@
 
 use crate::metadata::NO_METADATA;
 use crate::sql::{
-    add_metadata_sql, check_shape, decide, inspection_from_rows, is_legacy_sessions, malformed,
-    map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from, token_to_i64,
-    Decision, Judged, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    acquire_version, add_metadata_sql, check_shape, decide, inspection_from_rows,
+    is_legacy_sessions, malformed, map_err, micros, parse_groups, parse_owned, slot_from,
+    slot_to_i64, token_from, token_to_i64, AcquireRoutine, Decision, Judged, ACQUIRE_MARK,
+    LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -283,14 +284,14 @@ impl PgBackend {
     pub async fn migrate(&self) -> Result<(), BackendError> {
         self.upgrade_sessions().await?;
         let state = self.acquire_fn_state().await?;
-        let usable = matches!(state, FnState::Current | FnState::Newer);
+        let usable = state.usable();
         if self.check_tables().await? == TABLES && usable {
             return Ok(());
         }
-        if state == FnState::Foreign {
+        if state == AcquireRoutine::Foreign {
             return Err(self.fn_error(state));
         }
-        if state == FnState::Newer {
+        if state == AcquireRoutine::Newer {
             // Only the tables: a newer Simba's function stays.
             let ddl = Self::base_schema_sql(&self.sql.prefix)
                 + &Self::groups_schema_sql(&self.sql.prefix);
@@ -310,7 +311,7 @@ impl PgBackend {
             if self.check_tables().await? < TABLES
                 || !matches!(
                     self.acquire_fn_state().await?,
-                    FnState::Current | FnState::Newer
+                    AcquireRoutine::Current | AcquireRoutine::Newer
                 )
             {
                 return Err(map_err(NAME, "create tables", e));
@@ -329,14 +330,14 @@ impl PgBackend {
             return Err(self.missing());
         }
         match self.acquire_fn_state().await? {
-            FnState::Current | FnState::Newer => Ok(()),
+            AcquireRoutine::Current | AcquireRoutine::Newer => Ok(()),
             other => Err(self.fn_error(other)),
         }
     }
 
     /// Whether the acquire function in the current schema is this
     /// version's, an older Simba's, someone else's, or missing.
-    async fn acquire_fn_state(&self) -> Result<FnState, BackendError> {
+    async fn acquire_fn_state(&self) -> Result<AcquireRoutine, BackendError> {
         let get = |e| map_err(NAME, "read schema", e);
         let mut tx = self.pool.begin().await.map_err(get)?;
         let found: Vec<String> = sqlx::query_scalar(
@@ -353,27 +354,18 @@ impl PgBackend {
         tx.commit().await.map_err(get)?;
         let want = acquire_fn_body(&self.sql.prefix);
         Ok(match found.first() {
-            None => FnState::Missing,
-            Some(src) if *src == want => FnState::Current,
-            Some(src) => match acquire_fn_version(src) {
-                Some(v) if v > ACQUIRE_VERSION => FnState::Newer,
-                Some(_) => FnState::Outdated,
-                None => FnState::Foreign,
-            },
+            None => AcquireRoutine::Missing,
+            Some(src) if *src == want => AcquireRoutine::Current,
+            Some(src) => {
+                AcquireRoutine::of_version(acquire_version(src, ACQUIRE_MARK), ACQUIRE_VERSION)
+            }
         })
     }
 
     /// The error for an acquire function that is not this version's.
-    fn fn_error(&self, state: FnState) -> BackendError {
+    fn fn_error(&self, state: AcquireRoutine) -> BackendError {
         let f = &self.sql.acquire_fn;
-        let why = match state {
-            FnState::Current | FnState::Newer => "is in place",
-            FnState::Missing => "is missing",
-            FnState::Outdated => "is an older Simba's",
-            FnState::Foreign => {
-                "exists but was not created by Simba; rename it or use another table prefix"
-            }
-        };
+        let why = state.why();
         BackendError::new(
             BackendErrorKind::Rejected,
             format!(
@@ -684,41 +676,8 @@ impl PgBackend {
 /// The acquire function's parameters, as `pg_get_function_identity_arguments`
 /// prints them.
 const ACQUIRE_ARGS: &str = "p_session bytea, p_name text";
-/// What the current schema holds of the acquire function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FnState {
-    /// This version's.
-    Current,
-    /// An older Simba's (its body has [`ACQUIRE_MARK`] with a lower
-    /// version, or this version's number with another body).
-    Outdated,
-    /// A newer Simba's (a higher version): used as it is, never replaced,
-    /// so that nodes of two versions side by side in a rolling upgrade do
-    /// not take turns replacing it. Every version keeps the arguments and
-    /// the answer's columns.
-    Newer,
-    /// A function of the same name and arguments that Simba did not create.
-    Foreign,
-    /// None.
-    Missing,
-}
-
-/// Every version of the acquire function's body starts with this line,
-/// followed by `, version N`.
-const ACQUIRE_MARK: &str = "-- Simba's acquire";
 /// This Simba's version of the acquire function.
 const ACQUIRE_VERSION: u32 = 1;
-
-/// The version a Simba acquire function's body declares, if any.
-fn acquire_fn_version(src: &str) -> Option<u32> {
-    let rest = &src[src.find(ACQUIRE_MARK)? + ACQUIRE_MARK.len()..];
-    let digits: String = rest
-        .strip_prefix(", version ")?
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
 
 /// The acquire function's body (PL/pgSQL), two statements (see the module
 /// docs and `docs/BACKENDS.md`, "PostgreSQL"):

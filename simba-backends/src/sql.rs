@@ -517,3 +517,72 @@ pub(crate) fn log_plain_fallback(backend: &str, redacted_url: &str, mode: Option
         );
     }
 }
+
+/// What a database holds of Simba's acquire routine (PostgreSQL's
+/// function, MySQL's procedure) under the routine's name.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AcquireRoutine {
+    /// This version's.
+    Current,
+    /// An older Simba's (its body has [`ACQUIRE_MARK`] with a lower
+    /// version, or this version's number with another body).
+    Outdated,
+    /// A newer Simba's (a higher version): used as it is, never replaced,
+    /// so that nodes of two versions side by side in a rolling upgrade do
+    /// not take turns replacing it. Every version keeps the arguments and
+    /// the answer's columns.
+    Newer,
+    /// A routine of the same name (and arguments) that Simba did not create.
+    Foreign,
+    /// None.
+    Missing,
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl AcquireRoutine {
+    /// Judges a routine whose body is not this version's: by the version
+    /// it declares after `mark` (`None`: not Simba's).
+    pub(crate) fn of_version(declared: Option<u32>, current: u32) -> AcquireRoutine {
+        match declared {
+            Some(v) if v > current => AcquireRoutine::Newer,
+            Some(_) => AcquireRoutine::Outdated,
+            None => AcquireRoutine::Foreign,
+        }
+    }
+
+    /// Whether acquires can call it as it is (this version's or a newer).
+    pub(crate) fn usable(self) -> bool {
+        matches!(self, AcquireRoutine::Current | AcquireRoutine::Newer)
+    }
+
+    /// What is wrong with it, for a `Rejected` error that names the routine.
+    pub(crate) fn why(self) -> &'static str {
+        match self {
+            AcquireRoutine::Current | AcquireRoutine::Newer => "is in place",
+            AcquireRoutine::Missing => "is missing",
+            AcquireRoutine::Outdated => "is an older Simba's",
+            AcquireRoutine::Foreign => {
+                "exists but was not created by Simba; drop or rename it, or use another table prefix"
+            }
+        }
+    }
+}
+
+/// Every version of an acquire routine's body has this as its first line,
+/// followed by `, version N`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) const ACQUIRE_MARK: &str = "-- Simba's acquire";
+
+/// The version that a Simba acquire routine's body (or MySQL comment)
+/// declares after `mark`, if any.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn acquire_version(src: &str, mark: &str) -> Option<u32> {
+    let rest = &src[src.find(mark)? + mark.len()..];
+    let digits: String = rest
+        .strip_prefix(", version ")?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
