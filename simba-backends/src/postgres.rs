@@ -18,8 +18,8 @@ use crate::metadata::NO_METADATA;
 use crate::sql::{
     acquire_version, add_metadata_sql, check_shape, decide, inspection_from_rows,
     is_legacy_sessions, malformed, map_err, micros, parse_groups, parse_owned, slot_from,
-    slot_to_i64, token_from, token_to_i64, AcquireRoutine, Decision, Judged, ACQUIRE_MARK,
-    LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    slot_to_i64, token_to_i64, AcquireRoutine, Judged, ACQUIRE_MARK, LEASE_COLUMNS, MEMBER_COLUMNS,
+    SESSION_COLUMNS, SLOT_COLUMNS,
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
@@ -817,24 +817,7 @@ async fn acquire_on(
         token: row.try_get(1).map_err(get)?,
         holder_us: row.try_get(3).map_err(get)?,
     };
-    let holder = judged.holder.clone();
-    let token = judged.token;
-    match decide(NAME, session, name, judged)? {
-        // Won (the caller holds it now, just taken or held already), Held
-        // or Expired.
-        Decision::Answer(outcome) => Ok(outcome),
-        // Free or expired, yet not taken: cannot happen (one clock reading
-        // judged both the update and this answer), but never claim a win
-        // that was not written: answer held, to be retried.
-        Decision::Take { .. } => Ok(AcquireOutcome::Held {
-            holder: holder
-                .as_deref()
-                .map(|h| crate::sql::session_from(NAME, h))
-                .transpose()?,
-            token: Some(token_from(NAME, name.as_str(), token)?),
-            holder_remaining: Some(Duration::ZERO),
-        }),
-    }
+    decide(NAME, session, name, judged)
 }
 
 async fn release_on(

@@ -385,56 +385,51 @@ pub(crate) struct Judged {
     pub(crate) holder_us: Option<i64>,
 }
 
-/// What an acquire does after [`Judged`].
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-pub(crate) enum Decision {
-    /// Answer without writing (the transaction is rolled back).
-    Answer(AcquireOutcome),
-    /// Take the lease with token `next` (the transaction writes and commits).
-    /// Both backends take in SQL (PostgreSQL's function, MySQL's procedure)
-    /// and read only the variant: an answer still takeable was not taken.
-    #[allow(dead_code)]
-    Take { next: i64, remaining: Duration },
-}
-
-/// The acquire decision shared by the transactional SQL backends
-/// (PostgreSQL, MySQL/MariaDB): the caller must be live; the owner acquiring
-/// again keeps its term; a free lease or one whose holder is not live is
-/// taken with the next token; otherwise it is held.
+/// The answer to an acquire from the acquire routine's reply ([`Judged`]),
+/// shared by the transactional SQL backends (PostgreSQL's function, MySQL's
+/// procedure), whose routine has already taken a lease it could take: the
+/// caller must be live; the holder (just taken, or held already) gets its
+/// term; a live holder is reported; a lease still free or with a holder
+/// that is not live was *not* taken (the routine judged it with the same
+/// clock reading, so this cannot happen), and is answered `Held` with no
+/// time left, to be retried: a win that was not written is never claimed.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn decide(
     backend: &str,
     session: SessionId,
     name: &LeaseName,
     j: Judged,
-) -> Result<Decision, BackendError> {
+) -> Result<AcquireOutcome, BackendError> {
     let Some(mine) = j.mine_us.filter(|m| *m > 0) else {
-        return Ok(Decision::Answer(AcquireOutcome::Expired));
+        return Ok(AcquireOutcome::Expired);
     };
     let holder = j
         .holder
         .as_deref()
         .map(|h| session_from(backend, h))
         .transpose()?;
+    let token = || token_from(backend, name.as_str(), j.token);
     match holder {
-        Some(h) if h == session => Ok(Decision::Answer(AcquireOutcome::Won {
-            token: token_from(backend, name.as_str(), j.token)?,
+        Some(h) if h == session => Ok(AcquireOutcome::Won {
+            token: token()?,
             remaining: micros(mine),
-        })),
-        Some(h) if j.holder_us.is_some_and(|r| r > 0) => {
-            Ok(Decision::Answer(AcquireOutcome::Held {
-                holder: Some(h),
-                token: Some(token_from(backend, name.as_str(), j.token)?),
-                holder_remaining: j.holder_us.map(micros),
-            }))
-        }
+        }),
+        Some(h) if j.holder_us.is_some_and(|r| r > 0) => Ok(AcquireOutcome::Held {
+            holder: Some(h),
+            token: Some(token()?),
+            holder_remaining: j.holder_us.map(micros),
+        }),
         _ => {
-            let next = j.token.checked_add(1).filter(|t| *t > 0).ok_or_else(|| {
-                malformed(backend, format!("token {} of lease `{name}`", j.token))
-            })?;
-            Ok(Decision::Take {
-                next,
-                remaining: micros(mine),
+            if j.token.checked_add(1).is_none_or(|t| t <= 0) {
+                return Err(malformed(
+                    backend,
+                    format!("token {} of lease `{name}`", j.token),
+                ));
+            }
+            Ok(AcquireOutcome::Held {
+                holder,
+                token: Some(token()?),
+                holder_remaining: Some(Duration::ZERO),
             })
         }
     }
