@@ -169,6 +169,38 @@ pub trait Backend: Send + Sync + 'static {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>>;
 
+    /// Gives up `session`'s wait for `name` (S4.5): a backend that queues
+    /// waiting candidates on the server (ZooKeeper, etcd) removes the place a
+    /// `Held` acquire left there, so it can never become a holder nobody
+    /// wants. It never ends a term: a place whose acquire answered `Won`
+    /// stays until [`Backend::release`] with its token. The default (every
+    /// backend that keeps nothing for a `Held` acquire) does no I/O.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend};
+    /// use simba_core::LeaseName;
+    /// use std::time::Duration;
+    /// # futures::executor::block_on(async {
+    /// let backend = MemoryBackend::new();
+    /// let session = backend.open_session(Duration::from_secs(10)).await?.session;
+    /// backend.withdraw(session, &LeaseName::new("jobs")?).await?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// A [`BackendError`] if the call failed (the place may remain; the
+    /// engine withdraws again after a later `Held`, and the place ends with
+    /// the session at the latest).
+    fn withdraw<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let _ = (session, name);
+        Box::pin(async { Ok(()) })
+    }
+
     /// Ends `session` and frees all of its leases at once (S1.4). Closing an
     /// unknown or expired session is `Ok`.
     ///
@@ -331,6 +363,13 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         (**self).release(session, name, token)
+    }
+    fn withdraw<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        (**self).withdraw(session, name)
     }
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         (**self).close_session(session)
