@@ -126,6 +126,7 @@ async fn main() {
             calls: a.calls,
             lease: Duration::from_millis(a.lease_ms),
             seed: a.seed + round,
+            queueing: a.backend == "zookeeper",
         };
         let prefix = format!(
             "hist{}_",

@@ -64,6 +64,8 @@ pub mod sqlite;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
 #[cfg(feature = "zookeeper")]
+mod zookeeper_queue;
+#[cfg(feature = "zookeeper")]
 mod zookeeper_tls;
 
 pub use config::{

@@ -21,18 +21,26 @@
 //! | znode | kind | meaning |
 //! |---|---|---|
 //! | `<root>/sessions/<id as 16 hex digits>` | ephemeral | a live session; data `lease_ms timeout_ms` |
-//! | `<root>/leases/<name>` | persistent | the name; its `mzxid` is the latest token handed out |
-//! | `<root>/leases/<name>/holder` | ephemeral | the current term: owner = `ephemeralOwner`, token = `czxid` |
+//! | `<root>/leases/<name>` | persistent | the name; its `mzxid` is the `czxid` of its latest place |
+//! | `<root>/leases/<name>/c-<id as 16 hex digits>-<sequence>` | ephemeral sequential | a place: the lowest sequence holds the lease (owner = `ephemeralOwner`, token = `czxid`), the others wait in order |
 //! | `<root>/groups/<group>` | persistent | a partitioned group (S10.1) |
 //! | `<root>/groups/<group>/<id as 16 hex digits>` | ephemeral | a member: it lives exactly as long as the member's session |
 //! | `<root>/slots/<name>` | persistent | the last claimed schedule slot of `name` (S11.1), in decimal |
 //!
-//! Acquire is one multi-op (create `holder` + touch `<name>`), so the holder's
-//! `czxid` and the name's `mzxid` are the same zxid, which never repeats or
-//! decreases. Release is one multi-op (check `<name>`'s version + delete
-//! `holder`): a later term always bumped that version, so a stale release
-//! is a no-op (S3.5). Renew is one `getEphemerals` call (S1.1), sent with
-//! one multi-read of the joined groups' members (S10.1) when there are any.
+//! Acquire is one multi-op (create the session's place + touch `<name>`)
+//! and, sent right behind it on the same connection (ZooKeeper answers a
+//! session's requests in order), a listing of `<name>`'s children: one round
+//! trip. The place with the lowest sequence number holds the lease, and its
+//! token is its `czxid`, a zxid, which never repeats or decreases. A `Held`
+//! acquire keeps its place, so the lease passes to the first waiter the
+//! moment the places before it are deleted (a release, a close or an
+//! expiry): the backend's persistent recursive watch sees those deletions,
+//! and the waiter's next acquire answers `Won` without another call (S4.2).
+//! A waiter that stops competing removes its place (`withdraw`, S4.5).
+//! Release deletes the term's own place (unique to the term, so a stale
+//! release is a no-op, S3.5). Renew is one `getEphemerals` call (S1.1), sent
+//! with one multi-read of the joined groups' members (S10.1) when there are
+//! any.
 //!
 //! The ZooKeeper client pings the server on its own, so a session whose
 //! owner stops renewing would never expire. Each session therefore has a
@@ -41,6 +49,7 @@
 //! process) ends it too. See `docs/BACKENDS.md`.
 
 use crate::metadata::NO_METADATA;
+use crate::zookeeper_queue::{judge, parse_place, place_prefix};
 use crate::zookeeper_tls::Tls;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
 use crate::{LeaseInfo, SessionInfo, SessionMetadata};
@@ -51,7 +60,7 @@ use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
     SessionGrant, SessionId, SlotClaim, Token,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use zookeeper_client as zk;
@@ -60,7 +69,10 @@ const NAME: &str = "zookeeper";
 /// At most this many calls (renewals aside) in flight at once; see
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
-const HOLDER: &str = "holder";
+/// How many recent deletions of places the watch remembers, and for how
+/// long, so a listing that crossed a deletion is read without it.
+const DELETED_KEPT: usize = 65_536;
+const DELETED_FOR: Duration = Duration::from_secs(120);
 /// The session timeout the backend's own (observer) session asks for.
 const OBSERVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -104,6 +116,73 @@ struct Inner {
     slots_dir: String,
     observer: Mutex<zk::Client>,
     sessions: Mutex<HashMap<SessionId, Arc<Entry>>>,
+    /// The persistent recursive watch on `<root>/leases` (see [`track`]).
+    tracker: Mutex<Tracker>,
+    /// Serializes starting the watch.
+    tracker_start: futures::lock::Mutex<()>,
+    /// Dropped with the backend: the watch task then ends.
+    tracker_stop: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
+}
+
+/// What the backend's one watch on `<root>/leases` feeds.
+#[derive(Default)]
+struct Tracker {
+    running: bool,
+    /// Release broadcasts' subscribers (S4.2).
+    subscribers: Vec<futures::channel::mpsc::UnboundedSender<LeaseName>>,
+    /// Places seen deleted lately (full paths), oldest first.
+    deleted: VecDeque<(Instant, String)>,
+    deleted_set: HashSet<String>,
+}
+
+impl Tracker {
+    fn note_deleted(&mut self, path: &str) {
+        let now = Instant::now();
+        while self.deleted.len() >= DELETED_KEPT
+            || self
+                .deleted
+                .front()
+                .is_some_and(|(at, _)| now.saturating_duration_since(*at) > DELETED_FOR)
+        {
+            if let Some((_, old)) = self.deleted.pop_front() {
+                self.deleted_set.remove(&old);
+            }
+        }
+        if self.deleted_set.insert(path.to_owned()) {
+            self.deleted.push_back((now, path.to_owned()));
+        }
+    }
+}
+
+/// Where a session stands on one lease name, as this backend knows it.
+#[derive(Clone, Debug)]
+enum Place {
+    /// An acquire is creating a place (since then).
+    Pending { since: Instant },
+    /// A place waiting behind `blockers` (children of `<name>`); `since` is
+    /// the latest acquire that confirmed it.
+    Waiting {
+        path: String,
+        czxid: i64,
+        blockers: BTreeSet<String>,
+        since: Instant,
+    },
+    /// The place holds the lease and an acquire answered `Won`: a term.
+    Won {
+        path: String,
+        czxid: i64,
+        since: Instant,
+    },
+}
+
+impl Place {
+    fn won(path: String, czxid: i64) -> Place {
+        Place::Won {
+            path,
+            czxid,
+            since: Instant::now(),
+        }
+    }
 }
 
 /// One open session held by this backend.
@@ -114,8 +193,11 @@ struct Entry {
     client: Mutex<Option<zk::Client>>,
     /// Local instant after which the watchdog closes the session.
     deadline: Mutex<Instant>,
-    /// Terms won through this backend: name -> (token, version of `<name>`).
-    terms: Mutex<HashMap<String, (i64, i32)>>,
+    /// This session's places, by lease name.
+    places: Mutex<HashMap<String, Place>>,
+    /// One lock per lease name: acquire, release and withdraw of one name
+    /// run one at a time, so a place is never created and removed at once.
+    name_locks: Mutex<HashMap<String, Arc<futures::lock::Mutex<()>>>>,
     /// The groups this session joined (S10.1): its renewal lists their
     /// members. A ZooKeeper session acts only through the backend that
     /// opened it, so this is the whole truth.
@@ -393,6 +475,9 @@ impl ZkBackend {
                 slots_dir,
                 observer: Mutex::new(observer),
                 sessions: Mutex::new(HashMap::new()),
+                tracker: Mutex::new(Tracker::default()),
+                tracker_start: futures::lock::Mutex::new(()),
+                tracker_stop: Mutex::new(None),
             }),
         })
     }
@@ -441,12 +526,43 @@ impl ZkBackend {
         Ok(fresh)
     }
 
+    /// Starts the backend's watch on `<root>/leases` unless it runs: one
+    /// persistent recursive watch on the observer session, whose deletions
+    /// move this backend's waiting places forward and then reach the
+    /// release broadcasts' subscribers (S4.2), in that order.
+    async fn ensure_tracker(&self) -> Result<(), BackendError> {
+        if lock(&self.inner.tracker).running {
+            return Ok(());
+        }
+        let _start = self.inner.tracker_start.lock().await;
+        if lock(&self.inner.tracker).running {
+            return Ok(());
+        }
+        let c = self.observer().await?;
+        let watcher = c
+            .watch(
+                &self.inner.leases_dir,
+                zk::AddWatchMode::PersistentRecursive,
+            )
+            .await
+            .map_err(|e| map_err("watch", e))?;
+        let (stop_tx, stop_rx) = futures::channel::oneshot::channel();
+        *lock(&self.inner.tracker_stop) = Some(stop_tx);
+        lock(&self.inner.tracker).running = true;
+        drop(asyncs::spawn(track(
+            Arc::downgrade(&self.inner),
+            watcher,
+            stop_rx,
+        )));
+        Ok(())
+    }
+
     fn lease_path(&self, name: &str) -> String {
         format!("{}/{name}", self.inner.leases_dir)
     }
 
-    fn holder_path(&self, name: &str) -> String {
-        format!("{}/{name}/{HOLDER}", self.inner.leases_dir)
+    fn place_base(&self, name: &str, zk_id: i64) -> String {
+        format!("{}/{name}/{}", self.inner.leases_dir, place_prefix(zk_id))
     }
 
     fn group_path(&self, group: &str) -> String {
@@ -553,6 +669,22 @@ impl ZkBackend {
         client
     }
 
+    /// Whether the watch saw the child `child` of `name` deleted lately.
+    fn seen_deleted(&self, name: &str) -> impl Fn(&str) -> bool + '_ {
+        let tracker = lock(&self.inner.tracker);
+        let parent = self.lease_path(name);
+        let gone: HashSet<String> = tracker
+            .deleted_set
+            .iter()
+            .filter_map(|p| p.strip_prefix(&parent).and_then(|r| r.strip_prefix('/')))
+            .map(str::to_owned)
+            .collect();
+        move |child: &str| gone.contains(child)
+    }
+
+    /// Acquire (see the module docs): answer from the session's place when
+    /// the watch has seen every place before it deleted, else create a place
+    /// (or read the queue again) in one round trip.
     async fn acquire_with(
         &self,
         entry: &Entry,
@@ -560,59 +692,155 @@ impl ZkBackend {
         name: &LeaseName,
     ) -> Result<AcquireOutcome, zk::Error> {
         let n = name.as_str();
+        let _serial = entry.name_lock(n).await;
         let parent = self.lease_path(n);
-        let holder = self.holder_path(n);
+        let me = entry.zk_id;
+        let place = lock(&entry.places).get(n).cloned();
+        match place {
+            Some(Place::Won { path, czxid, .. }) => {
+                // A repeat: the place still exists, or the term is over.
+                if client.check_stat(&path).await?.is_some() {
+                    return Ok(self.won(entry, czxid));
+                }
+                lock(&entry.places).remove(n);
+            }
+            Some(Place::Waiting {
+                path,
+                czxid,
+                blockers,
+                ..
+            }) => {
+                if blockers.is_empty() {
+                    // Every place before ours was deleted after ours existed,
+                    // and none can appear before it: ours holds the lease
+                    // (S4.2). The session lives until the engine's deadline,
+                    // which this answer does not move.
+                    self.set_place(entry, n, Place::won(path, czxid));
+                    return Ok(self.won(entry, czxid));
+                }
+                let children = match client.list_children(&parent).await {
+                    Ok(c) => c,
+                    Err(zk::Error::NoNode) => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+                let judged = judge(&children, me, self.seen_deleted(n));
+                let child = path.rsplit('/').next().unwrap_or_default();
+                if judged.ours.as_deref() == Some(child) {
+                    return Ok(self.placed(
+                        entry,
+                        n,
+                        path,
+                        czxid,
+                        judged.blockers,
+                        judged.first_owner,
+                    ));
+                }
+                // Our place is gone (or a lower one of ours appeared after
+                // a lost reply): start over.
+                lock(&entry.places).remove(n);
+            }
+            Some(Place::Pending { .. }) | None => {}
+        }
+        self.set_place(
+            entry,
+            n,
+            Place::Pending {
+                since: Instant::now(),
+            },
+        );
+        let result = self.create_place(entry, client, n).await;
+        if !matches!(result, Ok(_)) {
+            // Nothing of ours is known to exist; a place a lost reply left
+            // is found by the next acquire's listing, or removed by a
+            // withdraw or the renewal's clean-up.
+            let mut places = lock(&entry.places);
+            if matches!(places.get(n), Some(Place::Pending { .. })) {
+                places.remove(n);
+            }
+        }
+        result
+    }
+
+    /// Creates the session's place for `n` and lists the queue behind it.
+    async fn create_place(
+        &self,
+        entry: &Entry,
+        client: &zk::Client,
+        n: &str,
+    ) -> Result<AcquireOutcome, zk::Error> {
+        let parent = self.lease_path(n);
+        let base = self.place_base(n, entry.zk_id);
         let acls = self.inner.target.acls();
-        let ephemeral = zk::CreateMode::Ephemeral.with_acls(acls);
+        let sequential = zk::CreateMode::EphemeralSequential.with_acls(acls);
         let persistent = zk::CreateMode::Persistent.with_acls(acls);
         let me = entry.zk_id;
         for _ in 0..4 {
             let mut multi = client.new_multi_writer();
-            multi.add_create(&holder, &me.to_be_bytes(), &ephemeral)?;
+            multi.add_create(&base, &me.to_be_bytes(), &sequential)?;
             multi.add_set_data(&parent, &[], None)?;
-            match multi.commit().await {
-                Ok(results) => {
-                    let stat = results
-                        .into_iter()
-                        .find_map(|r| match r {
-                            zk::MultiWriteResult::SetData { stat } => Some(stat),
-                            _ => None,
-                        })
-                        .ok_or_else(|| zk::Error::UnexpectedError("no setData result".into()))?;
-                    lock(&entry.terms).insert(n.to_owned(), (stat.mzxid, stat.version));
-                    return Ok(self.won(entry, stat.mzxid));
-                }
-                Err(e) => match multi_err(e) {
-                    zk::Error::NoNode => {
-                        match client.create(&parent, &[], &persistent).await {
-                            Ok(_) | Err(zk::Error::NodeExists) => {}
-                            Err(e) => return Err(e),
-                        }
-                        continue;
+            // Both requests are sent now, in this order: the listing sees
+            // the new place and every older child still there.
+            let created = multi.commit();
+            let listed = client.list_children(&parent);
+            let (created, listed) = futures::join!(created, listed);
+            let results = match created.map_err(multi_err) {
+                Ok(r) => r,
+                Err(zk::Error::NoNode) => {
+                    match client.create(&parent, &[], &persistent).await {
+                        Ok(_) | Err(zk::Error::NodeExists) => {}
+                        Err(e) => return Err(e),
                     }
-                    zk::Error::NodeExists => {}
-                    e => return Err(e),
-                },
-            }
-            // Held: by whom? (Both reads go out at once.)
-            let (h, p) = futures::join!(client.check_stat(&holder), client.check_stat(&parent));
-            let Some(h) = h? else {
-                continue; // freed meanwhile: try again
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
-            if h.ephemeral_owner == me {
-                if let Some(p) = p? {
-                    // Only our own acquire can have set this version.
-                    if p.mzxid == h.czxid {
-                        lock(&entry.terms).insert(n.to_owned(), (h.czxid, p.version));
+            let children = listed?;
+            let mut path = None;
+            let mut czxid = None;
+            for r in results {
+                match r {
+                    zk::MultiWriteResult::Create { path: p, .. } => path = Some(p),
+                    zk::MultiWriteResult::SetData { stat } => czxid = Some(stat.mzxid),
+                    _ => {}
+                }
+            }
+            let (Some(path), Some(czxid)) = (path, czxid) else {
+                return Err(zk::Error::UnexpectedError(
+                    "the place's multi-op answered without its results".into(),
+                ));
+            };
+            let child = path.rsplit('/').next().unwrap_or_default().to_owned();
+            let judged = judge(&children, me, self.seen_deleted(n));
+            let Some(ours) = judged.ours.clone() else {
+                return Err(zk::Error::UnexpectedError(format!(
+                    "the listing of `{n}` misses the place {child} just created"
+                )));
+            };
+            // Places of ours left by lost replies: keep the first, delete
+            // the rest (the new one included if it is not the first).
+            let extra: Vec<String> = judged
+                .extra
+                .iter()
+                .map(|c| format!("{parent}/{c}"))
+                .collect();
+            let deletes = futures::future::join_all(extra.iter().map(|p| client.delete(p, None)));
+            let (path, czxid) = if ours == child {
+                for r in deletes.await {
+                    match r {
+                        Ok(()) | Err(zk::Error::NoNode) => {}
+                        Err(e) => return Err(e),
                     }
                 }
-                return Ok(self.won(entry, h.czxid));
-            }
-            return Ok(AcquireOutcome::Held {
-                holder: Some(session_id_of(h.ephemeral_owner)),
-                token: u64::try_from(h.czxid).ok().and_then(Token::new),
-                holder_remaining: None,
-            });
+                (path, czxid)
+            } else {
+                let first = format!("{parent}/{ours}");
+                let (stat, _) = futures::join!(client.check_stat(&first), deletes);
+                match stat? {
+                    Some(stat) => (first, stat.czxid),
+                    None => continue, // withdrawn meanwhile? list again
+                }
+            };
+            return Ok(self.placed(entry, n, path, czxid, judged.blockers, judged.first_owner));
         }
         Ok(AcquireOutcome::Held {
             holder: None,
@@ -621,40 +849,118 @@ impl ZkBackend {
         })
     }
 
-    /// The version of `<name>` that our term with `token` set, if the
-    /// session holds `name` with `token`: from the terms won through this
-    /// backend, else read (a lost acquire reply), as `release` does.
-    async fn term_version(
+    /// Records the session's place and answers: `Won` if nothing stands
+    /// before it, else `Held` by the first place's owner.
+    fn placed(
+        &self,
+        entry: &Entry,
+        n: &str,
+        path: String,
+        czxid: i64,
+        blockers: BTreeSet<String>,
+        first_owner: Option<i64>,
+    ) -> AcquireOutcome {
+        if blockers.is_empty() {
+            self.set_place(entry, n, Place::won(path, czxid));
+            return self.won(entry, czxid);
+        }
+        self.set_place(
+            entry,
+            n,
+            Place::Waiting {
+                path,
+                czxid,
+                blockers,
+                since: Instant::now(),
+            },
+        );
+        AcquireOutcome::Held {
+            holder: first_owner.map(session_id_of),
+            token: None,
+            holder_remaining: None,
+        }
+    }
+
+    fn set_place(&self, entry: &Entry, n: &str, place: Place) {
+        lock(&entry.places).insert(n.to_owned(), place);
+    }
+
+    /// The path of the session's place that is the term with `token`, if
+    /// there is one: from the places won through this backend, else read
+    /// (a lost acquire reply).
+    async fn term_path(
         &self,
         entry: &Entry,
         client: &zk::Client,
         name: &str,
         token: Token,
-    ) -> Result<Option<i32>, zk::Error> {
-        let recorded = lock(&entry.terms).get(name).copied();
-        match recorded {
-            Some((t, v)) => Ok((u64::try_from(t).ok() == Some(token.get())).then_some(v)),
-            None => {
-                let (holder, parent) = (self.holder_path(name), self.lease_path(name));
-                let (h, p) = futures::join!(client.check_stat(&holder), client.check_stat(&parent));
-                Ok(match (h?, p?) {
-                    (Some(h), Some(p))
-                        if h.ephemeral_owner == entry.zk_id
-                            && u64::try_from(h.czxid).ok() == Some(token.get())
-                            && p.mzxid == h.czxid =>
-                    {
-                        Some(p.version)
-                    }
-                    _ => None,
-                })
+    ) -> Result<Option<String>, zk::Error> {
+        if let Some(Place::Won { path, czxid, .. }) = lock(&entry.places).get(name) {
+            if u64::try_from(*czxid).ok() == Some(token.get()) {
+                return Ok(Some(path.clone()));
             }
         }
+        let parent = self.lease_path(name);
+        let children = match client.list_children(&parent).await {
+            Ok(c) => c,
+            Err(zk::Error::NoNode) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let judged = judge(&children, entry.zk_id, |_| false);
+        // Only the first child holds the lease; it must be ours.
+        let Some(ours) = judged.ours.filter(|_| judged.blockers.is_empty()) else {
+            return Ok(None);
+        };
+        let path = format!("{parent}/{ours}");
+        Ok(match client.check_stat(&path).await? {
+            Some(stat) if u64::try_from(stat.czxid).ok() == Some(token.get()) => Some(path),
+            _ => None,
+        })
+    }
+
+    /// Deletes the session's places of `name` that are not a term: the one
+    /// recorded, or (nothing recorded) every one a listing shows.
+    async fn withdraw_with(
+        &self,
+        entry: &Entry,
+        client: &zk::Client,
+        name: &str,
+    ) -> Result<(), zk::Error> {
+        let _serial = entry.name_lock(name).await;
+        let place = lock(&entry.places).get(name).cloned();
+        let paths = match place {
+            Some(Place::Won { .. }) => return Ok(()), // a term: only release ends it
+            Some(Place::Waiting { path, .. }) => vec![path],
+            Some(Place::Pending { .. }) | None => {
+                let parent = self.lease_path(name);
+                let children = match client.list_children(&parent).await {
+                    Ok(c) => c,
+                    Err(zk::Error::NoNode) => Vec::new(),
+                    Err(e) => return Err(e),
+                };
+                let mine = place_prefix(entry.zk_id);
+                children
+                    .into_iter()
+                    .filter(|c| c.starts_with(&mine))
+                    .map(|c| format!("{parent}/{c}"))
+                    .collect()
+            }
+        };
+        let deletes = futures::future::join_all(paths.iter().map(|p| client.delete(p, None))).await;
+        for r in deletes {
+            match r {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        lock(&entry.places).remove(name);
+        Ok(())
     }
 
     /// Claim a slot (S11.1): read the last slot, then one multi-op that
-    /// checks the term (`<name>`'s version, which every later acquire bumps,
-    /// and `holder` at version 0, which exists only while the term lasts)
-    /// and writes the slot at the version read, or only checks when the slot
+    /// checks the term (its place at version 0: the place exists only while
+    /// the term lasts, and is unique to it) and writes the slot at the
+    /// version read, or only checks when the slot
     /// is not later. A concurrent claim changes the slot's version: read
     /// again.
     async fn claim_with(
@@ -666,10 +972,10 @@ impl ZkBackend {
         slot: u64,
     ) -> Result<SlotClaim, zk::Error> {
         let n = name.as_str();
-        let Some(version) = self.term_version(entry, client, n, token).await? else {
+        let Some(place) = self.term_path(entry, client, n, token).await? else {
             return Ok(SlotClaim::NotHolder);
         };
-        let (parent, holder, path) = (self.lease_path(n), self.holder_path(n), self.slot_path(n));
+        let path = self.slot_path(n);
         let persistent = zk::CreateMode::Persistent.with_acls(self.inner.target.acls());
         let text = slot.to_string();
         for _ in 0..8 {
@@ -689,8 +995,7 @@ impl ZkBackend {
                 Err(e) => return Err(e),
             };
             let mut multi = client.new_multi_writer();
-            multi.add_check_version(&parent, version)?;
-            multi.add_check_version(&holder, 0)?;
+            multi.add_check_version(&place, 0)?;
             let already = match read {
                 Some((last, v)) if last >= slot => {
                     multi.add_check_version(&path, v)?;
@@ -712,8 +1017,8 @@ impl ZkBackend {
                         None => SlotClaim::Claimed,
                     })
                 }
-                // The term's checks: another term, or this one ended.
-                Err(zk::MultiWriteError::OperationFailed { index: 0 | 1, .. }) => {
+                // The term's check: this term ended.
+                Err(zk::MultiWriteError::OperationFailed { index: 0, .. }) => {
                     return Ok(SlotClaim::NotHolder)
                 }
                 // The slot changed (or appeared) since it was read.
@@ -798,6 +1103,15 @@ fn group_views(
 }
 
 impl Entry {
+    /// Waits for the lock of lease name `n` (see `name_locks`).
+    async fn name_lock(&self, n: &str) -> futures::lock::OwnedMutexGuard<()> {
+        let m = lock(&self.name_locks)
+            .entry(n.to_owned())
+            .or_insert_with(|| Arc::new(futures::lock::Mutex::new(())))
+            .clone();
+        m.lock_owned().await
+    }
+
     /// Closes the client and waits (bounded) until ZooKeeper confirmed it.
     async fn shutdown(&self) {
         let client = lock(&self.client).take();
@@ -839,6 +1153,97 @@ async fn watchdog(entry: Weak<Entry>, inner: Weak<Inner>, session: SessionId) {
         }
         drop(e);
         futures_timer::Delay::new(deadline - now).await;
+    }
+}
+
+/// The backend's watch: every deleted place is remembered for a while (a
+/// listing that crossed it reads without it), struck from the waiting
+/// places' blockers of every session this backend holds, and then announced
+/// to the subscribers. Ends with the observer session or the backend.
+async fn track(
+    inner: Weak<Inner>,
+    mut watcher: zk::PersistentWatcher,
+    mut stop: futures::channel::oneshot::Receiver<()>,
+) {
+    loop {
+        let event = {
+            let changed = std::pin::pin!(watcher.changed());
+            match futures::future::select(changed, &mut stop).await {
+                futures::future::Either::Left((event, _)) => event,
+                futures::future::Either::Right(_) => return,
+            }
+        };
+        let Some(inner) = inner.upgrade() else { return };
+        match event.event_type {
+            zk::EventType::NodeDeleted => {
+                let prefix = format!("{}/", inner.leases_dir);
+                let Some((n, child)) = event
+                    .path
+                    .strip_prefix(&prefix)
+                    .and_then(|r| r.split_once('/'))
+                else {
+                    continue;
+                };
+                if child.contains('/') {
+                    continue;
+                }
+                lock(&inner.tracker).note_deleted(&event.path);
+                let entries: Vec<Arc<Entry>> = lock(&inner.sessions).values().cloned().collect();
+                for e in entries {
+                    if let Some(Place::Waiting { blockers, .. }) = lock(&e.places).get_mut(n) {
+                        blockers.remove(child);
+                    }
+                }
+                if let Ok(name) = LeaseName::new(n) {
+                    lock(&inner.tracker)
+                        .subscribers
+                        .retain(|tx| tx.unbounded_send(name.clone()).is_ok());
+                }
+            }
+            zk::EventType::Session if event.session_state.is_terminated() => {
+                let mut t = lock(&inner.tracker);
+                t.running = false;
+                // The subscribers' streams end; they subscribe again.
+                t.subscribers.clear();
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Deletes places the renewal found stale, each under its name's lock and
+/// only if nothing of the session's was recorded for it meanwhile.
+async fn clean_up(entry: Weak<Entry>, client: zk::Client, stale: Vec<(String, String)>) {
+    for (n, path) in stale {
+        let Some(e) = entry.upgrade() else { return };
+        let _serial = e.name_lock(&n).await;
+        let current = lock(&e.places).get(&n).cloned();
+        let delete = match &current {
+            None => true,
+            Some(Place::Waiting { path: p, since, .. }) => *p == path && since.elapsed() > e.lease,
+            Some(Place::Pending { since }) => since.elapsed() > e.timeout * 2,
+            Some(Place::Won { path: p, .. }) => *p != path,
+        };
+        if !delete {
+            continue;
+        }
+        match client.delete(&path, None).await {
+            Ok(()) | Err(zk::Error::NoNode) => {
+                let mut places = lock(&e.places);
+                let same = match places.get(&n) {
+                    Some(Place::Waiting { path: p, .. }) => *p == path,
+                    Some(Place::Pending { .. }) => true,
+                    _ => false,
+                };
+                if same {
+                    places.remove(&n);
+                }
+            }
+            Err(error) => {
+                tracing::debug!(%error, path, "zookeeper: a stale place stays until a later renewal");
+            }
+        }
     }
 }
 
@@ -889,7 +1294,8 @@ impl Backend for ZkBackend {
                 timeout,
                 client: Mutex::new(Some(client)),
                 deadline: Mutex::new(started + lease_duration),
-                terms: Mutex::new(HashMap::new()),
+                places: Mutex::new(HashMap::new()),
+                name_locks: Mutex::new(HashMap::new()),
                 groups: Mutex::new(std::collections::BTreeSet::new()),
             });
             lock(&self.inner.sessions).insert(session, entry.clone());
@@ -961,37 +1367,53 @@ impl Backend for ZkBackend {
                 return Err(RenewError::Expired);
             }
             let prefix = format!("{}/", self.inner.leases_dir);
-            let suffix = format!("/{HOLDER}");
             let mut owned = Vec::new();
-            let mut unknown = Vec::new();
-            // A set: `retain` below asks it once per known term, and a list
-            // made that quadratic (10,000 leases: 10^8 comparisons a renewal).
-            let mut live = std::collections::HashSet::with_capacity(paths.len());
-            for p in &paths {
-                let Some(n) = p
-                    .strip_prefix(&prefix)
-                    .and_then(|r| r.strip_suffix(&suffix))
-                else {
-                    continue;
-                };
-                let name =
-                    LeaseName::new(n).map_err(|e| malformed(format!("lease znode {p:?}: {e}")))?;
-                live.insert(n.to_owned());
-                match lock(&entry.terms).get(n) {
-                    Some((t, _)) => owned.push((name, token_of(n, *t)?)),
-                    None => unknown.push((name, p.clone())),
-                }
-            }
-            lock(&entry.terms).retain(|n, _| live.contains(n));
-            // Terms whose acquire reply was lost: read their czxid.
-            for (name, path) in unknown {
-                match client.check_stat(&path).await {
-                    Ok(Some(stat)) => {
-                        owned.push((name.clone(), token_of(name.as_str(), stat.czxid)?))
+            let mut live: HashSet<&str> = HashSet::with_capacity(paths.len());
+            // Places no acquire of the engine stands behind any more: left by
+            // a lost reply, or waiting with no acquire for a whole lease
+            // (the engine retries far more often while it competes, S4.1).
+            let mut stale: Vec<(String, String)> = Vec::new();
+            {
+                let mut places = lock(&entry.places);
+                for p in &paths {
+                    let Some((n, child)) = p.strip_prefix(&prefix).and_then(|r| r.split_once('/'))
+                    else {
+                        continue;
+                    };
+                    if parse_place(child).is_none() {
+                        continue;
                     }
-                    Ok(None) => {}
-                    Err(e) => return Err(map_err("renew", e).into()),
+                    live.insert(p.as_str());
+                    match places.get(n) {
+                        Some(Place::Won { path, czxid, .. }) if path == p => {
+                            let name = LeaseName::new(n)
+                                .map_err(|e| malformed(format!("lease znode {p:?}: {e}")))?;
+                            owned.push((name, token_of(n, *czxid)?));
+                        }
+                        Some(Place::Waiting { path, since, .. }) if path == p => {
+                            if *since + entry.lease < sent {
+                                stale.push((n.to_owned(), p.clone()));
+                            }
+                        }
+                        Some(Place::Pending { since }) if *since + entry.timeout * 2 >= sent => {}
+                        _ => stale.push((n.to_owned(), p.clone())),
+                    }
                 }
+                // A place recorded before this listing was sent and missing
+                // from it is gone: a term so ended shows as not owned (S3.4).
+                places.retain(|_, place| match place {
+                    Place::Won { path, since, .. } | Place::Waiting { path, since, .. } => {
+                        *since >= sent || live.contains(path.as_str())
+                    }
+                    Place::Pending { .. } => true,
+                });
+            }
+            if !stale.is_empty() {
+                drop(asyncs::spawn(clean_up(
+                    Arc::downgrade(&entry),
+                    client.clone(),
+                    stale,
+                )));
             }
             owned.sort_by(|a, b| a.0.cmp(&b.0));
             Ok(Renewal {
@@ -1044,43 +1466,50 @@ impl Backend for ZkBackend {
                 return Ok(());
             };
             let n = name.as_str();
-            let parent = self.lease_path(n);
-            let holder = self.holder_path(n);
-            let recorded = lock(&entry.terms).get(n).copied();
-            let version = match recorded {
-                Some((t, v)) if u64::try_from(t).ok() == Some(token.get()) => v,
-                Some(_) => return Ok(()), // another term of ours: stale
-                None => {
-                    // Not won through this call path (reply lost): read it.
-                    let (h, p) =
-                        futures::join!(client.check_stat(&holder), client.check_stat(&parent));
-                    let h = h.map_err(|e| map_err("release", e))?;
-                    let p = p.map_err(|e| map_err("release", e))?;
-                    match (h, p) {
-                        (Some(h), Some(p))
-                            if h.ephemeral_owner == entry.zk_id
-                                && u64::try_from(h.czxid).ok() == Some(token.get())
-                                && p.mzxid == h.czxid =>
-                        {
-                            p.version
-                        }
-                        _ => return Ok(()),
-                    }
+            let _serial = entry.name_lock(n).await;
+            let release = async {
+                let Some(path) = self.term_path(&entry, &client, n, token).await? else {
+                    return Ok(()); // not this session's term (any more): stale
+                };
+                match client.delete(&path, None).await {
+                    Ok(()) | Err(zk::Error::NoNode) => {}
+                    Err(e) => return Err(e),
                 }
+                let mut places = lock(&entry.places);
+                if matches!(places.get(n), Some(Place::Won { path: p, .. }) if *p == path) {
+                    places.remove(n);
+                }
+                Ok(())
             };
-            let mut multi = client.new_multi_writer();
-            multi
-                .add_check_version(&parent, version)
-                .and_then(|()| multi.add_delete(&holder, None))
-                .map_err(|e| map_err("release", e))?;
-            let result = multi.commit().await;
-            lock(&entry.terms).remove(n);
-            match result.map_err(multi_err) {
-                Ok(_)
-                | Err(zk::Error::BadVersion | zk::Error::NoNode | zk::Error::SessionExpired) => {
-                    Ok(())
-                }
+            match bounded(release, entry.timeout).await {
+                Ok(()) | Err(zk::Error::SessionExpired) => Ok(()),
                 Err(e) => Err(map_err("release", e)),
+            }
+        }
+        .boxed()
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            // An unknown or expired session has no places.
+            let Ok((entry, client)) = self.client_of(session).await else {
+                return Ok(());
+            };
+            if client.state() == zk::SessionState::Disconnected {
+                return Err(suspended("withdraw"));
+            }
+            match bounded(
+                self.withdraw_with(&entry, &client, name.as_str()),
+                entry.timeout,
+            )
+            .await
+            {
+                Ok(()) | Err(zk::Error::SessionExpired) => Ok(()),
+                Err(e) => Err(map_err("withdraw", e)),
             }
         }
         .boxed()
@@ -1120,9 +1549,32 @@ impl Backend for ZkBackend {
             );
             let parents =
                 futures::future::join_all(names.iter().map(|n| c.check_stat(&self.lease_path(n))));
-            let holders =
-                futures::future::join_all(names.iter().map(|n| c.check_stat(&self.holder_path(n))));
-            let (datas, parents, holders) = futures::join!(datas, parents, holders);
+            let queues = futures::future::join_all(
+                names.iter().map(|n| c.list_children(&self.lease_path(n))),
+            );
+            let (datas, parents, queues) = futures::join!(datas, parents, queues);
+            // Each lease's first place holds it: read their stats, all at once.
+            let mut firsts = Vec::with_capacity(names.len());
+            for (n, queue) in names.iter().zip(queues) {
+                let queue = match queue {
+                    Ok(q) => q,
+                    Err(zk::Error::NoNode) => Vec::new(),
+                    Err(e) => return Err(get(e)),
+                };
+                firsts.push(
+                    judge(&queue, 0, |_| false)
+                        .first
+                        .map(|child| format!("{}/{child}", self.lease_path(n))),
+                );
+            }
+            let c = &c;
+            let holders = futures::future::join_all(firsts.iter().map(|f| async move {
+                match f {
+                    Some(path) => c.check_stat(path).await,
+                    None => Ok(None),
+                }
+            }))
+            .await;
             let mut remaining: HashMap<i64, Duration> = HashMap::new();
             for (id, data) in ids.iter().zip(datas) {
                 let (data, stat) = match data {
@@ -1188,42 +1640,10 @@ impl Backend for ZkBackend {
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         async move {
-            let c = self.observer().await?;
-            let watcher = c
-                .watch(
-                    &self.inner.leases_dir,
-                    zk::AddWatchMode::PersistentRecursive,
-                )
-                .await
-                .map_err(|e| map_err("watch", e))?;
-            let prefix = format!("{}/", self.inner.leases_dir);
-            let suffix = format!("/{HOLDER}");
-            let stream = futures::stream::unfold(watcher, move |mut watcher| {
-                let prefix = prefix.clone();
-                let suffix = suffix.clone();
-                async move {
-                    loop {
-                        let event = watcher.changed().await;
-                        match event.event_type {
-                            zk::EventType::NodeDeleted => {
-                                let name = event
-                                    .path
-                                    .strip_prefix(&prefix)
-                                    .and_then(|r| r.strip_suffix(&suffix))
-                                    .and_then(|n| LeaseName::new(n).ok());
-                                if let Some(name) = name {
-                                    return Some((name, watcher));
-                                }
-                            }
-                            zk::EventType::Session if event.session_state.is_terminated() => {
-                                return None;
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-            });
-            Ok(Some(Box::pin(stream) as BoxStream<'static, LeaseName>))
+            self.ensure_tracker().await?;
+            let (tx, rx) = futures::channel::mpsc::unbounded();
+            lock(&self.inner.tracker).subscribers.push(tx);
+            Ok(Some(Box::pin(rx) as BoxStream<'static, LeaseName>))
         }
         .boxed()
     }

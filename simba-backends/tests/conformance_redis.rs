@@ -169,6 +169,7 @@ async fn redis_history_linearizes() {
         calls: 60,
         lease: std::time::Duration::from_millis(300),
         seed: 6,
+        queueing: false,
     };
     history_check("redis", &clients, load, factory.expiry_lateness()).await;
     delete_keys(REDIS_URL, &factory.tag).await;

@@ -115,6 +115,7 @@ async fn zookeeper_history_linearizes() {
         calls: 30,
         lease: Duration::from_secs(1),
         seed: 7,
+        queueing: true,
     };
     history_check("zookeeper", &clients, load, factory.expiry_lateness()).await;
     drop(clients);

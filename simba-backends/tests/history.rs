@@ -24,6 +24,7 @@ fn load(seed: u64) -> Load {
         calls: 60,
         lease: Duration::from_millis(300),
         seed,
+        queueing: false,
     }
 }
 

@@ -64,6 +64,8 @@ pub enum Op {
     Release(SessionId, Token),
     /// `close_session(session)`.
     Close(SessionId),
+    /// `withdraw(session, name)` (S4.5; only in a queueing history).
+    Withdraw(SessionId),
 }
 
 /// What a call answered.
@@ -107,6 +109,8 @@ pub struct History {
     pub lease: Duration,
     /// The calls, in order of invocation.
     pub events: Vec<Event>,
+    /// The backend queues `Held` acquires ([`Load::queueing`]).
+    pub queueing: bool,
 }
 
 /// How [`record`] drives the clients.
@@ -118,6 +122,12 @@ pub struct Load {
     pub lease: Duration,
     /// Seed of the clients' choices.
     pub seed: u64,
+    /// The backend keeps a `Held` acquire's place in a queue on the server
+    /// (ZooKeeper; S4.2, S4.5): the lease passes to the first live waiter
+    /// the moment its holder is gone, and the load also withdraws. The model
+    /// then queues a caller answered `Held` until it wins, withdraws, closes
+    /// or expires.
+    pub queueing: bool,
 }
 
 /// A small deterministic generator (xorshift*), seeded per client.
@@ -171,6 +181,7 @@ pub async fn record<B: Backend>(clients: &[B], name: &LeaseName, load: &Load) ->
                         Some(t) => Op::Release(s, t),
                         None => Op::Acquire(s),
                     },
+                    (Some(s), _) if load.queueing && rng.below(2) == 0 => Op::Withdraw(s),
                     (Some(s), _) => Op::Close(s),
                 };
                 let inv = micros_since(start);
@@ -216,6 +227,10 @@ pub async fn record<B: Backend>(clients: &[B], name: &LeaseName, load: &Load) ->
                         }
                         Err(_) => Ret::Failed,
                     },
+                    Op::Withdraw(s) => match b.withdraw(*s, name).await {
+                        Ok(()) => Ret::Done,
+                        Err(_) => Ret::Failed,
+                    },
                     Op::Close(s) => match b.close_session(*s).await {
                         Ok(()) => {
                             session = None;
@@ -242,6 +257,7 @@ pub async fn record<B: Backend>(clients: &[B], name: &LeaseName, load: &Load) ->
     History {
         lease: load.lease,
         events,
+        queueing: load.queueing,
     }
 }
 
@@ -336,7 +352,11 @@ pub fn check(h: &History, c: &Check) -> Verdict {
         best: 0,
         best_why: String::new(),
     };
-    let found = search.dfs(&Model::default(), 0, 0);
+    let start = Model {
+        queueing: h.queueing,
+        ..Model::default()
+    };
+    let found = search.dfs(&start, 0, 0);
     v.steps = search.steps;
     if !found {
         v.not_linearizable = Some(if search.steps >= c.budget {
@@ -401,7 +421,11 @@ fn invariants(h: &History, c: &Check, v: &mut Verdict) {
             }
             let mine = match &e.op {
                 Op::Open => matches!(e.ret, Ret::Opened(o) if o == s),
-                Op::Renew(o) | Op::Acquire(o) | Op::Close(o) | Op::Release(o, _) => *o == s,
+                Op::Renew(o)
+                | Op::Acquire(o)
+                | Op::Close(o)
+                | Op::Release(o, _)
+                | Op::Withdraw(o) => *o == s,
             };
             if !mine {
                 continue;
@@ -448,6 +472,14 @@ struct Model {
     dead: Vec<SessionId>,
     /// The name, run by the shared model's transitions.
     lease: LeaseState,
+    /// Queueing histories: the sessions answered `Held` that still wait,
+    /// in order.
+    queue: Vec<SessionId>,
+    /// Queueing histories: the first waiter, which holds the name since its
+    /// holder went but has not yet been told (its token is learned from its
+    /// `Won` answer).
+    next: Option<SessionId>,
+    queueing: bool,
 }
 
 impl Model {
@@ -464,6 +496,26 @@ impl Model {
         self.sessions.remove(&s);
         if !self.dead.contains(&s) {
             self.dead.push(s);
+        }
+        self.lease.drop_holder(s);
+        self.leave_queue(s);
+    }
+    /// Who holds the name: the holder of record or the untold first waiter.
+    fn holder(&self) -> Option<SessionId> {
+        self.lease.holder().or(self.next)
+    }
+    /// `s` no longer waits (or holds untold); the name passes on if free.
+    fn leave_queue(&mut self, s: SessionId) {
+        self.queue.retain(|q| *q != s);
+        if self.next == Some(s) {
+            self.next = None;
+        }
+        self.pass_on();
+    }
+    /// A queueing backend hands a free name to its first waiter at once.
+    fn pass_on(&mut self) {
+        if self.queueing && self.holder().is_none() && !self.queue.is_empty() {
+            self.next = Some(self.queue.remove(0));
         }
     }
 }
@@ -514,7 +566,7 @@ impl Search<'_> {
                 }
                 m.sessions.insert(*s, (a + self.lease, b + self.lease));
             }
-            (Op::Renew(s) | Op::Acquire(s), Ret::Expired) => {
+            (Op::Renew(s) | Op::Acquire(s) | Op::Withdraw(s), Ret::Expired) => {
                 if !m.may_die(*s, b, tol) {
                     return bad("the session was surely live");
                 }
@@ -527,8 +579,10 @@ impl Search<'_> {
                 if !m.may_live(*s, a, tol + late) {
                     return bad("the caller's session had expired");
                 }
-                // A win over another holder judges that holder expired.
-                if let Some(h) = m.lease.holder().filter(|h| h != s) {
+                // A win over another holder judges that holder expired (in a
+                // queueing history, also every waiter the name passed to
+                // before the caller).
+                while let Some(h) = m.holder().filter(|h| h != s) {
                     if !m.may_die(h, b, tol) {
                         return bad(&format!("holder {h} was surely live"));
                     }
@@ -537,6 +591,10 @@ impl Search<'_> {
                     }
                     m.kill(h);
                 }
+                if m.next == Some(*s) {
+                    m.next = None;
+                }
+                m.queue.retain(|q| q != s);
                 // The model proposes the observed token: S3.2 asks for a
                 // greater token, not the next integer (revision-based tokens,
                 // etcd and ZooKeeper, skip values).
@@ -558,11 +616,42 @@ impl Search<'_> {
                 if !m.may_live(*s, a, tol + late) {
                     return bad("the caller's session had expired");
                 }
-                let Some(h) = m.lease.holder().filter(|h| h != s) else {
+                // Queueing: a holder reported as someone else, or surely
+                // expired, is gone, and the name passed to its next waiter.
+                while m.queueing {
+                    let Some(h) = m.holder().filter(|h| h != s) else {
+                        break;
+                    };
+                    let other = holder.is_some_and(|x| x != h);
+                    if !other && m.may_live(h, a, tol + late) {
+                        break;
+                    }
+                    if !m.may_die(h, b, tol) {
+                        return bad(&format!("holder {h} was surely live"));
+                    }
+                    if let Some(&(lo, _)) = m.sessions.get(&h) {
+                        next = next.max(lo - tol);
+                    }
+                    m.kill(h);
+                }
+                let Some(h) = m.holder().filter(|h| h != s) else {
                     return bad("the lease was free or the caller's");
                 };
                 if !m.may_live(h, a, tol + late) {
                     return bad(&format!("holder {h} had surely expired"));
+                }
+                if m.next == Some(h) {
+                    // The untold first waiter holds it: no token yet.
+                    if holder.is_some_and(|x| x != h) {
+                        return bad(&format!("the model's holder is {h}, not yet told"));
+                    }
+                    if !m.queue.contains(s) {
+                        m.queue.push(*s);
+                    }
+                    if next > b {
+                        return bad("its expiry judgement lies after its completion");
+                    }
+                    return Ok((m, next));
                 }
                 // The holder is judged live: the model must answer `Held`.
                 let Ok(Acquired::Held {
@@ -575,13 +664,21 @@ impl Search<'_> {
                 if holder.is_some_and(|x| x != mh) || tok.is_some_and(|x| x != mt) {
                     return bad(&format!("the model's holder is {mh} with token {mt}"));
                 }
+                if m.queueing && !m.queue.contains(s) {
+                    m.queue.push(*s);
+                }
             }
             (Op::Release(s, tok), Ret::Done) => {
-                m.lease.release(*s, *tok);
+                if m.lease.release(*s, *tok) {
+                    m.pass_on();
+                }
             }
             (Op::Close(s), Ret::Done) => {
                 m.kill(*s);
-                m.lease.drop_holder(*s);
+            }
+            (Op::Withdraw(s), Ret::Done) => {
+                // Never ends a term; a waiter (told or not) leaves.
+                m.leave_queue(*s);
             }
             _ => return bad("an answer this call cannot give"),
         }
@@ -596,14 +693,19 @@ impl Search<'_> {
         match &e.op {
             Op::Acquire(_) => {
                 let last = m.lease.last_token().map_or(0, Token::get);
-                [last.saturating_add(1), last.max(1)]
+                let mut v: Vec<Ret> = [last.saturating_add(1), last.max(1)]
                     .into_iter()
                     .filter_map(Token::new)
                     .map(Ret::Won)
-                    .collect()
+                    .collect();
+                if m.queueing {
+                    // It may have left a place in the queue.
+                    v.push(Ret::Held(None, None));
+                }
+                v
             }
             Op::Renew(_) => vec![Ret::Expired],
-            Op::Release(..) | Op::Close(_) => vec![Ret::Done],
+            Op::Release(..) | Op::Close(_) | Op::Withdraw(_) => vec![Ret::Done],
             // A failed open leaves at most a session nobody uses.
             Op::Open => vec![],
         }
@@ -674,5 +776,113 @@ impl Search<'_> {
             }
         }
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sid(n: u128) -> SessionId {
+        SessionId::from_u128(n)
+    }
+
+    fn tok(n: u64) -> Token {
+        Token::new(n).expect("test tokens are > 0")
+    }
+
+    /// A history of sequential calls, 100 µs apart, with 10 s sessions.
+    fn history(queueing: bool, calls: &[(Op, Ret)]) -> History {
+        let events = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (op, ret))| Event {
+                client: 0,
+                op: op.clone(),
+                ret: ret.clone(),
+                inv: i as i64 * 100,
+                cmp: i as i64 * 100 + 50,
+            })
+            .collect();
+        History {
+            lease: Duration::from_secs(10),
+            events,
+            queueing,
+        }
+    }
+
+    fn opened(n: u128) -> (Op, Ret) {
+        (Op::Open, Ret::Opened(sid(n)))
+    }
+
+    fn linearizes(h: &History) -> bool {
+        check(h, &Check::default()).ok()
+    }
+
+    /// A held, B waits, A releases: B's next acquire wins.
+    fn base() -> Vec<(Op, Ret)> {
+        vec![
+            opened(1),
+            opened(2),
+            opened(3),
+            (Op::Acquire(sid(1)), Ret::Won(tok(10))),
+            (Op::Acquire(sid(2)), Ret::Held(Some(sid(1)), None)),
+            (Op::Release(sid(1), tok(10)), Ret::Done),
+        ]
+    }
+
+    #[test]
+    fn a_queueing_history_passes_the_name_to_the_first_waiter() {
+        let mut calls = base();
+        calls.push((Op::Acquire(sid(3)), Ret::Held(Some(sid(2)), None)));
+        calls.push((Op::Acquire(sid(2)), Ret::Won(tok(11))));
+        calls.push((Op::Renew(sid(2)), Ret::Renewed(Some(tok(11)))));
+        assert!(linearizes(&history(true, &calls)));
+        // Without a queue the name was free after the release.
+        assert!(!linearizes(&history(false, &calls)));
+    }
+
+    #[test]
+    fn a_queueing_backend_that_forgets_its_waiter_is_caught() {
+        let mut calls = base();
+        // The name belongs to B (live): C must not win it.
+        calls.push((Op::Acquire(sid(3)), Ret::Won(tok(12))));
+        assert!(!linearizes(&history(true, &calls)));
+        assert!(linearizes(&history(false, &calls)));
+    }
+
+    #[test]
+    fn a_withdrawn_waiter_is_skipped_and_never_ends_a_term() {
+        let mut calls = vec![
+            opened(1),
+            opened(2),
+            opened(3),
+            (Op::Acquire(sid(1)), Ret::Won(tok(10))),
+            (Op::Acquire(sid(2)), Ret::Held(Some(sid(1)), None)),
+            (Op::Withdraw(sid(2)), Ret::Done),
+            (Op::Withdraw(sid(1)), Ret::Done),
+            (Op::Renew(sid(1)), Ret::Renewed(Some(tok(10)))),
+            (Op::Release(sid(1), tok(10)), Ret::Done),
+        ];
+        calls.push((Op::Acquire(sid(3)), Ret::Won(tok(12))));
+        assert!(linearizes(&history(true, &calls)));
+        // A waiter told nothing yet but holding (A released) that withdraws
+        // passes the name on.
+        let mut calls = base();
+        calls.push((Op::Withdraw(sid(2)), Ret::Done));
+        calls.push((Op::Acquire(sid(3)), Ret::Won(tok(12))));
+        assert!(linearizes(&history(true, &calls)));
+    }
+
+    #[test]
+    fn a_waiter_winning_while_its_holder_is_surely_live_is_caught() {
+        let calls = vec![
+            opened(1),
+            opened(2),
+            (Op::Acquire(sid(1)), Ret::Won(tok(10))),
+            (Op::Acquire(sid(2)), Ret::Held(Some(sid(1)), None)),
+            (Op::Acquire(sid(2)), Ret::Won(tok(11))),
+        ];
+        assert!(!linearizes(&history(true, &calls)));
     }
 }

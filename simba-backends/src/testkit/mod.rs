@@ -353,6 +353,10 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
         ("s3_5_stale_release_is_a_no_op", |f, ns| {
             stale_release(f, ns).boxed()
         }),
+        (
+            "s4_5_a_withdrawn_waiter_never_holds_and_withdraw_never_ends_a_term",
+            |f, ns| withdraw_case(f, ns).boxed(),
+        ),
         ("s1_4_close_releases_everything", |f, ns| {
             close_releases_all(f, ns).boxed()
         }),
@@ -702,6 +706,49 @@ async fn stale_release<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
         "a stale release freed the lease: {still:?}"
     );
     held(&b, a, &n, o, t2).await?;
+    Ok(())
+}
+
+/// S4.5: a waiter that withdrew is skipped when the holder releases (on a
+/// backend that queues waiters it would otherwise be handed the lease); a
+/// withdraw never ends a term; a waiter that did not withdraw wins after the
+/// release with a greater token; withdrawing for an unknown session is `Ok`.
+async fn withdraw_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    let b = f.connect(ns).await?;
+    let a = b.open_session(LONG).await?.session;
+    let w = b.open_session(LONG).await?.session;
+    let c = b.open_session(LONG).await?.session;
+    let n = name("withdraw")?;
+    let t1 = won(&b, a, &n).await?;
+    held(&b, w, &n, a, t1).await?;
+    b.withdraw(w, &n).await?;
+    b.withdraw(w, &n).await?; // twice: still fine
+    b.withdraw(a, &n).await?; // the holder's: its term goes on
+    check!(
+        owned(&b, a).await?.get(&n) == Some(&t1),
+        "a withdraw ended the holder's term"
+    );
+    b.release(a, &n, t1).await?;
+    let t2 = won(&b, c, &n).await?;
+    check!(t2 > t1, "token after release {t2} not above {t1}");
+    check!(
+        !owned(&b, w).await?.contains_key(&n),
+        "the withdrawn waiter owns the lease"
+    );
+    // A waiter that stays wins once the holder releases.
+    held(&b, w, &n, c, t2).await?;
+    b.release(c, &n, t2).await?;
+    let t3 = won(&b, w, &n).await?;
+    check!(t3 > t2, "the waiter's token {t3} is not above {t2}");
+    held(&b, a, &n, w, t3).await?;
+    b.withdraw(a, &n).await?;
+    b.close_session(a).await?;
+    b.withdraw(a, &n).await?; // a closed session: a no-op
+    b.withdraw(SessionId::from_u128(0x5eed), &n).await?; // never opened
+    check!(
+        owned(&b, w).await?.get(&n) == Some(&t3),
+        "the waiter lost its term"
+    );
     Ok(())
 }
 
