@@ -409,15 +409,30 @@ async fn zookeeper(private: &mut Private, tools: &Tools, tag: &str) -> Result<Ta
     ];
     spawn(private, "bash", &args, &dir.join("log"))?;
     let ok = wait_for(Duration::from_secs(60), || async {
-        ask(&addr, b"ruok")
+        if !ask(&addr, b"ruok")
             .await
             .is_some_and(|r| r.contains("imok"))
+        {
+            return false;
+        }
+        // `imok` comes before the server accepts sessions: ready once a
+        // client session opens.
+        #[cfg(feature = "zookeeper")]
+        {
+            let connect = zookeeper_client::Client::connect(&addr);
+            matches!(
+                tokio::time::timeout(Duration::from_secs(5), connect).await,
+                Ok(Ok(_))
+            )
+        }
+        #[cfg(not(feature = "zookeeper"))]
+        true
     })
     .await;
     if !ok {
         let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
         return Err(format!(
-            "the private ZooKeeper on {addr} did not answer: {}",
+            "the private ZooKeeper on {addr} did not open a session: {}",
             log.lines().last().unwrap_or("")
         ));
     }
