@@ -161,6 +161,11 @@ fn call(io: &tokio::runtime::Runtime, b: &dyn Backend, cmd: Command, timeout: Du
             result: within(io, timeout, b.release(session, &name, token))
                 .unwrap_or_else(|| Err(timed_out())),
         },
+        Command::Withdraw { op, session, name } => Input::WithdrawReplied {
+            op,
+            result: within(io, timeout, b.withdraw(session, &name))
+                .unwrap_or_else(|| Err(timed_out())),
+        },
         Command::CloseSession { op, session } => Input::SessionClosed {
             op,
             result: within(io, timeout, b.close_session(session))

@@ -70,6 +70,13 @@ impl Backend for Liar {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         self.inner.release(session, name, token)
     }
+    fn withdraw<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        self.inner.withdraw(session, name)
+    }
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         self.inner.close_session(session)
     }

@@ -736,6 +736,10 @@ impl Driver {
                 let result = backend.release(session, &name, token).await;
                 Input::ReleaseReplied { op, result }
             }),
+            Command::Withdraw { op, session, name } => Box::pin(async move {
+                let result = backend.withdraw(session, &name).await;
+                Input::WithdrawReplied { op, result }
+            }),
             Command::CloseSession { op, session } => Box::pin(async move {
                 let result = backend.close_session(session).await;
                 Input::SessionClosed { op, result }
@@ -1319,6 +1323,10 @@ fn timeout_reply(cmd: &Command, timeout: Duration) -> Input {
         Command::Release { op, .. } => Input::ReleaseReplied {
             op: *op,
             result: Err(error("release")),
+        },
+        Command::Withdraw { op, .. } => Input::WithdrawReplied {
+            op: *op,
+            result: Err(error("withdraw")),
         },
         Command::CloseSession { op, .. } => Input::SessionClosed {
             op: *op,

@@ -1368,6 +1368,16 @@ impl Backend for Severable {
             Err(e) => Box::pin(async move { Err(e) }),
         }
     }
+    fn withdraw<'a>(
+        &'a self,
+        s: simba_core::SessionId,
+        n: &'a simba_core::LeaseName,
+    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
+        match self.check() {
+            Ok(()) => self.inner.withdraw(s, n),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
     fn close_session(
         &self,
         s: simba_core::SessionId,

@@ -845,6 +845,14 @@ impl Harness {
                 };
                 Input::SessionClosed { op, result }
             }
+            // The model keeps nothing for a `Held` acquire: nothing to remove (S4.5).
+            Command::Withdraw { op, .. } => {
+                let result = match answer {
+                    Answer::Fail | Answer::Expired => Err(fail("withdraw")),
+                    Answer::Truthful | Answer::Held | Answer::Won(..) => Ok(()),
+                };
+                Input::WithdrawReplied { op, result }
+            }
             // The engine sends no group or slot commands yet (S10, S11).
             Command::JoinGroup { op, .. } => Input::GroupJoined {
                 op,
@@ -983,6 +991,25 @@ impl Harness {
                             .entry((*session, name.clone()))
                             .or_insert(*token);
                         *r = (*r).max(*token);
+                    }
+                    Command::Withdraw { session, name, .. } => {
+                        // S4.5: a withdraw gives up a wait, never a term.
+                        if Some(*session) != self.session {
+                            return self.violation(&format!(
+                                "withdraw for {session:?}, not the current session {:?}",
+                                self.session
+                            ));
+                        }
+                        if let Some(info) = self.terms.values().find(|i| {
+                            i.state == TermState::Open
+                                && i.term.session == *session
+                                && i.term.name == *name
+                        }) {
+                            return self.violation(&format!(
+                                "withdraw of {name} while {} is held (S4.5)",
+                                info.term.id
+                            ));
+                        }
                     }
                     _ => {}
                 }

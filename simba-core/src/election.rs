@@ -115,6 +115,9 @@ pub(crate) struct Entry {
     pub(crate) exit_policy: TaskExitPolicy,
     /// Consecutive failed or panicked tasks (S6.5 back-off).
     pub(crate) task_failures: u32,
+    /// An `Acquire` was sent on the current session since the last term
+    /// (or the last withdraw): giving up now must withdraw (S4.5).
+    pub(crate) asked: bool,
 }
 
 impl Entry {
@@ -133,6 +136,7 @@ impl Entry {
             pending_completion: false,
             exit_policy: TaskExitPolicy::default(),
             task_failures: 0,
+            asked: false,
         }
     }
 

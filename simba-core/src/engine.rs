@@ -48,6 +48,8 @@ pub struct Stats {
     pub acquires: u64,
     /// Release commands emitted.
     pub releases: u64,
+    /// Withdraw commands emitted (S4.5).
+    pub withdrawals: u64,
     /// Sessions opened.
     pub sessions: u64,
     /// Terms created.
@@ -92,6 +94,8 @@ pub struct Engine {
     stats: Stats,
     /// Slot claims awaiting a reply (S11.1).
     claims: BTreeMap<OpId, slots::PendingClaim>,
+    /// Withdraw commands awaiting a reply, with when they were sent (S4.5).
+    withdraws: BTreeMap<OpId, Timestamp>,
 }
 
 impl Engine {
@@ -136,6 +140,7 @@ impl Engine {
             closing: false,
             stats: Stats::default(),
             claims: BTreeMap::new(),
+            withdraws: BTreeMap::new(),
         };
         engine.emit(Event::SessionStateChanged {
             state: SessionState::Opening,
@@ -233,6 +238,7 @@ impl Engine {
                     });
                 }
             }
+            Input::WithdrawReplied { op, result } => self.on_withdraw_replied(op, result),
             Input::SessionClosed { op, result } => self.on_session_closed(op, result),
             Input::GroupJoined { op, result } => self.on_group_joined(op, result),
             Input::GroupLeft { op, result } => self.on_group_left(op, result),

@@ -91,8 +91,8 @@
 //!
 //! | inputs (facts) | outputs (orders and news) |
 //! |---|---|
-//! | API calls: [`start_election`](Engine::start_election), [`acquire_lock`](Engine::acquire_lock), [`stop`](Engine::stop), [`step_down`](Engine::step_down), [`close`](Engine::close) | [`Command`]: `OpenSession`, `Renew`, `Acquire`, `Release`, `CloseSession` |
-//! | replies echoing their [`OpId`]: `SessionOpened`, `RenewReplied`, `AcquireReplied`, `ReleaseReplied`, `SessionClosed` | [`Event`]: `Elected`, `Revoked`, `SessionStateChanged`, `DeadlineChanged`, `SessionLeaseShortened`, `Completed`, … |
+//! | API calls: [`start_election`](Engine::start_election), [`acquire_lock`](Engine::acquire_lock), [`stop`](Engine::stop), [`step_down`](Engine::step_down), [`close`](Engine::close) | [`Command`]: `OpenSession`, `Renew`, `Acquire`, `Release`, `Withdraw`, `CloseSession`, … |
+//! | replies echoing their [`OpId`]: `SessionOpened`, `RenewReplied`, `AcquireReplied`, `ReleaseReplied`, `WithdrawReplied`, `SessionClosed`, … | [`Event`]: `Elected`, `Revoked`, `SessionStateChanged`, `DeadlineChanged`, `SessionLeaseShortened`, `Completed`, … |
 //! | `ReleaseBroadcast`, `TaskExited`, `ElectedRejected` | [`TaskOrder`]: `Start`, `Interrupt` |
 //! | time passing: [`handle_timeout`](Engine::handle_timeout) | [`Engine::poll_timeout`] |
 //!

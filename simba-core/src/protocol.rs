@@ -51,6 +51,18 @@ pub enum Command {
         /// The token of the term being released.
         token: Token,
     },
+    /// Give up `session`'s wait for `name` (S4.5): a backend that queues
+    /// waiting candidates removes the place a `Held` acquire left there. It
+    /// never ends a term (a won lease ends only by [`Command::Release`]).
+    /// Reply: [`Input::WithdrawReplied`].
+    Withdraw {
+        /// Echoed by the reply.
+        op: OpId,
+        /// The waiting session.
+        session: SessionId,
+        /// The lease it no longer competes for.
+        name: LeaseName,
+    },
     /// Close the session, releasing all of its leases at once (S1.4). Reply:
     /// [`Input::SessionClosed`].
     CloseSession {
@@ -105,6 +117,7 @@ impl Command {
             | Command::Renew { op, .. }
             | Command::Acquire { op, .. }
             | Command::Release { op, .. }
+            | Command::Withdraw { op, .. }
             | Command::CloseSession { op, .. }
             | Command::JoinGroup { op, .. }
             | Command::LeaveGroup { op, .. }
@@ -231,6 +244,13 @@ pub enum Input {
         /// The command's id.
         op: OpId,
         /// `Ok` also when the release was a no-op.
+        result: Result<(), BackendError>,
+    },
+    /// Reply to [`Command::Withdraw`].
+    WithdrawReplied {
+        /// The command's id.
+        op: OpId,
+        /// `Ok` also when there was no place to remove.
         result: Result<(), BackendError>,
     },
     /// Reply to [`Command::CloseSession`].
@@ -533,7 +553,8 @@ pub enum Event {
     },
     /// A backend call failed (for observability; the engine already reacted).
     BackendFailed {
-        /// Which command failed: `open`, `renew`, `acquire`, `release`, `close`.
+        /// Which command failed: `open`, `renew`, `acquire`, `release`,
+        /// `withdraw`, `close`, `join_group`, `leave_group`, `claim_slot`.
         command: &'static str,
         /// The failure.
         error: BackendError,

@@ -560,6 +560,333 @@ fn s4_3_a_token_not_above_a_released_one_is_not_a_term() {
     assert!(elected(&h.won("a", 6)).is_some());
 }
 
+// ----- S4.5 a candidate that stops competing withdraws -------------------
+
+/// A `Held` reply that names no holder.
+fn held_elsewhere() -> AcquireOutcome {
+    AcquireOutcome::Held {
+        holder: None,
+        token: None,
+        holder_remaining: None,
+    }
+}
+
+/// Starts an election on `n` whose first attempt is answered `Held`.
+fn waiting_candidate(h: &mut H, n: &str) {
+    h.engine.start_election(h.now, name(n), false).unwrap();
+    h.drain();
+    h.acquire_reply(n, held_elsewhere());
+    assert_eq!(h.status(n), Some(Status::Candidate));
+}
+
+#[test]
+fn s4_5_a_try_lock_answered_held_withdraws() {
+    let mut h = H::live(fast_config());
+    h.engine
+        .acquire_lock(h.now, name("t"), LockWait::Try, false)
+        .unwrap();
+    h.drain();
+    let out = h.acquire_reply("t", held_elsewhere());
+    assert_eq!(withdrawals(&out), vec![(SID, name("t"))]);
+    let withdraw_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Command(Command::Withdraw { .. })))
+        .unwrap();
+    let failed_at = out
+        .iter()
+        .position(|o| matches!(o, Output::Event(Event::LockFailed { .. })))
+        .unwrap();
+    assert!(withdraw_at < failed_at, "{out:?}");
+    assert_eq!(h.engine.stats().withdrawals, 1);
+}
+
+#[test]
+fn s4_5_stopping_a_candidate_after_a_held_reply_withdraws_once() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+    assert!(releases(&out).is_empty(), "no term, nothing to release");
+    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    // Stopping again, and time passing, withdraw nothing more.
+    assert!(h.engine.stop(h.now, &name("a")).is_err());
+    let out = pass_live(&mut h, secs(5));
+    assert!(withdrawals(&out).is_empty());
+    assert_eq!(count(&out, is_acquire), 0);
+}
+
+#[test]
+fn s4_5_stepping_down_a_candidate_withdraws_once() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.engine.step_down(h.now, &name("a"), secs(4)).unwrap();
+    let out = h.drain();
+    assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+    assert_eq!(h.status("a"), Some(Status::CoolingDown));
+    // A second step-down while cooling down asked nothing since: no withdraw.
+    h.engine.step_down(h.now, &name("a"), secs(4)).unwrap();
+    let out = h.drain();
+    assert!(withdrawals(&out).is_empty());
+    let out = pass_live(&mut h, secs(3));
+    assert!(withdrawals(&out).is_empty());
+    assert_eq!(count(&out, is_acquire), 0);
+}
+
+#[test]
+fn s4_5_a_leader_stops_with_a_release_and_no_withdraw() {
+    let mut h = H::live(fast_config());
+    // The first attempt waits; a later one wins: the term's place is the
+    // holder now, which only a release with the token ends.
+    waiting_candidate(&mut h, "a");
+    while !h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    let t = elected(&h.won("a", 4)).unwrap();
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert_eq!(releases(&out), vec![(name("a"), t.token)]);
+    assert!(withdrawals(&out).is_empty());
+    assert!(withdrawals(&h.log).is_empty());
+}
+
+#[test]
+fn s4_5_an_election_stopped_before_any_acquire_withdraws_nothing() {
+    // No session yet: the election has not asked the backend anything.
+    let mut h = H::new(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    h.grant_open(secs(3));
+    let out = pass_live(&mut h, secs(2));
+    assert_eq!(count(&out, is_acquire), 0);
+    assert!(withdrawals(&h.log).is_empty());
+}
+
+#[test]
+fn s4_5_a_closing_client_closes_the_session_and_withdraws_nothing() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.engine.start_election(h.now, name("b"), false).unwrap();
+    h.drain();
+    let late = h.take_acquire("b");
+    h.engine.close(h.now);
+    let out = h.drain();
+    // The one close removes every place the session waited in (S1.4).
+    assert!(out.iter().any(
+        |o| matches!(o, Output::Command(Command::CloseSession { session, .. }) if *session == SID)
+    ));
+    // Nor does a late reply to an attempt abandoned by the close withdraw.
+    h.input(Input::AcquireReplied {
+        op: late,
+        result: Ok(held_elsewhere()),
+    });
+    assert!(withdrawals(&h.log).is_empty());
+}
+
+#[test]
+fn s4_5_an_ended_session_withdraws_nothing() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.advance(secs(1));
+    let op = h.take_renew();
+    let out = h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Expired),
+    });
+    assert!(withdrawals(&out).is_empty());
+    // On the new session it asks again; stopping withdraws there.
+    h.grant_open(secs(3));
+    h.take_acquire("a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert_eq!(withdrawals(&out).len(), 1, "it asked on the new session");
+    assert!(
+        withdrawals(&h.log).iter().all(|(s, _)| *s != SID),
+        "nothing withdrawn on the ended session"
+    );
+}
+
+#[test]
+fn s4_5_a_late_held_reply_to_a_stopped_elections_attempt_withdraws() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let late = h.take_acquire("a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+    // The attempt reaches the backend after the withdraw and leaves a place
+    // there: its reply withdraws that one too.
+    h.advance(ms(100));
+    let out = h.input(Input::AcquireReplied {
+        op: late,
+        result: Ok(held_elsewhere()),
+    });
+    assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+    assert!(releases(&out).is_empty());
+}
+
+#[test]
+fn s4_5_a_late_failed_acquire_of_a_stopped_election_withdraws() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let late = h.take_acquire("a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    // A failed call's outcome is unknown: it may have left a place.
+    let out = h.input(Input::AcquireReplied {
+        op: late,
+        result: Err(BackendError::new(BackendErrorKind::Timeout, "no answer")),
+    });
+    assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+}
+
+#[test]
+fn s4_5_a_late_held_reply_while_still_competing_withdraws_nothing() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    let late = h.take_acquire("a");
+    // The attempt times out (S2.4); the election keeps competing.
+    while !h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    let out = h.input(Input::AcquireReplied {
+        op: late,
+        result: Ok(held_elsewhere()),
+    });
+    assert!(withdrawals(&out).is_empty(), "its place is still wanted");
+    assert!(withdrawals(&h.log).is_empty());
+}
+
+/// Joins `group` of `n` partitions as its only member; every partition's
+/// first attempt is answered `Held`. Returns the partition names.
+fn waiting_partitions(h: &mut H, group: &LeaseName, n: u32) -> Vec<LeaseName> {
+    h.engine
+        .join_group(h.now, group.clone(), n, false, TaskExitPolicy::default())
+        .unwrap();
+    h.drain();
+    let join = h.take(|c| matches!(c, Command::JoinGroup { .. })).op();
+    h.input(Input::GroupJoined {
+        op: join,
+        result: Ok(()),
+    });
+    h.advance(secs(1));
+    let renew = h.take_renew();
+    let lease = h.engine.config().lease_duration();
+    h.input(Input::RenewReplied {
+        op: renew,
+        result: Ok(Renewal {
+            remaining: lease,
+            owned: Vec::new(),
+            groups: vec![GroupView {
+                group: group.clone(),
+                members: vec![SID],
+            }],
+        }),
+    });
+    let parts: Vec<LeaseName> = (0..n).map(|p| partition_name(group, p).unwrap()).collect();
+    for p in &parts {
+        h.acquire_reply(p.as_str(), held_elsewhere());
+    }
+    parts
+}
+
+#[test]
+fn s4_5_leaving_a_group_withdraws_its_waiting_partitions() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let parts = waiting_partitions(&mut h, &group, 2);
+    h.engine.leave_group(h.now, &group).unwrap();
+    let out = h.drain();
+    assert_eq!(
+        withdrawals(&out),
+        parts.iter().map(|p| (SID, p.clone())).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn s4_5_an_expired_session_withdraws_no_partition() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    waiting_partitions(&mut h, &group, 2);
+    // The backend expired the session: its end removed every place, and the
+    // partitions it no longer targets are stopped without a withdraw.
+    h.advance(secs(1));
+    let op = h.take_renew();
+    let out = h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Expired),
+    });
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::GroupChanged { .. })));
+    assert!(withdrawals(&h.log).is_empty());
+}
+
+#[test]
+fn s4_5_a_term_ends_the_wait_so_nothing_is_withdrawn_after_it() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), true).unwrap();
+    h.drain();
+    h.acquire_reply("a", held_elsewhere());
+    while !h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    let t = elected(&h.won("a", 4)).unwrap();
+    // The task returns: the term is given up with a release (S6.5) and the
+    // election is a candidate again that has not asked since. Stopping it
+    // now withdraws nothing.
+    let out = exit(&mut h, &t, TaskOutcome::Returned);
+    assert_eq!(releases(&out), vec![(name("a"), t.token)]);
+    assert_eq!(h.status("a"), Some(Status::Candidate));
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    assert!(withdrawals(&h.log).is_empty());
+}
+
+#[test]
+fn s4_5_a_failed_withdraw_is_reported_and_nothing_else() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
+    let error = BackendError::new(BackendErrorKind::Unavailable, "down");
+    let out = h.input(Input::WithdrawReplied {
+        op,
+        result: Err(error.clone()),
+    });
+    assert_eq!(
+        out,
+        vec![Output::Event(Event::BackendFailed {
+            command: "withdraw",
+            error: error.clone(),
+        })]
+    );
+    // The same reply again is stale: counted and dropped.
+    let stale = h.engine.stats().stale_replies;
+    let out = h.input(Input::WithdrawReplied {
+        op,
+        result: Err(error),
+    });
+    assert!(out.is_empty());
+    assert_eq!(h.engine.stats().stale_replies, stale + 1);
+}
+
 // ----- S5 election lifecycle ---------------------------------------------
 
 #[test]

@@ -71,6 +71,13 @@ impl Backend for Counting {
         self.release.fetch_add(1, Ordering::Relaxed);
         self.inner.release(s, n, t)
     }
+    fn withdraw<'a>(
+        &'a self,
+        s: SessionId,
+        n: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        self.inner.withdraw(s, n)
+    }
     fn close_session(&self, s: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         self.close.fetch_add(1, Ordering::Relaxed);
         self.inner.close_session(s)

@@ -61,6 +61,13 @@ impl Backend for Narrow {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         self.inner.release(s, n, t)
     }
+    fn withdraw<'a>(
+        &'a self,
+        s: SessionId,
+        n: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        self.inner.withdraw(s, n)
+    }
     fn close_session(&self, s: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         self.inner.close_session(s)
     }

@@ -1950,6 +1950,12 @@ impl World {
                     Err(down())
                 },
             },
+            // The simulated backend keeps nothing for a `Held` acquire, so
+            // there is no place to withdraw (S4.5).
+            Command::Withdraw { op, .. } => Input::WithdrawReplied {
+                op,
+                result: if up { Ok(()) } else { Err(down()) },
+            },
             Command::CloseSession { op, session } => Input::SessionClosed {
                 op,
                 result: if up {
@@ -2559,6 +2565,7 @@ fn command_code(c: &Command) -> u64 {
         Command::JoinGroup { .. } => 6,
         Command::LeaveGroup { .. } => 7,
         Command::ClaimSlot { .. } => 8,
+        Command::Withdraw { .. } => 9,
     }
 }
 
@@ -2582,5 +2589,6 @@ fn input_code(i: &Input) -> u64 {
         Input::GroupJoined { op, .. } => 18 + (op.0 << 8),
         Input::GroupLeft { op, .. } => 19 + (op.0 << 8),
         Input::SlotClaimed { op, .. } => 20 + (op.0 << 8),
+        Input::WithdrawReplied { op, .. } => 21 + (op.0 << 8),
     }
 }

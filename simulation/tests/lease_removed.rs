@@ -70,7 +70,7 @@ fn a_core_ignoring_the_removal_is_caught_by_the_s3_4_checker() {
 /// (the stolen-from holder stays valid until its next renewal's reply) and
 /// the S6.1 handover order (a lease taken while its holder waits for its
 /// task) fire on the unmodified core, by construction: mutual exclusion in
-/// 90 of seeds 0–99, the handover order at seed 93 among others.
+/// 89 of seeds 0–99, the handover order at seed 68.
 #[test]
 fn without_the_exceptions_the_stolen_window_trips_mutual_exclusion() {
     let r = World::new(removed_at_ten_seconds())
@@ -92,9 +92,9 @@ fn without_the_exceptions_the_stolen_window_trips_mutual_exclusion() {
         strict.len()
     );
     assert!(overlaps >= 50, "{strict:?}");
-    // Seed 93: node 4 stops e0 after its lease was removed, while its task
-    // still runs; node 0 acquires the free lease and starts its task.
-    let r = World::new(draw(93, Mode::LeaseRemoved, None))
+    // Seed 68: node 0 steps e0 down after its lease was removed, while its
+    // task still runs; node 2 acquires the free lease and starts its task.
+    let r = World::new(draw(68, Mode::LeaseRemoved, None))
         .without_removal_exceptions()
         .keep_going()
         .run();
@@ -102,9 +102,9 @@ fn without_the_exceptions_the_stolen_window_trips_mutual_exclusion() {
         .violations
         .iter()
         .find(|v| v.checker == "handover order (S6.1)");
-    println!("seed 93 without the exceptions: {handover:?}");
+    println!("seed 68 without the exceptions: {handover:?}");
     assert!(handover.is_some(), "{:#?}", r.violations);
-    assert!(simulation::run_seed(93, Mode::LeaseRemoved, None)
+    assert!(simulation::run_seed(68, Mode::LeaseRemoved, None)
         .violations
         .is_empty());
 }

@@ -120,7 +120,7 @@ fn retry_before_expiry_is_caught_s4_4() {
 /// checker alone (the mode's mutual-exclusion exception covers the holder
 /// only until that renewal's reply, the point where this checker judges).
 /// `simulation --mode lease-removed --mutant ignore-taken-over --seeds 200
-/// --count`: 196 of seeds 0–199, all first by `taken over (S3.4)`.
+/// --count`: 194 of seeds 0–199, all first by `taken over (S3.4)`.
 #[test]
 fn ignoring_a_lease_taken_away_is_caught_s3_4() {
     caught_in(

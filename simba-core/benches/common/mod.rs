@@ -125,6 +125,10 @@ impl Held {
                 op: *op,
                 result: Ok(()),
             },
+            Command::Withdraw { op, .. } => Input::WithdrawReplied {
+                op: *op,
+                result: Ok(()),
+            },
             _ => return None,
         })
     }

@@ -141,6 +141,7 @@ impl Engine {
         entry.status = Status::Stopped;
         entry.attempt = None;
         entry.cooldown_until = None;
+        self.give_up(name);
         let _ = self.revoke(name, RevokeReason::Stopped);
         self.after_handover_step(name);
         self.finish();
@@ -181,6 +182,7 @@ impl Engine {
         entry.cooldown_until = Some(until);
         entry.attempt = None;
         entry.pending_completion = true;
+        self.give_up(name);
         let _ = self.revoke(name, RevokeReason::SteppedDown);
         self.after_handover_step(name);
         self.finish();
@@ -266,6 +268,7 @@ impl Engine {
             freed: false,
         });
         entry.next_attempt = None;
+        entry.asked = true;
         self.acquires.insert(
             op,
             AcquireOp {
@@ -322,15 +325,31 @@ impl Engine {
         }
         if !current {
             self.stats.stale_replies += 1;
-            // S4.3: a late reply to an abandoned attempt releases what it won.
-            if let Ok(AcquireOutcome::Won { token, .. }) = result {
-                let ours = self.entries.get(&name).is_some_and(|e| {
-                    e.held.as_ref().is_some_and(|h| h.term.token == token)
-                        || e.handover.as_ref().is_some_and(|h| h.term.token == token)
-                });
-                if !ours {
-                    self.release(sent.session, name, token);
+            match result {
+                // S4.3: a late reply to an abandoned attempt releases what it won.
+                Ok(AcquireOutcome::Won { token, .. }) => {
+                    let ours = self.entries.get(&name).is_some_and(|e| {
+                        e.held.as_ref().is_some_and(|h| h.term.token == token)
+                            || e.handover.as_ref().is_some_and(|h| h.term.token == token)
+                    });
+                    if !ours {
+                        self.release(sent.session, name, token);
+                    }
                 }
+                // S4.5: the late attempt (a failed one too: its outcome is
+                // unknown) may have left a place in the backend's queue after
+                // the name gave up and withdrew. A candidate still wants its
+                // place; a leader's is the holder, which only a release ends.
+                Ok(AcquireOutcome::Held { .. }) | Err(_) => {
+                    let competing = self
+                        .entries
+                        .get(&name)
+                        .is_some_and(|e| matches!(e.status, Status::Candidate | Status::Leader));
+                    if !competing && self.session.id == Some(sent.session) && self.can_acquire() {
+                        self.withdraw(sent.session, name);
+                    }
+                }
+                Ok(AcquireOutcome::Expired) => {}
             }
             return;
         }
@@ -421,6 +440,8 @@ impl Engine {
         };
         entry.status = Status::Leader;
         entry.next_attempt = None;
+        // The won place is the holder now; only a release ends it (S4.5).
+        entry.asked = false;
         entry.held = Some(Held {
             term: term.clone(),
             created_seq: self.seq,
@@ -493,6 +514,7 @@ impl Engine {
     }
 
     pub(super) fn lock_failed(&mut self, name: &LeaseName) {
+        self.give_up(name);
         if self.entries.remove(name).is_some() {
             self.dirty.push(name.clone());
             self.emit(Event::LockFailed { name: name.clone() });
@@ -796,5 +818,59 @@ impl Engine {
             name,
             token,
         });
+    }
+
+    /// S4.5: `name` stops competing without a term. If it sent an acquire
+    /// on the current session since its last term, a backend that queues
+    /// candidates may keep a place for it: withdraw that place, once. Not
+    /// while closing (the `CloseSession` removes every place at once) nor
+    /// without a usable session (its end removes them too).
+    pub(super) fn give_up(&mut self, name: &LeaseName) {
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        if !std::mem::take(&mut entry.asked) {
+            return;
+        }
+        if let Some(session) = self.session.id.filter(|_| self.can_acquire()) {
+            self.withdraw(session, name.clone());
+        }
+    }
+
+    /// Emits a [`Command::Withdraw`] of `session`'s wait for `name` (S4.5).
+    pub(super) fn withdraw(&mut self, session: SessionId, name: LeaseName) {
+        let op = self.op();
+        self.withdraws.insert(op, self.now);
+        self.prune_withdraws();
+        self.stats.withdrawals += 1;
+        self.command(Command::Withdraw { op, session, name });
+    }
+
+    /// Forgets withdraws whose replies can no longer arrive (the driver
+    /// answers every call within its call timeout, S2.4).
+    fn prune_withdraws(&mut self) {
+        let horizon = self.config.lease_duration().saturating_mul(4);
+        while let Some(entry) = self.withdraws.first_entry() {
+            if *entry.get() + horizon < self.now {
+                entry.remove();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// A reply to [`Command::Withdraw`]: nothing waits on it; a failure is
+    /// only reported (the place ends with the session at the latest, S4.5).
+    pub(super) fn on_withdraw_replied(&mut self, op: OpId, result: Result<(), BackendError>) {
+        if self.withdraws.remove(&op).is_none() {
+            self.stats.stale_replies += 1;
+            return;
+        }
+        if let Err(error) = result {
+            self.emit(Event::BackendFailed {
+                command: "withdraw",
+                error,
+            });
+        }
     }
 }

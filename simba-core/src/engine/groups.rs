@@ -522,6 +522,7 @@ impl Engine {
         entry.status = Status::Stopped;
         entry.attempt = None;
         entry.cooldown_until = None;
+        self.give_up(name);
         let _ = self.revoke(name, RevokeReason::Rebalanced);
         if self.mutant_is(MutantKind::PartitionSkipsHandover) {
             // The mutant: release now, while the partition's task still runs.

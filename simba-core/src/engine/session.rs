@@ -471,8 +471,10 @@ impl Engine {
             let lost = self.revoke(name, reason);
             if let Some(entry) = self.entries.get_mut(name) {
                 // Attempts on the old session are abandoned; candidates try
-                // again as soon as the new session is open.
+                // again as soon as the new session is open. Its end removes
+                // every place it waited in: nothing to withdraw (S4.5).
                 entry.attempt = None;
+                entry.asked = false;
                 if entry.status == Status::Candidate {
                     entry.next_attempt = Some(now);
                 }

@@ -16,6 +16,7 @@ pub struct Counts {
     pub renew: u64,
     pub acquire: u64,
     pub release: u64,
+    pub withdraw: u64,
     pub join: u64,
     pub leave: u64,
     pub other: u64,
@@ -147,6 +148,11 @@ impl Model {
                     result: Ok(()),
                 }
             }
+            // This backend keeps nothing for a `Held` acquire (S4.5).
+            Command::Withdraw { op, .. } => Input::WithdrawReplied {
+                op: *op,
+                result: Ok(()),
+            },
             Command::CloseSession { op, session } => {
                 self.sessions.remove(session);
                 for (n, l) in self.leases.iter_mut() {
@@ -401,6 +407,7 @@ impl Cluster {
                             let (name, token) = (name.clone(), *token);
                             self.log(&name, Happening::Released { node: i, token });
                         }
+                        Command::Withdraw { .. } => self.counts.withdraw += 1,
                         Command::JoinGroup { .. } => self.counts.join += 1,
                         Command::LeaveGroup { .. } => self.counts.leave += 1,
                         _ => self.counts.other += 1,

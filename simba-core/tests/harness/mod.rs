@@ -280,6 +280,18 @@ pub fn releases(out: &[Output]) -> Vec<(LeaseName, Token)> {
         .collect()
 }
 
+/// Every `Withdraw` in `out`, as (session, name) (S4.5).
+pub fn withdrawals(out: &[Output]) -> Vec<(SessionId, LeaseName)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Command(Command::Withdraw { session, name, .. }) => {
+                Some((*session, name.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 pub fn count(out: &[Output], f: impl Fn(&Output) -> bool) -> usize {
     out.iter().filter(|o| f(o)).count()
 }
