@@ -749,7 +749,7 @@ impl ZkBackend {
             },
         );
         let result = self.create_place(entry, client, n).await;
-        if !matches!(result, Ok(_)) {
+        if result.is_err() {
             // Nothing of ours is known to exist; a place a lost reply left
             // is found by the next acquire's listing, or removed by a
             // withdraw or the renewal's clean-up.

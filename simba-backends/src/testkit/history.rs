@@ -781,6 +781,7 @@ impl Search<'_> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used)]
     use super::*;
 
     fn sid(n: u128) -> SessionId {
