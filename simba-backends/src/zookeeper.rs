@@ -49,7 +49,7 @@
 //! process) ends it too. See `docs/BACKENDS.md`.
 
 use crate::metadata::NO_METADATA;
-use crate::zookeeper_queue::{judge, parse_place, place_prefix};
+use crate::zookeeper_queue::{judge, parse_place, place_prefix, Judged};
 use crate::zookeeper_tls::Tls;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
 use crate::{LeaseInfo, SessionInfo, SessionMetadata};
@@ -130,26 +130,40 @@ struct Tracker {
     running: bool,
     /// Release broadcasts' subscribers (S4.2).
     subscribers: Vec<futures::channel::mpsc::UnboundedSender<LeaseName>>,
-    /// Places seen deleted lately (full paths), oldest first.
-    deleted: VecDeque<(Instant, String)>,
-    deleted_set: HashSet<String>,
+    /// Places seen deleted lately, oldest first: when, lease name, child.
+    deleted: VecDeque<(Instant, String, String)>,
+    /// The same places by lease name: one name's listing is judged against
+    /// that name's deletions only, whatever the backend's other names saw.
+    deleted_by_name: HashMap<String, HashSet<String>>,
 }
 
 impl Tracker {
-    fn note_deleted(&mut self, path: &str) {
+    fn note_deleted(&mut self, name: &str, child: &str) {
         let now = Instant::now();
         while self.deleted.len() >= DELETED_KEPT
             || self
                 .deleted
                 .front()
-                .is_some_and(|(at, _)| now.saturating_duration_since(*at) > DELETED_FOR)
+                .is_some_and(|(at, _, _)| now.saturating_duration_since(*at) > DELETED_FOR)
         {
-            if let Some((_, old)) = self.deleted.pop_front() {
-                self.deleted_set.remove(&old);
+            let Some((_, old_name, old_child)) = self.deleted.pop_front() else {
+                break;
+            };
+            if let Some(children) = self.deleted_by_name.get_mut(&old_name) {
+                children.remove(&old_child);
+                if children.is_empty() {
+                    self.deleted_by_name.remove(&old_name);
+                }
             }
         }
-        if self.deleted_set.insert(path.to_owned()) {
-            self.deleted.push_back((now, path.to_owned()));
+        let fresh = self
+            .deleted_by_name
+            .entry(name.to_owned())
+            .or_default()
+            .insert(child.to_owned());
+        if fresh {
+            self.deleted
+                .push_back((now, name.to_owned(), child.to_owned()));
         }
     }
 }
@@ -670,16 +684,16 @@ impl ZkBackend {
     }
 
     /// Whether the watch saw the child `child` of `name` deleted lately.
-    fn seen_deleted(&self, name: &str) -> impl Fn(&str) -> bool + '_ {
+    /// Judges a listing of `name`'s children for the ZooKeeper session
+    /// `me`, without the places the watch has seen deleted (a deleted
+    /// place's name never comes back). Costs the listing's length, however
+    /// many deletions the backend remembers for other names.
+    fn judge_listing(&self, name: &str, children: &[String], me: i64) -> Judged {
         let tracker = lock(&self.inner.tracker);
-        let parent = self.lease_path(name);
-        let gone: HashSet<String> = tracker
-            .deleted_set
-            .iter()
-            .filter_map(|p| p.strip_prefix(&parent).and_then(|r| r.strip_prefix('/')))
-            .map(str::to_owned)
-            .collect();
-        move |child: &str| gone.contains(child)
+        let gone = tracker.deleted_by_name.get(name);
+        judge(children, me, |child| {
+            gone.is_some_and(|g| g.contains(child))
+        })
     }
 
     /// Acquire (see the module docs): answer from the session's place when
@@ -723,7 +737,7 @@ impl ZkBackend {
                     Err(zk::Error::NoNode) => Vec::new(),
                     Err(e) => return Err(e),
                 };
-                let judged = judge(&children, me, self.seen_deleted(n));
+                let judged = self.judge_listing(n, &children, me);
                 let child = path.rsplit('/').next().unwrap_or_default();
                 if judged.ours.as_deref() == Some(child) {
                     return Ok(self.placed(
@@ -810,7 +824,7 @@ impl ZkBackend {
                 ));
             };
             let child = path.rsplit('/').next().unwrap_or_default().to_owned();
-            let judged = judge(&children, me, self.seen_deleted(n));
+            let judged = self.judge_listing(n, &children, me);
             let Some(ours) = judged.ours.clone() else {
                 return Err(zk::Error::UnexpectedError(format!(
                     "the listing of `{n}` misses the place {child} just created"
@@ -1187,7 +1201,7 @@ async fn track(
                 if child.contains('/') {
                     continue;
                 }
-                lock(&inner.tracker).note_deleted(&event.path);
+                lock(&inner.tracker).note_deleted(n, child);
                 let entries: Vec<Arc<Entry>> = lock(&inner.sessions).values().cloned().collect();
                 for e in entries {
                     if let Some(Place::Waiting { blockers, .. }) = lock(&e.places).get_mut(n) {
