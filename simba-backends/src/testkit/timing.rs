@@ -224,6 +224,9 @@ pub(super) async fn concurrent_acquires_by_one_session<F: Factory>(
                 )))
             }
         }
+        // It stops competing (S4.5): on a backend that queues waiters, the
+        // release would otherwise hand it the name.
+        c.withdraw(o, &n).await?;
         b.release(a, &n, tx).await?;
     }
     Ok(())
