@@ -126,7 +126,7 @@ async fn main() {
             calls: a.calls,
             lease: Duration::from_millis(a.lease_ms),
             seed: a.seed + round,
-            queueing: a.backend == "zookeeper",
+            queueing: a.backend == "zookeeper" || a.backend == "etcd",
         };
         let prefix = format!(
             "hist{}_",

@@ -63,11 +63,12 @@
 //! of its own with one worker thread, shut down when the last clone of the
 //! backend is dropped.
 
+use crate::etcd_queue::{judge, split_place, strike, Entry, Struck, Waiting};
 use crate::{check_lease_duration, check_prefix, redact, Backend, BackendConfig, Inspection};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, LeaseKeepAliveStream,
-    LeaseKeeper, LeaseTimeToLiveOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
-    WatchOptions,
+    LeaseKeeper, LeaseTimeToLiveOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+    TxnOpResponse, WatchFilterType, WatchOptions,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -76,12 +77,19 @@ use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
     SessionGrant, SessionId, SlotClaim, Token,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "etcd";
+/// The value of `P/l/NAME` once a place of `NAME` was created: a session id
+/// no session has (an older Simba reads it as a holder that never ends).
+const FENCE: &str = "00000000000000000000000000000000";
+/// How many recent deletions of places the watch remembers, and for how
+/// long, so a listing that crossed a deletion is judged without it.
+const DELETED_KEPT: usize = 65_536;
+const DELETED_FOR: Duration = Duration::from_secs(120);
 /// At most this many calls (renewals aside) in flight at once; see
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
@@ -291,7 +299,31 @@ impl Drop for Runtime {
 /// The keep-alive stream of one session, opened on its first renewal.
 type KeepAlive = Arc<tokio::sync::Mutex<Option<(LeaseKeeper, LeaseKeepAliveStream)>>>;
 
-/// What this client knows about a session it opened or renewed.
+/// One lock per lease name (see [`Local::name_locks`]).
+type NameLock = Arc<tokio::sync::Mutex<()>>;
+
+/// Where a session stands on one lease name, as this client knows it.
+#[derive(Clone, Debug)]
+enum Place {
+    /// An acquire is writing or reading the place (since then).
+    Pending { since: Instant },
+    /// The place waits behind `w.blockers`; `since` is the latest acquire
+    /// that confirmed it.
+    Waiting { w: Waiting, since: Instant },
+    /// The place holds the lease and an acquire answered `Won`: a term.
+    Won { rev: i64, since: Instant },
+}
+
+impl Place {
+    fn won(rev: i64) -> Place {
+        Place::Won {
+            rev,
+            since: Instant::now(),
+        }
+    }
+}
+
+/// What this client knows about a session it opened, renewed or acted for.
 struct Local {
     session: SessionId,
     ttl_secs: i64,
@@ -301,6 +333,60 @@ struct Local {
     /// The groups the session joined, as this client last saw them: the
     /// renewal reads their members in its one transaction.
     groups: std::collections::BTreeSet<LeaseName>,
+    /// The session's places, by lease name.
+    places: HashMap<LeaseName, Place>,
+    /// Acquire, release and withdraw of one name run one at a time, so a
+    /// place is never written and removed at once by this client.
+    name_locks: HashMap<LeaseName, NameLock>,
+}
+
+impl Local {
+    fn new(session: SessionId, ttl_secs: i64, renewed_at: Instant) -> Local {
+        Local {
+            session,
+            ttl_secs,
+            renewed_at,
+            keep_alive: KeepAlive::default(),
+            groups: std::collections::BTreeSet::new(),
+            places: HashMap::new(),
+            name_locks: HashMap::new(),
+        }
+    }
+}
+
+/// What the backend's one watch feeds (see [`track`]).
+#[derive(Default)]
+struct Tracker {
+    running: bool,
+    /// Release broadcasts' subscribers (S4.2).
+    subscribers: Vec<tokio::sync::mpsc::UnboundedSender<LeaseName>>,
+    /// Places seen deleted lately (full keys), oldest first, and the latest
+    /// revision each was deleted at.
+    deleted: VecDeque<(Instant, String)>,
+    deleted_at: HashMap<String, i64>,
+}
+
+impl Tracker {
+    fn note_deleted(&mut self, key: &str, rev: i64) {
+        let now = Instant::now();
+        while self.deleted.len() >= DELETED_KEPT
+            || self
+                .deleted
+                .front()
+                .is_some_and(|(at, _)| now.saturating_duration_since(*at) > DELETED_FOR)
+        {
+            if let Some((_, old)) = self.deleted.pop_front() {
+                self.deleted_at.remove(&old);
+            }
+        }
+        match self.deleted_at.get_mut(key) {
+            Some(r) => *r = (*r).max(rev),
+            None => {
+                self.deleted_at.insert(key.to_owned(), rev);
+                self.deleted.push_back((now, key.to_owned()));
+            }
+        }
+    }
 }
 
 struct Inner {
@@ -310,6 +396,16 @@ struct Inner {
     redacted: String,
     timeout: Duration,
     local: Mutex<HashMap<i64, Local>>,
+    /// The watch on places (and older Simba's holder keys), see [`track`].
+    tracker: Mutex<Tracker>,
+    /// Serializes starting the watch.
+    tracker_start: tokio::sync::Mutex<()>,
+    /// Dropped with the backend: the watch task then ends.
+    tracker_stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The etcd backend. Cheap to clone (one shared client).
@@ -503,6 +599,9 @@ impl EtcdBackend {
                 redacted: opts.redacted,
                 timeout: opts.timeout,
                 local: Mutex::new(HashMap::new()),
+                tracker: Mutex::new(Tracker::default()),
+                tracker_start: tokio::sync::Mutex::new(()),
+                tracker_stop: Mutex::new(None),
             }),
         })
     }
@@ -570,11 +669,17 @@ impl EtcdBackend {
     fn key_owned(&self, lease: i64, name: &LeaseName) -> String {
         format!("{}/s/{lease:016x}/{name}", self.inner.prefix)
     }
+    /// `P/l/NAME`: an older Simba's holder key, or (no lease) the fence.
     fn key_lease(&self, name: &LeaseName) -> String {
         format!("{}/l/{name}", self.inner.prefix)
     }
-    fn key_token(&self, name: &LeaseName) -> String {
-        format!("{}/t/{name}", self.inner.prefix)
+    /// `P/q/NAME/`: the places of `NAME`.
+    fn key_queue(&self, name: &LeaseName) -> String {
+        format!("{}/q/{name}/", self.inner.prefix)
+    }
+    /// `P/q/NAME/L`: the place of session `L`.
+    fn key_place(&self, name: &LeaseName, lease: i64) -> String {
+        format!("{}/q/{name}/{lease:016x}", self.inner.prefix)
     }
     /// `P/g/GROUP/`: the members of a group.
     fn key_group(&self, group: &LeaseName) -> String {
@@ -677,19 +782,252 @@ impl EtcdBackend {
             Some(l) if l.session == session => l.keep_alive.clone(),
             _ => {
                 let k = KeepAlive::default();
-                local.insert(
-                    lease,
-                    Local {
-                        session,
-                        ttl_secs: 0,
-                        renewed_at: Instant::now(),
-                        keep_alive: k.clone(),
-                        groups: std::collections::BTreeSet::new(),
-                    },
-                );
+                let mut l = Local::new(session, 0, Instant::now());
+                l.keep_alive = k.clone();
+                local.insert(lease, l);
                 k
             }
         }
+    }
+
+    /// The lock of `name` for the session (see [`Local::name_locks`]).
+    fn name_lock(&self, lease: i64, session: SessionId, name: &LeaseName) -> NameLock {
+        self.keep_alive_of(lease, session);
+        let mut local = lock(&self.inner.local);
+        match local.get_mut(&lease).filter(|l| l.session == session) {
+            Some(l) => l.name_locks.entry(name.clone()).or_default().clone(),
+            None => NameLock::default(),
+        }
+    }
+
+    /// The session's place for `name`, as this client knows it.
+    fn place_of(&self, lease: i64, session: SessionId, name: &LeaseName) -> Option<Place> {
+        lock(&self.inner.local)
+            .get(&lease)
+            .filter(|l| l.session == session)
+            .and_then(|l| l.places.get(name).cloned())
+    }
+
+    /// Records (or, with `None`, forgets) the session's place for `name`.
+    fn set_place(&self, lease: i64, session: SessionId, name: &LeaseName, place: Option<Place>) {
+        let mut local = lock(&self.inner.local);
+        if let Some(l) = local.get_mut(&lease).filter(|l| l.session == session) {
+            match place {
+                Some(p) => {
+                    l.places.insert(name.clone(), p);
+                }
+                None => {
+                    l.places.remove(name);
+                }
+            }
+        }
+    }
+
+    /// The session's remaining time as this client counts it from its last
+    /// renewal (sent), if it knows one and some is left: no call.
+    fn local_remaining(&self, lease: i64, session: SessionId) -> Option<Duration> {
+        let local = lock(&self.inner.local);
+        let l = local.get(&lease).filter(|l| l.session == session)?;
+        let left = secs(l.ttl_secs).saturating_sub(l.renewed_at.elapsed());
+        (left > Duration::ZERO).then_some(left)
+    }
+
+    /// Starts the backend's watch unless it runs (see [`track`]); resolves
+    /// once etcd confirmed it.
+    async fn ensure_tracker(&self) -> Result<(), BackendError> {
+        if lock(&self.inner.tracker).running {
+            return Ok(());
+        }
+        let _start = self.inner.tracker_start.lock().await;
+        if lock(&self.inner.tracker).running {
+            return Ok(());
+        }
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+        self.inner.rt.handle.spawn(track(
+            Arc::downgrade(&self.inner),
+            self.client(),
+            self.inner.prefix.clone(),
+            self.inner.timeout,
+            ready_tx,
+            stop_rx,
+        ));
+        match ready_rx.await {
+            Ok(Ok(())) => {
+                *lock(&self.inner.tracker_stop) = Some(stop_tx);
+                lock(&self.inner.tracker).running = true;
+                Ok(())
+            }
+            Ok(Err(e)) => Err(map_err("watch", e)),
+            Err(_) => Err(BackendError::new(
+                BackendErrorKind::Other,
+                "etcd watch: the watch task stopped",
+            )),
+        }
+    }
+
+    /// The acquire transaction (see the module docs): place the session in
+    /// the queue of `name` unless it is there, and list the queue, in one
+    /// round trip; then judge the listing.
+    async fn acquire_call(
+        &self,
+        lease: i64,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let sid = session.to_string();
+        let skey = self.key_session(lease);
+        let lkey = self.key_lease(name);
+        let place = self.key_place(name, lease);
+        let on_lease = || Some(PutOptions::new().with_lease(lease));
+        let create = Txn::new()
+            .when([Compare::create_revision(place.clone(), CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(place, sid.clone(), on_lease()),
+                TxnOp::put(self.key_owned(lease, name), "", on_lease()),
+                TxnOp::put(lkey.clone(), FENCE, None),
+            ]);
+        let queue = self.key_queue(name);
+        let listing = GetOptions::new()
+            .with_prefix()
+            .with_sort(SortTarget::Create, SortOrder::Ascend);
+        // Live session, and no older Simba's holder key (one on a lease):
+        // then the ranges after the nested write see it (etcd applies a
+        // transaction's operations in order, at one revision).
+        let txn = Txn::new()
+            .when([
+                Compare::value(skey.clone(), CompareOp::Equal, sid.clone()),
+                Compare::lease(lkey.clone(), CompareOp::Equal, 0),
+            ])
+            .and_then([TxnOp::txn(create), TxnOp::get(queue.clone(), Some(listing))])
+            .or_else([TxnOp::get(skey, None), TxnOp::get(lkey, None)]);
+        let mut c = self.client();
+        let resp = self.run("acquire", async move { c.txn(txn).await }).await?;
+        let gets = gets_of(&resp);
+        let bad = |what: String| malformed(format!("acquire of `{name}`: {what}"));
+        if !resp.succeeded() {
+            let [me, old] = gets.as_slice() else {
+                return Err(bad(format!(
+                    "{} reads in the reply, expected 2",
+                    gets.len()
+                )));
+            };
+            let alive = me
+                .kvs()
+                .first()
+                .is_some_and(|kv| kv.value() == sid.as_bytes());
+            if !alive {
+                self.forget(lease);
+                return Ok(AcquireOutcome::Expired);
+            }
+            // An older Simba holds the name (its key is on its session's
+            // lease): it stands first, and no place is written until it is
+            // gone.
+            self.set_place(lease, session, name, None);
+            let Some(kv) = old.kvs().first() else {
+                return Ok(AcquireOutcome::Held {
+                    holder: None,
+                    token: None,
+                    holder_remaining: None,
+                });
+            };
+            return Ok(AcquireOutcome::Held {
+                holder: Some(session_from(kv.value())?),
+                token: Some(token_from(name.as_str(), kv.create_revision())?),
+                holder_remaining: None,
+            });
+        }
+        let [listed] = gets.as_slice() else {
+            return Err(bad(format!(
+                "{} reads in the reply, expected 1",
+                gets.len()
+            )));
+        };
+        let read_rev = resp
+            .header()
+            .map(|h| h.revision())
+            .ok_or_else(|| bad("no revision in the reply".into()))?;
+        let entries = listed
+            .kvs()
+            .iter()
+            .map(|kv| {
+                let suffix = kv
+                    .key()
+                    .strip_prefix(queue.as_bytes())
+                    .and_then(|s| std::str::from_utf8(s).ok())
+                    .ok_or_else(|| bad(format!("a key outside {queue} in its range")))?;
+                Ok(Entry {
+                    suffix: suffix.to_owned(),
+                    rev: kv.create_revision(),
+                    value: kv.value().to_vec(),
+                })
+            })
+            .collect::<Result<Vec<_>, BackendError>>()?;
+        let me = format!("{lease:016x}");
+        // Judged and recorded under the watch's lock: a deletion the watch
+        // reports is either remembered before the judging or struck from
+        // the record after it.
+        let (judged, own_gone) = {
+            let tracker = lock(&self.inner.tracker);
+            let gone = |suffix: &str| {
+                tracker
+                    .deleted_at
+                    .get(&format!("{queue}{suffix}"))
+                    .is_some_and(|d| *d > read_rev)
+            };
+            let judged = judge(&entries, &me, sid.as_bytes(), gone);
+            let own_gone = gone(&me);
+            if let (Some(rev), false) = (judged.ours, judged.blockers.is_empty()) {
+                if !own_gone {
+                    let w = Waiting {
+                        rev,
+                        read_rev,
+                        blockers: judged.blockers.clone(),
+                    };
+                    let since = Instant::now();
+                    self.set_place(lease, session, name, Some(Place::Waiting { w, since }));
+                }
+            }
+            (judged, own_gone)
+        };
+        let holder = || {
+            let first = judged.first.as_ref();
+            Ok::<_, BackendError>(AcquireOutcome::Held {
+                holder: first.and_then(|f| session_from(&f.value).ok()),
+                token: first
+                    .map(|f| token_from(name.as_str(), f.rev))
+                    .transpose()?,
+                holder_remaining: None,
+            })
+        };
+        let Some(rev) = judged.ours else {
+            if own_gone {
+                // Deleted since (expiry, or another client acting for the
+                // session): the next acquire tells which.
+                self.set_place(lease, session, name, None);
+                return holder();
+            }
+            return Err(bad(if judged.foreign {
+                format!("its place {me} holds another session id")
+            } else {
+                format!("the listing misses its place {me}")
+            }));
+        };
+        let token = token_from(name.as_str(), rev)?;
+        if !judged.blockers.is_empty() {
+            if !lock(&self.inner.tracker).running {
+                // The watch that moves the place forward; without it the
+                // next acquire reads the queue again.
+                if let Err(error) = self.ensure_tracker().await {
+                    tracing::debug!(%error, "etcd: no watch yet; waiters re-read the queue");
+                }
+            }
+            return holder();
+        }
+        // First (or every place before it seen deleted since): a term.
+        let remaining = self.remaining(session, lease).await?;
+        self.set_place(lease, session, name, Some(Place::won(rev)));
+        Ok(AcquireOutcome::Won { token, remaining })
     }
 
     fn forget(&self, lease: i64) {
@@ -826,16 +1164,7 @@ impl Backend for EtcdBackend {
                 .local
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(
-                    lease,
-                    Local {
-                        session,
-                        ttl_secs: granted,
-                        renewed_at: sent,
-                        keep_alive: KeepAlive::default(),
-                        groups: std::collections::BTreeSet::new(),
-                    },
-                );
+                .insert(lease, Local::new(session, granted, sent));
             Ok(SessionGrant {
                 session,
                 remaining: secs(granted),
@@ -922,7 +1251,8 @@ impl Backend for EtcdBackend {
                 return Err(RenewError::Expired);
             }
             let owned_prefix = format!("{skey}/");
-            let mut owned = Vec::new();
+            // The session's places (its index: same revision as the place).
+            let mut listed: HashMap<LeaseName, i64> = HashMap::new();
             for kv in kvs {
                 let Some(name) = kv.key().strip_prefix(owned_prefix.as_bytes()) else {
                     continue;
@@ -931,19 +1261,51 @@ impl Backend for EtcdBackend {
                     .ok()
                     .and_then(|n| LeaseName::new(n).ok())
                     .ok_or_else(|| malformed(format!("a bad lease name under {owned_prefix}")))?;
-                let token = token_from(name.as_str(), kv.create_revision())?;
-                owned.push((name, token));
+                token_from(name.as_str(), kv.create_revision())?;
+                listed.insert(name, kv.create_revision());
             }
-            if let Some(l) = self
-                .inner
-                .local
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+            let mut owned = Vec::new();
+            // Places no acquire of this client stands behind: left by a lost
+            // reply (none recorded). A waiting place stays until it wins, is
+            // withdrawn, or ends with the session (S4.5).
+            let mut stale: Vec<(LeaseName, i64)> = Vec::new();
+            if let Some(l) = lock(&self.inner.local)
                 .get_mut(&lease)
                 .filter(|l| l.session == session)
             {
                 l.ttl_secs = ttl;
                 l.renewed_at = sent;
+                for (name, rev) in &listed {
+                    match l.places.get(name) {
+                        // Only a place an acquire answered `Won` is a term.
+                        Some(Place::Won { rev: r, .. }) if r == rev => {
+                            owned.push((name.clone(), token_from(name.as_str(), *rev)?));
+                        }
+                        Some(Place::Waiting { w, .. }) if w.rev == *rev => {}
+                        Some(Place::Pending { since })
+                            if *since + self.inner.timeout * 2 >= sent => {}
+                        _ => stale.push((name.clone(), *rev)),
+                    }
+                }
+                // A place recorded before this read was sent and missing
+                // from it is gone: a term so ended shows as not owned (S3.4).
+                l.places.retain(|name, place| match place {
+                    Place::Won { rev, since }
+                    | Place::Waiting {
+                        w: Waiting { rev, .. },
+                        since,
+                    } => *since >= sent || listed.get(name) == Some(rev),
+                    Place::Pending { .. } => true,
+                });
+            }
+            owned.sort_by(|a, b| a.0.cmp(&b.0));
+            if !stale.is_empty() {
+                self.inner.rt.handle.spawn(clean_up(
+                    Arc::downgrade(&self.inner),
+                    lease,
+                    session,
+                    stale,
+                ));
             }
             // The groups joined, as the index says; members read above for
             // those this client knew, in one more read for the others.
@@ -992,85 +1354,40 @@ impl Backend for EtcdBackend {
             let Some(lease) = lease_of(session) else {
                 return Ok(AcquireOutcome::Expired);
             };
-            let sid = session.to_string();
-            let skey = self.key_session(lease);
-            let lkey = self.key_lease(name);
-            let txn = Txn::new()
-                .when([
-                    Compare::value(skey.clone(), CompareOp::Equal, sid.clone()),
-                    Compare::create_revision(lkey.clone(), CompareOp::Equal, 0),
-                ])
-                .and_then([
-                    TxnOp::put(
-                        lkey.clone(),
-                        sid.clone(),
-                        Some(PutOptions::new().with_lease(lease)),
-                    ),
-                    TxnOp::put(
-                        self.key_owned(lease, name),
-                        "",
-                        Some(PutOptions::new().with_lease(lease)),
-                    ),
-                    TxnOp::put(self.key_token(name), "", None),
-                    TxnOp::get(lkey.clone(), None),
-                ])
-                .or_else([TxnOp::get(lkey, None), TxnOp::get(skey, None)]);
-            let mut c = self.client();
-            let resp = self.run("acquire", async move { c.txn(txn).await }).await?;
-            let gets: Vec<_> = resp
-                .op_responses()
-                .into_iter()
-                .filter_map(|r| match r {
-                    TxnOpResponse::Get(g) => Some(g),
-                    _ => None,
-                })
-                .collect();
-            if resp.succeeded() {
-                let rev = gets
-                    .first()
-                    .and_then(|g| g.kvs().first())
-                    .map(|kv| kv.create_revision())
-                    .or_else(|| resp.header().map(|h| h.revision()))
-                    .unwrap_or(0);
-                return Ok(AcquireOutcome::Won {
-                    token: token_from(name.as_str(), rev)?,
-                    remaining: self.remaining(session, lease).await?,
-                });
+            let serial = self.name_lock(lease, session, name);
+            let _serial = serial.lock().await;
+            match self.place_of(lease, session, name) {
+                Some(Place::Waiting { w, .. }) if w.blockers.is_empty() => {
+                    // The watch saw every place before ours deleted after
+                    // ours existed, and none can appear before it: ours
+                    // holds the lease (S4.2). No call, as long as this
+                    // client counts the session live from its renewals.
+                    if let Some(remaining) = self.local_remaining(lease, session) {
+                        let token = token_from(name.as_str(), w.rev)?;
+                        self.set_place(lease, session, name, Some(Place::won(w.rev)));
+                        return Ok(AcquireOutcome::Won { token, remaining });
+                    }
+                }
+                Some(_) => {}
+                None => self.set_place(
+                    lease,
+                    session,
+                    name,
+                    Some(Place::Pending {
+                        since: Instant::now(),
+                    }),
+                ),
             }
-            let [held, me] = gets.as_slice() else {
-                return Err(malformed(format!(
-                    "acquire of `{name}`: {} reads in the reply, expected 2",
-                    gets.len()
-                )));
-            };
-            let alive = me
-                .kvs()
-                .first()
-                .is_some_and(|kv| kv.value() == sid.as_bytes());
-            if !alive {
-                self.forget(lease);
-                return Ok(AcquireOutcome::Expired);
+            let result = self.acquire_call(lease, session, name).await;
+            if result.is_err() {
+                // Nothing of ours is known to exist; a place a lost reply
+                // left is found by the next acquire, removed by a withdraw,
+                // or deleted after a renewal.
+                if let Some(Place::Pending { .. }) = self.place_of(lease, session, name) {
+                    self.set_place(lease, session, name, None);
+                }
             }
-            let Some(kv) = held.kvs().first() else {
-                return Ok(AcquireOutcome::Held {
-                    holder: None,
-                    token: None,
-                    holder_remaining: None,
-                });
-            };
-            let holder = session_from(kv.value())?;
-            let token = token_from(name.as_str(), kv.create_revision())?;
-            if holder == session {
-                return Ok(AcquireOutcome::Won {
-                    token,
-                    remaining: self.remaining(session, lease).await?,
-                });
-            }
-            Ok(AcquireOutcome::Held {
-                holder: Some(holder),
-                token: Some(token),
-                holder_remaining: None,
-            })
+            result
         }
         .boxed()
     }
@@ -1088,19 +1405,65 @@ impl Backend for EtcdBackend {
             let Ok(rev) = i64::try_from(token.get()) else {
                 return Ok(()); // no key has such a revision
             };
-            let lkey = self.key_lease(name);
+            let serial = self.name_lock(lease, session, name);
+            let _serial = serial.lock().await;
+            let place = self.key_place(name, lease);
+            // The term's own place: unique to the term (a later place of
+            // this session has a higher revision), so a stale release
+            // compares false and is a no-op (S3.5).
             let txn = Txn::new()
                 .when([
-                    Compare::create_revision(lkey.clone(), CompareOp::Equal, rev),
-                    Compare::value(lkey.clone(), CompareOp::Equal, session.to_string()),
+                    Compare::create_revision(place.clone(), CompareOp::Equal, rev),
+                    Compare::value(place.clone(), CompareOp::Equal, session.to_string()),
                 ])
                 .and_then([
-                    TxnOp::delete(lkey, None),
+                    TxnOp::delete(place, None),
                     TxnOp::delete(self.key_owned(lease, name), None),
                 ]);
             let mut c = self.client();
             self.run("release", async move { c.txn(txn).await.map(|_| ()) })
-                .await
+                .await?;
+            if let Some(Place::Won { rev: r, .. }) = self.place_of(lease, session, name) {
+                if r == rev {
+                    self.set_place(lease, session, name, None);
+                }
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        async move {
+            let Some(lease) = lease_of(session) else {
+                return Ok(());
+            };
+            let serial = self.name_lock(lease, session, name);
+            let _serial = serial.lock().await;
+            if let Some(Place::Won { .. }) = self.place_of(lease, session, name) {
+                // A term: only a release with its token ends it (S4.5).
+                return Ok(());
+            }
+            let sid = session.to_string();
+            let place = self.key_place(name, lease);
+            let txn = Txn::new()
+                .when([
+                    Compare::value(self.key_session(lease), CompareOp::Equal, sid.clone()),
+                    Compare::value(place.clone(), CompareOp::Equal, sid),
+                ])
+                .and_then([
+                    TxnOp::delete(place, None),
+                    TxnOp::delete(self.key_owned(lease, name), None),
+                ]);
+            let mut c = self.client();
+            self.run("withdraw", async move { c.txn(txn).await.map(|_| ()) })
+                .await?;
+            self.set_place(lease, session, name, None);
+            Ok(())
         }
         .boxed()
     }
@@ -1210,52 +1573,79 @@ impl Backend for EtcdBackend {
                     metadata: metadata.clone(),
                 });
             }
-            let mut leases: std::collections::BTreeMap<LeaseName, crate::LeaseInfo> =
-                std::collections::BTreeMap::new();
+            let q_pre = format!("{root}q/");
             let parse_name = |bytes: &[u8]| {
                 std::str::from_utf8(bytes)
                     .ok()
                     .and_then(|n| LeaseName::new(n).ok())
                     .ok_or_else(|| malformed("a bad lease name in a key".into()))
             };
+            // Per name: the latest revision any term of it may have (the
+            // fence's and an older Simba's `P/t/NAME` mod_revision), an older
+            // Simba's holder key, and the places in revision order.
+            #[derive(Default)]
+            struct Seen {
+                latest: i64,
+                old_holder: Option<(SessionId, i64)>,
+                places: Vec<(i64, SessionId)>,
+            }
+            let mut seen: std::collections::BTreeMap<LeaseName, Seen> =
+                std::collections::BTreeMap::new();
             for kv in &kvs {
-                if let Some(n) = kv.key().strip_prefix(t_pre.as_bytes()) {
-                    let name = parse_name(n)?;
-                    if !name.as_str().starts_with(filter) {
-                        continue;
+                let key = kv.key();
+                if let Some(n) = key.strip_prefix(t_pre.as_bytes()) {
+                    let s = seen.entry(parse_name(n)?).or_default();
+                    s.latest = s.latest.max(kv.mod_revision());
+                } else if let Some(n) = key.strip_prefix(l_pre.as_bytes()) {
+                    let s = seen.entry(parse_name(n)?).or_default();
+                    if kv.lease() == 0 {
+                        s.latest = s.latest.max(kv.mod_revision());
+                    } else {
+                        s.old_holder = Some((session_from(kv.value())?, kv.create_revision()));
                     }
-                    let token = Some(token_from(name.as_str(), kv.mod_revision())?);
-                    leases.entry(name.clone()).or_insert(crate::LeaseInfo {
+                } else if let Some(rest) = key.strip_prefix(q_pre.as_bytes()) {
+                    let (n, _) =
+                        split_place(rest).ok_or_else(|| malformed("a bad place key".into()))?;
+                    let s = seen.entry(parse_name(n.as_bytes())?).or_default();
+                    s.places
+                        .push((kv.create_revision(), session_from(kv.value())?));
+                }
+            }
+            for (name, s) in seen {
+                if !name.as_str().starts_with(filter) {
+                    continue;
+                }
+                // The first place holds the name (an older Simba's holder
+                // key and a place never exist at once).
+                let first = s.places.iter().min_by_key(|(rev, _)| *rev).copied();
+                let latest = s
+                    .places
+                    .iter()
+                    .map(|(rev, _)| *rev)
+                    .chain(s.old_holder.map(|(_, rev)| rev))
+                    .fold(s.latest, i64::max);
+                let live = first
+                    .or(s.old_holder.map(|(h, rev)| (rev, h)))
+                    .and_then(|(rev, h)| remaining.get(&h).map(|r| (rev, h, *r)));
+                let info = match live {
+                    Some((rev, holder, rem)) => crate::LeaseInfo {
+                        holder: Some(holder),
+                        token: Some(token_from(name.as_str(), rev)?),
+                        remaining: Some(rem),
                         name,
+                    },
+                    // Free (or its holder expired between the two reads).
+                    None => crate::LeaseInfo {
+                        token: (latest > 0)
+                            .then(|| token_from(name.as_str(), latest))
+                            .transpose()?,
                         holder: None,
-                        token,
                         remaining: None,
-                    });
-                }
+                        name,
+                    },
+                };
+                out.leases.push(info);
             }
-            for kv in &kvs {
-                if let Some(n) = kv.key().strip_prefix(l_pre.as_bytes()) {
-                    let name = parse_name(n)?;
-                    if !name.as_str().starts_with(filter) {
-                        continue;
-                    }
-                    let holder = session_from(kv.value())?;
-                    let Some(rem) = remaining.get(&holder) else {
-                        continue; // expired between the two reads
-                    };
-                    let token = Some(token_from(name.as_str(), kv.create_revision())?);
-                    leases.insert(
-                        name.clone(),
-                        crate::LeaseInfo {
-                            name,
-                            holder: Some(holder),
-                            token,
-                            remaining: Some(*rem),
-                        },
-                    );
-                }
-            }
-            out.leases = leases.into_values().collect();
             out.sessions.sort_by_key(|s| s.session);
             Ok(out)
         }
@@ -1266,25 +1656,9 @@ impl Backend for EtcdBackend {
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         async move {
+            self.ensure_tracker().await?;
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<LeaseName>();
-            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-            let client = self.client();
-            let prefix = format!("{}/l/", self.inner.prefix);
-            let timeout = self.inner.timeout;
-            self.inner
-                .rt
-                .handle
-                .spawn(watch_releases(client, prefix, timeout, tx, ready_tx));
-            match ready_rx.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(map_err("watch", e)),
-                Err(_) => {
-                    return Err(BackendError::new(
-                        BackendErrorKind::Other,
-                        "etcd watch: the watch task stopped",
-                    ))
-                }
-            }
+            lock(&self.inner.tracker).subscribers.push(tx);
             let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
             Ok(Some(stream.boxed()))
         }
@@ -1374,7 +1748,7 @@ impl Backend for EtcdBackend {
                 return Ok(SlotClaim::NotHolder);
             };
             let sid = session.to_string();
-            let lkey = self.key_lease(name);
+            let place = self.key_place(name, lease);
             let ckey = self.key_slot(name);
             // 20 digits hold every u64; equal-length decimals compare as
             // numbers byte by byte, as etcd compares values.
@@ -1394,8 +1768,12 @@ impl Backend for EtcdBackend {
             let txn = Txn::new()
                 .when([
                     Compare::value(self.key_session(lease), CompareOp::Equal, sid.clone()),
-                    Compare::create_revision(lkey.clone(), CompareOp::Equal, rev),
-                    Compare::value(lkey, CompareOp::Equal, sid),
+                    // The term's place, and no place of the name older than
+                    // it: the holder with exactly this token.
+                    Compare::create_revision(place.clone(), CompareOp::Equal, rev),
+                    Compare::value(place, CompareOp::Equal, sid),
+                    Compare::create_revision(self.key_queue(name), CompareOp::Greater, rev - 1)
+                        .with_prefix(),
                 ])
                 .and_then([TxnOp::txn(first)]);
             let mut c = self.client();
@@ -1449,18 +1827,81 @@ fn nested(resp: &etcd_client::TxnResponse) -> Option<etcd_client::TxnResponse> {
     })
 }
 
-/// Forwards the names of deleted `P/l/NAME` keys to `tx` until the receiver
-/// is dropped. The watch starts at a revision read just before it (so a
-/// watch created while nothing changed is in sync at once, and nothing
-/// deleted after that read is missed), and after a broken stream resumes
-/// from the last revision seen.
-async fn watch_releases(
+/// Deletes the places a renewal found stale, each under its name's lock and
+/// only if nothing of the session's was recorded for it meanwhile.
+async fn clean_up(
+    inner: Weak<Inner>,
+    lease: i64,
+    session: SessionId,
+    stale: Vec<(LeaseName, i64)>,
+) {
+    for (name, rev) in stale {
+        let Some(inner) = inner.upgrade() else { return };
+        let b = EtcdBackend { inner };
+        let serial = b.name_lock(lease, session, &name);
+        let _serial = serial.lock().await;
+        if lock(&b.inner.local)
+            .get(&lease)
+            .is_none_or(|l| l.session != session)
+        {
+            return; // closed or expired meanwhile
+        }
+        let delete = match b.place_of(lease, session, &name) {
+            None => true,
+            Some(Place::Waiting { w, .. }) => w.rev != rev,
+            Some(Place::Pending { since }) => since.elapsed() > b.inner.timeout * 2,
+            Some(Place::Won { rev: r, .. }) => r != rev,
+        };
+        if !delete {
+            continue;
+        }
+        let place = b.key_place(&name, lease);
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                place.clone(),
+                CompareOp::Equal,
+                rev,
+            )])
+            .and_then([
+                TxnOp::delete(place, None),
+                TxnOp::delete(b.key_owned(lease, &name), None),
+            ]);
+        let mut c = b.client();
+        match b.run("clean up", async move { c.txn(txn).await }).await {
+            Ok(_) => match b.place_of(lease, session, &name) {
+                Some(Place::Waiting { w, .. }) if w.rev == rev => {
+                    b.set_place(lease, session, &name, None)
+                }
+                Some(Place::Pending { .. }) => b.set_place(lease, session, &name, None),
+                _ => {}
+            },
+            Err(error) => {
+                tracing::debug!(%error, %name, "etcd: a stale place stays until a later renewal");
+            }
+        }
+    }
+}
+
+/// The backend's one watch, on `P/l/` to `P/q/` (deletes only): every
+/// deleted place is remembered for a while (a listing that crossed it is
+/// judged without it), struck from the waiting places this client records,
+/// and only then announced to the release broadcast's subscribers (S4.2);
+/// an older Simba's deleted holder key is announced too. The watch starts at
+/// a revision read just before it (so a watch created while nothing changed
+/// is in sync at once, and nothing deleted after that read is missed), and
+/// after a broken stream resumes from the last revision seen. Ends with the
+/// backend.
+async fn track(
+    inner: Weak<Inner>,
     mut client: Client,
     prefix: String,
     timeout: Duration,
-    tx: tokio::sync::mpsc::UnboundedSender<LeaseName>,
     ready: tokio::sync::oneshot::Sender<Result<(), etcd_client::Error>>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
+    let (l_pre, q_pre) = (format!("{prefix}/l/"), format!("{prefix}/q/"));
+    // Just past `P/q/`: the range holds `P/l/`, `P/m/` and `P/q/` keys.
+    let end = format!("{prefix}/q0");
     let mut ready = Some(ready);
     let mut next_rev: Option<i64> = None;
     loop {
@@ -1469,16 +1910,16 @@ async fn watch_releases(
                 Some(r) => r,
                 None => {
                     let r = client
-                        .get(prefix.clone(), Some(GetOptions::new().with_count_only()))
+                        .get(l_pre.clone(), Some(GetOptions::new().with_count_only()))
                         .await?;
                     r.header().map(|h| h.revision()).unwrap_or(0) + 1
                 }
             };
             let opts = WatchOptions::new()
-                .with_prefix()
+                .with_range(end.clone())
                 .with_start_revision(from)
                 .with_filters([WatchFilterType::NoPut]);
-            let mut stream = client.watch(prefix.clone(), Some(opts)).await?;
+            let mut stream = client.watch(l_pre.clone(), Some(opts)).await?;
             // Wait for the "created" reply: from here on, no delete is missed.
             loop {
                 match stream.message().await? {
@@ -1522,34 +1963,75 @@ async fn watch_releases(
         next_rev = Some(from);
         loop {
             let msg = tokio::select! {
-                _ = tx.closed() => return,
+                _ = &mut stop => return,
                 m = stream.message() => m,
             };
             match msg {
                 Ok(Some(resp)) => {
                     if resp.canceled() {
-                        // Compacted past our revision: start again from now.
+                        // Compacted past our revision: start again from now
+                        // (deletions in between are missed: waiters then
+                        // re-read the queue at their next acquire).
                         if resp.compact_revision() > 0 {
                             next_rev = None;
                         }
                         break;
                     }
+                    let Some(inner) = inner.upgrade() else { return };
+                    let mut names: Vec<LeaseName> = Vec::new();
                     for ev in resp.events() {
                         let Some(kv) = ev.kv() else { continue };
                         next_rev = Some(kv.mod_revision() + 1);
                         if ev.event_type() != EventType::Delete {
                             continue;
                         }
-                        let name = kv
-                            .key()
-                            .strip_prefix(prefix.as_bytes())
-                            .and_then(|n| std::str::from_utf8(n).ok())
-                            .and_then(|n| LeaseName::new(n).ok());
-                        if let Some(name) = name {
-                            if tx.send(name).is_err() {
-                                return;
+                        let key = kv.key();
+                        let name = if let Some(rest) = key.strip_prefix(q_pre.as_bytes()) {
+                            let Some((n, suffix)) = split_place(rest) else {
+                                continue;
+                            };
+                            let Ok(name) = LeaseName::new(n) else {
+                                continue;
+                            };
+                            // Remembered, then struck, under the watch's lock
+                            // (the order an acquire judges in).
+                            let mut tracker = lock(&inner.tracker);
+                            tracker
+                                .note_deleted(&format!("{q_pre}{n}/{suffix}"), kv.mod_revision());
+                            let mut local = lock(&inner.local);
+                            for (lease, l) in local.iter_mut() {
+                                let struck = match l.places.get_mut(&name) {
+                                    Some(Place::Waiting { w, .. }) => strike(
+                                        w,
+                                        &format!("{lease:016x}"),
+                                        suffix,
+                                        kv.mod_revision(),
+                                    ),
+                                    _ => Struck::Nothing,
+                                };
+                                if struck == Struck::Own {
+                                    l.places.remove(&name);
+                                }
                             }
+                            name
+                        } else if let Some(rest) = key.strip_prefix(l_pre.as_bytes()) {
+                            // An older Simba's holder key.
+                            match std::str::from_utf8(rest).ok().map(LeaseName::new) {
+                                Some(Ok(name)) => name,
+                                _ => continue,
+                            }
+                        } else {
+                            continue;
+                        };
+                        if names.last() != Some(&name) {
+                            names.push(name);
                         }
+                    }
+                    if !names.is_empty() {
+                        let mut tracker = lock(&inner.tracker);
+                        tracker
+                            .subscribers
+                            .retain(|tx| names.iter().all(|n| tx.send(n.clone()).is_ok()));
                     }
                 }
                 // Broken: resume from the last revision seen.

@@ -62,7 +62,7 @@ async fn etcd_history_linearizes() {
         calls: 30,
         lease: std::time::Duration::from_secs(2),
         seed: 8,
-        queueing: false,
+        queueing: true,
     };
     history_check("etcd", &clients, load, factory.expiry_lateness()).await;
     drop(clients);
