@@ -326,3 +326,51 @@ async fn etcd_connection_killed_mid_renewal() {
     };
     assert_eq!(again, token);
 }
+
+/// The hand-over of the waiter queue: a waiter whose place was the only one
+/// behind the holder's wins, once the watch reported the release, with no
+/// call at all: its acquire answers `Won` while etcd is frozen. Its renewal
+/// lists the term once etcd is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_woken_waiter_wins_without_a_call() {
+    let Some(etcd) = PrivateEtcd::start(23796, 23806) else {
+        return;
+    };
+    let b = etcd.backend().await;
+    let mut releases = b.subscribe_releases().await.unwrap().unwrap();
+    let a = b
+        .open_session(Duration::from_secs(20))
+        .await
+        .unwrap()
+        .session;
+    let w = b
+        .open_session(Duration::from_secs(20))
+        .await
+        .unwrap()
+        .session;
+    let n = LeaseName::new("handed.over").unwrap();
+    let AcquireOutcome::Won { token, .. } = b.acquire(a, &n).await.unwrap() else {
+        panic!("the first acquire did not win");
+    };
+    match b.acquire(w, &n).await.unwrap() {
+        AcquireOutcome::Held { holder, .. } => assert_eq!(holder, Some(a)),
+        other => panic!("the waiter's acquire gave {other:?}"),
+    }
+    b.release(a, &n, token).await.unwrap();
+    let got = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures::StreamExt::next(&mut releases),
+    )
+    .await
+    .expect("no release broadcast within 10 s");
+    assert_eq!(got, Some(n.clone()));
+    etcd.freeze();
+    let won = tokio::time::timeout(Duration::from_millis(500), b.acquire(w, &n)).await;
+    etcd.signal("-CONT");
+    let Ok(Ok(AcquireOutcome::Won { token: t2, .. })) = won else {
+        panic!("the woken waiter's acquire with etcd frozen gave {won:?}");
+    };
+    assert!(t2 > token, "the waiter's token {t2} is not above {token}");
+    let r = renew_until_ok(&b, w).await;
+    assert_eq!(r.owned, vec![(n.clone(), t2)], "the waiter's term");
+}
