@@ -1,6 +1,7 @@
-//! The etcd backend (feature `etcd`): sessions are etcd leases, lease names
-//! are keys attached to them, fencing tokens are the keys' `create_revision`,
-//! and release broadcasts come from a watch on deletes.
+//! The etcd backend (feature `etcd`): sessions are etcd leases, each lease
+//! name is a queue of keys attached to them (the oldest holds), fencing
+//! tokens are the keys' `create_revision`, and release broadcasts come from
+//! a watch on deletes.
 //!
 //! URL: `etcd://[user:password@]host:port[,host2:port…][/key/prefix]`, or
 //! `etcds://…` for TLS (the system's root certificates, or a CA file given as
@@ -14,9 +15,9 @@
 //! | key | value | attached to lease |
 //! |---|---|---|
 //! | `P/s/L` | the 128-bit session id (32 hex digits) | `L` |
-//! | `P/s/L/NAME` | empty: "session `L` owns `NAME`" | `L` |
-//! | `P/l/NAME` | the holder's session id | `L` |
-//! | `P/t/NAME` | empty; its `mod_revision` is the latest token of `NAME` | none |
+//! | `P/s/L/NAME` | empty: "session `L` has a place of `NAME`" (same `create_revision` as the place) | `L` |
+//! | `P/q/NAME/L` | the session id: the session's **place** in the queue of `NAME` | `L` |
+//! | `P/l/NAME` | the fence, 32 zeros: "a place of `NAME` was created"; its `mod_revision` is the latest place's `create_revision` | none |
 //! | `P/g/GROUP/ID` | empty: "session `ID` (32 hex digits) is a member of `GROUP`" (S10.1) | `L` |
 //! | `P/j/L/GROUP` | empty: "session `L` joined `GROUP`" | `L` |
 //! | `P/c/NAME` | the last claimed schedule slot of `NAME`, 20 decimal digits (S11.1) | none |
@@ -25,34 +26,76 @@
 //! above; every call checks the whole id against `P/s/L`, so a session id is
 //! never reused even if etcd one day hands out the same lease id again (S1.3).
 //!
+//! **The queue.** The place of `NAME` with the lowest `create_revision`
+//! holds the lease, and its token is that revision; the others wait in
+//! revision order. etcd's revision is global and never decreases, so a place
+//! created later has a higher revision than every place that exists then: no
+//! place ever appears before an existing one, a place that is first stays
+//! first until it is deleted, and the holders of a name follow one another
+//! in increasing revision order, so tokens strictly increase (S3.2). A
+//! waiting place becomes the holder exactly when every place before it is
+//! gone, which the watch's deletions alone can tell (`etcd_queue`).
+//!
 //! * **open** grants a lease (TTL = the lease duration rounded *up* to whole
 //!   seconds, etcd's unit; etcd may raise it to its minimum) and writes
 //!   `P/s/L`. The reported remaining time is the TTL etcd granted.
 //! * **renew** sends one keep-alive on the session's keep-alive stream and,
-//!   concurrently, reads the range `P/s/L…` (the session key and its owned
+//!   concurrently, reads the range `P/s/L…` (the session key and its places'
 //!   index): two messages, one round trip, however many leases are held
-//!   (S1.1). The remaining time is the TTL etcd's keep-alive reply reports.
-//! * **acquire** is one transaction: if `P/s/L` holds this session id and
-//!   `P/l/NAME` does not exist (`create_revision == 0`), create `P/l/NAME`,
-//!   `P/s/L/NAME` (both on lease `L`) and put `P/t/NAME`; otherwise read
-//!   `P/l/NAME` and `P/s/L` to answer `Held` (holder and token) or `Expired`.
-//!   The token is `P/l/NAME`'s `create_revision`: etcd's revision counter
-//!   never repeats or decreases, so tokens strictly increase across terms.
-//! * **release** is one transaction deleting `P/l/NAME` and `P/s/L/NAME` only
-//!   if `P/l/NAME` has `create_revision == token` and holds this session id.
+//!   (S1.1). It lists as owned only the places whose acquire through this
+//!   client answered `Won` (a waiting place, or one that became first
+//!   without being told, is not a term); a recorded term missing from the
+//!   read is not owned (S3.4); a place no acquire of this client stands
+//!   behind (a lost reply) is deleted after the renewal.
+//! * **acquire**: if the watch struck every place before the session's
+//!   waiting place, `Won` at once with no call (the session live by this
+//!   client's count from its last renewal). Otherwise one transaction: if
+//!   `P/s/L` holds this session id and `P/l/NAME` has no lease (absent, or
+//!   the fence), a nested transaction creates `P/q/NAME/L`, `P/s/L/NAME` (on
+//!   lease `L`) and the fence, unless the place exists; then it reads the
+//!   queue `P/q/NAME/` sorted by `create_revision` (a transaction's
+//!   operations apply in order at one revision, so the read sees the
+//!   place). First → `Won`; else `Held` by the first place's session with
+//!   its revision as the token, and the place stays, with the places before
+//!   it recorded. Otherwise it reads `P/s/L` and `P/l/NAME`: `Expired`, or
+//!   `Held` by an older Simba's holder key.
+//! * **the watch** (one per backend, on `P/l/` to `P/q/`, deletes only)
+//!   strikes every deleted place from the waiting places this client
+//!   records, and only then announces the name to the release broadcast's
+//!   subscribers (S4.2), so the woken candidate's acquire answers `Won`
+//!   without a call. A deletion at a revision above the read that named a
+//!   place proves that place gone (a key created again is a new place behind
+//!   every existing one); a missed deletion only delays the win until the
+//!   next acquire reads the queue again.
+//! * **release** is one transaction deleting `P/q/NAME/L` and `P/s/L/NAME`
+//!   only if the place has `create_revision == token` and holds this session
+//!   id: a later place of this session has a higher revision, so a stale
+//!   release is a no-op (S3.5).
+//! * **withdraw** (S4.5) deletes the session's place unless an acquire
+//!   through this client answered `Won` for it (a term ends only by
+//!   release). Acquire, release and withdraw of one name run one at a time
+//!   per session (a lock per name).
 //! * **close** checks `P/s/L` holds this session id, then revokes lease `L`,
-//!   which deletes every key attached to it at once (S1.4), memberships
-//!   included.
+//!   which deletes every key attached to it at once (S1.4): places,
+//!   memberships and all.
 //! * **join** is one transaction: if `P/s/L` holds this session id, put
 //!   `P/g/GROUP/ID` and `P/j/L/GROUP` on lease `L`. **leave** deletes both.
 //!   The renewal's read is one read-only transaction of ranges: `P/s/L…`,
 //!   `P/j/L/…` and `P/g/GROUP/…` for each group this client knows the session
 //!   joined (a group joined through another client costs one more read, once).
-//! * **claim slot** is one transaction: if `P/s/L` holds this session id and
-//!   `P/l/NAME` holds it with `create_revision == token`, a nested
-//!   transaction writes `P/c/NAME` if it is missing or smaller (zero-padded
-//!   decimals compare as numbers), else reads it.
+//! * **claim slot** is one transaction: if `P/s/L` holds this session id,
+//!   the place `P/q/NAME/L` holds it with `create_revision == token`, and no
+//!   place of `NAME` is older (a compare over the range `P/q/NAME/`), a
+//!   nested transaction writes `P/c/NAME` if it is missing or smaller
+//!   (zero-padded decimals compare as numbers), else reads it.
 //! * **expiry**: etcd revokes the lease, deleting its keys atomically.
+//! * **upgrade** from a Simba that held a name with one key `P/l/NAME` on its
+//!   lease (and `P/t/NAME`): an acquire writes no place while such a key
+//!   exists (it is `Held` by that holder), and the first place of a name
+//!   writes the fence at `P/l/NAME`, which an older Simba's acquire (create
+//!   `P/l/NAME` if absent) can never pass: the two never hold a name at
+//!   once. An older client reads the fence as a holder that never ends, so
+//!   it never wins a name a newer one has used; replace every older client.
 //!
 //! # Runtimes
 //!
