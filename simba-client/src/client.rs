@@ -286,6 +286,7 @@ impl SimbaBuilder {
         let clock = Clock::new(runtime.clone(), self.suspend);
         let profile = BackendProfile {
             renewal_proves: self.backend.renewal_proves(),
+            acquire_slots: self.backend.max_concurrent_calls(),
         };
         let config = with_process_seed(self.config);
         let engine = Engine::new(config, profile, clock.now());

@@ -33,6 +33,8 @@ pub struct Setup {
     /// With the `mutants` feature, `n > 0` runs the engine with
     /// `Mutant::ALL[n - 1]`, to show that the checks catch it.
     pub mutant: u8,
+    /// The backend serves this many acquires at once (S4.6); `None`: any.
+    pub acquire_slots: Option<usize>,
 }
 
 /// How a lock waits (`LockWait`), with `Until` relative to the current time.
@@ -307,6 +309,10 @@ pub struct Harness {
     ended: BTreeSet<SessionId>,
     session: Option<SessionId>,
     inflight: BTreeMap<LeaseName, (OpId, Timestamp)>,
+    /// The backend's acquire slots (S4.6), and the acquires that may take
+    /// one: sent, unanswered, and not past their call timeout.
+    slots: Option<usize>,
+    slot_ops: BTreeMap<OpId, Timestamp>,
     acquire_names: BTreeMap<OpId, LeaseName>,
     /// When each OpenSession / Renew was sent (engine time).
     session_ops: BTreeMap<OpId, Timestamp>,
@@ -367,6 +373,7 @@ impl Harness {
             } else {
                 Fraction::ONE
             },
+            acquire_slots: setup.acquire_slots,
         };
         let lease = config.lease_duration();
         let engine = Engine::new(config, profile, Timestamp::ZERO);
@@ -393,6 +400,8 @@ impl Harness {
             ended: BTreeSet::new(),
             session: None,
             inflight: BTreeMap::new(),
+            slots: setup.acquire_slots,
+            slot_ops: BTreeMap::new(),
             acquire_names: BTreeMap::new(),
             session_ops: BTreeMap::new(),
             renew_steps: BTreeMap::new(),
@@ -623,6 +632,7 @@ impl Harness {
         self.now = self.now.max(t);
         match &input {
             Input::AcquireReplied { op, .. } => {
+                self.slot_ops.remove(op);
                 if let Some(name) = self.acquire_names.get(op) {
                     if self.inflight.get(name).is_some_and(|(o, _)| o == op) {
                         let name = name.clone();
@@ -943,6 +953,18 @@ impl Harness {
                                 "acquire for {session:?}, not the current session {:?}",
                                 self.session
                             ));
+                        }
+                        if let Some(max) = self.slots {
+                            // S4.6: never more acquires out than the backend serves.
+                            let timeout = self.engine.call_timeout();
+                            self.slot_ops.retain(|_, sent| now < *sent + timeout);
+                            if self.slot_ops.len() >= max.max(1) {
+                                return self.violation(&format!(
+                                    "acquire {op} for {name} while {} acquires are out, the backend's {max} slots (S4.6)",
+                                    self.slot_ops.len()
+                                ));
+                            }
+                            self.slot_ops.insert(*op, now);
                         }
                         self.inflight.insert(name.clone(), (*op, now));
                         self.acquire_names.insert(*op, name.clone());

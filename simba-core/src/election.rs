@@ -118,6 +118,9 @@ pub(crate) struct Entry {
     /// An `Acquire` was sent on the current session since the last term
     /// (or the last withdraw): giving up now must withdraw (S4.5).
     pub(crate) asked: bool,
+    /// Due, but every acquire slot is taken: the name waits in the engine's
+    /// queue and no timer of its own wakes it (S4.6).
+    pub(crate) parked: bool,
 }
 
 impl Entry {
@@ -137,6 +140,7 @@ impl Entry {
             exit_policy: TaskExitPolicy::default(),
             task_failures: 0,
             asked: false,
+            parked: false,
         }
     }
 
@@ -159,7 +163,7 @@ impl Entry {
             Status::Candidate => {
                 if let Some(a) = &self.attempt {
                     consider(Some(a.sent_at + call_timeout));
-                } else if can_acquire {
+                } else if can_acquire && !self.parked {
                     consider(self.next_attempt);
                 }
                 if let LockWait::Until(t) = self.wait {

@@ -33,6 +33,11 @@ pub struct BackendProfile {
     /// The fraction of the granted session timeout that one renewal proves
     /// (S8.5): [`Fraction::ONE`] for SQL, Redis and etcd; 5/12 for ZooKeeper.
     pub renewal_proves: Fraction,
+    /// How many acquires the backend serves at once (`simba-backends`'
+    /// `Backend::max_concurrent_calls`):
+    /// the engine keeps at most this many in flight and lets the other due
+    /// candidates wait their turn, oldest first (S4.6). `None`: no limit.
+    pub acquire_slots: Option<usize>,
 }
 
 /// Counters for observability; they never influence behaviour.
@@ -62,6 +67,9 @@ enum TimerKey {
     Entry(LeaseName),
     /// The oldest unanswered slot claim times out (S11.1, S2.4).
     Claims,
+    /// The oldest acquire in flight reaches its call timeout, which frees
+    /// its slot for a waiting candidate (S4.6).
+    Slots,
 }
 
 /// Simba's sans-IO engine: one session on the backend, and any number of
@@ -96,6 +104,10 @@ pub struct Engine {
     claims: BTreeMap<OpId, slots::PendingClaim>,
     /// Withdraw commands awaiting a reply, with when they were sent (S4.5).
     withdraws: BTreeMap<OpId, Timestamp>,
+    /// Due candidates waiting for an acquire slot, first come first served
+    /// (S4.6). An entry is here while its `parked` flag is set; a name whose
+    /// entry is gone or no longer waits is skipped when it comes up.
+    parked: VecDeque<LeaseName>,
 }
 
 impl Engine {
@@ -141,6 +153,7 @@ impl Engine {
             stats: Stats::default(),
             claims: BTreeMap::new(),
             withdraws: BTreeMap::new(),
+            parked: VecDeque::new(),
         };
         engine.emit(Event::SessionStateChanged {
             state: SessionState::Opening,
@@ -297,6 +310,7 @@ impl Engine {
     fn finish(&mut self) {
         let limit = 64 + 8 * self.entries.len();
         for _ in 0..limit {
+            self.fill_acquire_slots();
             self.rearm();
             // The session first: a passed deadline must end terms before
             // any entry acts on them. Then the earliest due entry, one at a
@@ -309,6 +323,9 @@ impl Engine {
                 Some(TimerKey::Entry(name)) => self.on_entry_wake(&name),
                 Some(TimerKey::Session) => self.on_session_wake(),
                 Some(TimerKey::Claims) => self.on_claims_wake(),
+                // Never due after `rearm` (its instant lies after `now`):
+                // the freed slot was filled at the top of the loop.
+                Some(TimerKey::Slots) => self.timers.set(&TimerKey::Slots, None),
                 None => return,
             }
         }
@@ -327,6 +344,8 @@ impl Engine {
         self.timers.set(&TimerKey::Session, session_wake);
         let claims_wake = self.claims_wake();
         self.timers.set(&TimerKey::Claims, claims_wake);
+        let slots_wake = self.slots_wake();
+        self.timers.set(&TimerKey::Slots, slots_wake);
         let can_acquire = self.can_acquire();
         let mut timeout = self.call_timeout();
         if can_acquire && self.mutant_is(MutantKind::AcquireWhileInFlight) {

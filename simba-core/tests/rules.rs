@@ -887,6 +887,157 @@ fn s4_5_a_failed_withdraw_is_reported_and_nothing_else() {
     assert_eq!(h.engine.stats().stale_replies, stale + 1);
 }
 
+// ----- S4.6 acquires wait for a free slot ----------------------------------
+
+/// A live harness whose backend serves `slots` acquires at once.
+fn with_slots(slots: Option<usize>) -> H {
+    let config = fast_config();
+    let lease = config.lease_duration();
+    let profile = BackendProfile {
+        acquire_slots: slots,
+        ..BackendProfile::default()
+    };
+    let mut h = H::with_profile(config, profile);
+    h.grant_open(lease);
+    h
+}
+
+fn pending_acquires(h: &H) -> Vec<String> {
+    h.pending
+        .iter()
+        .filter_map(|c| match c {
+            Command::Acquire { name, .. } => Some(name.as_str().to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn held_by_another() -> AcquireOutcome {
+    AcquireOutcome::Held {
+        holder: Some(SessionId::from_u128(99)),
+        token: Some(tok(5)),
+        holder_remaining: None,
+    }
+}
+
+#[test]
+fn s4_6_at_most_the_backends_slots_of_acquires_are_in_flight_and_the_rest_go_in_turn() {
+    let mut h = with_slots(Some(2));
+    for n in ["a", "b", "c", "d", "e"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["a", "b"]);
+    // Each answer frees its slot for the next waiting candidate, at once.
+    h.won("a", 1);
+    assert_eq!(pending_acquires(&h), ["b", "c"]);
+    h.acquire_reply("b", held_by_another());
+    assert_eq!(pending_acquires(&h), ["c", "d"]);
+    h.won("c", 3);
+    h.won("d", 4);
+    assert_eq!(pending_acquires(&h), ["e"]);
+    h.won("e", 5);
+    let held: Vec<String> = h
+        .held()
+        .iter()
+        .map(|(n, _)| n.as_str().to_owned())
+        .collect();
+    assert_eq!(held, ["a", "c", "d", "e"]);
+    // `b` lost and retries on its own schedule (S4.1), through a free slot.
+    while pending_acquires(&h).is_empty() {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert_eq!(pending_acquires(&h), ["b"]);
+}
+
+#[test]
+fn s4_6_an_unanswered_acquire_frees_its_slot_at_its_call_timeout_and_the_next_attempts_time_starts_when_sent(
+) {
+    let mut h = with_slots(Some(1));
+    let timeout = h.engine.call_timeout();
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.engine.start_election(h.now, name("b"), false).unwrap();
+    h.drain();
+    let a_sent = h.now;
+    assert_eq!(pending_acquires(&h), ["a"]);
+    h.advance(timeout - ms(1));
+    assert_eq!(pending_acquires(&h), ["a"], "b waits while a may be served");
+    h.advance(ms(1));
+    // `a` reached its call timeout (S2.4): abandoned, and its slot is b's.
+    h.take_acquire("a");
+    assert_eq!(pending_acquires(&h), ["b"]);
+    let b_sent = h.now;
+    assert_eq!(b_sent, a_sent + timeout);
+    // b's attempt is abandoned a whole call timeout after *it* was sent,
+    // not after it became due: its reply just before then still counts.
+    h.advance(timeout - ms(1));
+    if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.renew_truthfully();
+    }
+    let out = h.won("b", 7);
+    assert_eq!(elected(&out).map(|t| t.token), Some(tok(7)));
+}
+
+#[test]
+fn s4_6_a_waiting_candidate_that_stops_is_skipped_and_withdraws_nothing() {
+    let mut h = with_slots(Some(1));
+    for n in ["a", "b", "c"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["a"]);
+    h.engine.stop(h.now, &name("b")).unwrap();
+    let out = h.drain();
+    assert!(withdrawals(&out).is_empty(), "b never asked the backend");
+    h.won("a", 1);
+    assert_eq!(pending_acquires(&h), ["c"]);
+    h.won("c", 2);
+    assert!(pending_acquires(&h).is_empty());
+    assert!(!h.log.iter().any(
+        |o| matches!(o, Output::Command(Command::Acquire { name, .. }) if name.as_str() == "b")
+    ));
+}
+
+#[test]
+fn s4_6_a_stopped_elections_unanswered_acquire_still_holds_its_slot_until_its_call_timeout() {
+    let mut h = with_slots(Some(1));
+    let timeout = h.engine.call_timeout();
+    // Off the renewal's beat, so that no renewal happens to wake the engine.
+    h.advance(ms(300));
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.engine.start_election(h.now, name("b"), false).unwrap();
+    h.drain();
+    let a_sent = h.now;
+    // `a` stops while its acquire is out: the backend may still be serving
+    // it, so its slot stays taken, and no entry of `a` will wake to free it.
+    h.advance(ms(10));
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["a"]);
+    // The engine's own deadline, not the next input, sends b's acquire.
+    while pending_acquires(&h).len() < 2 {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert_eq!(pending_acquires(&h), ["a", "b"]);
+    assert_eq!(h.now, a_sent + timeout, "b is sent when a's call timed out");
+}
+
+#[test]
+fn s4_6_without_a_limit_every_due_candidate_asks_at_once() {
+    let mut h = with_slots(None);
+    for n in ["a", "b", "c", "d", "e"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["a", "b", "c", "d", "e"]);
+}
+
 // ----- S5 election lifecycle ---------------------------------------------
 
 #[test]
@@ -1352,6 +1503,7 @@ fn s8_4_a_short_grant_renews_every_third_and_reports_it_once_per_session() {
 fn s8_5_the_backend_supplies_the_fraction_a_renewal_proves() {
     let zk = BackendProfile {
         renewal_proves: Fraction::new(5, 12).unwrap(),
+        acquire_slots: None,
     };
     let mut h = H::with_profile(SimbaConfig::default(), zk);
     let sent = h.now;

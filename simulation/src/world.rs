@@ -488,6 +488,7 @@ impl World {
             } else {
                 Fraction::ONE
             },
+            acquire_slots: None,
         };
         let nodes = clocks
             .into_iter()

@@ -111,6 +111,11 @@ fn stream(data: &[u8]) -> Result<(Setup, Vec<Action>)> {
         zookeeper: u.arbitrary()?,
         seed: u.arbitrary()?,
         mutant: 0,
+        acquire_slots: if u.arbitrary()? {
+            Some(u.int_in_range(1usize..=2)?)
+        } else {
+            None
+        },
     };
     let mut actions = Vec::new();
     while !u.is_empty() && actions.len() < 300 {

@@ -194,6 +194,7 @@ impl Engine {
     pub(super) fn on_entry_wake(&mut self, name: &LeaseName) {
         let now = self.now;
         let can_acquire = self.can_acquire();
+        let slot_free = self.acquire_slot_free();
         let timeout = self.call_timeout();
         let resend_early = self.mutant_is(MutantKind::AcquireWhileInFlight);
         if self
@@ -235,7 +236,13 @@ impl Engine {
                         self.send_acquire(name);
                     }
                 } else if can_acquire && entry.next_attempt.is_some_and(|t| t <= now) {
-                    self.send_acquire(name);
+                    if slot_free {
+                        self.send_acquire(name);
+                    } else if !entry.parked {
+                        // S4.6: wait for a slot, behind those already waiting.
+                        entry.parked = true;
+                        self.parked.push_back(name.clone());
+                    }
                 }
             }
             Status::Leader | Status::Stopped => {}
@@ -285,6 +292,71 @@ impl Engine {
             session,
             name: name.clone(),
         });
+    }
+
+    /// Acquires sent and neither answered nor past their call timeout
+    /// (S2.4): the calls the backend may still be serving. Acquires are
+    /// sent in `op` order at non-decreasing times, so the live ones are the
+    /// newest; with a slot limit (S4.6) there are at most that many.
+    fn live_acquires(&self) -> impl Iterator<Item = &AcquireOp> {
+        let (now, timeout) = (self.now, self.call_timeout());
+        self.acquires
+            .values()
+            .rev()
+            .take_while(move |a| a.sent_at + timeout > now)
+    }
+
+    /// S4.6: an acquire may be sent now without passing a waiting one.
+    fn acquire_slot_free(&self) -> bool {
+        match self.profile.acquire_slots {
+            None => true,
+            Some(max) => self.parked.is_empty() && self.live_acquires().count() < max.max(1),
+        }
+    }
+
+    /// S4.6: sends the acquires of waiting candidates, oldest first, while
+    /// slots are free. A name that no longer waits (stopped, elected by a
+    /// late reply, cooling down, or a new entry of the same name) is
+    /// dropped from the queue.
+    pub(super) fn fill_acquire_slots(&mut self) {
+        let Some(max) = self.profile.acquire_slots else {
+            return;
+        };
+        if self.parked.is_empty() || !self.can_acquire() {
+            return;
+        }
+        let mut free = max.max(1).saturating_sub(self.live_acquires().count());
+        let now = self.now;
+        while free > 0 {
+            let Some(name) = self.parked.pop_front() else {
+                break;
+            };
+            let Some(entry) = self.entries.get_mut(&name) else {
+                continue;
+            };
+            if !entry.parked {
+                continue;
+            }
+            entry.parked = false;
+            self.dirty.push(name.clone());
+            let due = entry.status == Status::Candidate
+                && entry.attempt.is_none()
+                && entry.next_attempt.is_some_and(|t| t <= now);
+            if due {
+                self.send_acquire(&name);
+                free -= 1;
+            }
+        }
+    }
+
+    /// When the oldest acquire in flight reaches its call timeout, while
+    /// candidates wait for a slot (S4.6).
+    pub(super) fn slots_wake(&self) -> Option<Timestamp> {
+        if self.profile.acquire_slots.is_none() || self.parked.is_empty() {
+            return None;
+        }
+        let timeout = self.call_timeout();
+        self.live_acquires().last().map(|a| a.sent_at + timeout)
     }
 
     /// Forgets abandoned acquires whose replies can no longer matter.
