@@ -232,6 +232,10 @@ struct Timed {
 }
 
 impl Backend for Timed {
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        // The wrapped backend's slots (S4.6): the wrapper adds no capacity.
+        self.inner.max_concurrent_calls()
+    }
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,

@@ -1327,6 +1327,14 @@ impl Severable {
 }
 
 impl Backend for Severable {
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        // The wrapped backend's slots (S4.6): the wrapper adds no capacity.
+        self.inner.max_concurrent_calls()
+    }
+    fn renewal_proves(&self) -> simba_core::Fraction {
+        // ZooKeeper's 5/12 (S8.5): the engine must not believe more.
+        self.inner.renewal_proves()
+    }
     fn open_session(
         &self,
         d: Duration,
