@@ -691,8 +691,8 @@ impl EtcdBackend {
 
     /// A raw `put` of one key, for benchmarks: a durable write (etcd
     /// commits it through its log before answering), the floor of any call
-    /// that changes a lease (a take-over is two: the old holder's delete,
-    /// the next holder's create).
+    /// that changes a lease (an acquire that places the session, a release;
+    /// a hand-over to a waiting place is the release's delete alone).
     ///
     /// # Errors
     /// A [`BackendError`] if the call failed.
@@ -1948,6 +1948,9 @@ async fn track(
     let mut ready = Some(ready);
     let mut next_rev: Option<i64> = None;
     loop {
+        if inner.strong_count() == 0 {
+            return; // the backend is gone
+        }
         let start = async {
             let from = match next_rev {
                 Some(r) => r,
