@@ -753,9 +753,9 @@ async fn bench(cli: Cli) -> i32 {
         {
             let mut rel = Vec::new();
             if let Some(w) = &write {
-                // ZooKeeper queues the waiter's place before the release
-                // (one write on the hand-over path); etcd writes twice.
-                let path = if t.kind == Kind::Zookeeper {
+                // ZooKeeper and etcd queue the waiter's place before the
+                // release (one write on the hand-over path).
+                let path = if matches!(t.kind, Kind::Zookeeper | Kind::Etcd) {
                     "the holder's delete and a notification: the waiter's place exists already"
                 } else {
                     "two writes: delete, create; and a notification"
