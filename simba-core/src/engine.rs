@@ -102,8 +102,13 @@ pub struct Engine {
     stats: Stats,
     /// Slot claims awaiting a reply (S11.1).
     claims: BTreeMap<OpId, slots::PendingClaim>,
-    /// Withdraw commands awaiting a reply, with when they were sent (S4.5).
-    withdraws: BTreeMap<OpId, Timestamp>,
+    /// Withdraw commands awaiting a reply: when each was sent, its session
+    /// and its name (S4.5).
+    withdraws: BTreeMap<OpId, (Timestamp, SessionId, LeaseName)>,
+    /// Names whose withdraw failed, with the session it was for: withdrawn
+    /// again after the next successful renewal of that session, unless the
+    /// name competes again by then (S4.5).
+    withdraw_again: BTreeMap<LeaseName, SessionId>,
     /// Due candidates waiting for an acquire slot, first come first served
     /// (S4.6). An entry is here while its `parked` flag is set; a name whose
     /// entry is gone or no longer waits is skipped when it comes up.
@@ -153,6 +158,7 @@ impl Engine {
             stats: Stats::default(),
             claims: BTreeMap::new(),
             withdraws: BTreeMap::new(),
+            withdraw_again: BTreeMap::new(),
             parked: VecDeque::new(),
         };
         engine.emit(Event::SessionStateChanged {

@@ -859,7 +859,7 @@ fn s4_5_a_term_ends_the_wait_so_nothing_is_withdrawn_after_it() {
 }
 
 #[test]
-fn s4_5_a_failed_withdraw_is_reported_and_nothing_else() {
+fn s4_5_a_failed_withdraw_is_reported_and_sent_again_after_the_next_renewal() {
     let mut h = H::live(fast_config());
     waiting_candidate(&mut h, "a");
     h.engine.stop(h.now, &name("a")).unwrap();
@@ -870,6 +870,8 @@ fn s4_5_a_failed_withdraw_is_reported_and_nothing_else() {
         op,
         result: Err(error.clone()),
     });
+    // Reported, and not sent again at once (a backend that fails fast is
+    // not called in a loop).
     assert_eq!(
         out,
         vec![Output::Event(Event::BackendFailed {
@@ -885,6 +887,77 @@ fn s4_5_a_failed_withdraw_is_reported_and_nothing_else() {
     });
     assert!(out.is_empty());
     assert_eq!(h.engine.stats().stale_replies, stale + 1);
+    // The next successful renewal sends it again, once.
+    let mut out = Vec::new();
+    for _ in 0..240 {
+        if h.has_pending(|c| matches!(c, Command::Withdraw { .. })) {
+            break;
+        }
+        out.extend(h.advance(ms(250)));
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            out.extend(h.renew_truthfully());
+        }
+    }
+    assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+    let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
+    assert!(h
+        .input(Input::WithdrawReplied { op, result: Ok(()) })
+        .is_empty());
+    // Answered: nothing more, however many renewals follow.
+    let out = pass_live(&mut h, secs(10));
+    assert!(withdrawals(&out).is_empty());
+    assert_eq!(h.engine.stats().withdrawals, 2);
+}
+
+#[test]
+fn s4_5_a_failed_withdraw_of_a_name_that_competes_again_is_not_sent_again() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
+    h.input(Input::WithdrawReplied {
+        op,
+        result: Err(BackendError::new(BackendErrorKind::Unavailable, "down")),
+    });
+    // The election starts again: its acquires use the place; withdrawing
+    // it now would only cost it its turn.
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    let mut out = h.drain();
+    out.extend(h.acquire_reply("a", held_elsewhere()));
+    out.extend(pass_live(&mut h, secs(10)));
+    assert!(withdrawals(&out).is_empty(), "{out:?}");
+}
+
+#[test]
+fn s4_5_a_failed_withdraw_is_not_sent_again_on_a_new_session() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
+    h.input(Input::WithdrawReplied {
+        op,
+        result: Err(BackendError::new(BackendErrorKind::Unavailable, "down")),
+    });
+    // The session ends (its end removes its places); the next one has
+    // nothing to withdraw.
+    while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.step();
+    }
+    let op = h.take_renew();
+    h.input(Input::RenewReplied {
+        op,
+        result: Err(RenewError::Expired),
+    });
+    while !h.has_pending(|c| matches!(c, Command::OpenSession { .. })) {
+        h.step();
+    }
+    let lease = h.engine.config().lease_duration();
+    let mut out = h.grant_open(lease);
+    out.extend(pass_live(&mut h, secs(10)));
+    assert!(withdrawals(&out).is_empty(), "{out:?}");
+    assert_eq!(h.engine.stats().withdrawals, 1);
 }
 
 // ----- S4.6 acquires wait for a free slot ----------------------------------

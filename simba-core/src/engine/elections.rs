@@ -912,7 +912,8 @@ impl Engine {
     /// Emits a [`Command::Withdraw`] of `session`'s wait for `name` (S4.5).
     pub(super) fn withdraw(&mut self, session: SessionId, name: LeaseName) {
         let op = self.op();
-        self.withdraws.insert(op, self.now);
+        self.withdraw_again.remove(&name);
+        self.withdraws.insert(op, (self.now, session, name.clone()));
         self.prune_withdraws();
         self.stats.withdrawals += 1;
         self.command(Command::Withdraw { op, session, name });
@@ -923,7 +924,7 @@ impl Engine {
     fn prune_withdraws(&mut self) {
         let horizon = self.config.lease_duration().saturating_mul(4);
         while let Some(entry) = self.withdraws.first_entry() {
-            if *entry.get() + horizon < self.now {
+            if entry.get().0 + horizon < self.now {
                 entry.remove();
             } else {
                 break;
@@ -931,14 +932,40 @@ impl Engine {
         }
     }
 
-    /// A reply to [`Command::Withdraw`]: nothing waits on it; a failure is
-    /// only reported (the place ends with the session at the latest, S4.5).
-    pub(super) fn on_withdraw_replied(&mut self, op: OpId, result: Result<(), BackendError>) {
-        if self.withdraws.remove(&op).is_none() {
-            self.stats.stale_replies += 1;
+    /// S4.5: after a successful renewal of `session`, withdraws again every
+    /// name whose withdraw failed on it and that does not compete again
+    /// (the renewal shows the backend answers again; one retry per
+    /// renewal, so a backend that keeps failing is not called in a loop).
+    pub(super) fn withdraw_failed_again(&mut self, session: SessionId) {
+        if self.withdraw_again.is_empty() || !self.can_acquire() {
             return;
         }
+        let again = std::mem::take(&mut self.withdraw_again);
+        for (name, s) in again {
+            let competing = self.entries.get(&name).is_some_and(|e| {
+                matches!(e.status, Status::Candidate | Status::Leader)
+                    || e.held.is_some()
+                    || e.handover.is_some()
+            });
+            if s == session && !competing {
+                self.withdraw(session, name);
+            }
+        }
+    }
+
+    /// A reply to [`Command::Withdraw`]: nothing waits on it. A failure is
+    /// reported, and the withdraw is sent again after the session's next
+    /// successful renewal (S4.5): a place nobody wants must not wait for
+    /// the session's end, where it could become the holder first.
+    pub(super) fn on_withdraw_replied(&mut self, op: OpId, result: Result<(), BackendError>) {
+        let Some((_, session, name)) = self.withdraws.remove(&op) else {
+            self.stats.stale_replies += 1;
+            return;
+        };
         if let Err(error) = result {
+            if self.session.id == Some(session) {
+                self.withdraw_again.insert(name, session);
+            }
             self.emit(Event::BackendFailed {
                 command: "withdraw",
                 error,

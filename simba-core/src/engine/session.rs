@@ -388,6 +388,9 @@ impl Engine {
                 if !self.groups.is_empty() {
                     self.on_group_views(renewal.groups, call.sent_seq);
                 }
+                if let Some(session) = self.session.id {
+                    self.withdraw_failed_again(session);
+                }
             }
             Err(RenewError::Expired) => self.end_session(RevokeReason::SessionExpired),
             Err(RenewError::Backend(error)) => self.renew_failed(error),
@@ -502,6 +505,8 @@ impl Engine {
             }
         }
         self.session.id = None;
+        // The session's end removes its places: nothing to withdraw again.
+        self.withdraw_again.clear();
         self.session.deadline = None;
         self.session.call = None;
         self.session.period = self.config.renew_interval();
@@ -570,6 +575,7 @@ impl Engine {
         self.session.next_call = None;
         self.set_state(SessionState::Closed);
         self.session.id = None;
+        self.withdraw_again.clear();
         self.session.deadline = None;
         self.emit(Event::Closed);
     }
