@@ -1235,7 +1235,7 @@ async fn clean_up(entry: Weak<Entry>, client: zk::Client, stale: Vec<(String, St
         let current = lock(&e.places).get(&n).cloned();
         let delete = match &current {
             None => true,
-            Some(Place::Waiting { path: p, since, .. }) => *p == path && since.elapsed() > e.lease,
+            Some(Place::Waiting { path: p, .. }) => *p != path,
             Some(Place::Pending { since }) => since.elapsed() > e.timeout * 2,
             Some(Place::Won { path: p, .. }) => *p != path,
         };
@@ -1383,9 +1383,10 @@ impl Backend for ZkBackend {
             let prefix = format!("{}/", self.inner.leases_dir);
             let mut owned = Vec::new();
             let mut live: HashSet<&str> = HashSet::with_capacity(paths.len());
-            // Places no acquire of the engine stands behind any more: left by
-            // a lost reply, or waiting with no acquire for a whole lease
-            // (the engine retries far more often while it competes, S4.1).
+            // Places no acquire of the engine stands behind: left by a lost
+            // reply (none recorded). A waiting place stays until it wins, is
+            // withdrawn, or ends with the session (S4.5): a candidate parked
+            // for an acquire slot (S4.6) keeps its turn.
             let mut stale: Vec<(String, String)> = Vec::new();
             {
                 let mut places = lock(&entry.places);
@@ -1404,11 +1405,7 @@ impl Backend for ZkBackend {
                                 .map_err(|e| malformed(format!("lease znode {p:?}: {e}")))?;
                             owned.push((name, token_of(n, *czxid)?));
                         }
-                        Some(Place::Waiting { path, since, .. }) if path == p => {
-                            if *since + entry.lease < sent {
-                                stale.push((n.to_owned(), p.clone()));
-                            }
-                        }
+                        Some(Place::Waiting { path, .. }) if path == p => {}
                         Some(Place::Pending { since }) if *since + entry.timeout * 2 >= sent => {}
                         _ => stale.push((n.to_owned(), p.clone())),
                     }

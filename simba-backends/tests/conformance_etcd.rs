@@ -69,6 +69,22 @@ async fn etcd_history_linearizes() {
     factory.cleanup().await;
 }
 
+/// A waiter's place outlives a lease with no acquire (a candidate parked for
+/// an acquire slot, S4.6): only a win, a withdraw or the session's end
+/// removes it (S4.5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_waiter_keeps_its_turn_without_acquiring() {
+    if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {
+        return;
+    }
+    let factory = EtcdFactory { tag: tag() };
+    let b = factory.connect("turn").await.unwrap();
+    let result = waiter_keeps_its_turn(&b, std::time::Duration::from_secs(2)).await;
+    drop(b);
+    factory.cleanup().await;
+    result.unwrap();
+}
+
 /// Upgrading from a Simba that held a name with one key `P/l/NAME` on its
 /// session's lease: while such a key exists, a new client's acquire is
 /// `Held` by that holder and writes no place; once it is gone, the new

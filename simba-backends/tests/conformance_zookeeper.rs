@@ -121,3 +121,19 @@ async fn zookeeper_history_linearizes() {
     drop(clients);
     cleanup(&factory).await;
 }
+
+/// A waiter's place outlives a lease with no acquire (a candidate parked for
+/// an acquire slot, S4.6): only a win, a withdraw or the session's end
+/// removes it (S4.5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_waiter_keeps_its_turn_without_acquiring() {
+    if !server_available("ZooKeeper at 127.0.0.1:2181", zk_probe().await) {
+        return;
+    }
+    let factory = ZkFactory::new();
+    let b = factory.connect("turn").await.unwrap();
+    let result = waiter_keeps_its_turn(&b, Duration::from_secs(2)).await;
+    drop(b);
+    cleanup(&factory).await;
+    result.unwrap();
+}

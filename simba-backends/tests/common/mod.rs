@@ -419,3 +419,63 @@ pub async fn history_check<B: simba_backends::Backend>(
         "[{label}] too few terms to mean anything: {v}"
     );
 }
+
+/// A queueing backend keeps a waiter's turn however long it goes without
+/// an acquire (S4.5, S4.6): `a` holds `name`; `w`, then `c`, are answered
+/// `Held`; both sessions (leases of `lease`) are only renewed for 1.5
+/// leases; after `a` releases, `c` is still `Held` behind `w`, and `w` wins.
+/// A backend that dropped `w`'s place as unconfirmed would hand `c` the
+/// lease instead.
+#[cfg(feature = "testkit")]
+pub async fn waiter_keeps_its_turn<B: simba_backends::Backend>(
+    b: &B,
+    lease: std::time::Duration,
+) -> Result<(), String> {
+    let e = |what: &str, err: &dyn std::fmt::Display| format!("{what}: {err}");
+    let name = LeaseName::new("turn").map_err(|x| e("name", &x))?;
+    let a = b
+        .open_session(std::time::Duration::from_secs(30))
+        .await
+        .map_err(|x| e("open a", &x))?
+        .session;
+    let w = b
+        .open_session(lease)
+        .await
+        .map_err(|x| e("open w", &x))?
+        .session;
+    let c = b
+        .open_session(lease)
+        .await
+        .map_err(|x| e("open c", &x))?
+        .session;
+    let t = match b.acquire(a, &name).await.map_err(|x| e("acquire a", &x))? {
+        AcquireOutcome::Won { token, .. } => token,
+        other => return Err(format!("a's uncontended acquire: {other:?}")),
+    };
+    for s in [w, c] {
+        match b.acquire(s, &name).await.map_err(|x| e("acquire", &x))? {
+            AcquireOutcome::Held { .. } => {}
+            other => return Err(format!("a waiter's acquire: {other:?}")),
+        }
+    }
+    let end = std::time::Instant::now() + lease.mul_f64(1.5);
+    while std::time::Instant::now() < end {
+        tokio::time::sleep(lease / 5).await;
+        for s in [w, c] {
+            b.renew(s).await.map_err(|x| e("renew", &x))?;
+        }
+    }
+    b.release(a, &name, t).await.map_err(|x| e("release", &x))?;
+    match b.acquire(c, &name).await.map_err(|x| e("acquire c", &x))? {
+        AcquireOutcome::Held { .. } => {}
+        other => {
+            return Err(format!(
+                "the later waiter got {other:?}: the first waiter lost its turn"
+            ))
+        }
+    }
+    match b.acquire(w, &name).await.map_err(|x| e("acquire w", &x))? {
+        AcquireOutcome::Won { token, .. } if token > t => Ok(()),
+        other => Err(format!("the first waiter got {other:?} after the release")),
+    }
+}
