@@ -427,6 +427,9 @@ pub async fn latency(
         &format!("floor: {}", f.round_trip.0),
         rt.clone(),
     )];
+    // Against a round-trip floor, also the least any durable acquire and
+    // release cost: two writes (a create and a delete), one after the other.
+    let mut two_writes = None;
     let floor = match &f.write {
         Some((label, _)) => {
             let w = fig(&v[1]);
@@ -434,18 +437,32 @@ pub async fn latency(
             if f.versus_write {
                 (w, "write floor")
             } else {
+                two_writes = w.median_secs();
                 (rt, "round-trip floor")
             }
         }
         None => (rt, "round-trip floor"),
     };
     let direct = fig(&v[2]);
+    let mut relative = format!("{} {}", ratio(&direct, &floor.0), floor.1);
+    if let (Some(d), Some(w)) = (direct.median_secs(), two_writes) {
+        if w > 0.0 {
+            relative.push_str(&format!(
+                "; {:.2}× two durable writes (2 × the write floor, {:.2}× the round trip: the least a create and a delete cost)",
+                d / (2.0 * w),
+                match floor.0.median_secs() {
+                    Some(r) if r > 0.0 => 2.0 * w / r,
+                    _ => f64::NAN,
+                }
+            ));
+        }
+    }
     let mut row = Row::new(
         k,
         "acquire+release: Backend::acquire + release (one session)",
         direct.clone(),
     )
-    .relative(format!("{} {}", ratio(&direct, &floor.0), floor.1));
+    .relative(relative);
     if let Some((pname, _)) = &peer {
         row = row.peer(pname, fig(&v[4]));
     }
