@@ -361,9 +361,12 @@ struct ExpiryTiming {
     enabled: bool,
     /// Per (node, name): the node's latest acquire (op, session, local send time).
     sent: BTreeMap<(usize, LeaseName), (u64, SessionId, Timestamp)>,
-    /// Per (node, op): a `Held` answer with `holder_remaining`, as the
-    /// backend gave it: (name, holder, token, holder's expiry in backend ns).
-    answers: BTreeMap<(usize, u64), (LeaseName, SessionId, Token, u64)>,
+    /// Per (node, op): each `Held` answer with `holder_remaining`, as the
+    /// backend gave it: (name, holder, token, holder's expiry in backend ns,
+    /// the `holder_remaining` it reported). A command the network
+    /// duplicated is answered twice, and the holder may renew in between:
+    /// a delivered reply is matched to the answer it carries.
+    answers: BTreeMap<(usize, u64), Vec<HeldAnswer>>,
     /// Per (node, name): the `Held` reply the node's current attempt got:
     /// (session, local arrival, holder, token, holder's expiry).
     seen: BTreeMap<(usize, LeaseName), SeenHeld>,
@@ -380,6 +383,10 @@ impl ExpiryTiming {
         self.timed.retain(|(n, _), _| *n != node);
     }
 }
+
+/// One `Held` answer of the backend, as the S4.4 checker remembers it:
+/// (name, holder, token, holder's expiry in backend ns, reported remaining).
+type HeldAnswer = (LeaseName, SessionId, Token, u64, Duration);
 
 /// A lease an outside actor removed from a live holder (a `lease removed`
 /// fault), as the S3.4 checker remembers it until the holder's first
@@ -1493,8 +1500,31 @@ impl World {
                 self.s44.seen.remove(&(node, name.clone()));
                 self.s44.sent.remove(&(node, name.clone()));
             }
-            Input::AcquireReplied { op, .. } => {
-                let answer = self.s44.answers.remove(&(node, op.0));
+            Input::AcquireReplied { op, result } => {
+                // The backend's answer this reply carries (a duplicated
+                // command was answered twice, maybe with different expiries).
+                let answer = match result {
+                    Ok(AcquireOutcome::Held {
+                        holder: Some(h),
+                        token: Some(t),
+                        holder_remaining: Some(r),
+                    }) => self.s44.answers.get_mut(&(node, op.0)).and_then(|all| {
+                        let i = all
+                            .iter()
+                            .position(|a| a.1 == *h && a.2 == *t && a.4 == *r)?;
+                        Some(all.remove(i))
+                    }),
+                    _ => None,
+                }
+                .map(|(name, h, t, exp, _)| (name, h, t, exp));
+                if self
+                    .s44
+                    .answers
+                    .get(&(node, op.0))
+                    .is_some_and(|all| all.is_empty())
+                {
+                    self.s44.answers.remove(&(node, op.0));
+                }
                 // The engine acts on the first reply to its current attempt
                 // only: a duplicate (the network may deliver a command or a
                 // reply twice) is stale, whatever it says, so the attempt is
@@ -1921,7 +1951,7 @@ impl World {
                 if let Ok(AcquireOutcome::Held {
                     holder: Some(h),
                     token: Some(t),
-                    holder_remaining: Some(_),
+                    holder_remaining: Some(r),
                 }) = &result
                 {
                     if let Some(exp) = self.backend.expires_at(*h) {
@@ -1929,9 +1959,13 @@ impl World {
                             if self.s44.answers.len() >= 4096 {
                                 self.s44.answers.pop_first();
                             }
-                            self.s44
-                                .answers
-                                .insert((node, op.0), (name.clone(), *h, *t, exp));
+                            self.s44.answers.entry((node, op.0)).or_default().push((
+                                name.clone(),
+                                *h,
+                                *t,
+                                exp,
+                                *r,
+                            ));
                         }
                     }
                 }

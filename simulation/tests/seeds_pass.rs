@@ -32,3 +32,18 @@ fn lease_removed_seeds_pass_every_checker_s3_4() {
     assert!(summary.fenced_rejections > 0, "{summary}");
     assert_eq!(summary.fenced_stale_accepted, 0, "{summary}");
 }
+
+/// Seeds where the network duplicated an acquire and the holder renewed
+/// between the backend's two answers: the engine rightly timed its next
+/// attempt by the first answer it got (S4.4), and an earlier expiry-timing
+/// checker wrongly charged it with the later answer's expiry. The checker
+/// now matches each delivered reply to the answer it carries; these seeds
+/// must pass (the checker still catches `retry-before-expiry`:
+/// `mutants_caught.rs`).
+#[test]
+fn a_duplicated_acquire_answered_before_and_after_a_renewal_is_no_violation_s4_4() {
+    for seed in [108_335, 138_198, 202_975] {
+        let r = simulation::runner::run_seed(seed, Mode::Default, None);
+        assert!(r.violations.is_empty(), "seed {seed}: {:?}", r.violations);
+    }
+}
