@@ -788,8 +788,16 @@ impl ZkBackend {
         let sequential = zk::CreateMode::EphemeralSequential.with_acls(acls);
         let persistent = zk::CreateMode::Persistent.with_acls(acls);
         let me = entry.zk_id;
+        // A name's parent znode is created by the first acquire that finds
+        // it missing, in the same multi-op as that acquire's place: a new
+        // name costs two round trips (the multi that fails, the one that
+        // creates both), not three.
+        let mut with_parent = false;
         for _ in 0..4 {
             let mut multi = client.new_multi_writer();
+            if with_parent {
+                multi.add_create(&parent, &[], &persistent)?;
+            }
             multi.add_create(&base, &me.to_be_bytes(), &sequential)?;
             multi.add_set_data(&parent, &[], None)?;
             // Both requests are sent now, in this order: the listing sees
@@ -799,11 +807,14 @@ impl ZkBackend {
             let (created, listed) = futures::join!(created, listed);
             let results = match created.map_err(multi_err) {
                 Ok(r) => r,
-                Err(zk::Error::NoNode) => {
-                    match client.create(&parent, &[], &persistent).await {
-                        Ok(_) | Err(zk::Error::NodeExists) => {}
-                        Err(e) => return Err(e),
-                    }
+                // No parent yet: create it with the place.
+                Err(zk::Error::NoNode) if !with_parent => {
+                    with_parent = true;
+                    continue;
+                }
+                // Another session created it meanwhile.
+                Err(zk::Error::NodeExists) if with_parent => {
+                    with_parent = false;
                     continue;
                 }
                 Err(e) => return Err(e),
@@ -813,7 +824,10 @@ impl ZkBackend {
             let mut czxid = None;
             for r in results {
                 match r {
-                    zk::MultiWriteResult::Create { path: p, .. } => path = Some(p),
+                    // The place, not the parent the same multi may create.
+                    zk::MultiWriteResult::Create { path: p, .. } if p.starts_with(&base) => {
+                        path = Some(p)
+                    }
                     zk::MultiWriteResult::SetData { stat } => czxid = Some(stat.mzxid),
                     _ => {}
                 }
@@ -1630,7 +1644,11 @@ impl Backend for ZkBackend {
                     None => LeaseInfo {
                         name,
                         holder: None,
-                        token: if parent.mzxid != parent.czxid {
+                        // Every place's multi sets the parent's data (its
+                        // mzxid is the place's token), in the same
+                        // transaction that may create the parent: a
+                        // version above 0 means some place was made.
+                        token: if parent.version > 0 {
                             Some(token_of(n, parent.mzxid)?)
                         } else {
                             None
