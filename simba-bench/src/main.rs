@@ -41,8 +41,33 @@ struct Cli {
     /// `quick` with --quick].
     #[arg(long)]
     out: Option<String>,
+    /// The lease duration of every Simba client and peer session, in
+    /// milliseconds (ZooKeeper's session timeout, etcd's TTL rounded up to
+    /// whole seconds).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1000..=600_000))]
+    lease_ms: u64,
+    /// Only these sections (repeat or separate with commas): latency,
+    /// handover, failover, holding. Default: all.
+    #[arg(long = "only", value_delimiter = ',')]
+    only: Vec<Section>,
+    /// Crash fail-overs per backend and peer [default: 30, or 3 with --quick].
+    #[arg(long)]
+    failovers: Option<usize>,
     #[command(subcommand)]
     helper: Option<Helper>,
+}
+
+/// A section of the full run (`--only`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Section {
+    /// Floors and acquire+release.
+    Latency,
+    /// Graceful hand-overs and their floors.
+    Handover,
+    /// Crash fail-overs.
+    Failover,
+    /// Backend calls, CPU and RSS while holding many leases.
+    Holding,
 }
 
 /// Helper processes the bench starts (not for direct use), and `load`.
@@ -661,7 +686,12 @@ fn git_rev() -> String {
 
 async fn bench(cli: Cli) -> i32 {
     let started = Instant::now();
-    let plan = Plan::new(cli.quick);
+    let mut plan = Plan::new(cli.quick);
+    plan.lease = Duration::from_millis(cli.lease_ms);
+    if let Some(n) = cli.failovers {
+        plan.failovers = n.max(1);
+    }
+    let runs = |s: Section| cli.only.is_empty() || cli.only.contains(&s);
     let mut kinds = Vec::new();
     for b in &cli.backends {
         match Kind::parse(b.trim()) {
@@ -714,20 +744,24 @@ async fn bench(cli: Cli) -> i32 {
             say(&report::line(r));
         }
     };
-    say(&format!(
-        "-- floors and acquire+release ({} iterations)",
-        plan.iters
-    ));
-    for t in &targets {
+    if runs(Section::Latency) {
+        say(&format!(
+            "-- floors and acquire+release ({} iterations)",
+            plan.iters
+        ));
+    }
+    for t in targets.iter().filter(|_| runs(Section::Latency)) {
         let rows = latency_rows(t, &plan, &tools, with_peers).await;
         show(&rows);
         by_kind.entry(t.kind).or_default().extend(rows);
     }
-    say(&format!(
-        "-- graceful hand-over ({} library, {} simba run)",
-        plan.handovers, plan.cli_handovers
-    ));
-    for t in &targets {
+    if runs(Section::Handover) {
+        say(&format!(
+            "-- graceful hand-over ({} library, {} simba run)",
+            plan.handovers, plan.cli_handovers
+        ));
+    }
+    for t in targets.iter().filter(|_| runs(Section::Handover)) {
         let mut floors = handover_floor_rows(t, &plan).await;
         let mut rows = handover_rows(t, &plan, &tools, with_peers).await;
         // ZooKeeper and etcd: how the hand-over compares with the durable
@@ -786,13 +820,16 @@ async fn bench(cli: Cli) -> i32 {
         entry.splice(at..at, floors);
         entry.extend(rows);
     }
-    say(&format!(
-        "-- crash fail-over ({} per backend, backends in parallel)",
-        plan.failovers
-    ));
+    if runs(Section::Failover) {
+        say(&format!(
+            "-- crash fail-over ({} per backend, backends in parallel)",
+            plan.failovers
+        ));
+    }
     let all = join_all(
         targets
             .iter()
+            .filter(|_| runs(Section::Failover))
             .map(|t| failover_rows(t, &plan, &tools, with_peers)),
     )
     .await;
@@ -800,12 +837,20 @@ async fn bench(cli: Cli) -> i32 {
         show(&rows);
         by_kind.entry(t.kind).or_default().extend(rows);
     }
-    say(&format!(
-        "-- holding {:?} leases: server-side calls over {} s, client CPU and RSS (backends in parallel)",
-        plan.sizes,
-        plan.window.as_secs()
-    ));
-    let all = join_all(targets.iter().map(|t| measure::holding(t, &plan, &tools))).await;
+    if runs(Section::Holding) {
+        say(&format!(
+            "-- holding {:?} leases: server-side calls over {} s, client CPU and RSS (backends in parallel)",
+            plan.sizes,
+            plan.window.as_secs()
+        ));
+    }
+    let all = join_all(
+        targets
+            .iter()
+            .filter(|_| runs(Section::Holding))
+            .map(|t| measure::holding(t, &plan, &tools)),
+    )
+    .await;
     for (t, rows) in targets.iter().zip(all) {
         show(&rows);
         by_kind.entry(t.kind).or_default().extend(rows);
@@ -818,8 +863,23 @@ async fn bench(cli: Cli) -> i32 {
         .clone()
         .unwrap_or_else(|| if plan.quick { "quick" } else { "latest" }.into());
     let dir = repo_dir().join("bench/results");
+    let mut extra = String::new();
+    if cli.lease_ms != 2000 {
+        extra.push_str(&format!(" --lease-ms {}", cli.lease_ms));
+    }
+    if !cli.only.is_empty() {
+        let names: Vec<String> = cli
+            .only
+            .iter()
+            .map(|s| format!("{s:?}").to_lowercase())
+            .collect();
+        extra.push_str(&format!(" --only {}", names.join(",")));
+    }
+    if let Some(n) = cli.failovers {
+        extra.push_str(&format!(" --failovers {n}"));
+    }
     let command = format!(
-        "bash bench/setup.sh && cargo build --release -p simba-cli --all-features && cargo run -p simba-bench --release --features etcd --{}{}{}{}",
+        "bash bench/setup.sh && cargo build --release -p simba-cli --all-features && cargo run -p simba-bench --release --features etcd --{}{extra}{}{}{}",
         if plan.quick { " --quick" } else { "" },
         if cli.backends.is_empty() {
             String::new()
