@@ -1259,12 +1259,9 @@ async fn clean_up(entry: Weak<Entry>, client: zk::Client, stale: Vec<(String, St
         match client.delete(&path, None).await {
             Ok(()) | Err(zk::Error::NoNode) => {
                 let mut places = lock(&e.places);
-                let same = match places.get(&n) {
-                    Some(Place::Waiting { path: p, .. }) => *p == path,
-                    Some(Place::Pending { .. }) => true,
-                    _ => false,
-                };
-                if same {
+                // A pending place may be this one, left by a lost reply;
+                // a recorded waiting place or term is never the one deleted.
+                if matches!(places.get(&n), Some(Place::Pending { .. })) {
                     places.remove(&n);
                 }
             }

@@ -24,7 +24,7 @@ use crate::name::LeaseName;
 use crate::protocol::{Command, Event, Input, Level, Output, SessionState};
 use crate::time::Timestamp;
 use crate::timers::Timers;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// What a backend supplies about itself to the engine.
@@ -105,10 +105,10 @@ pub struct Engine {
     /// Withdraw commands awaiting a reply: when each was sent, its session
     /// and its name (S4.5).
     withdraws: BTreeMap<OpId, (Timestamp, SessionId, LeaseName)>,
-    /// Names whose withdraw failed, with the session it was for: withdrawn
-    /// again after the next successful renewal of that session, unless the
-    /// name competes again by then (S4.5).
-    withdraw_again: BTreeMap<LeaseName, SessionId>,
+    /// Names whose withdraw on the current session failed: withdrawn again
+    /// after its next successful renewal, unless the name competes again by
+    /// then (S4.5). Emptied when the session ends.
+    withdraw_again: BTreeSet<LeaseName>,
     /// Due candidates waiting for an acquire slot, first come first served
     /// (S4.6). An entry is here while its `parked` flag is set; a name whose
     /// entry is gone or no longer waits is skipped when it comes up.
@@ -158,7 +158,7 @@ impl Engine {
             stats: Stats::default(),
             claims: BTreeMap::new(),
             withdraws: BTreeMap::new(),
-            withdraw_again: BTreeMap::new(),
+            withdraw_again: BTreeSet::new(),
             parked: VecDeque::new(),
         };
         engine.emit(Event::SessionStateChanged {

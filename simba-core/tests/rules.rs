@@ -858,18 +858,25 @@ fn s4_5_a_term_ends_the_wait_so_nothing_is_withdrawn_after_it() {
     assert!(withdrawals(&h.log).is_empty());
 }
 
-#[test]
-fn s4_5_a_failed_withdraw_is_reported_and_sent_again_after_the_next_renewal() {
-    let mut h = H::live(fast_config());
-    waiting_candidate(&mut h, "a");
+/// Election `a` waits (a `Held` reply), is stopped, and its withdraw fails
+/// with `error`: the withdraw's op and the engine's output for the failure.
+fn stopped_candidate_whose_withdraw_failed(h: &mut H, error: BackendError) -> (OpId, Vec<Output>) {
+    waiting_candidate(h, "a");
     h.engine.stop(h.now, &name("a")).unwrap();
     h.drain();
     let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
-    let error = BackendError::new(BackendErrorKind::Unavailable, "down");
     let out = h.input(Input::WithdrawReplied {
         op,
-        result: Err(error.clone()),
+        result: Err(error),
     });
+    (op, out)
+}
+
+#[test]
+fn s4_5_a_failed_withdraw_is_reported_and_sent_again_after_the_next_renewal() {
+    let mut h = H::live(fast_config());
+    let error = BackendError::new(BackendErrorKind::Unavailable, "down");
+    let (op, out) = stopped_candidate_whose_withdraw_failed(&mut h, error.clone());
     // Reported, and not sent again at once (a backend that fails fast is
     // not called in a loop).
     assert_eq!(
@@ -912,14 +919,8 @@ fn s4_5_a_failed_withdraw_is_reported_and_sent_again_after_the_next_renewal() {
 #[test]
 fn s4_5_a_failed_withdraw_of_a_name_that_competes_again_is_not_sent_again() {
     let mut h = H::live(fast_config());
-    waiting_candidate(&mut h, "a");
-    h.engine.stop(h.now, &name("a")).unwrap();
-    h.drain();
-    let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
-    h.input(Input::WithdrawReplied {
-        op,
-        result: Err(BackendError::new(BackendErrorKind::Unavailable, "down")),
-    });
+    let down = BackendError::new(BackendErrorKind::Unavailable, "down");
+    stopped_candidate_whose_withdraw_failed(&mut h, down);
     // The election starts again: its acquires use the place; withdrawing
     // it now would only cost it its turn.
     h.engine.start_election(h.now, name("a"), false).unwrap();
@@ -932,14 +933,8 @@ fn s4_5_a_failed_withdraw_of_a_name_that_competes_again_is_not_sent_again() {
 #[test]
 fn s4_5_a_failed_withdraw_is_not_sent_again_on_a_new_session() {
     let mut h = H::live(fast_config());
-    waiting_candidate(&mut h, "a");
-    h.engine.stop(h.now, &name("a")).unwrap();
-    h.drain();
-    let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
-    h.input(Input::WithdrawReplied {
-        op,
-        result: Err(BackendError::new(BackendErrorKind::Unavailable, "down")),
-    });
+    let down = BackendError::new(BackendErrorKind::Unavailable, "down");
+    stopped_candidate_whose_withdraw_failed(&mut h, down);
     // The session ends (its end removes its places); the next one has
     // nothing to withdraw.
     while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {

@@ -941,13 +941,13 @@ impl Engine {
             return;
         }
         let again = std::mem::take(&mut self.withdraw_again);
-        for (name, s) in again {
+        for name in again {
             let competing = self.entries.get(&name).is_some_and(|e| {
                 matches!(e.status, Status::Candidate | Status::Leader)
                     || e.held.is_some()
                     || e.handover.is_some()
             });
-            if s == session && !competing {
+            if !competing {
                 self.withdraw(session, name);
             }
         }
@@ -964,7 +964,7 @@ impl Engine {
         };
         if let Err(error) = result {
             if self.session.id == Some(session) {
-                self.withdraw_again.insert(name, session);
+                self.withdraw_again.insert(name);
             }
             self.emit(Event::BackendFailed {
                 command: "withdraw",
