@@ -86,7 +86,9 @@ pub fn builder_dyn(backend: Arc<dyn Backend>) -> SimbaBuilder {
 
 /// A client configured like the `simba` command: connects to the backend of
 /// `SIMBA_BACKEND` (with its feature enabled on this crate: `sqlite`, the
-/// default, `postgres` or `mysql`) with the timing settings of
+/// default, `postgres`, `mysql`, `redis` (`redis-tls` for `rediss://`),
+/// `zookeeper` (`zookeeper-tls` for `zks://`) or `etcd`; the URL schemes are
+/// those of [`connect`]) with the timing settings of
 /// `SIMBA_SESSION_*` (S8.1), on async-std.
 ///
 /// # Errors

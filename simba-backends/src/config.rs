@@ -54,6 +54,105 @@ pub enum BackendKind {
     Zookeeper,
 }
 
+impl BackendKind {
+    /// Every backend Simba ships, in the order the documents list them. The
+    /// documents' lists of backends, features and URL schemes are checked
+    /// against this (`simba-backends/tests/docs_agree.rs`).
+    pub const ALL: [BackendKind; 6] = [
+        BackendKind::Postgres,
+        BackendKind::Mysql,
+        BackendKind::Sqlite,
+        BackendKind::Redis,
+        BackendKind::Zookeeper,
+        BackendKind::Etcd,
+    ];
+
+    /// The backend's name as the documents write it.
+    ///
+    /// ```
+    /// use simba_backends::BackendKind;
+    /// assert_eq!(BackendKind::Mysql.title(), "MySQL/MariaDB");
+    /// ```
+    pub fn title(self) -> &'static str {
+        match self {
+            BackendKind::Sqlite => "SQLite",
+            BackendKind::Postgres => "PostgreSQL",
+            BackendKind::Mysql => "MySQL/MariaDB",
+            BackendKind::Redis => "Redis",
+            BackendKind::Etcd => "etcd",
+            BackendKind::Zookeeper => "ZooKeeper",
+        }
+    }
+
+    /// The cargo feature that compiles the backend in (the same name on
+    /// `simba-backends`, `simba-client`, both adapters and `simba-cli`).
+    pub fn feature(self) -> &'static str {
+        match self {
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Postgres => "postgres",
+            BackendKind::Mysql => "mysql",
+            BackendKind::Redis => "redis",
+            BackendKind::Etcd => "etcd",
+            BackendKind::Zookeeper => "zookeeper",
+        }
+    }
+
+    /// The extra cargo feature its TLS scheme needs, if TLS is not part of
+    /// [`BackendKind::feature`] (PostgreSQL, MySQL and etcd have TLS built in).
+    pub fn tls_feature(self) -> Option<&'static str> {
+        match self {
+            BackendKind::Redis => Some("redis-tls"),
+            BackendKind::Zookeeper => Some("zookeeper-tls"),
+            _ => None,
+        }
+    }
+
+    /// The URL schemes that name it (`scheme://…`; SQLite also
+    /// `sqlite::memory:`), TLS schemes included.
+    ///
+    /// ```
+    /// use simba_backends::{BackendConfig, BackendKind};
+    /// for kind in BackendKind::ALL {
+    ///     for scheme in kind.schemes() {
+    ///         let url = format!("{scheme}://localhost/x");
+    ///         assert_eq!(BackendConfig::parse(&url).unwrap().kind(), kind);
+    ///     }
+    /// }
+    /// ```
+    pub fn schemes(self) -> &'static [&'static str] {
+        match self {
+            BackendKind::Sqlite => &["sqlite"],
+            BackendKind::Postgres => &["postgres", "postgresql"],
+            BackendKind::Mysql => &["mysql", "mariadb"],
+            BackendKind::Redis => &["redis", "rediss"],
+            BackendKind::Etcd => &["etcd", "etcds"],
+            BackendKind::Zookeeper => &["zk", "zookeeper", "zks"],
+        }
+    }
+
+    /// The backend a URL names by its scheme.
+    fn of_url(url: &str) -> Option<BackendKind> {
+        let lower = url.to_ascii_lowercase();
+        if lower.starts_with("sqlite:") {
+            return Some(BackendKind::Sqlite);
+        }
+        let (scheme, _) = lower.split_once("://")?;
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.schemes().contains(&scheme))
+    }
+}
+
+/// `sqlite://, postgres://, …`: every scheme, for error messages.
+fn scheme_list() -> String {
+    let all: Vec<String> = BackendKind::ALL
+        .iter()
+        .flat_map(|k| k.schemes())
+        .map(|s| format!("{s}://"))
+        .collect();
+    all.join(", ")
+}
+
 impl fmt::Display for BackendKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -73,11 +172,21 @@ impl fmt::Display for BackendKind {
 pub enum ConfigError {
     /// The URL's scheme names no known backend.
     #[error(
-        "unknown backend URL scheme in `{url}`: expected sqlite://, postgres://, mysql://, redis://, etcd:// or zk://"
+        "unknown backend URL scheme in `{url}`: expected one of {}",
+        scheme_list()
     )]
     UnknownScheme {
         /// The URL, credentials redacted.
         url: String,
+    },
+    /// The URL does not parse: `reason` says what is wrong (a port out of
+    /// range, a Redis database that is not a number, …).
+    #[error("invalid backend URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL, credentials redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The backend's cargo feature is not enabled in this build.
     #[error("the {kind} backend is not compiled in: enable the simba-backends feature `{kind}`")]
@@ -191,24 +300,15 @@ impl BackendConfig {
     /// [`ConfigError`] for an unknown scheme or a bad Simba parameter.
     pub fn parse(url: &str) -> Result<BackendConfig, ConfigError> {
         let lower = url.to_ascii_lowercase();
-        let kind = if lower.starts_with("sqlite:") {
-            BackendKind::Sqlite
-        } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-            BackendKind::Postgres
-        } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
-            BackendKind::Mysql
-        } else if lower.starts_with("redis://") || lower.starts_with("rediss://") {
-            BackendKind::Redis
-        } else if lower.starts_with("etcd://") || lower.starts_with("etcds://") {
-            BackendKind::Etcd
-        } else if lower.starts_with("zk://")
-            || lower.starts_with("zks://")
-            || lower.starts_with("zookeeper://")
-        {
-            BackendKind::Zookeeper
-        } else {
+        let Some(kind) = BackendKind::of_url(url) else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
         };
+        if kind != BackendKind::Sqlite {
+            check_authority(kind, url).map_err(|reason| ConfigError::InvalidUrl {
+                url: redact(url),
+                reason,
+            })?;
+        }
         let mut driver_url = if kind == BackendKind::Mysql && lower.starts_with("mariadb://") {
             format!("mysql://{}", &url["mariadb://".len()..])
         } else {
@@ -628,6 +728,48 @@ impl BackendConfig {
     }
 }
 
+/// What is wrong with the hosts, ports or (Redis) database of a server URL,
+/// if anything: each `host:port` of the (comma-separated) host list has a
+/// port of 1 to 65535, and a Redis path is a database number.
+fn check_authority(kind: BackendKind, url: &str) -> Result<(), String> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Ok(());
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let hosts = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    for host in hosts.split(',') {
+        let port = match host.strip_prefix('[') {
+            // [v6]:port
+            Some(v6) => match v6.split_once(']') {
+                Some((_, tail)) => tail.strip_prefix(':'),
+                None => return Err(format!("`{host}`: an IPv6 address without its `]`")),
+            },
+            None => host.rsplit_once(':').map(|(_, p)| p),
+        };
+        if let Some(port) = port {
+            match port.parse::<u64>() {
+                Ok(1..=65535) => {}
+                Ok(n) => return Err(format!("port {n} is out of range (1 to 65535)")),
+                Err(_) if port.is_empty() => {
+                    return Err(format!("`{host}` has an empty port"));
+                }
+                Err(_) => return Err(format!("port `{port}` is not a number")),
+            }
+        }
+    }
+    if kind == BackendKind::Redis {
+        let db = path.split(['?', '#']).next().unwrap_or("");
+        let db = db.trim_start_matches('/');
+        if !db.is_empty() && db.parse::<u32>().is_err() {
+            return Err(format!(
+                "the Redis database `{db}` is not a number (redis://host:port/DB)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Decodes `%XX` escapes (`None` for a bad escape or non-UTF-8 result).
 fn percent_decode(v: &str) -> Option<String> {
     let b = v.as_bytes();
@@ -779,6 +921,43 @@ mod tests {
             .err()
             .unwrap();
         assert!(!e.to_string().contains("pw@"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_port_or_redis_database_says_what_is_wrong() {
+        let e = BackendConfig::parse("redis://u:pw@127.0.0.1:99999/")
+            .err()
+            .unwrap();
+        assert!(matches!(e, ConfigError::InvalidUrl { .. }));
+        let text = e.to_string();
+        assert!(text.contains("port 99999 is out of range"), "{text}");
+        assert!(!text.contains("pw@"), "{text}");
+        for (url, says) in [
+            ("postgres://h:0/db", "port 0 is out of range"),
+            ("mysql://h:abc/db", "port `abc` is not a number"),
+            ("zk://a:2181,b:/root", "`b:` has an empty port"),
+            ("redis://h:6379/x", "database `x` is not a number"),
+            ("etcd://[::1:2379", "without its `]`"),
+        ] {
+            let e = BackendConfig::parse(url).err().unwrap().to_string();
+            assert!(e.contains(says), "{url}: {e}");
+        }
+        for good in [
+            "postgres:///db",
+            "postgres://u:p:q@h/db",
+            "zk://a:2181,b:2182/root",
+            "etcd://[::1]:2379",
+            "redis://h:6379/3?simba_key_prefix=k",
+            "redis://h",
+        ] {
+            assert!(BackendConfig::parse(good).is_ok(), "{good}");
+        }
+        let e = BackendConfig::parse("ftp://h").err().unwrap().to_string();
+        for kind in BackendKind::ALL {
+            for scheme in kind.schemes() {
+                assert!(e.contains(&format!("{scheme}://")), "{e}");
+            }
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Simba's backends: the contract every backend fulfils, a conformance suite
-//! that checks it, and the SQL backends (PostgreSQL, MySQL/MariaDB, SQLite).
+//! that checks it, and the backends (PostgreSQL, MySQL/MariaDB, SQLite,
+//! Redis, ZooKeeper, etcd), each behind its cargo feature.
 //!
 //! A backend stores sessions and leases (S1, S3). The engine in
 //! `simba-core` decides *when* to call it; a [`Backend`] only answers each call
@@ -583,10 +584,15 @@ pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendErro
     })
 }
 
-/// Connects to the backend that `url` names (`sqlite://path`,
-/// `postgres://…`, `mysql://…`, `redis://…`, `etcd://…`, `zk://…`), creating
-/// its tables if they are missing.
-/// See [`BackendConfig`] for the options.
+/// Connects to the backend that `url` names, creating its tables if they
+/// are missing: `postgres://…` or `postgresql://…`, `mysql://…` or
+/// `mariadb://…`, `sqlite://PATH` or `sqlite::memory:`, `redis://…` or
+/// `rediss://…`, `zk://…`, `zookeeper://…` or `zks://…`, `etcd://…` or
+/// `etcds://…` ([`BackendKind::schemes`]; each needs its feature,
+/// [`BackendKind::feature`]). See [`BackendConfig`] for the options.
+///
+/// The box it returns is a [`Backend`] itself, so it goes straight to a
+/// client builder: `simba_tokio::builder(connect(url).await?)`.
 ///
 /// # Errors
 /// [`BackendErrorKind::Rejected`] for a bad URL or a backend whose feature is

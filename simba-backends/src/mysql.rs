@@ -422,6 +422,22 @@ impl MysqlBackend {
              ) ENGINE=InnoDB;\n"
         )
     }
+    /// As [`MysqlBackend::from_pool`] with the default [`PoolOptions`] (table
+    /// prefix `simba_`, tables created if missing).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use simba_backends::mysql::MysqlBackend;
+    /// let pool = sqlx::MySqlPool::connect("mysql://app@db/app").await?;
+    /// let backend = MysqlBackend::from_pool_default(pool.clone()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`MysqlBackend::from_pool`].
+    pub async fn from_pool_default(pool: MySqlPool) -> Result<MysqlBackend, BackendError> {
+        Self::from_pool(pool, &PoolOptions::new()).await
+    }
 
     /// A backend on the application's own pool, so Simba shares its
     /// connections, TLS settings and credentials. The pool must allow one

@@ -492,6 +492,22 @@ impl PgBackend {
              CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);\n"
         )
     }
+    /// As [`PgBackend::from_pool`] with the default [`PoolOptions`] (table
+    /// prefix `simba_`, tables created if missing).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// use simba_backends::postgres::PgBackend;
+    /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
+    /// let backend = PgBackend::from_pool_default(pool.clone()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`PgBackend::from_pool`].
+    pub async fn from_pool_default(pool: PgPool) -> Result<PgBackend, BackendError> {
+        Self::from_pool(pool, &PoolOptions::new()).await
+    }
 
     /// A backend on the application's own pool, so Simba shares its
     /// connections, TLS settings and credentials. The pool must allow one

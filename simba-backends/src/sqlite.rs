@@ -440,6 +440,14 @@ impl SqliteBackend {
              CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);\n"
         )
     }
+    /// As [`SqliteBackend::from_pool`] with the default [`PoolOptions`] (table
+    /// prefix `simba_`, tables created if missing).
+    ///
+    /// # Errors
+    /// As [`SqliteBackend::from_pool`].
+    pub async fn from_pool_default(pool: SqlitePool) -> Result<SqliteBackend, BackendError> {
+        Self::from_pool(pool, &PoolOptions::new()).await
+    }
 
     /// A backend on the application's own pool. Open it as
     /// [`SqliteBackend::connect`] does, for safe sharing between processes:

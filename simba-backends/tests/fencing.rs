@@ -1,4 +1,4 @@
-//! Fencing (S10): a resource refuses a write carrying a token lower than
+//! Fencing (S9): a resource refuses a write carrying a token lower than
 //! the highest it has seen — the PostgreSQL helper and the documented SQL
 //! patterns for SQLite and MySQL.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -238,9 +238,16 @@ async fn lock(
         simba = client(url, config, retry, None) => simba?,
         sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
     };
-    // The time spent connecting counts against --wait.
-    let wait = wait.map(|w| w.saturating_sub(started.elapsed()));
-    supervise::lock(&simba, &args.name, wait, &spec, &mut signals).await
+    // The time spent connecting counts against --wait; the error names
+    // the --wait asked for (`2s`), not what was left of it.
+    let left = wait.map(|w| w.saturating_sub(started.elapsed()));
+    match supervise::lock(&simba, &args.name, left, &spec, &mut signals).await {
+        Err(CliError::NotAcquired { name, .. }) => Err(CliError::NotAcquired {
+            name,
+            waited: wait.unwrap_or_default(),
+        }),
+        other => other,
+    }
 }
 
 /// `simba completions SHELL`: the completion script, from the clap definition.

@@ -238,6 +238,7 @@ pub async fn cron(
         "competing for `{name}`; runs {} on {described}",
         spec.program()
     ));
+    crate::supervise::say_who_holds(simba, name).await;
     tokio::select! {
         e = failed.recv() => {
             job.stop().await;

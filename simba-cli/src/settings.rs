@@ -93,14 +93,26 @@ pub fn parse_duration(setting: &str, text: &str) -> Result<Duration, CliError> {
         .map_err(|e| CliError::InvalidTiming(format!("{setting} = {text:?}: {e}")))
 }
 
-/// Formats a duration humanely, rounded to milliseconds (`2s 950ms`).
+/// Formats a duration humanely with three significant digits at most:
+/// `2s`, `2.95s`, `950ms`, `1m 30s`, `12ms`, `0s`. A `--wait 2s` prints
+/// as `2s` (never as `1s 996ms 863us 846ns`).
 pub fn human(d: Duration) -> String {
-    let ms = Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    if ms.is_zero() {
-        "0s".to_owned()
-    } else {
-        humantime::format_duration(ms).to_string()
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".to_owned();
     }
+    if ms < 1_000 {
+        return format!("{ms}ms");
+    }
+    if ms < 60_000 {
+        // Seconds with at most two decimals, trailing zeros dropped.
+        let centis = (ms + 5) / 10;
+        let text = format!("{}.{:02}", centis / 100, centis % 100);
+        let text = text.trim_end_matches('0').trim_end_matches('.');
+        return format!("{text}s");
+    }
+    let secs = u64::try_from((ms + 500) / 1_000).unwrap_or(u64::MAX);
+    humantime::format_duration(Duration::from_secs(secs)).to_string()
 }
 
 /// Creates the directory of the default backend's file when `url` is that
@@ -177,6 +189,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn durations_print_humanly() {
+        let ms = Duration::from_millis;
+        assert_eq!(human(Duration::from_nanos(1_996_863_846)), "2s");
+        assert_eq!(human(ms(2_000)), "2s");
+        assert_eq!(human(ms(2_950)), "2.95s");
+        assert_eq!(human(ms(2_500)), "2.5s");
+        assert_eq!(human(ms(950)), "950ms");
+        assert_eq!(human(ms(90_000)), "1m 30s");
+        assert_eq!(human(ms(3_600_400)), "1h");
+        assert_eq!(human(Duration::from_micros(400)), "0s");
+    }
+
+    #[test]
     fn flags_beat_the_file_and_s8_1_is_checked() {
         let file: FileConfig = toml::from_str(
             "[simba]\nbackend = \"sqlite://x.db\"\n[simba.session]\nlease_duration = \"6s\"\ndrift = 0.02\n",
@@ -217,11 +242,5 @@ mod tests {
     #[test]
     fn unknown_keys_in_the_file_are_refused() {
         assert!(toml::from_str::<FileConfig>("[simba]\nbakend = \"x\"\n").is_err());
-    }
-
-    #[test]
-    fn durations_print_humanely() {
-        assert_eq!(human(Duration::from_millis(2950)), "2s 950ms");
-        assert_eq!(human(Duration::from_micros(10)), "0s");
     }
 }

@@ -281,7 +281,7 @@ mod tests {
         let t = render_table(&sample());
         assert!(t.contains("billing"), "{t}");
         assert!(t.contains("000000000000000000000000000000ab"), "{t}");
-        assert!(t.contains("2s 500ms"), "{t}");
+        assert!(t.contains("2.5s"), "{t}");
         assert!(t.contains("free"), "{t}");
         assert!(t.contains("host=ledger-1 pid=4242"), "{t}");
     }

@@ -588,9 +588,9 @@ pub async fn lock(
 
 /// Says who holds `name` when another process does (its session's metadata:
 /// host, pid, …; the term's token; its time left on the backend's clock), so
-/// a waiting `simba run` or `simba lock` is not silent about what it waits for. Best effort:
-/// a failed or slow look (over 1 s) says nothing.
-async fn say_who_holds(simba: &Simba, name: &str) {
+/// a waiting `simba run`, `simba lock` or `simba cron` is not silent about what it waits for.
+/// Best effort: a failed or slow look (over 1 s) says nothing.
+pub(crate) async fn say_who_holds(simba: &Simba, name: &str) {
     let look = tokio::time::timeout(Duration::from_secs(1), simba.leader(name)).await;
     let Ok(Ok(Some(holder))) = look else {
         return;

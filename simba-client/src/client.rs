@@ -5,7 +5,7 @@ use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveErr
 use crate::runtime::Runtime;
 use crate::schedule::{Schedule, ScheduleBuilder};
 use crate::suspend::{HostSuspendClock, SuspendClock};
-use crate::term::{in_callback_or_task, CancellationToken, Clock, TaskOutput, Term};
+use crate::term::{in_callback_or_task, CancelSignal, Clock, TaskOutput, Term};
 use crate::turns::{Turn, Turns};
 use futures::channel::{mpsc, oneshot};
 use futures::future::BoxFuture;
@@ -134,6 +134,20 @@ pub trait ElectionListener: Send + Sync + 'static {
     /// `term` ended for `reason`; it is already invalid.
     fn on_revoked(&self, term: &Term, reason: RevokeReason) {
         let _ = (term, reason);
+    }
+}
+
+/// Two listeners told of each event in turn (`.listener(a).start(b)`).
+struct BothListeners(Arc<dyn ElectionListener>, Arc<dyn ElectionListener>);
+
+impl ElectionListener for BothListeners {
+    fn on_elected(&self, term: &Term) {
+        self.0.on_elected(term);
+        self.1.on_elected(term);
+    }
+    fn on_revoked(&self, term: &Term, reason: RevokeReason) {
+        self.0.on_revoked(term, reason);
+        self.1.on_revoked(term, reason);
     }
 }
 
@@ -682,8 +696,10 @@ impl fmt::Debug for ElectionBuilder {
 }
 
 impl ElectionBuilder {
-    /// Also deliver `on_elected`/`on_revoked` to `listener` (for the
-    /// leader-task variants; [`ElectionBuilder::start`] takes one directly).
+    /// Also deliver `on_elected`/`on_revoked` to `listener`: with the
+    /// leader-task variants, and with [`ElectionBuilder::start`], whose own
+    /// listener then hears each event right after this one (both, in that
+    /// order, S7.2). Calling it again replaces the earlier one.
     pub fn listener(mut self, listener: impl ElectionListener) -> Self {
         self.listener = Some(Arc::new(listener));
         self
@@ -708,12 +724,18 @@ impl ElectionBuilder {
     }
 
     /// Starts competing (S4.1), telling `listener` about every term (S7.1).
+    /// A listener set earlier with [`ElectionBuilder::listener`] is told
+    /// too, first: each event goes to that one, then to `listener`.
     ///
     /// # Errors
     /// [`ElectionError::InvalidName`] (S3.1), [`ElectionError::AlreadyStarted`]
     /// (S7.4), [`ElectionError::Closed`].
     pub async fn start(self, listener: impl ElectionListener) -> Result<Election, ElectionError> {
-        let listener: Arc<dyn ElectionListener> = Arc::new(listener);
+        let given: Arc<dyn ElectionListener> = Arc::new(listener);
+        let listener: Arc<dyn ElectionListener> = match &self.listener {
+            Some(earlier) => Arc::new(BothListeners(earlier.clone(), given)),
+            None => given,
+        };
         self.start_spec(Some(listener), None).await
     }
 
@@ -798,7 +820,7 @@ impl ElectionBuilder {
         // `Fn`, not `FnMut`: the job runs inside the call, so a `FnMut`
         // (behind a lock) would make a job still running after its term
         // delay the next term's; move or clone state into each call.
-        F: Fn(Term, CancellationToken) -> R + Send + Sync + 'static,
+        F: Fn(Term, CancelSignal) -> R + Send + Sync + 'static,
         R: TaskOutput,
     {
         let factory = TaskFactory::Blocking(Arc::new(move |term, token| {

@@ -8,7 +8,7 @@ use crate::client::{CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener
 use crate::observe;
 use crate::schedule::ClaimReply;
 use crate::term::{
-    CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
+    CancelSignal, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
 };
 use futures::channel::{mpsc, oneshot};
 use futures::future::{AbortHandle, Abortable, Aborted, BoxFuture, Either, FutureExt};
@@ -50,8 +50,7 @@ where
 pub(crate) type AsyncTask =
     Arc<dyn Fn(Term) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 /// A blocking leader task: called on a blocking thread with each new term.
-pub(crate) type BlockingTask =
-    Arc<dyn Fn(Term, CancellationToken) -> Result<(), String> + Send + Sync>;
+pub(crate) type BlockingTask = Arc<dyn Fn(Term, CancelSignal) -> Result<(), String> + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) enum TaskFactory {
@@ -219,7 +218,7 @@ struct Running {
 
 enum RunningKind {
     Async(AbortHandle),
-    Blocking(CancellationToken),
+    Blocking(CancelSignal),
 }
 
 impl Running {
@@ -1179,7 +1178,7 @@ impl Driver {
                         ));
                     }
                     TaskFactory::Blocking(f) => {
-                        let token = CancellationToken::new();
+                        let token = CancelSignal::new();
                         self.tasks.insert(
                             id,
                             Running {

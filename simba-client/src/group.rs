@@ -52,9 +52,19 @@ pub trait GroupListener: Send + Sync + 'static {
     }
 }
 
-/// The partition index a partition term's lease name carries.
-fn partition_of(term: &Term) -> u32 {
-    parse_partition_name(term.name()).map_or(0, |(_, p)| p)
+/// The partition index a partition term's lease name carries; `None` (and
+/// an error logged) for a name that is no partition's, which the engine
+/// never delivers to a group: such a term reaches no group callback or task
+/// rather than passing for partition 0.
+fn partition_of(term: &Term) -> Option<u32> {
+    let partition = parse_partition_name(term.name()).map(|(_, p)| p);
+    if partition.is_none() {
+        tracing::error!(
+            name = term.name(),
+            "a group term whose lease name is no partition's"
+        );
+    }
+    partition
 }
 
 /// Delivers a group's partition terms through the election callback queue.
@@ -62,10 +72,14 @@ struct PartitionCallbacks(Arc<dyn GroupListener>);
 
 impl ElectionListener for PartitionCallbacks {
     fn on_elected(&self, term: &Term) {
-        self.0.on_gained(partition_of(term), term);
+        if let Some(p) = partition_of(term) {
+            self.0.on_gained(p, term);
+        }
     }
     fn on_revoked(&self, term: &Term, reason: RevokeReason) {
-        self.0.on_lost(partition_of(term), term, reason);
+        if let Some(p) = partition_of(term) {
+            self.0.on_lost(p, term, reason);
+        }
     }
 }
 
@@ -194,10 +208,18 @@ impl GroupBuilder {
         Fut::Output: TaskOutput,
     {
         let mut task = task;
-        let task = crate::driver::shared_factory(move |term: Term| task(partition_of(&term), term));
+        let task = crate::driver::shared_factory(move |(partition, term): (u32, Term)| {
+            task(partition, term)
+        });
         let factory = TaskFactory::Async(Arc::new(
             move |term: Term| -> BoxFuture<'static, Result<(), String>> {
-                let fut = task(term);
+                let Some(partition) = partition_of(&term) else {
+                    let name = term.name().to_owned();
+                    return Box::pin(async move {
+                        Err(format!("lease {name} is no partition's: no task runs"))
+                    });
+                };
+                let fut = task((partition, term));
                 Box::pin(async move { fut.await.into_task_result() })
             },
         ));
@@ -396,5 +418,69 @@ impl GroupTask {
     /// As [`Group::snapshot`].
     pub async fn snapshot(&self) -> Result<Option<GroupSnapshot>, GroupError> {
         self.group.snapshot().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::term::{Clock, SessionDeadline};
+    use crate::{HostSuspendClock, Runtime};
+    use simba_core::{Timestamp, Token};
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    /// A runtime that only tells the time (the terms below need a clock).
+    struct ClockOnly;
+    impl Runtime for ClockOnly {
+        fn spawn(&self, _: BoxFuture<'static, ()>) {}
+        fn spawn_blocking(&self, _: Box<dyn FnOnce() + Send>) {}
+        fn sleep_until(&self, _: Instant) -> BoxFuture<'static, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn now(&self) -> Instant {
+            Instant::now()
+        }
+    }
+
+    fn term(name: &str) -> Term {
+        let clock = Clock::new(Arc::new(ClockOnly), Arc::new(HostSuspendClock));
+        let deadline = SessionDeadline::new(Timestamp::ZERO);
+        Term::create(
+            LeaseName::new(name).unwrap(),
+            Token::new(3).unwrap(),
+            deadline,
+            clock,
+        )
+        .term
+    }
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+    impl GroupListener for Seen {
+        fn on_gained(&self, partition: u32, _: &Term) {
+            self.0.lock().unwrap().push(format!("gained {partition}"));
+        }
+        fn on_lost(&self, partition: u32, _: &Term, _: RevokeReason) {
+            self.0.lock().unwrap().push(format!("lost {partition}"));
+        }
+    }
+
+    /// S10: a partition's callbacks carry the index its lease name carries;
+    /// a term whose name is no partition's is not passed off as partition 0.
+    #[test]
+    fn s10_a_name_that_is_no_partitions_is_not_partition_0() {
+        let seen = Arc::new(Seen::default());
+        let callbacks = PartitionCallbacks(seen.clone());
+        let group = LeaseName::new("orders").unwrap();
+        let seven = term(simba_core::partition_name(&group, 7).unwrap().as_str());
+        callbacks.on_elected(&seven);
+        callbacks.on_revoked(&seven, RevokeReason::Rebalanced);
+        let plain = term("orders.not-a-partition");
+        callbacks.on_elected(&plain);
+        callbacks.on_revoked(&plain, RevokeReason::Rebalanced);
+        assert_eq!(*seen.0.lock().unwrap(), ["gained 7", "lost 7"]);
+        assert_eq!(partition_of(&plain), None);
     }
 }

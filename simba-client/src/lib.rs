@@ -8,7 +8,7 @@
 //! re-export this crate. Applications normally depend on an adapter.
 //!
 //! Rule ids such as `S6.1` in these docs refer to Simba's rulebook,
-//! [`docs/RULES.md`](https://example.invalid/simba/blob/main/docs/RULES.md) in the repository: each rule's statement, its
+//! `docs/RULES.md` in Simba's repository: each rule's statement, its
 //! reason, and the code and tests behind it.
 //!
 //! ## How it runs
@@ -95,7 +95,7 @@ pub use schedule::{
     MissedRuns, Schedule, ScheduleBuilder, ScheduleError, ScheduledJob, ScheduledRun,
 };
 pub use suspend::{boottime_ns, HostSuspendClock, SuspendClock};
-pub use term::{in_callback_or_task, CancellationToken, TaskOutput, Term};
+pub use term::{in_callback_or_task, CancelSignal, TaskOutput, Term};
 
 pub use simba_backends::{Backend, MemoryBackend};
 pub use simba_core::{
@@ -109,12 +109,19 @@ pub use simba_core::{
 /// The backends crate, for its backend types (`backends::postgres::PgBackend`, …)
 /// and the [`Backend`] contract.
 pub use simba_backends as backends;
+// Every backend module alike, each under its feature.
+#[cfg(feature = "etcd")]
+pub use simba_backends::etcd;
 #[cfg(feature = "mysql")]
 pub use simba_backends::mysql;
 #[cfg(feature = "postgres")]
 pub use simba_backends::postgres;
+#[cfg(feature = "redis")]
+pub use simba_backends::redis;
 #[cfg(feature = "sqlite")]
 pub use simba_backends::sqlite;
+#[cfg(feature = "zookeeper")]
+pub use simba_backends::zookeeper;
 pub use simba_backends::{
     connect, fencing, redact, BackendConfig, BackendKind, ConfigError as BackendConfigError,
     LeaseHolder, MetadataError, PoolOptions, SessionMetadata,

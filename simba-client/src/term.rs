@@ -247,6 +247,21 @@ impl Term {
         self.inner.token.get()
     }
 
+    /// The fencing token as the `i64` every SQL driver binds (`BIGINT`):
+    /// `.bind(term.token_i64())`, no cast. Every backend hands out tokens of
+    /// at most `i64::MAX` (they are counters in 64-bit signed columns or
+    /// server revisions), so the value is the token itself.
+    ///
+    /// ```
+    /// # fn demo(term: &simba_client::Term) {
+    /// let token: i64 = term.token_i64();
+    /// assert_eq!(u64::try_from(token).ok(), Some(term.token()));
+    /// # }
+    /// ```
+    pub fn token_i64(&self) -> i64 {
+        i64::try_from(self.inner.token.get()).unwrap_or(i64::MAX)
+    }
+
     /// The fencing token as `simba-core`'s [`Token`].
     #[deprecated(
         since = "0.1.0",
@@ -372,21 +387,23 @@ impl PartialEq for Term {
 }
 impl Eq for Term {}
 
-/// The cooperative cancellation token of a blocking leader task
+/// The cooperative cancellation signal of a blocking leader task
 /// ([`crate::ElectionBuilder::run_blocking_while_leader`]): the task should
-/// return soon after [`is_cancelled`](CancellationToken::is_cancelled) turns true.
+/// return soon after [`is_cancelled`](CancelSignal::is_cancelled) turns true.
+/// (Named apart from tokio-util's `CancellationToken`, which an application
+/// may use beside it.)
 ///
 /// ```
-/// use simba_client::CancellationToken;
+/// use simba_client::CancelSignal;
 /// use std::time::Duration;
-/// let token = CancellationToken::new();
+/// let token = CancelSignal::new();
 /// assert!(!token.sleep(Duration::from_millis(1)));
 /// token.cancel();
 /// assert!(token.is_cancelled());
 /// assert!(token.sleep(Duration::from_secs(3600))); // returns at once
 /// ```
 #[derive(Clone, Debug, Default)]
-pub struct CancellationToken {
+pub struct CancelSignal {
     inner: Arc<(Mutex<CancelState>, Condvar)>,
 }
 
@@ -396,7 +413,7 @@ struct CancelState {
     wakers: Vec<Waker>,
 }
 
-impl CancellationToken {
+impl CancelSignal {
     /// A token not yet cancelled.
     pub fn new() -> Self {
         Self::default()
@@ -406,8 +423,8 @@ impl CancellationToken {
         self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Cancels the token and wakes every [`sleep`](CancellationToken::sleep)
-    /// and [`cancelled`](CancellationToken::cancelled).
+    /// Cancels the token and wakes every [`sleep`](CancelSignal::sleep)
+    /// and [`cancelled`](CancelSignal::cancelled).
     pub fn cancel(&self) {
         let wakers = {
             let mut st = self.state();

@@ -9,7 +9,7 @@
 //! crate drive it unchanged.
 //!
 //! Rule ids such as `S3.2` in these docs refer to Simba's rulebook,
-//! [`docs/RULES.md`](https://example.invalid/simba/blob/main/docs/RULES.md) in the repository: each rule's statement, its
+//! `docs/RULES.md` in Simba's repository: each rule's statement, its
 //! reason, and the code and tests behind it.
 //!
 //! ## The drive loop

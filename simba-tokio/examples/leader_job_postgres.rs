@@ -1,4 +1,4 @@
-//! A leader-only job that writes to PostgreSQL with its fencing token (S10).
+//! A leader-only job that writes to PostgreSQL with its fencing token (S9).
 //!
 //! Every replica runs this; only the leader writes, and every write is
 //! admitted by a fence keyed on the term's token, so a paused former leader

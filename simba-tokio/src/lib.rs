@@ -72,7 +72,7 @@ pub use simba_client::*;
 
 // The Rust snippets of the repository's documents, compiled (and, where not
 // `no_run`, run) as doctests: `cargo test --doc -p simba-tokio --all-features`.
-#[cfg(all(doctest, feature = "postgres", feature = "mysql"))]
+#[cfg(all(doctest, feature = "postgres", feature = "mysql", feature = "redis"))]
 #[doc = include_str!("../../README.md")]
 struct ReadmeSnippets;
 #[cfg(all(doctest, feature = "postgres", feature = "mysql"))]
@@ -155,7 +155,9 @@ pub fn builder_dyn(backend: Arc<dyn Backend>) -> SimbaBuilder {
 
 /// A client configured like the `simba` command: connects to the backend of
 /// `SIMBA_BACKEND` (with its feature enabled on this crate: `sqlite`, the
-/// default, `postgres` or `mysql`) with the timing settings of
+/// default, `postgres`, `mysql`, `redis` (`redis-tls` for `rediss://`),
+/// `zookeeper` (`zookeeper-tls` for `zks://`) or `etcd`; the URL schemes are
+/// those of [`connect`]) with the timing settings of
 /// `SIMBA_SESSION_*` (S8.1), on the tokio runtime of the calling context.
 ///
 /// ```no_run
