@@ -125,15 +125,16 @@ pub fn etcd_token(token: impl AsToken) -> String {
 ///
 /// The fence znode holds the highest token seen (decimal). Read it with its
 /// `Stat`; refuse if it is above your token; else commit one multi-op:
-/// `check(fence, stat.version)`, `set_data(fence, mine)`, and the write to
-/// the resource. A concurrent writer changes the fence's version, so the
+/// `set_data(fence, mine, stat.version)` (a versioned write: a check and a
+/// set) and the write to the resource. A concurrent writer changes the
+/// fence's version, so the
 /// multi-op fails as a whole (`BadVersion`): read again and decide again. A
 /// missing fence is created in the multi-op (`create(fence, mine)`; a
 /// `NodeExists` failure means another writer came first: read again).
 pub const ZOOKEEPER_RECIPE: &str = "loop {
   (seen, stat) = get_data(fence)            -- or NoNode: seen = none
   if seen > mine: refused
-  multi [ seen is none ? create(fence, mine) : check(fence, stat.version) + set_data(fence, mine),
+  multi [ seen is none ? create(fence, mine) : set_data(fence, mine, stat.version),
           set_data(resource, value) ]
   ok: admitted; BadVersion / NodeExists: again
 }";
