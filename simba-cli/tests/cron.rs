@@ -153,3 +153,32 @@ fn a_bad_schedule_is_refused_before_any_io() {
         assert!(err.contains("invalid schedule"), "{err}");
     }
 }
+
+/// A `simba cron` node that does not lead says who holds the name (host,
+/// pid, token, time left), as `run` and `lock` do.
+#[test]
+fn a_waiting_cron_says_who_holds() {
+    let backend = TestBackend::sqlite();
+    let name = unique("cron-held");
+    let mark = backend.path("mark");
+    let mut holder = spawn_lock_holder(&backend, &name, &mark);
+    let (token, _) = read_mark(&mark);
+    let mut waiting = backend
+        .simba()
+        .args(["cron", &name, "every 1s", "--", "true"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(waiting.stderr.take().unwrap());
+    let line = lines.wait_for(Duration::from_secs(20), |l| l.contains("is held by"));
+    assert!(line.contains(&format!("pid={}", holder.id())), "{line}");
+    assert!(line.contains(&format!("token {token}")), "{line}");
+    sigterm(&waiting);
+    assert_eq!(
+        wait_exit(&mut waiting, Duration::from_secs(20)).code(),
+        Some(0)
+    );
+    sigterm(&holder);
+    wait_exit(&mut holder, Duration::from_secs(20));
+}

@@ -27,6 +27,18 @@ fn a_bad_url_exits_78_without_its_password() {
 }
 
 #[test]
+fn a_url_with_a_bad_port_says_so_and_exits_78() {
+    let out = simba()
+        .args(["--backend", "redis://u:hunter2@127.0.0.1:99999/", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let line = one_line_error(&out);
+    assert!(line.contains("port 99999 is out of range"), "{line}");
+    assert!(!line.contains("hunter2"), "{line}");
+}
+
+#[test]
 fn an_unreachable_backend_exits_69_without_its_password() {
     let out = simba()
         .args([
