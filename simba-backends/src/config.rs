@@ -114,7 +114,7 @@ impl BackendKind {
     /// use simba_backends::{BackendConfig, BackendKind};
     /// for kind in BackendKind::ALL {
     ///     for scheme in kind.schemes() {
-    ///         let url = format!("{scheme}://localhost/x");
+    ///         let url = format!("{scheme}://localhost/0");
     ///         assert_eq!(BackendConfig::parse(&url).unwrap().kind(), kind);
     ///     }
     /// }
