@@ -10,9 +10,9 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "simba", version, after_long_help = EXIT_CODES_HELP, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
-    /// Backend URL: sqlite://PATH, postgres://…, mysql://…, redis://…, etcd://…,
-    /// zk://HOST:PORT/ROOT (Redis, etcd and ZooKeeper with their features;
-    /// credentials are never printed).
+    /// Backend URL: sqlite://PATH, postgres://…, mysql://…, redis://…,
+    /// zk://HOST:PORT/ROOT, etcd://… (etcd and the TLS schemes rediss:// and
+    /// zks:// with their opt-in features; credentials are never printed).
     /// [default: sqlite://$XDG_STATE_HOME/simba/simba.db, else
     /// ~/.local/state/simba/simba.db: one file per user, wherever simba runs]
     #[arg(
