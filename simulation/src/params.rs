@@ -5,7 +5,7 @@
 use crate::backend::BackendOptions;
 use crate::clock::PPB;
 use crate::core_api::Mutant;
-use simba_core::{LeaseName, SimbaConfig};
+use simba_core::{LeaseName, SimbaConfig, TaskOutcome};
 use std::fmt;
 use std::time::Duration;
 
@@ -240,11 +240,13 @@ pub struct WorkloadParams {
     pub slow_exit_permille: u32,
     /// …for up to this long.
     pub slow_exit_max: Duration,
-    /// Per mille of election tasks that panic on their own within one lease
-    /// duration of their start (S6.5); 0 in drawn runs.
+    /// Per mille of election tasks that end on their own within one lease
+    /// duration of their start, during the safety phase (S6.5).
     pub task_crash_permille: u32,
-    /// Every election task also runs a leader-only schedule (S11); `None`
-    /// in drawn runs.
+    /// How such a task ends, drawn uniformly from this list (returns, fails
+    /// or panics); empty means it panics.
+    pub task_end_outcomes: Vec<TaskOutcome>,
+    /// Every election task also runs a leader-only schedule (S11).
     pub schedule: Option<ScheduleWorkload>,
 }
 
@@ -336,11 +338,55 @@ pub struct RunParams {
     /// Replaces the derived liveness bound (to prove the liveness checker fires).
     pub liveness_override: Option<Duration>,
     /// Partitioned groups every node joins at boot, with their partition
-    /// counts (S10); empty in drawn runs ([`group_workload`] adds one).
+    /// counts (S10) ([`group_workload`] sets one of 12 partitions).
     pub groups: Vec<(LeaseName, u32)>,
 }
 
 impl RunParams {
+    /// One line naming the workloads and faults this run has on (the swarm
+    /// drawn from its seed), e.g. `nodes 3, elections 2, locks 1, tasks end
+    /// on their own 150‰ (panicked), schedule every 1s, group grp/8;
+    /// faults: lease removed ×4, pause ×2`.
+    pub fn swarm(&self) -> String {
+        let mut on = vec![
+            format!("nodes {}", self.nodes),
+            format!("elections {}", self.elections.len()),
+        ];
+        if !self.locks.is_empty() {
+            on.push(format!("locks {}", self.locks.len()));
+        }
+        let w = &self.workload;
+        if w.task_crash_permille > 0 {
+            let how: Vec<&str> = if w.task_end_outcomes.is_empty() {
+                vec![TaskOutcome::Panicked.as_str()]
+            } else {
+                w.task_end_outcomes.iter().map(|o| o.as_str()).collect()
+            };
+            on.push(format!(
+                "tasks end on their own {}‰ ({})",
+                w.task_crash_permille,
+                how.join("/")
+            ));
+        }
+        if let Some(s) = &w.schedule {
+            on.push(format!("schedule every {:?}", s.period));
+        }
+        for (g, n) in &self.groups {
+            on.push(format!("group {g}/{n}"));
+        }
+        let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
+        for f in &self.faults {
+            *kinds.entry(f.kind.label()).or_default() += 1;
+        }
+        let faults: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let faults = if faults.is_empty() {
+            "none".to_owned()
+        } else {
+            faults.join(", ")
+        };
+        format!("{}; faults: {faults}", on.join(", "))
+    }
+
     /// The engine configuration of node `node`, incarnation `inc`.
     ///
     /// # Errors
@@ -549,6 +595,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         slow_exit_permille: d.pick(&[0, 100, 300]),
         slow_exit_max: lease_duration * 2,
         task_crash_permille: 0,
+        task_end_outcomes: Vec::new(),
         schedule: None,
     };
 
@@ -575,7 +622,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         faults.sort_by_key(|f| f.at);
     }
 
-    RunParams {
+    let mut p = RunParams {
         seed,
         mode,
         tight,
@@ -599,6 +646,53 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         script: Vec::new(),
         liveness_override: None,
         groups: Vec::new(),
+    };
+    if mode == Mode::Default {
+        // Drawn after every other parameter, so the rest of seed S is what
+        // it was before these workloads and faults joined the swarm.
+        draw_swarm(&mut d, &mut p);
+    }
+    p
+}
+
+/// The default mode's swarm (TigerBeetle's VOPR): each of these workloads
+/// and faults is on in a fraction of the runs, in any combination, and
+/// every checker must pass under all of them. Each is what some mutant
+/// needs to be caught: tasks ending on their own (S6.5), leader-only
+/// schedules (S11), a partitioned group (S10), leases removed from live
+/// holders from outside (S3.4). Elections, locks and the other faults are
+/// drawn in every mode by [`draw`].
+fn draw_swarm(d: &mut Draw, p: &mut RunParams) {
+    use TaskOutcome::{Failed, Panicked, Returned};
+    if d.chance(350) {
+        p.workload.task_crash_permille = d.pick(&[50, 150, 400]);
+        let outcomes: &[&[TaskOutcome]] = &[
+            &[Panicked],
+            &[Returned, Failed, Panicked],
+            &[Failed, Panicked],
+            &[Returned],
+            &[Failed],
+        ];
+        p.workload.task_end_outcomes = d.pick(outcomes).to_vec();
+    }
+    if d.chance(250) {
+        let period = p.renew_interval.mul_f64(d.pick(&[0.5, 1.0, 2.0]));
+        p.workload.schedule = Some(ScheduleWorkload {
+            period,
+            run: period / 3,
+            run_once: d.chance(500),
+            skip_claim: false,
+            max_skew: p.renew_interval / 2,
+        });
+    }
+    if d.chance(300) {
+        p.groups = vec![(name("grp"), d.pick(&[1, 2, 3, 5, 8, 12]))];
+    }
+    if d.chance(300) {
+        let names: Vec<LeaseName> = p.elections.iter().chain(&p.locks).cloned().collect();
+        p.faults
+            .extend(draw_removals(d, &names, p.lease_duration, p.safety_phase));
+        p.faults.sort_by_key(|f| f.at);
     }
 }
 
@@ -818,9 +912,11 @@ pub fn scenario(seed: u64, nodes: usize) -> RunParams {
         slow_exit_permille: 0,
         slow_exit_max: Duration::ZERO,
         task_crash_permille: 0,
+        task_end_outcomes: Vec::new(),
         schedule: None,
     };
     p.faults = Vec::new();
+    p.groups = Vec::new();
     p.safety_phase = Duration::from_secs(60);
     p
 }
