@@ -17,7 +17,10 @@ use std::time::Duration;
 /// next renewal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mode {
-    /// Faults within Simba's assumptions: every checker must pass.
+    /// Faults within Simba's assumptions: every checker must pass. Each
+    /// seed draws its swarm: which workloads (elections, locks, leader
+    /// tasks that return, fail or panic, schedules, a group) and which
+    /// faults (leases removed from outside among them) are on.
     Default,
     /// Node clocks slower than the backend's by 2–4 × `drift`: must break mutual exclusion.
     DriftBeyondBound,
@@ -28,8 +31,9 @@ pub enum Mode {
     /// Process pauses (GC, SIGSTOP) and slow writes: every checker must pass,
     /// while the unfenced register shows stale writes the fenced one refuses.
     Pauses,
-    /// The default faults, plus an outside actor that removes leases from
-    /// live holders in the backend ([`FaultKind::LeaseRemoved`]: an operator
+    /// The default mode's faults without its swarm of workloads, plus, in
+    /// every run (the default mode draws them in about 30% of its runs),
+    /// an outside actor that removes leases from live holders in the backend ([`FaultKind::LeaseRemoved`]: an operator
     /// deleting the row, key or znode, a Redis eviction). Every checker must
     /// pass, including `taken over (S3.4)`; mutual exclusion allows the
     /// stolen-from holder to stay valid only until its first renewal sent
@@ -343,6 +347,32 @@ pub struct RunParams {
 }
 
 impl RunParams {
+    /// The optional workloads and fault kinds this run has on, as the
+    /// summary counts them.
+    pub fn swarm_on(&self) -> Vec<&'static str> {
+        let mut on = Vec::new();
+        if !self.locks.is_empty() {
+            on.push("locks");
+        }
+        if self.workload.task_crash_permille > 0 {
+            on.push("tasks ending on their own (S6.5)");
+        }
+        if self.workload.schedule.is_some() {
+            on.push("schedules (S11)");
+        }
+        if !self.groups.is_empty() {
+            on.push("groups (S10)");
+        }
+        if self
+            .faults
+            .iter()
+            .any(|f| matches!(f.kind, FaultKind::LeaseRemoved { .. }))
+        {
+            on.push("leases removed from outside (S3.4)");
+        }
+        on
+    }
+
     /// One line naming the workloads and faults this run has on (the swarm
     /// drawn from its seed), e.g. `nodes 3, elections 2, locks 1, tasks end
     /// on their own 150‰ (panicked), schedule every 1s, group grp/8;
@@ -411,6 +441,8 @@ impl RunParams {
     /// duration, `d'` the larger of `drift` and the backend's rate error, `I`
     /// the renewal interval, `J` the retry jitter, `T` the call timeout (one
     /// renewal interval, S2.4) and `D` the healed network's largest one-way delay.
+    /// A run whose tasks failed or panicked just before healing adds what is
+    /// left of their S6.5 back-off past `max_cooldown` (`RunReport::liveness_bound`).
     pub fn liveness_bound(&self) -> Duration {
         if let Some(b) = self.liveness_override {
             return b;

@@ -73,7 +73,8 @@ pub struct RunReport {
     pub revocations: Vec<(Duration, usize, LeaseName, String)>,
     /// Stale writes the fenced register accepted (each also a violation).
     pub fenced_stale_accepted: u64,
-    /// The liveness bound of the run.
+    /// The liveness bound of the run ([`RunParams::liveness_bound`](crate::RunParams::liveness_bound),
+    /// plus what is left past `max_cooldown` of an S6.5 back-off at healing).
     pub liveness_bound: Duration,
     /// The longest time from healing to a leader, over the contended names.
     pub max_time_to_leader: Option<Duration>,
@@ -90,6 +91,10 @@ pub struct RunReport {
     /// it (its first renewal sent after the removal, answered and taken),
     /// judged by the `taken over (S3.4)` checker. The others ended first.
     pub removals_judged: u64,
+    /// The run's swarm, one line ([`RunParams::swarm`]).
+    pub swarm: String,
+    /// The optional workloads and faults it had on ([`RunParams::swarm_on`]).
+    pub swarm_on: Vec<&'static str>,
 }
 
 #[derive(Clone, Debug)]
@@ -537,6 +542,8 @@ impl World {
         let report = RunReport {
             seed: params.seed,
             liveness_bound: params.liveness_bound(),
+            swarm: params.swarm(),
+            swarm_on: params.swarm_on(),
             ..RunReport::default()
         };
         World {
