@@ -19,9 +19,14 @@
 //!    handover order, ERROR logs; and at the end, liveness and completions.
 //!
 //! The safety phase has faults on; then everything heals, and every
-//! contended name must get a leader within [`params::RunParams::liveness_bound`].
+//! contended name must get a leader within [`params::RunParams::liveness_bound`]
+//! (plus what is left, past the cooldown it allows for, of an S6.5 back-off
+//! a failed task started before healing).
 //!
-//! Runs come in [`Mode`]s: the default must pass every checker; the
+//! Runs come in [`Mode`]s: the default must pass every checker, and draws
+//! per seed which workloads and faults are on (swarm testing, as
+//! TigerBeetle's VOPR: [`params::RunParams::swarm`]); every
+//! `simba_core::Mutant` is caught by it. The
 //! documented failure modes (drift beyond the bound, a backend clock step,
 //! a backend losing its state) must be caught; `pauses` must pass while the
 //! unfenced register shows stale writes; `lease-removed` (leases taken from

@@ -1,7 +1,8 @@
 //! `simulation`: run seeds of Simba's deterministic cluster simulator.
 //!
 //! ```text
-//! simulation --seeds N [--first-seed S]    run N seeds; exit non-zero iff violations
+//! simulation --seeds N [--first-seed S]    run N seeds (each draws its own swarm of
+//!                                          workloads and faults); exit non-zero iff violations
 //! simulation --seed S                      replay one seed, printing its parameters and trace hash
 //! simulation --mutant NAME --seeds N       exit 0 iff the broken core NAME is caught
 //! simulation --mutant list                 list the broken cores
@@ -93,6 +94,7 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
     if let Some(seed) = cli.seed {
         let params = simulation::draw(seed, mode, mutant);
         say!("{params}");
+        say!("swarm: {}", params.swarm());
         let mut world = simulation::World::new(params);
         if cli.trace {
             world = world.traced();
@@ -156,6 +158,7 @@ fn real_main(cli: Cli) -> Result<ExitCode, String> {
             if let Some(v) = report.violations.first() {
                 say!("  {v}");
             }
+            say!("  swarm: {}", report.swarm);
             say!("seeds needed: {}", seed - cli.first_seed + 1);
             return Ok(ExitCode::SUCCESS);
         }

@@ -5,7 +5,7 @@
 use crate::backend::BackendOptions;
 use crate::clock::PPB;
 use crate::core_api::Mutant;
-use simba_core::{LeaseName, SimbaConfig};
+use simba_core::{LeaseName, SimbaConfig, TaskOutcome};
 use std::fmt;
 use std::time::Duration;
 
@@ -17,7 +17,10 @@ use std::time::Duration;
 /// next renewal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mode {
-    /// Faults within Simba's assumptions: every checker must pass.
+    /// Faults within Simba's assumptions: every checker must pass. Each
+    /// seed draws its swarm: which workloads (elections, locks, leader
+    /// tasks that return, fail or panic, schedules, a group) and which
+    /// faults (leases removed from outside among them) are on.
     Default,
     /// Node clocks slower than the backend's by 2–4 × `drift`: must break mutual exclusion.
     DriftBeyondBound,
@@ -28,8 +31,9 @@ pub enum Mode {
     /// Process pauses (GC, SIGSTOP) and slow writes: every checker must pass,
     /// while the unfenced register shows stale writes the fenced one refuses.
     Pauses,
-    /// The default faults, plus an outside actor that removes leases from
-    /// live holders in the backend ([`FaultKind::LeaseRemoved`]: an operator
+    /// The default mode's faults without its swarm of workloads, plus, in
+    /// every run (the default mode draws them in about 30% of its runs),
+    /// an outside actor that removes leases from live holders in the backend ([`FaultKind::LeaseRemoved`]: an operator
     /// deleting the row, key or znode, a Redis eviction). Every checker must
     /// pass, including `taken over (S3.4)`; mutual exclusion allows the
     /// stolen-from holder to stay valid only until its first renewal sent
@@ -240,11 +244,13 @@ pub struct WorkloadParams {
     pub slow_exit_permille: u32,
     /// …for up to this long.
     pub slow_exit_max: Duration,
-    /// Per mille of election tasks that panic on their own within one lease
-    /// duration of their start (S6.5); 0 in drawn runs.
+    /// Per mille of election tasks that end on their own within one lease
+    /// duration of their start, during the safety phase (S6.5).
     pub task_crash_permille: u32,
-    /// Every election task also runs a leader-only schedule (S11); `None`
-    /// in drawn runs.
+    /// How such a task ends, drawn uniformly from this list (returns, fails
+    /// or panics); empty means it panics.
+    pub task_end_outcomes: Vec<TaskOutcome>,
+    /// Every election task also runs a leader-only schedule (S11).
     pub schedule: Option<ScheduleWorkload>,
 }
 
@@ -336,11 +342,81 @@ pub struct RunParams {
     /// Replaces the derived liveness bound (to prove the liveness checker fires).
     pub liveness_override: Option<Duration>,
     /// Partitioned groups every node joins at boot, with their partition
-    /// counts (S10); empty in drawn runs ([`group_workload`] adds one).
+    /// counts (S10) ([`group_workload`] sets one of 12 partitions).
     pub groups: Vec<(LeaseName, u32)>,
 }
 
 impl RunParams {
+    /// The optional workloads and fault kinds this run has on, as the
+    /// summary counts them.
+    pub fn swarm_on(&self) -> Vec<&'static str> {
+        let mut on = Vec::new();
+        if !self.locks.is_empty() {
+            on.push("locks");
+        }
+        if self.workload.task_crash_permille > 0 {
+            on.push("tasks ending on their own (S6.5)");
+        }
+        if self.workload.schedule.is_some() {
+            on.push("schedules (S11)");
+        }
+        if !self.groups.is_empty() {
+            on.push("groups (S10)");
+        }
+        if self
+            .faults
+            .iter()
+            .any(|f| matches!(f.kind, FaultKind::LeaseRemoved { .. }))
+        {
+            on.push("leases removed from outside (S3.4)");
+        }
+        on
+    }
+
+    /// One line naming the workloads and faults this run has on (the swarm
+    /// drawn from its seed), e.g. `nodes 3, elections 2, locks 1, tasks end
+    /// on their own 150‰ (panicked), schedule every 1s, group grp/8;
+    /// faults: lease removed ×4, pause ×2`.
+    pub fn swarm(&self) -> String {
+        let mut on = vec![
+            format!("nodes {}", self.nodes),
+            format!("elections {}", self.elections.len()),
+        ];
+        if !self.locks.is_empty() {
+            on.push(format!("locks {}", self.locks.len()));
+        }
+        let w = &self.workload;
+        if w.task_crash_permille > 0 {
+            let how: Vec<&str> = if w.task_end_outcomes.is_empty() {
+                vec![TaskOutcome::Panicked.as_str()]
+            } else {
+                w.task_end_outcomes.iter().map(|o| o.as_str()).collect()
+            };
+            on.push(format!(
+                "tasks end on their own {}‰ ({})",
+                w.task_crash_permille,
+                how.join("/")
+            ));
+        }
+        if let Some(s) = &w.schedule {
+            on.push(format!("schedule every {:?}", s.period));
+        }
+        for (g, n) in &self.groups {
+            on.push(format!("group {g}/{n}"));
+        }
+        let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
+        for f in &self.faults {
+            *kinds.entry(f.kind.label()).or_default() += 1;
+        }
+        let faults: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+        let faults = if faults.is_empty() {
+            "none".to_owned()
+        } else {
+            faults.join(", ")
+        };
+        format!("{}; faults: {faults}", on.join(", "))
+    }
+
     /// The engine configuration of node `node`, incarnation `inc`.
     ///
     /// # Errors
@@ -365,6 +441,8 @@ impl RunParams {
     /// duration, `d'` the larger of `drift` and the backend's rate error, `I`
     /// the renewal interval, `J` the retry jitter, `T` the call timeout (one
     /// renewal interval, S2.4) and `D` the healed network's largest one-way delay.
+    /// A run whose tasks failed or panicked just before healing adds what is
+    /// left of their S6.5 back-off past `max_cooldown` (`RunReport::liveness_bound`).
     pub fn liveness_bound(&self) -> Duration {
         if let Some(b) = self.liveness_override {
             return b;
@@ -549,6 +627,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         slow_exit_permille: d.pick(&[0, 100, 300]),
         slow_exit_max: lease_duration * 2,
         task_crash_permille: 0,
+        task_end_outcomes: Vec::new(),
         schedule: None,
     };
 
@@ -575,7 +654,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         faults.sort_by_key(|f| f.at);
     }
 
-    RunParams {
+    let mut p = RunParams {
         seed,
         mode,
         tight,
@@ -599,6 +678,53 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         script: Vec::new(),
         liveness_override: None,
         groups: Vec::new(),
+    };
+    if mode == Mode::Default {
+        // Drawn after every other parameter, so the rest of seed S is what
+        // it was before these workloads and faults joined the swarm.
+        draw_swarm(&mut d, &mut p);
+    }
+    p
+}
+
+/// The default mode's swarm (TigerBeetle's VOPR): each of these workloads
+/// and faults is on in a fraction of the runs, in any combination, and
+/// every checker must pass under all of them. Each is what some mutant
+/// needs to be caught: tasks ending on their own (S6.5), leader-only
+/// schedules (S11), a partitioned group (S10), leases removed from live
+/// holders from outside (S3.4). Elections, locks and the other faults are
+/// drawn in every mode by [`draw`].
+fn draw_swarm(d: &mut Draw, p: &mut RunParams) {
+    use TaskOutcome::{Failed, Panicked, Returned};
+    if d.chance(350) {
+        p.workload.task_crash_permille = d.pick(&[50, 150, 400]);
+        let outcomes: &[&[TaskOutcome]] = &[
+            &[Panicked],
+            &[Returned, Failed, Panicked],
+            &[Failed, Panicked],
+            &[Returned],
+            &[Failed],
+        ];
+        p.workload.task_end_outcomes = d.pick(outcomes).to_vec();
+    }
+    if d.chance(250) {
+        let period = p.renew_interval.mul_f64(d.pick(&[0.5, 1.0, 2.0]));
+        p.workload.schedule = Some(ScheduleWorkload {
+            period,
+            run: period / 3,
+            run_once: d.chance(500),
+            skip_claim: false,
+            max_skew: p.renew_interval / 2,
+        });
+    }
+    if d.chance(300) {
+        p.groups = vec![(name("grp"), d.pick(&[1, 2, 3, 5, 8, 12]))];
+    }
+    if d.chance(300) {
+        let names: Vec<LeaseName> = p.elections.iter().chain(&p.locks).cloned().collect();
+        p.faults
+            .extend(draw_removals(d, &names, p.lease_duration, p.safety_phase));
+        p.faults.sort_by_key(|f| f.at);
     }
 }
 
@@ -818,9 +944,11 @@ pub fn scenario(seed: u64, nodes: usize) -> RunParams {
         slow_exit_permille: 0,
         slow_exit_max: Duration::ZERO,
         task_crash_permille: 0,
+        task_end_outcomes: Vec::new(),
         schedule: None,
     };
     p.faults = Vec::new();
+    p.groups = Vec::new();
     p.safety_phase = Duration::from_secs(60);
     p
 }

@@ -60,6 +60,8 @@ pub struct Summary {
     pub removals_judged: u64,
     /// Terms revoked `TakenOver` (S3.4).
     pub taken_over: u64,
+    /// Runs with each optional workload or fault on (the swarm).
+    pub swarm: BTreeMap<&'static str, u64>,
 }
 
 impl Summary {
@@ -71,8 +73,12 @@ impl Summary {
         for (k, v) in &r.faults {
             *self.faults.entry(k).or_insert(0) += v;
         }
+        for k in &r.swarm_on {
+            *self.swarm.entry(k).or_insert(0) += 1;
+        }
         if let Some(v) = r.violations.first() {
-            self.failed.push((r.seed, v.to_string()));
+            self.failed
+                .push((r.seed, format!("{v}\n  swarm: {}", r.swarm)));
         }
         self.terms += r.terms;
         self.rejected += r.rejected;
@@ -138,6 +144,12 @@ impl fmt::Display for Summary {
                 "leases removed from live holders: {} ({} judged at the holder's next renewal; {} terms revoked TakenOver)",
                 self.leases_removed, self.removals_judged, self.taken_over
             )?;
+        }
+        if !self.swarm.is_empty() {
+            writeln!(f, "runs with each optional workload or fault (the swarm):")?;
+            for (k, v) in &self.swarm {
+                writeln!(f, "  {k}: {v}")?;
+            }
         }
         writeln!(f, "faults by kind:")?;
         for (k, v) in &self.faults {

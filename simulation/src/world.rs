@@ -5,7 +5,7 @@
 use crate::backend::SimBackend;
 use crate::clock::Clock;
 use crate::core_api::{BackendProfile, Engine, LockWait};
-use crate::params::{Direction, FaultKind, Mode, RunParams, ScriptCall};
+use crate::params::{Direction, FaultKind, RunParams, ScriptCall};
 use simba_core::{
     AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
     LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term,
@@ -73,7 +73,8 @@ pub struct RunReport {
     pub revocations: Vec<(Duration, usize, LeaseName, String)>,
     /// Stale writes the fenced register accepted (each also a violation).
     pub fenced_stale_accepted: u64,
-    /// The liveness bound of the run.
+    /// The liveness bound of the run ([`RunParams::liveness_bound`](crate::RunParams::liveness_bound),
+    /// plus what is left past `max_cooldown` of an S6.5 back-off at healing).
     pub liveness_bound: Duration,
     /// The longest time from healing to a leader, over the contended names.
     pub max_time_to_leader: Option<Duration>,
@@ -90,6 +91,10 @@ pub struct RunReport {
     /// it (its first renewal sent after the removal, answered and taken),
     /// judged by the `taken over (S3.4)` checker. The others ended first.
     pub removals_judged: u64,
+    /// The run's swarm, one line ([`RunParams::swarm`]).
+    pub swarm: String,
+    /// The optional workloads and faults it had on ([`RunParams::swarm_on`]).
+    pub swarm_on: Vec<&'static str>,
 }
 
 #[derive(Clone, Debug)]
@@ -453,6 +458,9 @@ pub struct World {
     removed_terms: std::collections::BTreeSet<(usize, TermId)>,
     /// Per node: the local time of its engine's latest `handle_timeout`.
     woken_at: BTreeMap<usize, Timestamp>,
+    /// Per (node, election): the local end of the S6.5 back-off its last
+    /// failed or panicked task started, for the liveness bound.
+    task_backoff: BTreeMap<(usize, LeaseName), Timestamp>,
     report: RunReport,
     hash: u64,
     stop_on_violation: bool,
@@ -534,6 +542,8 @@ impl World {
         let report = RunReport {
             seed: params.seed,
             liveness_bound: params.liveness_bound(),
+            swarm: params.swarm(),
+            swarm_on: params.swarm_on(),
             ..RunReport::default()
         };
         World {
@@ -564,6 +574,7 @@ impl World {
             removals: Vec::new(),
             removed_terms: std::collections::BTreeSet::new(),
             woken_at: BTreeMap::new(),
+            task_backoff: BTreeMap::new(),
             s44: ExpiryTiming {
                 enabled: s44_enabled,
                 ..ExpiryTiming::default()
@@ -670,11 +681,10 @@ impl World {
                 );
             }
         }
+        // The run ends one renewal period past the liveness bound (a leader
+        // elected just within it must still be shown to stay valid for that
+        // long), pushed at healing, when the bound is known (S6.5 back-offs).
         self.push(self.heal_at, Ev::Heal);
-        // One renewal period past the bound: a leader elected just within
-        // the bound must still be shown to stay valid for that long.
-        let end = self.heal_at + nanos(self.p.liveness_bound()) + nanos(self.p.renew_interval);
-        self.push(end, Ev::End);
         while let Some(Entry { at, ev, .. }) = self.queue.pop() {
             self.now = at;
             self.report.steps += 1;
@@ -968,6 +978,7 @@ impl World {
         self.removals.retain(|r| r.node != node);
         self.removed_terms.retain(|(n, _)| *n != node);
         self.woken_at.remove(&node);
+        self.task_backoff.retain(|(n, _), _| *n != node);
     }
 
     fn start_pause(&mut self, node: usize, d: Duration) {
@@ -1332,9 +1343,13 @@ impl World {
                     self.nodes[node].api.remove(&name);
                 }
             }
-            Event::TaskEnded { term, .. } => {
+            Event::TaskEnded { term, action, .. } => {
                 self.mix(204);
                 self.mix(term.id.0);
+                if let simba_core::TaskExitAction::SteppedDown { cooldown, .. } = action {
+                    // S6.5's back-off: the liveness phase allows for it.
+                    self.task_backoff.insert((node, term.name), l + cooldown);
+                }
             }
             Event::Closed => {
                 self.mix(205);
@@ -1382,7 +1397,27 @@ impl World {
                 run,
             } => self.sched_claimed(node, &name, token, slot, &result, run),
             Event::SessionStateChanged { .. } | Event::BackendFailed { .. } => self.mix(206),
-            Event::GroupChanged { .. } | Event::GroupFailed { .. } => self.mix(207),
+            Event::GroupChanged { group, target, .. } => {
+                self.mix(207);
+                // A partition dropped from this member's target abandons its
+                // attempt in flight (S10.2, withdrawn, S4.5), as `stop()`
+                // does an election's: a later target change may send the
+                // next attempt before the old reply comes (then stale, S4.3).
+                let partitions = self
+                    .p
+                    .groups
+                    .iter()
+                    .find(|(g, _)| *g == group)
+                    .map_or(0, |(_, n)| *n);
+                for i in (0..partitions).filter(|i| !target.contains(i)) {
+                    if let Ok(name) = simba_core::partition_name(&group, i) {
+                        self.in_flight.remove(&(node, name.clone()));
+                        self.s44.seen.remove(&(node, name.clone()));
+                        self.s44.sent.remove(&(node, name));
+                    }
+                }
+            }
+            Event::GroupFailed { .. } => self.mix(207),
         }
     }
 
@@ -1568,15 +1603,14 @@ impl World {
                 }
             }
         }
-        // S3.4 (`lease-removed` mode only): a holder whose lease an outside
-        // actor removed stays valid until its first renewal sent after the
-        // removal is answered (Simba cannot learn it sooner; the fencing
-        // token protects the resource meanwhile). Such a term is left out,
-        // while its removal is not yet judged by `taken over (S3.4)`, only
-        // beside a holder with a greater token, and only in this mode (a
-        // removal in a hand-written default-mode run still trips this
-        // checker); everything else counts.
-        if holders.len() >= 2 && self.p.mode == Mode::LeaseRemoved && self.removal_exceptions {
+        // S3.4 (runs with `lease removed` faults): a holder whose lease an
+        // outside actor removed stays valid until its first renewal sent
+        // after the removal is answered (Simba cannot learn it sooner; the
+        // fencing token protects the resource meanwhile). Such a term is
+        // left out, while its removal is not yet judged by `taken over
+        // (S3.4)`, and only beside a holder with a greater token; everything
+        // else counts.
+        if holders.len() >= 2 && self.removal_exceptions {
             let newest = holders.iter().map(|h| h.1).max();
             let removals = &self.removals;
             holders.retain(|(i, token, term)| {
@@ -1672,9 +1706,9 @@ impl World {
         // S6.1: after a voluntary move, the new task starts only once the old
         // one has exited (or its term's deadline has passed). The old holder
         // keeps the lease until then; a term whose lease an outside actor
-        // removed (`lease-removed` mode, S3.4) no longer can, so the next
-        // holder may start at once: such terms are left out, in that mode.
-        let relax = self.p.mode == Mode::LeaseRemoved && self.removal_exceptions;
+        // removed (a `lease removed` fault, S3.4) no longer can, so the next
+        // holder may start at once: such terms are left out.
+        let relax = self.removal_exceptions;
         let mut bad = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
             if n.engine.is_none() {
@@ -1710,7 +1744,7 @@ impl World {
             self.nodes[node].api.get(&term.name),
             Some(Api::Election { .. })
         );
-        if is_election && self.chance(self.p.workload.task_crash_permille) {
+        if is_election && !self.healed && self.chance(self.p.workload.task_crash_permille) {
             let after = self.uniform(self.p.lease_duration);
             self.push(
                 self.now + after,
@@ -1732,11 +1766,13 @@ impl World {
         self.sched_term_started(node, &term);
     }
 
-    /// S6.5: an election task panics while its term is held; under the
-    /// default policy the engine must give the term up at once, so no node
-    /// holds a lease with nothing running.
+    /// S6.5: an election task ends on its own (returns, fails or panics,
+    /// drawn from the workload's outcomes) while its term is held; under
+    /// the default policy the engine must give the term up at once, so no
+    /// node holds a lease with nothing running. Not after healing: the
+    /// liveness phase judges elections, not crash-looping jobs.
     fn task_crash(&mut self, node: usize, inc: u64, term: TermId) {
-        if self.nodes[node].inc != inc || self.nodes[node].engine.is_none() {
+        if self.nodes[node].inc != inc || self.nodes[node].engine.is_none() || self.healed {
             return;
         }
         let Some(rec) = self.nodes[node].terms.get_mut(&term) else {
@@ -1746,17 +1782,17 @@ impl World {
             return;
         }
         rec.task = TaskState::Exited;
+        let outcomes = &self.p.workload.task_end_outcomes;
+        let outcome = if outcomes.is_empty() {
+            TaskOutcome::Panicked
+        } else {
+            outcomes[self.rng.usize(..outcomes.len())]
+        };
         self.mix(302);
         self.mix(term.0);
         let l = self.local(node);
         if let Some(e) = self.nodes[node].engine.as_mut() {
-            e.handle(
-                l,
-                Input::TaskExited {
-                    term,
-                    outcome: TaskOutcome::Panicked,
-                },
-            );
+            e.handle(l, Input::TaskExited { term, outcome });
         }
         self.drain(node);
         let held = self.nodes[node]
@@ -1766,7 +1802,7 @@ impl World {
         if held {
             self.violation(
                 "task-exit policy (S6.5)",
-                format!("node {node}: the task of {term} panicked but its term is still held"),
+                format!("node {node}: the task of {term} {outcome} but its term is still held"),
             );
         }
         self.prune(node, term);
@@ -2476,6 +2512,25 @@ impl World {
                 }
             }
         }
+        // A task that failed or panicked just before healing steps its
+        // election down for a back-off of up to 32 renewal intervals (S6.5):
+        // when that back-off outlasts the cooldown the bound allows for,
+        // the bound grows by what is left of it (on any node, so the
+        // checker stays valid if every candidate is in one).
+        let mut extra = 0u64;
+        for ((node, _), until) in std::mem::take(&mut self.task_backoff) {
+            let n = &self.nodes[node];
+            if n.engine.is_none() {
+                continue;
+            }
+            if let Some(t) = n.clock.true_at(until, self.now) {
+                extra = extra.max(t.saturating_sub(self.now));
+            }
+        }
+        let extra = Duration::from_nanos(extra).saturating_sub(self.p.workload.max_cooldown);
+        self.report.liveness_bound = self.p.liveness_bound() + extra;
+        let end = self.now + nanos(self.report.liveness_bound) + nanos(self.p.renew_interval);
+        self.push(end, Ev::End);
         for name in self.p.elections.clone() {
             self.liveness.insert(name.clone(), None);
             self.check_mutex(&name);
@@ -2526,7 +2581,7 @@ impl World {
                     format!(
                         "{group}: {:?} after healing and the liveness bound: partitions per member {counts:?}; \
                          partitions without exactly one owner (partition, owners) {unowned:?}",
-                        self.p.liveness_bound()
+                        self.report.liveness_bound
                     ),
                 );
             }
@@ -2550,7 +2605,7 @@ impl World {
         let mut worst = None;
         for (name, got) in self.liveness.clone() {
             match got {
-                Some(t) if t <= self.heal_at + nanos(self.p.liveness_bound()) => {
+                Some(t) if t <= self.heal_at + nanos(self.report.liveness_bound) => {
                     let d = Duration::from_nanos(t - self.heal_at);
                     worst = worst.max(Some(d));
                 }
@@ -2559,8 +2614,7 @@ impl World {
                     format!(
                         "no leader for {name} within {:?} after the faults healed \
                          (one that then stays valid for a renewal period, {:?})",
-                        self.p.liveness_bound(),
-                        self.p.renew_interval
+                        self.report.liveness_bound, self.p.renew_interval
                     ),
                 ),
             }

@@ -1,9 +1,11 @@
 //! The main randomized test: 4,000 seeds of the default mode (faults within
 //! Simba's assumptions: partitions, pauses, crashes, node clock steps,
 //! backend restarts keeping state, slow backend, delayed grants, loss,
-//! duplication, long-tail delays) pass every checker, including liveness
-//! after healing. And 1,000 seeds of `lease-removed` (the same faults plus
-//! leases removed from live holders from outside, S3.4).
+//! duplication, long-tail delays, leases removed from outside; and each
+//! seed's swarm of workloads: elections, locks, leader tasks that return,
+//! fail or panic, schedules, a group) pass every checker, including
+//! liveness after healing. And 1,000 seeds of `lease-removed` (the same
+//! faults with leases removed in every run, S3.4).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simulation::{runner::run_many, Mode};
@@ -14,6 +16,18 @@ fn four_thousand_seeds_pass_every_checker() {
     println!("{summary}");
     assert_eq!(summary.seeds, 4_000);
     assert!(summary.terms > 10_000, "the workload elects leaders");
+    // Every optional workload and fault of the swarm is drawn in some runs.
+    for on in [
+        "locks",
+        "tasks ending on their own (S6.5)",
+        "schedules (S11)",
+        "groups (S10)",
+        "leases removed from outside (S3.4)",
+    ] {
+        let runs = summary.swarm.get(on).copied().unwrap_or(0);
+        assert!(runs > 400, "{on}: {runs} runs\n{summary}");
+    }
+    assert!(summary.taken_over > 0, "{summary}");
     assert_eq!(summary.violations(), 0, "{summary}");
 }
 
