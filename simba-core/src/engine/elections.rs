@@ -446,11 +446,20 @@ impl Engine {
                 }
             }
             Ok(AcquireOutcome::Held {
-                holder_remaining, ..
+                holder,
+                holder_remaining,
+                ..
             }) => {
                 self.attempt_lost(&name);
                 if let Some(r) = holder_remaining {
                     self.retry_at_holder_expiry(&name, sent.sent_at, r);
+                }
+                if self
+                    .entries
+                    .get(&name)
+                    .is_some_and(|e| e.kind == Kind::Partition)
+                {
+                    self.partition_held(&name, holder);
                 }
             }
             Ok(AcquireOutcome::Expired) => {
@@ -510,6 +519,7 @@ impl Engine {
             token,
             session,
         };
+        let partition = entry.kind == Kind::Partition;
         entry.status = Status::Leader;
         entry.next_attempt = None;
         // The won place is the holder now; only a release ends it (S4.5).
@@ -526,6 +536,9 @@ impl Engine {
         self.emit(Event::Elected { term: term.clone() });
         if runs_task {
             self.out.push_back(Output::Task(TaskOrder::Start { term }));
+        }
+        if partition {
+            self.partition_won(name);
         }
     }
 
