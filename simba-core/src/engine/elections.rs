@@ -459,7 +459,9 @@ impl Engine {
                     .get(&name)
                     .is_some_and(|e| e.kind == Kind::Partition)
                 {
-                    self.partition_held(&name, holder);
+                    let until = holder_remaining
+                        .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
+                    self.partition_held(&name, holder, until);
                 }
             }
             Ok(AcquireOutcome::Expired) => {

@@ -21,6 +21,17 @@ use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
+/// What a `Held` reply told of a partition's holder (S10.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Known {
+    holder: SessionId,
+    /// The group's `views` when the reply came.
+    seen: u64,
+    /// Not worth asking again before this instant unless the partition is
+    /// released (S4.4): the holder's expiry as the reply timed it.
+    until: Option<Timestamp>,
+}
+
 /// Where this member's membership of a group stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Join {
@@ -64,8 +75,8 @@ pub(super) struct Group {
     pub(super) target: BTreeSet<u32>,
     /// How many renewals listed this group's members (the age of `known`).
     pub(super) views: u64,
-    /// Holders that `Held` replies named, with the value of `views` then.
-    pub(super) known: BTreeMap<u32, (SessionId, u64)>,
+    /// Holders that `Held` replies named (S10.2).
+    pub(super) known: BTreeMap<u32, Known>,
     /// The partitions the last membership change freed, by the base rule.
     pub(super) freed: BTreeSet<u32>,
     /// The members the last `GroupChanged` named.
@@ -374,6 +385,7 @@ impl Engine {
             return;
         };
         let held = self.held_partitions(name);
+        let now = self.now;
         let not_sticky = self.mutant_is(MutantKind::GroupNotSticky);
         let ignore_share = self.mutant_is(MutantKind::GroupIgnoresShare);
         let Some(g) = self.groups.get_mut(name) else {
@@ -387,10 +399,16 @@ impl Engine {
             taken: BTreeSet::new(),
             likely_free: g.freed.clone(),
         };
-        for (&p, &(holder, seen)) in &g.known {
-            if !g.members.contains(&holder) {
+        for (&p, k) in &g.known {
+            // S4.4: asking before the holder's expiry the reply timed would
+            // be a wasted call; only a release (its broadcast clears this)
+            // or that instant makes it worth asking again.
+            if k.until.is_some_and(|u| now < u) && g.members.contains(&k.holder) {
+                known.likely_free.remove(&p);
+                known.taken.insert(p);
+            } else if !g.members.contains(&k.holder) {
                 known.likely_free.insert(p);
-            } else if holder != me && seen + 1 >= g.views {
+            } else if k.holder != me && k.until.is_none() && k.seen + 1 >= g.views {
                 known.taken.insert(p);
             }
         }
@@ -422,7 +440,12 @@ impl Engine {
 
     /// S10.2: an acquire of a partition was answered `Held` by `holder`: a
     /// live member keeps it, so this member looks for another one.
-    pub(super) fn partition_held(&mut self, name: &LeaseName, holder: Option<SessionId>) {
+    pub(super) fn partition_held(
+        &mut self,
+        name: &LeaseName,
+        holder: Option<SessionId>,
+        until: Option<Timestamp>,
+    ) {
         let (Some(holder), Some((group, p))) = (holder, parse_partition_name(name.as_str())) else {
             return;
         };
@@ -435,8 +458,19 @@ impl Engine {
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
-        g.known.insert(p, (holder, g.views));
-        if g.members.contains(&holder) {
+        // A holder that is no member (leaving, or its session about to
+        // expire) will free the partition: this member keeps waiting for it,
+        // timed by `until` (S4.4) or the release's broadcast.
+        let member = g.members.contains(&holder);
+        g.known.insert(
+            p,
+            Known {
+                holder,
+                seen: g.views,
+                until,
+            },
+        );
+        if member {
             self.retarget(&group);
         }
     }
@@ -633,10 +667,21 @@ impl Engine {
             if !self.entries.contains_key(&name) {
                 let mut entry = Entry::new(Kind::Partition, runs_task, LockWait::Forever, self.now);
                 entry.exit_policy = policy;
+                if let Some(at) = self.not_before(group, p) {
+                    entry.next_attempt = Some(at);
+                }
                 self.entries.insert(name.clone(), entry);
                 self.dirty.push(name);
             }
         }
+    }
+
+    /// S4.4: the instant before which asking for partition `p` would be a
+    /// wasted call (a `Held` reply timed its holder's expiry, and no release
+    /// was broadcast since).
+    fn not_before(&self, group: &LeaseName, p: u32) -> Option<Timestamp> {
+        let until = self.groups.get(group)?.known.get(&p)?.until?;
+        (until > self.now).then_some(until)
     }
 
     /// Hands a partition over (S6.1 order) and forgets its entry once done.
@@ -700,6 +745,9 @@ impl Engine {
         if wanted && !self.entries.contains_key(name) {
             let mut entry = Entry::new(Kind::Partition, g.runs_task, LockWait::Forever, self.now);
             entry.exit_policy = g.policy;
+            if let Some(at) = self.not_before(group, p) {
+                entry.next_attempt = Some(at);
+            }
             self.entries.insert(name.clone(), entry);
             self.dirty.push(name.clone());
         }
