@@ -475,6 +475,43 @@ impl Engine {
         }
     }
 
+    /// S4.4: a late `Held` reply to an acquire of a partition this member
+    /// gave up: a new entry of it waits for the holder's expiry all the same.
+    pub(super) fn partition_held_late(
+        &mut self,
+        name: &LeaseName,
+        holder: Option<SessionId>,
+        until: Timestamp,
+    ) {
+        let (Some(holder), Some((group, p))) = (holder, parse_partition_name(name.as_str())) else {
+            return;
+        };
+        if self.session.id == Some(holder) {
+            return;
+        }
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        g.known.insert(
+            p,
+            Known {
+                holder,
+                seen: g.views,
+                until: Some(until),
+            },
+        );
+        if let Some(entry) = self.entries.get_mut(name) {
+            if entry.kind == Kind::Partition
+                && entry.status == Status::Candidate
+                && entry.attempt.is_none()
+                && entry.next_attempt.is_some_and(|t| t < until)
+            {
+                entry.next_attempt = Some(until);
+                self.dirty.push(name.clone());
+            }
+        }
+    }
+
     /// S10.2: this member won a partition: what it knew of its holder is old.
     pub(super) fn partition_won(&mut self, name: &LeaseName) {
         let Some((group, p)) = parse_partition_name(name.as_str()) else {
@@ -676,12 +713,26 @@ impl Engine {
         }
     }
 
-    /// S4.4: the instant before which asking for partition `p` would be a
-    /// wasted call (a `Held` reply timed its holder's expiry, and no release
-    /// was broadcast since).
+    /// The instant before which a new entry of partition `p` must not ask
+    /// for it: S4.4, a `Held` reply timed its holder's expiry (and no
+    /// release was broadcast since); S4.1, an acquire of an entry of it that
+    /// was given up may still be in flight (until its call timeout).
     fn not_before(&self, group: &LeaseName, p: u32) -> Option<Timestamp> {
-        let until = self.groups.get(group)?.known.get(&p)?.until?;
-        (until > self.now).then_some(until)
+        let name = partition_name(group, p).ok()?;
+        let held_until = self
+            .groups
+            .get(group)
+            .and_then(|g| g.known.get(&p))
+            .and_then(|k| k.until);
+        let timeout = self.call_timeout();
+        let in_flight = self
+            .acquires
+            .values()
+            .filter(|a| a.name == name && Some(a.session) == self.session.id)
+            .map(|a| a.sent_at + timeout)
+            .max();
+        let at = held_until.max(in_flight)?;
+        (at > self.now).then_some(at)
     }
 
     /// Hands a partition over (S6.1 order) and forgets its entry once done.
