@@ -166,7 +166,9 @@ async fn member(
     let task = simba
         .group(group, partitions)
         .listener(Member(i, log.clone()))
-        .run_per_partition(|_, term| async move { term.revoked().await })
+        .run_per_partition(|_, term| async move {
+            term.revoked().await;
+        })
         .await
         .map_err(|e| e.to_string())?;
     Ok((simba, task, sev))
