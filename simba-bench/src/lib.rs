@@ -12,6 +12,7 @@
 //! ([`raw`]) and the peers' ([`peers`]).
 
 pub mod counters;
+pub mod groups;
 pub mod load;
 pub mod measure;
 pub mod peers;

@@ -47,7 +47,7 @@ struct Cli {
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1000..=600_000))]
     lease_ms: u64,
     /// Only these sections (repeat or separate with commas): latency,
-    /// handover, failover, holding. Default: all.
+    /// handover, failover, holding, groups. Default: all.
     #[arg(long = "only", value_delimiter = ',')]
     only: Vec<Section>,
     /// Crash fail-overs per backend and peer [default: 30, or 3 with --quick].
@@ -68,6 +68,9 @@ enum Section {
     Failover,
     /// Backend calls, CPU and RSS while holding many leases.
     Holding,
+    /// Partitioned groups: partitions moved and unowned time per membership
+    /// change (3 → 4 → 3 members and a crash; 8 and 1,000 partitions).
+    Groups,
 }
 
 /// Helper processes the bench starts (not for direct use), and `load`.
@@ -852,6 +855,14 @@ async fn bench(cli: Cli) -> i32 {
     )
     .await;
     for (t, rows) in targets.iter().zip(all) {
+        show(&rows);
+        by_kind.entry(t.kind).or_default().extend(rows);
+    }
+    if runs(Section::Groups) {
+        say("-- partitioned groups: 3 → 4 → 3 members and a crash, 8 and 1,000 partitions");
+    }
+    for t in targets.iter().filter(|_| runs(Section::Groups)) {
+        let rows = simba_bench::groups::rows(t, &plan).await;
         show(&rows);
         by_kind.entry(t.kind).or_default().extend(rows);
     }

@@ -44,9 +44,10 @@ pub trait GroupListener: Send + Sync + 'static {
     fn on_gained(&self, partition: u32, term: &Term) {
         let _ = (partition, term);
     }
-    /// The term of `partition` ended for `reason` (`Rebalanced` when the
-    /// partition moved to another member or the group was left); it is
-    /// already invalid.
+    /// The term of `partition` ended for `reason`: `Rebalanced` when the
+    /// partition moves to another member, `Stopped` when this member leaves
+    /// or closes, the session's end (`SessionExpired`, `DeadlinePassed`)
+    /// when it was cut off (S10.3); it is already invalid.
     fn on_lost(&self, partition: u32, term: &Term, reason: RevokeReason) {
         let _ = (partition, term, reason);
     }

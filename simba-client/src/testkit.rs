@@ -1473,6 +1473,72 @@ pub struct GroupLog {
 }
 
 impl GroupLog {
+    /// How many events each partition has logged so far.
+    pub fn lengths(&self) -> std::collections::BTreeMap<u32, usize> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, e)| (*p, e.len()))
+            .collect()
+    }
+
+    /// S10.2: since `lengths` was taken, only partitions that went to member
+    /// `joiner` moved, each once, revoked from their old owner as
+    /// `Rebalanced` (S10.3).
+    pub fn assert_only_moved_to(
+        &self,
+        lengths: &std::collections::BTreeMap<u32, usize>,
+        joiner: usize,
+    ) {
+        for (p, evs) in self.events.lock().unwrap().iter() {
+            let since = &evs[lengths.get(p).copied().unwrap_or(0).min(evs.len())..];
+            let mut gains = 0;
+            for e in since {
+                match e {
+                    PartitionEvent::Gained { member, .. } => {
+                        gains += 1;
+                        assert_eq!(
+                            *member, joiner,
+                            "partition {p} moved between members who stay: {evs:?}"
+                        );
+                    }
+                    PartitionEvent::Lost { reason, .. } => {
+                        assert_eq!(*reason, RevokeReason::Rebalanced, "partition {p}: {evs:?}");
+                    }
+                    _ => {}
+                }
+            }
+            assert!(gains <= 1, "partition {p} moved {gains} times: {evs:?}");
+        }
+    }
+
+    /// S10.2: since `lengths` was taken, only partitions of member `gone`
+    /// were lost or gained (the members who stay kept theirs), and no
+    /// partition was gained more than once.
+    pub fn assert_only_moved_from(
+        &self,
+        lengths: &std::collections::BTreeMap<u32, usize>,
+        gone: usize,
+    ) {
+        for (p, evs) in self.events.lock().unwrap().iter() {
+            let since = &evs[lengths.get(p).copied().unwrap_or(0).min(evs.len())..];
+            for e in since {
+                if let PartitionEvent::Lost { member, .. } = e {
+                    assert_eq!(
+                        *member, gone,
+                        "partition {p} moved between members who stay: {evs:?}"
+                    );
+                }
+            }
+            let gains = since
+                .iter()
+                .filter(|e| matches!(e, PartitionEvent::Gained { .. }))
+                .count();
+            assert!(gains <= 1, "partition {p} moved {gains} times: {evs:?}");
+        }
+    }
+
     fn push(&self, p: u32, e: PartitionEvent) {
         self.events.lock().unwrap().entry(p).or_default().push(e);
     }
@@ -1649,6 +1715,7 @@ pub async fn group_rebalance_on_graceful_leave(env: Env) {
         members.push((simba, task));
     }
     wait_counts(&env, &log, &[0, 1, 2], &[4, 4, 4]).await;
+    let settled = log.lengths();
     let snap = members[0].1.snapshot().await.unwrap().unwrap();
     assert_eq!(snap.members.len(), 3);
     assert_eq!(snap.owned.len(), 4);
@@ -1660,8 +1727,9 @@ pub async fn group_rebalance_on_graceful_leave(env: Env) {
     );
     wait_counts(&env, &log, &[0, 1], &[6, 6]).await;
     log.assert_consistent();
-    // S10.3: every partition member 2 gave up was lost as Rebalanced and its
-    // task stopped before another member's task started.
+    log.assert_only_moved_from(&settled, 2);
+    // S10.3: every partition member 2 gave up was lost as Stopped (it
+    // closed) and its task stopped before another member's task started.
     for (p, evs) in log.events.lock().unwrap().iter() {
         let Some(lost) = evs
             .iter()
@@ -1673,7 +1741,7 @@ pub async fn group_rebalance_on_graceful_leave(env: Env) {
             matches!(
                 evs[lost],
                 PartitionEvent::Lost {
-                    reason: RevokeReason::Rebalanced,
+                    reason: RevokeReason::Stopped,
                     ..
                 }
             ),
@@ -1721,9 +1789,28 @@ pub async fn group_rebalance_after_a_crash(env: Env) {
         members.push((simba, task));
     }
     wait_counts(&env, &log, &[0, 1, 2], &[4, 4, 4]).await;
+    let settled = log.lengths();
     let cut_at = Instant::now();
     cuts[2].cut();
     wait_counts(&env, &log, &[0, 1], &[6, 6]).await;
+    log.assert_only_moved_from(&settled, 2);
+    // S10.3: the cut-off member learns its own session's end, not a move.
+    for evs in log.events.lock().unwrap().values() {
+        for e in evs {
+            if let PartitionEvent::Lost {
+                member: 2, reason, ..
+            } = e
+            {
+                assert!(
+                    matches!(
+                        reason,
+                        RevokeReason::SessionExpired | RevokeReason::DeadlinePassed
+                    ),
+                    "the cut-off member lost a partition as {reason:?}"
+                );
+            }
+        }
+    }
     assert!(
         cut_at.elapsed() >= LEASE / 2,
         "partitions moved {:?} after the crash, before the session could expire",

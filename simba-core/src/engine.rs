@@ -395,6 +395,7 @@ enum MutantKind {
     RenewNeverTimesOut,
     AcquireWhileInFlight,
     GroupIgnoresShare,
+    GroupNotSticky,
     PartitionSkipsHandover,
     RetryBeforeExpiry,
 }

@@ -4,6 +4,7 @@
 
 use crate::ids::SessionId;
 use crate::name::{LeaseName, NameError};
+use std::collections::BTreeSet;
 
 /// The separator between a group's name and a partition's index in the
 /// partition's lease name (`orders:p7`).
@@ -167,6 +168,113 @@ pub fn target_partitions(partitions: u32, members: &[SessionId], me: SessionId) 
         .into_iter()
         .zip(0u32..)
         .filter(|(owner, _)| *owner == my_index)
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// What one member knows when it computes its target (S10.2): besides the
+/// live members, only what it holds and what the backend told it in replies
+/// it receives anyway.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StickyInput {
+    /// The partitions this member holds now (a term, not being handed over).
+    pub held: BTreeSet<u32>,
+    /// Partitions another live member held when this member last tried them
+    /// (an acquire answered `Held`): not worth trying again until the next
+    /// renewal.
+    pub taken: BTreeSet<u32>,
+    /// Partitions likely free: their last known holder, or their owner by
+    /// [`assign_partitions`] in the previous membership, is no member any
+    /// more. Tried first.
+    pub likely_free: BTreeSet<u32>,
+}
+
+/// The sticky assignment rule (S10.2): the partitions `me` should own among
+/// `members`, given what it holds and knows ([`StickyInput`]). Empty if `me`
+/// is not a member.
+///
+/// The member's share is its [`fair_share`] by rank. It keeps the
+/// partitions it holds, up to its share (those [`assign_partitions`] gives
+/// it first, then by a fixed affinity), and adds exactly as many partitions
+/// as it lacks, from those it does not hold and does not know to be taken,
+/// likely free ones first. So a member never gives up a partition unless it
+/// holds more than its share (which happens only when a member joins), and
+/// never asks for more than it lacks: only the partitions of a member that
+/// left, and the surplus that goes to a member that joined, move.
+///
+/// ```
+/// use simba_core::{sticky_target, SessionId, StickyInput};
+/// let (a, b) = (SessionId::from_u128(1), SessionId::from_u128(2));
+/// // Alone, `a` wants every partition; `b` joins: `a` keeps the share it
+/// // holds and `b` asks only for what `a` gives up.
+/// let all = sticky_target(4, &[a], a, &StickyInput::default());
+/// assert_eq!(all.len(), 4);
+/// let held = StickyInput { held: all.clone(), ..StickyInput::default() };
+/// let kept = sticky_target(4, &[a, b], a, &held);
+/// let wanted = sticky_target(4, &[a, b], b, &StickyInput::default());
+/// assert_eq!((kept.len(), wanted.len()), (2, 2));
+/// assert!(kept.is_disjoint(&wanted));
+/// ```
+pub fn sticky_target(
+    partitions: u32,
+    members: &[SessionId],
+    me: SessionId,
+    known: &StickyInput,
+) -> BTreeSet<u32> {
+    let mut sorted: Vec<SessionId> = members.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let Ok(rank) = sorted.binary_search(&me) else {
+        return BTreeSet::new();
+    };
+    let share = fair_share(partitions, sorted.len(), rank) as usize;
+    let base: BTreeSet<u32> = target_partitions(partitions, &sorted, me)
+        .into_iter()
+        .collect();
+    // Higher first: partitions the base rule gives this member, then by
+    // affinity, then by index (a total order, the same on every platform).
+    let key = |p: u32| (base.contains(&p), affinity(me, p), std::cmp::Reverse(p));
+    let mut held: Vec<u32> = known
+        .held
+        .iter()
+        .copied()
+        .filter(|&p| p < partitions)
+        .collect();
+    held.sort_unstable_by_key(|&p| std::cmp::Reverse(key(p)));
+    held.truncate(share);
+    let need = share - held.len();
+    let mut target: BTreeSet<u32> = held.into_iter().collect();
+    if need > 0 {
+        let mut free: Vec<u32> = (0..partitions)
+            .filter(|p| !known.held.contains(p) && !known.taken.contains(p))
+            .collect();
+        free.sort_unstable_by_key(|&p| std::cmp::Reverse((known.likely_free.contains(&p), key(p))));
+        target.extend(free.into_iter().take(need));
+    }
+    target
+}
+
+/// The partitions whose owner by [`assign_partitions`] among `before` is
+/// not in `after`: those a member that saw the membership change from
+/// `before` to `after` expects to be free (S10.2).
+///
+/// ```
+/// use simba_core::{assign_partitions, freed_by_change, SessionId};
+/// let (a, b) = (SessionId::from_u128(1), SessionId::from_u128(2));
+/// let freed = freed_by_change(6, &[a, b], &[a]);
+/// let owners = assign_partitions(6, &[a, b]);
+/// assert!(freed.iter().all(|&p| owners[p as usize] == 1));
+/// assert_eq!(freed.len(), 3);
+/// ```
+pub fn freed_by_change(
+    partitions: u32,
+    before: &[SessionId],
+    after: &[SessionId],
+) -> BTreeSet<u32> {
+    assign_partitions(partitions, before)
+        .into_iter()
+        .zip(0u32..)
+        .filter(|(owner, _)| before.get(*owner).is_some_and(|m| !after.contains(m)))
         .map(|(_, p)| p)
         .collect()
 }

@@ -129,8 +129,8 @@ pub use election::{EntrySnapshot, Kind, LockWait, SessionSnapshot, Snapshot, Sta
 pub use engine::{BackendProfile, Engine, Stats};
 pub use error::{ApiError, BackendError, BackendErrorKind};
 pub use group::{
-    assign_partitions, fair_share, parse_partition_name, partition_name, target_partitions,
-    GroupSnapshot, PARTITION_SEPARATOR,
+    assign_partitions, fair_share, freed_by_change, parse_partition_name, partition_name,
+    sticky_target, target_partitions, GroupSnapshot, StickyInput, PARTITION_SEPARATOR,
 };
 pub use ids::{OpId, ParseSessionIdError, SessionId, TermId, Token};
 pub use lease::{

@@ -46,6 +46,11 @@ pub enum Mutant {
     /// A group member targets every partition instead of its fair share
     /// (S10.2): members fight over partitions and never balance.
     GroupIgnoresShare,
+    /// A group member computes its target from the membership alone (the
+    /// stateless rule of [`assign_partitions`](crate::assign_partitions)),
+    /// not from what it holds: balanced, but a membership change moves
+    /// partitions between members who stay (S10.2).
+    GroupNotSticky,
     /// A partition moving away is released at once, while its task still
     /// runs: the new owner's task starts before the old one's has stopped
     /// (S10.3, S6.1).
@@ -54,7 +59,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 17] = [
         Mutant::IgnoreDrift,
         Mutant::IgnoreMargin,
         Mutant::DeadlineFromArrival,
@@ -71,6 +76,7 @@ impl Mutant {
         Mutant::RetryBeforeExpiry,
         Mutant::GroupIgnoresShare,
         Mutant::PartitionSkipsHandover,
+        Mutant::GroupNotSticky,
     ];
 
     /// The mutant's command-line name.
@@ -92,6 +98,7 @@ impl Mutant {
             Mutant::RetryBeforeExpiry => "retry-before-expiry",
             Mutant::GroupIgnoresShare => "group-ignores-share",
             Mutant::PartitionSkipsHandover => "partition-skips-handover",
+            Mutant::GroupNotSticky => "group-not-sticky",
         }
     }
 

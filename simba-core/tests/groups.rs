@@ -287,7 +287,7 @@ fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
 }
 
 /// S10.3: a graceful leave hands every partition over in the order of S6.1:
-/// revoked (`Rebalanced`), task stopped, released, then gained elsewhere
+/// revoked (`Stopped`: the member asked for it), task stopped, released, then gained elsewhere
 /// with a higher token; moved partitions are owned again within 3 round
 /// trips of their release.
 #[test]
@@ -326,7 +326,7 @@ fn s10_3_leave_hands_over_in_order_within_three_round_trips() {
             matches!(
                 h[lost].1,
                 Happening::Lost {
-                    reason: RevokeReason::Rebalanced,
+                    reason: RevokeReason::Stopped,
                     ..
                 }
             ),
@@ -424,6 +424,160 @@ fn s10_1_one_renewal_per_interval_with_many_partitions() {
             "node {i}: {n} renewals in 20 intervals"
         );
     }
+}
+
+/// The node that owns each partition now (`None`: nobody).
+fn owners(c: &Cluster) -> Vec<Option<usize>> {
+    (0..c.partitions)
+        .map(|p| {
+            let name = partition_name(&c.group, p).unwrap();
+            (0..c.nodes.len()).find(|&i| c.nodes[i].held.values().any(|t| t.name == name))
+        })
+        .collect()
+}
+
+/// How many gains each partition had since `round` (a move is a gain).
+fn gains_since(c: &Cluster, round: u64) -> Vec<usize> {
+    let moves = c.moves_since(round);
+    (0..c.partitions)
+        .map(|p| {
+            let name = partition_name(&c.group, p).unwrap();
+            moves.get(&name).copied().unwrap_or(0)
+        })
+        .collect()
+}
+
+/// S10.2: 3 → 4 → 3 members (a join, a graceful leave) and then a crash,
+/// each settled before the next: on the join only partitions that go to
+/// the joiner move, each once; on the leave and the crash only the
+/// partitions of the member that went move, each once. Returns the moves
+/// per change, or what broke the rule.
+fn sticky_moves(
+    partitions: u32,
+    config: SimbaConfig,
+) -> Result<([usize; 3], [Duration; 3]), String> {
+    let mut c = Cluster::new("orders", partitions, config, ms(10));
+    for _ in 0..3 {
+        c.add_node();
+    }
+    let limit = Duration::from_secs(10);
+    settle(&mut c, &[0, 1, 2], limit);
+    let mut moved = [0; 3];
+    let mut took = [Duration::ZERO; 3];
+    // The join.
+    let before = owners(&c);
+    let from = c.round + 1;
+    let joiner = c.add_node();
+    took[0] = settle(&mut c, &[0, 1, 2, 3], limit);
+    // S10.3: a partition that moves to the joiner is `Rebalanced`.
+    for h in c.history.values() {
+        for (r, e) in h {
+            if let Happening::Lost { reason, .. } = e {
+                if *r >= from && *reason != RevokeReason::Rebalanced {
+                    return Err(format!("join: a partition was lost as {reason:?}"));
+                }
+            }
+        }
+    }
+    let (after, gains) = (owners(&c), gains_since(&c, from));
+    for p in 0..partitions as usize {
+        let changed = before[p] != after[p];
+        if changed && after[p] != Some(joiner) {
+            return Err(format!(
+                "join: partition {p} moved {:?} → {:?}",
+                before[p], after[p]
+            ));
+        }
+        if gains[p] > usize::from(changed) {
+            return Err(format!("join: partition {p} gained {} times", gains[p]));
+        }
+    }
+    moved[0] = gains.iter().sum();
+    // The graceful leave of an old member, then the crash of another.
+    for (k, (gone, stay)) in [(1usize, [0usize, 2, 3]), (2, [0, 3, 3])]
+        .into_iter()
+        .enumerate()
+    {
+        let before = owners(&c);
+        let from = c.round + 1;
+        if k == 0 {
+            c.leave(gone);
+        } else {
+            c.crash(gone);
+        }
+        let mut stay = stay.to_vec();
+        stay.dedup();
+        took[k + 1] = settle(&mut c, &stay, limit);
+        let (after, gains) = (owners(&c), gains_since(&c, from));
+        for p in 0..partitions as usize {
+            let was_gones = before[p] == Some(gone);
+            if before[p] != after[p] && !was_gones {
+                return Err(format!(
+                    "{}: partition {p} moved {:?} → {:?} between members who stay",
+                    ["leave", "crash"][k],
+                    before[p],
+                    after[p]
+                ));
+            }
+            if gains[p] > usize::from(was_gones) {
+                return Err(format!("partition {p} gained {} times", gains[p]));
+            }
+        }
+        moved[k + 1] = gains.iter().sum();
+    }
+    c.tokens_increase()?;
+    if !c.violations.is_empty() {
+        return Err(format!("{:?}", c.violations));
+    }
+    Ok((moved, took))
+}
+
+#[test]
+fn s10_2_only_the_partitions_that_must_move_move() {
+    for partitions in [1, 2, 7, 8, 12, 40, 1000] {
+        let (moved, took) = sticky_moves(partitions, config()).unwrap();
+        // The minimum: the joiner's share of 4; the leaver's of 4; the
+        // crashed member's of 3.
+        let (p, share) = (partitions as usize, |p: usize, m: usize| p / m);
+        assert!(
+            (share(p, 4)..=p.div_ceil(4)).contains(&moved[0]),
+            "{partitions}: {moved:?}"
+        );
+        assert!(
+            (share(p, 4)..=p.div_ceil(4)).contains(&moved[1]),
+            "{partitions}: {moved:?}"
+        );
+        assert!(
+            (share(p, 3)..=p.div_ceil(3)).contains(&moved[2]),
+            "{partitions}: {moved:?}"
+        );
+        println!(
+            "{partitions} partitions: moved {moved:?}, settled after {took:?} (join, leave, crash)"
+        );
+    }
+}
+
+/// S10.2 with the mutant: the stateless rule of the membership alone moves
+/// partitions between members who stay, and the move count sees it.
+#[cfg(feature = "mutants")]
+#[test]
+fn s10_2_mutant_group_not_sticky_is_caught() {
+    let config = config()
+        .to_builder()
+        .mutant(Some(Mutant::GroupNotSticky))
+        .build()
+        .unwrap();
+    let broken = sticky_moves(40, config).unwrap_err();
+    println!("caught: {broken}");
+}
+
+/// S10.2: a lone first member owns its partitions within a few round
+/// trips of starting, not a renewal interval (1 s) later.
+#[test]
+fn s10_2_a_first_member_owns_its_partitions_at_once() {
+    let mut c = cluster(1, 8);
+    let took = settle(&mut c, &[0], Duration::from_secs(5));
+    assert!(took <= ms(60), "settled after {took:?}");
 }
 
 /// What a proptest run does to the group.

@@ -302,7 +302,8 @@ fn the_checks_catch_the_safety_mutants() {
     // rules.rs `s4_4_mutant_retry_before_expiry_is_caught` catch it. The group
     // mutants need a group of several members: groups.rs
     // `s10_3_mutant_partition_skips_handover_is_caught` and
-    // `s10_4_mutant_group_ignores_share_is_caught` catch them.
+    // `s10_4_mutant_group_ignores_share_is_caught` and
+    // `s10_2_mutant_group_not_sticky_is_caught` catch them.
     for (i, mutant) in Mutant::ALL.iter().enumerate() {
         if matches!(
             *mutant,
@@ -310,6 +311,7 @@ fn the_checks_catch_the_safety_mutants() {
                 | Mutant::RenewNeverTimesOut
                 | Mutant::RetryBeforeExpiry
                 | Mutant::GroupIgnoresShare
+                | Mutant::GroupNotSticky
                 | Mutant::PartitionSkipsHandover
         ) {
             continue;

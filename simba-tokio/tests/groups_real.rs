@@ -1,10 +1,12 @@
-//! Partitioned groups (S10) on real backends, SQLite and PostgreSQL (through
-//! `simba_backends::connect`): 3 members share 12 partitions 4/4/4; one is
-//! cut off from the backend as a crashed process would be (no close, no
-//! release) and the other two take its partitions over once its session has
-//! expired, 6/6, with strictly increasing tokens per partition and the
-//! hand-over order of S10.3 (a partition's old task stops before its new
-//! one starts).
+//! Partitioned groups (S10) on real backends, SQLite, PostgreSQL and Redis
+//! (through `simba_backends::connect`): 3 members share 12 partitions
+//! 4/4/4; a fourth joins (3/3/3/3: only partitions that go to it move,
+//! S10.2) and closes again (4/4/4: only its partitions move, revoked as
+//! `Stopped`); then one is cut off from the backend as a crashed process
+//! would be (no close, no release) and the other two take its partitions
+//! over once its session has expired, 6/6 (only its partitions move), with
+//! strictly increasing tokens per partition and the hand-over order of
+//! S10.3 (a partition's old task stops before its new one starts).
 //!
 //! These backends implement groups from the `groups-backends` branch on; on a
 //! backend without them the join fails with `Unsupported` and this test says so.
@@ -16,6 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 async fn rebalance_after_a_crash(url: String) {
+    // Its own group: runs on a shared server must not meet.
+    let group = format!("real.group.{}", std::process::id());
     let runtime: Arc<dyn simba_tokio::Runtime> = Arc::new(TokioRuntime::try_current().unwrap());
     let log = Arc::new(GroupLog::default());
     let mut members = Vec::new();
@@ -26,11 +30,7 @@ async fn rebalance_after_a_crash(url: String) {
             Err(e) => {
                 let what = simba_backends::redact(&url);
                 simba_backends::test_servers::missing_server(
-                    if url.starts_with("postgres") {
-                        "postgres"
-                    } else {
-                        "sqlite"
-                    },
+                    url.split(':').next().unwrap_or("sqlite"),
                     &what,
                     "groups_real",
                     &e,
@@ -48,7 +48,7 @@ async fn rebalance_after_a_crash(url: String) {
         let mut events = simba.events();
         let task = testkit::join_member(
             &simba,
-            "real.group",
+            &group,
             12,
             i,
             &log,
@@ -80,9 +80,39 @@ async fn rebalance_after_a_crash(url: String) {
         members.push((simba, task));
     }
     wait(&log, &[0, 1, 2], &[4, 4, 4]).await;
+    // A fourth member joins, then closes.
+    let settled = log.lengths();
+    let joined_at = Instant::now();
+    let simba = Simba::builder_dyn(simba_backends::connect(&url).await.map(Arc::from).unwrap())
+        .config(testkit::config())
+        .runtime(runtime.clone())
+        .build()
+        .unwrap();
+    let task = testkit::join_member(
+        &simba,
+        &group,
+        12,
+        3,
+        &log,
+        Duration::from_millis(20),
+        runtime.clone(),
+    )
+    .await;
+    wait(&log, &[0, 1, 2, 3], &[3, 3, 3, 3]).await;
+    let join_took = joined_at.elapsed();
+    log.assert_only_moved_to(&settled, 3);
+    let settled = log.lengths();
+    let left_at = Instant::now();
+    task.close().await;
+    wait(&log, &[0, 1, 2], &[4, 4, 4]).await;
+    let leave_took = left_at.elapsed();
+    log.assert_only_moved_from(&settled, 3);
+    simba.close().await;
+    let settled = log.lengths();
     let cut_at = Instant::now();
     cuts[2].cut();
     wait(&log, &[0, 1], &[6, 6]).await;
+    log.assert_only_moved_from(&settled, 2);
     let took = cut_at.elapsed();
     assert!(
         took >= testkit::LEASE / 2,
@@ -105,7 +135,11 @@ async fn rebalance_after_a_crash(url: String) {
             );
         }
     }
-    println!("{url}: 4/4/4 -> 6/6 {took:?} after the crash");
+    println!(
+        "{}: 3/3/3/3 {join_took:?} after a join, 4/4/4 {leave_took:?} after a leave, \
+         6/6 {took:?} after a crash",
+        simba_backends::redact(&url)
+    );
     for (simba, _) in &members {
         simba.close().await;
     }
@@ -143,7 +177,7 @@ fn block_on<F: std::future::Future<Output = ()>>(f: F) {
 }
 
 #[test]
-fn sqlite_three_members_twelve_partitions_crash() {
+fn sqlite_three_members_twelve_partitions_join_leave_crash() {
     let path = std::env::temp_dir().join(format!("simba-groups-real-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
     block_on(rebalance_after_a_crash(format!(
@@ -153,7 +187,7 @@ fn sqlite_three_members_twelve_partitions_crash() {
 }
 
 #[test]
-fn postgres_three_members_twelve_partitions_crash() {
+fn postgres_three_members_twelve_partitions_join_leave_crash() {
     let base = std::env::var("SIMBA_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
     let sep = if base.contains('?') { '&' } else { '?' };
@@ -168,4 +202,11 @@ fn postgres_three_members_twelve_partitions_crash() {
             .unwrap();
         b.drop_tables().await.unwrap();
     });
+}
+
+#[test]
+fn redis_three_members_twelve_partitions_join_leave_crash() {
+    let url = std::env::var("SIMBA_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned());
+    block_on(rebalance_after_a_crash(url));
 }

@@ -207,6 +207,16 @@ impl Engine {
             // remaining time; release without it.
             self.complete_handover(name);
         }
+        // S4.1 for a partition given up and asked for again: an acquire of
+        // its earlier entry may still be in flight until its call timeout.
+        let session = self.session.id;
+        let busy_until = self
+            .acquires
+            .values()
+            .filter(|a| &a.name == name && Some(a.session) == session)
+            .map(|a| a.sent_at + timeout)
+            .filter(|t| now < *t)
+            .max();
         let Some(entry) = self.entries.get_mut(name) else {
             // A removed entry's timer: disarm it.
             self.timers.set(&TimerKey::Entry(name.clone()), None);
@@ -236,7 +246,9 @@ impl Engine {
                         self.send_acquire(name);
                     }
                 } else if can_acquire && entry.next_attempt.is_some_and(|t| t <= now) {
-                    if slot_free {
+                    if let Some(t) = busy_until.filter(|_| entry.kind == Kind::Partition) {
+                        entry.next_attempt = Some(t);
+                    } else if slot_free {
                         self.send_acquire(name);
                     } else if !entry.parked {
                         // S4.6: wait for a slot, behind those already waiting.
@@ -397,6 +409,17 @@ impl Engine {
         }
         if !current {
             self.stats.stale_replies += 1;
+            if let Ok(AcquireOutcome::Held {
+                holder,
+                holder_remaining: Some(r),
+                ..
+            }) = &result
+            {
+                // S4.4 for a partition given up and asked for again: the late
+                // answer still times its holder's expiry.
+                let until = retry_after_holder_expiry(self.now, *r, self.config.drift());
+                self.partition_held_late(&name, *holder, until);
+            }
             match result {
                 // S4.3: a late reply to an abandoned attempt releases what it won.
                 Ok(AcquireOutcome::Won { token, .. }) => {
@@ -446,11 +469,22 @@ impl Engine {
                 }
             }
             Ok(AcquireOutcome::Held {
-                holder_remaining, ..
+                holder,
+                holder_remaining,
+                ..
             }) => {
                 self.attempt_lost(&name);
                 if let Some(r) = holder_remaining {
                     self.retry_at_holder_expiry(&name, sent.sent_at, r);
+                }
+                if self
+                    .entries
+                    .get(&name)
+                    .is_some_and(|e| e.kind == Kind::Partition)
+                {
+                    let until = holder_remaining
+                        .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
+                    self.partition_held(&name, holder, until);
                 }
             }
             Ok(AcquireOutcome::Expired) => {
@@ -510,6 +544,7 @@ impl Engine {
             token,
             session,
         };
+        let partition = entry.kind == Kind::Partition;
         entry.status = Status::Leader;
         entry.next_attempt = None;
         // The won place is the holder now; only a release ends it (S4.5).
@@ -526,6 +561,9 @@ impl Engine {
         self.emit(Event::Elected { term: term.clone() });
         if runs_task {
             self.out.push_back(Output::Task(TaskOrder::Start { term }));
+        }
+        if partition {
+            self.partition_won(name);
         }
     }
 

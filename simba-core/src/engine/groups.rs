@@ -10,13 +10,27 @@
 use super::{Engine, MutantKind};
 use crate::election::{Entry, Kind, LockWait, Status};
 use crate::error::{ApiError, BackendError, BackendErrorKind};
-use crate::group::{parse_partition_name, partition_name, target_partitions, GroupSnapshot};
+use crate::group::{
+    freed_by_change, parse_partition_name, partition_name, sticky_target, target_partitions,
+    GroupSnapshot, StickyInput,
+};
 use crate::ids::{OpId, SessionId};
 use crate::name::LeaseName;
 use crate::protocol::{Command, Event, GroupView, RevokeReason, TaskExitPolicy};
 use crate::time::Timestamp;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+
+/// What a `Held` reply told of a partition's holder (S10.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Known {
+    holder: SessionId,
+    /// The group's `views` when the reply came.
+    seen: u64,
+    /// Not worth asking again before this instant unless the partition is
+    /// released (S4.4): the holder's expiry as the reply timed it.
+    until: Option<Timestamp>,
+}
 
 /// Where this member's membership of a group stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +73,14 @@ pub(super) struct Group {
     pub(super) members: Vec<SessionId>,
     /// The partitions this member should own (S10.2).
     pub(super) target: BTreeSet<u32>,
+    /// How many renewals listed this group's members (the age of `known`).
+    pub(super) views: u64,
+    /// Holders that `Held` replies named (S10.2).
+    pub(super) known: BTreeMap<u32, Known>,
+    /// The partitions the last membership change freed, by the base rule.
+    pub(super) freed: BTreeSet<u32>,
+    /// The members the last `GroupChanged` named.
+    pub(super) announced: Vec<SessionId>,
 }
 
 impl Engine {
@@ -151,6 +173,10 @@ impl Engine {
                 leave: Leave::No,
                 members: Vec::new(),
                 target: BTreeSet::new(),
+                views: 0,
+                known: BTreeMap::new(),
+                freed: BTreeSet::new(),
+                announced: Vec::new(),
             },
         );
         self.send_joins();
@@ -228,6 +254,9 @@ impl Engine {
                 if let Some(g) = self.groups.get_mut(&name) {
                     g.join = Join::Joined { session, seq };
                 }
+                // S10.2: the first target needs a renewal that lists this
+                // member; ask for it now, not a renewal interval later.
+                self.renew_now();
             }
             Ok(()) => {
                 // Joined with a session that is gone: join again with this one.
@@ -286,7 +315,6 @@ impl Engine {
         let Some(me) = self.session.id else {
             return;
         };
-        let ignore_share = self.mutant_is(MutantKind::GroupIgnoresShare);
         let (now, timeout) = (self.now, self.call_timeout());
         let names: Vec<LeaseName> = self.groups.keys().cloned().collect();
         for name in names {
@@ -322,32 +350,203 @@ impl Engine {
                 }
                 members.clear();
             }
+            g.views += 1;
             if members != g.members {
-                g.target = target_partitions(g.partitions, &members, me)
-                    .into_iter()
-                    .collect();
-                if ignore_share && !members.is_empty() {
-                    // The mutant: every member wants every partition.
-                    g.target = (0..g.partitions).collect();
-                }
-                g.members = members;
-                let event = Event::GroupChanged {
-                    group: name.clone(),
-                    members: g.members.clone(),
-                    target: g.target.iter().copied().collect(),
+                g.freed = if g.members.is_empty() {
+                    BTreeSet::new()
+                } else {
+                    freed_by_change(g.partitions, &g.members, &members)
                 };
-                self.emit(event);
-                self.reconcile(&name);
+                g.members = members;
             }
+            self.retarget(&name);
         }
         self.send_joins();
         self.send_leaves();
     }
 
+    /// The partitions this member holds of `group` (a term, not handed over).
+    fn held_partitions(&self, group: &LeaseName) -> BTreeSet<u32> {
+        self.partition_entries(group)
+            .iter()
+            .filter_map(|n| {
+                let e = self.entries.get(n)?;
+                (e.held.is_some() && !e.stopping).then_some(())?;
+                parse_partition_name(n.as_str()).map(|(_, p)| p)
+            })
+            .collect()
+    }
+
+    /// S10.2: computes this member's target of `group` from the members the
+    /// last renewal listed, what it holds and what replies told it; a
+    /// changed target is announced and reconciled.
+    fn retarget(&mut self, name: &LeaseName) {
+        let Some(me) = self.session.id else {
+            return;
+        };
+        let held = self.held_partitions(name);
+        let now = self.now;
+        let not_sticky = self.mutant_is(MutantKind::GroupNotSticky);
+        let ignore_share = self.mutant_is(MutantKind::GroupIgnoresShare);
+        let Some(g) = self.groups.get_mut(name) else {
+            return;
+        };
+        if g.leave != Leave::No {
+            return;
+        }
+        let mut known = StickyInput {
+            held,
+            taken: BTreeSet::new(),
+            likely_free: g.freed.clone(),
+        };
+        for (&p, k) in &g.known {
+            // S4.4: asking before the holder's expiry the reply timed would
+            // be a wasted call; only a release (its broadcast clears this)
+            // or that instant makes it worth asking again.
+            if k.until.is_some_and(|u| now < u) && g.members.contains(&k.holder) {
+                known.likely_free.remove(&p);
+                known.taken.insert(p);
+            } else if !g.members.contains(&k.holder) {
+                known.likely_free.insert(p);
+            } else if k.holder != me && k.until.is_none() && k.seen + 1 >= g.views {
+                known.taken.insert(p);
+            }
+        }
+        let mut target = sticky_target(g.partitions, &g.members, me, &known);
+        if not_sticky {
+            // The mutant: the stateless rule of the membership alone.
+            target = target_partitions(g.partitions, &g.members, me)
+                .into_iter()
+                .collect();
+        }
+        if ignore_share && !g.members.is_empty() {
+            // The mutant: every member wants every partition.
+            target = (0..g.partitions).collect();
+        }
+        let members_changed = g.announced != g.members;
+        if target == g.target && !members_changed {
+            return;
+        }
+        g.target = target;
+        g.announced = g.members.clone();
+        let event = Event::GroupChanged {
+            group: name.clone(),
+            members: g.members.clone(),
+            target: g.target.iter().copied().collect(),
+        };
+        self.emit(event);
+        self.reconcile(name);
+    }
+
+    /// S10.2: an acquire of a partition was answered `Held` by `holder`: a
+    /// live member keeps it, so this member looks for another one.
+    pub(super) fn partition_held(
+        &mut self,
+        name: &LeaseName,
+        holder: Option<SessionId>,
+        until: Option<Timestamp>,
+    ) {
+        let (Some(holder), Some((group, p))) = (holder, parse_partition_name(name.as_str())) else {
+            return;
+        };
+        let Ok(group) = LeaseName::new(group) else {
+            return;
+        };
+        if self.session.id == Some(holder) {
+            return;
+        }
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        // A holder that is no member (leaving, or its session about to
+        // expire) will free the partition: this member keeps waiting for it,
+        // timed by `until` (S4.4) or the release's broadcast.
+        let member = g.members.contains(&holder);
+        g.known.insert(
+            p,
+            Known {
+                holder,
+                seen: g.views,
+                until,
+            },
+        );
+        if member {
+            self.retarget(&group);
+        }
+    }
+
+    /// S4.4: a late `Held` reply to an acquire of a partition this member
+    /// gave up: a new entry of it waits for the holder's expiry all the same.
+    pub(super) fn partition_held_late(
+        &mut self,
+        name: &LeaseName,
+        holder: Option<SessionId>,
+        until: Timestamp,
+    ) {
+        let (Some(holder), Some((group, p))) = (holder, parse_partition_name(name.as_str())) else {
+            return;
+        };
+        if self.session.id == Some(holder) {
+            return;
+        }
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        g.known.insert(
+            p,
+            Known {
+                holder,
+                seen: g.views,
+                until: Some(until),
+            },
+        );
+        if let Some(entry) = self.entries.get_mut(name) {
+            if entry.kind == Kind::Partition
+                && entry.status == Status::Candidate
+                && entry.attempt.is_none()
+                && entry.next_attempt.is_some_and(|t| t < until)
+            {
+                entry.next_attempt = Some(until);
+                self.dirty.push(name.clone());
+            }
+        }
+    }
+
+    /// S10.2: this member won a partition: what it knew of its holder is old.
+    pub(super) fn partition_won(&mut self, name: &LeaseName) {
+        let Some((group, p)) = parse_partition_name(name.as_str()) else {
+            return;
+        };
+        if let Some(g) = self.groups.get_mut(group) {
+            g.known.remove(&p);
+            g.freed.remove(&p);
+        }
+    }
+
     /// S10.5: a broadcast of a joined group's name announces a membership
     /// change: renew now to learn it, instead of at the next interval.
+    /// A broadcast of one of its partitions says the partition was released:
+    /// whoever held it before, it is likely free now (S10.2).
     pub(super) fn on_group_broadcast(&mut self, name: &LeaseName) {
-        if !self.groups.contains_key(name) || self.session.id.is_none() {
+        if let Some((group, p)) = parse_partition_name(name.as_str()) {
+            if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
+                g.known.remove(&p);
+                g.freed.insert(p);
+                if let Ok(group) = LeaseName::new(group) {
+                    self.retarget(&group);
+                }
+            }
+        }
+        if !self.groups.contains_key(name) {
+            return;
+        }
+        self.renew_now();
+    }
+
+    /// Renews now (or right after the renewal in flight) instead of at the
+    /// next interval (S10.5).
+    fn renew_now(&mut self) {
+        if self.session.id.is_none() {
             return;
         }
         self.session.renew_soon = true;
@@ -370,6 +569,7 @@ impl Engine {
                     g.leave = Leave::Left;
                 }
                 g.target.clear();
+                g.announced.clear();
                 if !g.members.is_empty() {
                     g.members.clear();
                     self.emit(Event::GroupChanged {
@@ -504,10 +704,35 @@ impl Engine {
             if !self.entries.contains_key(&name) {
                 let mut entry = Entry::new(Kind::Partition, runs_task, LockWait::Forever, self.now);
                 entry.exit_policy = policy;
+                if let Some(at) = self.not_before(group, p) {
+                    entry.next_attempt = Some(at);
+                }
                 self.entries.insert(name.clone(), entry);
                 self.dirty.push(name);
             }
         }
+    }
+
+    /// The instant before which a new entry of partition `p` must not ask
+    /// for it: S4.4, a `Held` reply timed its holder's expiry (and no
+    /// release was broadcast since); S4.1, an acquire of an entry of it that
+    /// was given up may still be in flight (until its call timeout).
+    fn not_before(&self, group: &LeaseName, p: u32) -> Option<Timestamp> {
+        let name = partition_name(group, p).ok()?;
+        let held_until = self
+            .groups
+            .get(group)
+            .and_then(|g| g.known.get(&p))
+            .and_then(|k| k.until);
+        let timeout = self.call_timeout();
+        let in_flight = self
+            .acquires
+            .values()
+            .filter(|a| a.name == name && Some(a.session) == self.session.id)
+            .map(|a| a.sent_at + timeout)
+            .max();
+        let at = held_until.max(in_flight)?;
+        (at > self.now).then_some(at)
     }
 
     /// Hands a partition over (S6.1 order) and forgets its entry once done.
@@ -523,7 +748,18 @@ impl Engine {
         entry.attempt = None;
         entry.cooldown_until = None;
         self.give_up(name);
-        let _ = self.revoke(name, RevokeReason::Rebalanced);
+        // S10.3: a partition given up by `leave` or `close` is `Stopped`; one
+        // that moves to another member is `Rebalanced`.
+        let leaving = self.closing
+            || parse_partition_name(name.as_str())
+                .and_then(|(g, _)| self.groups.get(g))
+                .is_some_and(|g| g.leave != Leave::No);
+        let reason = if leaving {
+            RevokeReason::Stopped
+        } else {
+            RevokeReason::Rebalanced
+        };
+        let _ = self.revoke(name, reason);
         if self.mutant_is(MutantKind::PartitionSkipsHandover) {
             // The mutant: release now, while the partition's task still runs.
             self.complete_handover(name);
@@ -560,6 +796,9 @@ impl Engine {
         if wanted && !self.entries.contains_key(name) {
             let mut entry = Entry::new(Kind::Partition, g.runs_task, LockWait::Forever, self.now);
             entry.exit_policy = g.policy;
+            if let Some(at) = self.not_before(group, p) {
+                entry.next_attempt = Some(at);
+            }
             self.entries.insert(name.clone(), entry);
             self.dirty.push(name.clone());
         }

@@ -588,26 +588,24 @@ impl Cluster {
             .collect()
     }
 
-    /// Whether the group is settled: every partition owned by exactly the
-    /// member the assignment rule gives it, among the members still in.
+    /// Whether the group is settled: every member has a session, every
+    /// partition is owned by exactly one of the members still in, and max −
+    /// min partitions per member ≤ 1 (S10.2, S10.4).
     pub fn settled(&self, members: &[usize]) -> Result<(), String> {
-        let sessions: Vec<SessionId> = members
-            .iter()
-            .map(|&i| {
-                self.nodes[i]
-                    .engine
-                    .session_deadline()
-                    .map(|(s, _)| s)
-                    .ok_or_else(|| format!("node {i} has no session"))
-            })
-            .collect::<Result<_, _>>()?;
-        let owners = assign_partitions(self.partitions, &sessions);
-        for (p, owner) in owners.iter().enumerate() {
-            let name = partition_name(&self.group, p as u32).unwrap();
-            let node = members[*owner];
-            let holds = self.nodes[node].held.values().any(|t| t.name == name);
-            if !holds {
-                return Err(format!("partition {p} is not held by node {node}"));
+        for &i in members {
+            if self.nodes[i].engine.session_deadline().is_none() {
+                return Err(format!("node {i} has no session"));
+            }
+        }
+        for p in 0..self.partitions {
+            let name = partition_name(&self.group, p).unwrap();
+            let holders: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&i| self.nodes[i].held.values().any(|t| t.name == name))
+                .collect();
+            if holders.len() != 1 {
+                return Err(format!("partition {p} is held by nodes {holders:?}"));
             }
         }
         let counts: Vec<usize> = members.iter().map(|&i| self.nodes[i].held.len()).collect();
