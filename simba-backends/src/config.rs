@@ -45,7 +45,9 @@ pub enum BackendKind {
     Postgres,
     /// `mysql://…` or `mariadb://…` (feature `mysql`).
     Mysql,
-    /// `redis://…` or `rediss://…` (TLS) (feature `redis`).
+    /// `redis://…` or `rediss://…` (TLS), or
+    /// `redis+sentinel://s1:26379,s2:26379/service[/db]` (the primary that
+    /// Redis Sentinel names) (feature `redis`).
     Redis,
     /// `etcd://…` or `etcds://…` for TLS (feature `etcd`).
     Etcd,
@@ -197,7 +199,10 @@ impl BackendConfig {
             BackendKind::Postgres
         } else if lower.starts_with("mysql://") || lower.starts_with("mariadb://") {
             BackendKind::Mysql
-        } else if lower.starts_with("redis://") || lower.starts_with("rediss://") {
+        } else if lower.starts_with("redis://")
+            || lower.starts_with("rediss://")
+            || lower.starts_with("redis+sentinel://")
+        {
             BackendKind::Redis
         } else if lower.starts_with("etcd://") || lower.starts_with("etcds://") {
             BackendKind::Etcd
@@ -745,6 +750,17 @@ mod tests {
         assert_eq!(
             BackendConfig::parse("postgresql://h/db").unwrap().kind(),
             BackendKind::Postgres
+        );
+        let s = BackendConfig::parse(
+            "redis+sentinel://:pw@s1:26379,s2:26379/simba/2?simba_key_prefix=jobs",
+        )
+        .unwrap();
+        assert_eq!(s.kind(), BackendKind::Redis);
+        assert_eq!(s.key_prefix(), "jobs");
+        assert_eq!(s.url(), "redis+sentinel://:pw@s1:26379,s2:26379/simba/2");
+        assert_eq!(
+            s.redacted_url(),
+            "redis+sentinel://:***@s1:26379,s2:26379/simba/2"
         );
         let c = BackendConfig::parse("rediss://u:pw@h:6380/3?simba_key_prefix=app.x").unwrap();
         assert_eq!(c.kind(), BackendKind::Redis);
