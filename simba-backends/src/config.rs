@@ -101,6 +101,20 @@ pub enum ConfigError {
         /// The refused prefix.
         prefix: String,
     },
+    /// A PostgreSQL or MySQL URL names several hosts
+    /// (`postgres://h1,h2/db?target_session_attrs=read-write`): the driver
+    /// (sqlx 0.8) connects to one host, and Simba does not follow a
+    /// fail-over between hosts (docs/BACKENDS.md, "Replicated
+    /// deployments": name the primary through a DNS name or a proxy that
+    /// follows it).
+    #[error(
+        "`{url}` names several hosts: Simba's SQL backends connect to one host; \
+         point the URL at the primary through a name or proxy that follows fail-overs"
+    )]
+    MultiHost {
+        /// The URL, credentials redacted.
+        url: String,
+    },
     /// A query parameter Simba reads has a bad value.
     #[error("invalid value for `{key}` in `{url}`")]
     InvalidParameter {
@@ -214,6 +228,14 @@ impl BackendConfig {
         } else {
             return Err(ConfigError::UnknownScheme { url: redact(url) });
         };
+        if matches!(kind, BackendKind::Postgres | BackendKind::Mysql) {
+            let rest = url.split_once("://").map_or("", |x| x.1);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let hosts = authority.rsplit_once('@').map_or(authority, |x| x.1);
+            if hosts.contains(',') {
+                return Err(ConfigError::MultiHost { url: redact(url) });
+            }
+        }
         let mut driver_url = if kind == BackendKind::Mysql && lower.starts_with("mariadb://") {
             format!("mysql://{}", &url["mariadb://".len()..])
         } else {
@@ -782,6 +804,15 @@ mod tests {
 
     #[test]
     fn bad_urls_give_typed_errors_without_credentials() {
+        assert_eq!(
+            BackendConfig::parse(
+                "postgres://u:secret@h1:5432,h2:5432/db?target_session_attrs=read-write"
+            )
+            .unwrap_err(),
+            ConfigError::MultiHost {
+                url: "postgres://u:***@h1:5432,h2:5432/db?target_session_attrs=read-write".into()
+            }
+        );
         let e = BackendConfig::parse("oracle://scott:tiger@h/x")
             .err()
             .unwrap();
