@@ -13,6 +13,12 @@
 # servers are not started, each skipped test writes a line past the test
 # harness's capture, and the list is printed before and after the run.
 #
+# SIMBA_TEST_REPLICATED=1 adds the replicated group after the tests (long
+# form, about 8 minutes): scripts/replicated/run.sh starts a 3-member etcd
+# cluster, a 3-server ZooKeeper ensemble and Redis with Sentinel on loopback
+# and runs Simba's chaos checks on each (docs/BACKENDS.md, "Replicated
+# deployments").
+#
 # Extra arguments are passed to `cargo nextest run` (or `cargo test`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +76,10 @@ if cargo nextest --version >/dev/null 2>&1; then
   log "checking that each library crate packages and builds from its package alone"
   clean_package_cache
   CARGO_TARGET_DIR="$PACKAGE_TARGET" cargo package $PUBLISHED --allow-dirty --quiet || status=$?
+  if [ "${SIMBA_TEST_REPLICATED:-}" = 1 ]; then
+    log "the replicated group: scripts/replicated/run.sh"
+    PROFILE=debug scripts/replicated/run.sh || status=$?
+  fi
   exit "$status"
 else
   log "cargo-nextest not found: running every test with cargo test $*"
@@ -77,4 +87,8 @@ else
   log "checking that each library crate packages and builds from its package alone"
   clean_package_cache
   CARGO_TARGET_DIR="$PACKAGE_TARGET" cargo package $PUBLISHED --allow-dirty --quiet
+  if [ "${SIMBA_TEST_REPLICATED:-}" = 1 ]; then
+    log "the replicated group: scripts/replicated/run.sh"
+    PROFILE=debug scripts/replicated/run.sh
+  fi
 fi

@@ -45,7 +45,9 @@ pub enum BackendKind {
     Postgres,
     /// `mysql://…` or `mariadb://…` (feature `mysql`).
     Mysql,
-    /// `redis://…` or `rediss://…` (TLS) (feature `redis`).
+    /// `redis://…` or `rediss://…` (TLS), or
+    /// `redis+sentinel://s1:26379,s2:26379/service[/db]` (the primary that
+    /// Redis Sentinel names) (feature `redis`).
     Redis,
     /// `etcd://…` or `etcds://…` for TLS (feature `etcd`).
     Etcd,
@@ -124,7 +126,7 @@ impl BackendKind {
             BackendKind::Sqlite => &["sqlite"],
             BackendKind::Postgres => &["postgres", "postgresql"],
             BackendKind::Mysql => &["mysql", "mariadb"],
-            BackendKind::Redis => &["redis", "rediss"],
+            BackendKind::Redis => &["redis", "rediss", "redis+sentinel"],
             BackendKind::Etcd => &["etcd", "etcds"],
             BackendKind::Zookeeper => &["zk", "zookeeper", "zks"],
         }
@@ -207,6 +209,20 @@ pub enum ConfigError {
     InvalidKeyPrefix {
         /// The refused prefix.
         prefix: String,
+    },
+    /// A PostgreSQL or MySQL URL names several hosts
+    /// (`postgres://h1,h2/db?target_session_attrs=read-write`): the driver
+    /// (sqlx 0.8) connects to one host, and Simba does not follow a
+    /// fail-over between hosts (docs/BACKENDS.md, "Replicated
+    /// deployments": name the primary through a DNS name or a proxy that
+    /// follows it).
+    #[error(
+        "`{url}` names several hosts: Simba's SQL backends connect to one host; \
+         point the URL at the primary through a name or proxy that follows fail-overs"
+    )]
+    MultiHost {
+        /// The URL, credentials redacted.
+        url: String,
     },
     /// A query parameter Simba reads has a bad value.
     #[error("invalid value for `{key}` in `{url}`")]
@@ -308,6 +324,14 @@ impl BackendConfig {
                 url: redact(url),
                 reason,
             })?;
+        }
+        if matches!(kind, BackendKind::Postgres | BackendKind::Mysql) {
+            let rest = url.split_once("://").map_or("", |x| x.1);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let hosts = authority.rsplit_once('@').map_or(authority, |x| x.1);
+            if hosts.contains(',') {
+                return Err(ConfigError::MultiHost { url: redact(url) });
+            }
         }
         let mut driver_url = if kind == BackendKind::Mysql && lower.starts_with("mariadb://") {
             format!("mysql://{}", &url["mariadb://".len()..])
@@ -761,6 +785,12 @@ fn check_authority(kind: BackendKind, url: &str) -> Result<(), String> {
     if kind == BackendKind::Redis {
         let db = path.split(['?', '#']).next().unwrap_or("");
         let db = db.trim_start_matches('/');
+        // redis+sentinel://s1:p,s2:p/SERVICE[/DB]: the service name comes first.
+        let db = if url.to_ascii_lowercase().starts_with("redis+sentinel://") {
+            db.split_once('/').map_or("", |(_, d)| d)
+        } else {
+            db
+        };
         if !db.is_empty() && db.parse::<u32>().is_err() {
             return Err(format!(
                 "the Redis database `{db}` is not a number (redis://host:port/DB)"
@@ -888,6 +918,17 @@ mod tests {
             BackendConfig::parse("postgresql://h/db").unwrap().kind(),
             BackendKind::Postgres
         );
+        let s = BackendConfig::parse(
+            "redis+sentinel://:pw@s1:26379,s2:26379/simba/2?simba_key_prefix=jobs",
+        )
+        .unwrap();
+        assert_eq!(s.kind(), BackendKind::Redis);
+        assert_eq!(s.key_prefix(), "jobs");
+        assert_eq!(s.url(), "redis+sentinel://:pw@s1:26379,s2:26379/simba/2");
+        assert_eq!(
+            s.redacted_url(),
+            "redis+sentinel://:***@s1:26379,s2:26379/simba/2"
+        );
         let c = BackendConfig::parse("rediss://u:pw@h:6380/3?simba_key_prefix=app.x").unwrap();
         assert_eq!(c.kind(), BackendKind::Redis);
         assert_eq!(c.url(), "rediss://u:pw@h:6380/3");
@@ -908,6 +949,15 @@ mod tests {
 
     #[test]
     fn bad_urls_give_typed_errors_without_credentials() {
+        assert_eq!(
+            BackendConfig::parse(
+                "postgres://u:secret@h1:5432,h2:5432/db?target_session_attrs=read-write"
+            )
+            .unwrap_err(),
+            ConfigError::MultiHost {
+                url: "postgres://u:***@h1:5432,h2:5432/db?target_session_attrs=read-write".into()
+            }
+        );
         let e = BackendConfig::parse("oracle://scott:tiger@h/x")
             .err()
             .unwrap();

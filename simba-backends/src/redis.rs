@@ -334,7 +334,7 @@ impl Keys {
 }
 
 struct Inner {
-    client: Client,
+    target: Target,
     redacted_url: String,
     config: AsyncConnectionConfig,
     timeout: Duration,
@@ -408,6 +408,138 @@ fn map_err(what: &str, e: &RedisError) -> BackendError {
         }
     };
     BackendError::new(kind, redact(&format!("{NAME} {what}: {e}")))
+}
+
+/// Where the backend's connections go.
+enum Target {
+    /// One server (`redis://`, `rediss://`).
+    Direct(Client),
+    /// The primary that Sentinels name (`redis+sentinel://`).
+    Sentinel(SentinelTarget),
+}
+
+/// `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]`:
+/// the Sentinels to ask, in order, which server is the primary of
+/// `service`; the credentials and database are the data servers'.
+struct SentinelTarget {
+    sentinels: Vec<(String, Client)>,
+    service: String,
+    /// `redis://[user:password@]` of the data servers.
+    userinfo: String,
+    db: i64,
+}
+
+/// The hosts, service and database of a `redis+sentinel://` URL.
+fn parse_sentinel(url: &str, redacted: &str) -> Result<SentinelTarget, BackendError> {
+    let bad = |why: &str| {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!("{NAME}: bad URL `{redacted}`: {why}"),
+        )
+    };
+    let rest = url
+        .split_once("://")
+        .map(|x| x.1)
+        .ok_or_else(|| bad("expected redis+sentinel://host:port[,host:port…]/service[/db]"))?;
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (format!("{}@", &authority[..at]), &authority[at + 1..]),
+        None => (String::new(), authority),
+    };
+    let mut sentinels = Vec::new();
+    for h in hosts.split(',').filter(|h| !h.is_empty()) {
+        let hp = if h.contains(':') {
+            h.to_owned()
+        } else {
+            format!("{h}:26379")
+        };
+        let client = Client::open(format!("redis://{hp}"))
+            .map_err(|e| bad(&format!("Sentinel address `{h}`: {e}")))?;
+        sentinels.push((hp, client));
+    }
+    if sentinels.is_empty() {
+        return Err(bad("no Sentinel address"));
+    }
+    let mut parts = path.split('/').filter(|p| !p.is_empty());
+    let service = parts
+        .next()
+        .ok_or_else(|| bad("no service name (…/service[/db])"))?
+        .to_owned();
+    let db = match parts.next() {
+        None => 0,
+        Some(d) => d
+            .parse::<i64>()
+            .map_err(|_| bad("the database must be a number"))?,
+    };
+    if parts.next().is_some() {
+        return Err(bad("expected …/service[/db]"));
+    }
+    Ok(SentinelTarget {
+        sentinels,
+        service,
+        userinfo,
+        db,
+    })
+}
+
+impl Target {
+    /// A client of the server to use now: the one server, or the primary
+    /// the first Sentinel that answers names, checked to call itself
+    /// primary (`ROLE`: a Sentinel's view may lag a fail-over).
+    async fn client(&self, config: &AsyncConnectionConfig) -> Result<Client, BackendError> {
+        let st = match self {
+            Target::Direct(c) => return Ok(c.clone()),
+            Target::Sentinel(st) => st,
+        };
+        let mut last = format!("no Sentinel answered for service `{}`", st.service);
+        for (addr, sentinel) in &st.sentinels {
+            let named: Result<Option<(String, u16)>, RedisError> = async {
+                let mut c = sentinel
+                    .get_multiplexed_async_connection_with_config(config)
+                    .await?;
+                ::redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&st.service)
+                    .query_async(&mut c)
+                    .await
+            }
+            .await;
+            let (host, port) = match named {
+                Ok(Some(hp)) => hp,
+                Ok(None) => {
+                    last = format!("Sentinel {addr} knows no service `{}`", st.service);
+                    continue;
+                }
+                Err(e) => {
+                    last = format!("Sentinel {addr}: {e}");
+                    continue;
+                }
+            };
+            let node = Client::open(format!("redis://{}{host}:{port}/{}", st.userinfo, st.db))
+                .map_err(|e| map_err(&format!("primary {host}:{port}"), &e))?;
+            let role: Result<Vec<::redis::Value>, RedisError> = async {
+                let mut c = node
+                    .get_multiplexed_async_connection_with_config(config)
+                    .await?;
+                ::redis::cmd("ROLE").query_async(&mut c).await
+            }
+            .await;
+            match role {
+                Ok(v) if matches!(v.first(), Some(::redis::Value::BulkString(b)) if b == b"master") => {
+                    return Ok(node)
+                }
+                Ok(_) => {
+                    last = format!("{host}:{port}, named by Sentinel {addr}, is not a primary")
+                }
+                Err(e) => last = redact(&format!("{host}:{port}, named by Sentinel {addr}: {e}")),
+            }
+        }
+        Err(BackendError::new(
+            BackendErrorKind::Unavailable,
+            format!("{NAME}: {last}"),
+        ))
+    }
 }
 
 fn malformed(what: String) -> BackendError {
@@ -580,20 +712,36 @@ impl RedisBackend {
     pub async fn connect(config: &BackendConfig) -> Result<RedisBackend, BackendError> {
         crate::ensure_rustls_provider();
         let redacted_url = config.redacted_url();
-        let client = match config.tls_ca() {
-            None => Client::open(config.url()),
-            Some(ca) => tls_client(config.url(), ca, &redacted_url)?,
-        }
-        .map_err(|e| {
-            let mut err = map_err(&format!("URL {redacted_url}"), &e);
-            err.kind = BackendErrorKind::Rejected;
-            err
-        })?;
+        let sentinel = config
+            .url()
+            .get(..15)
+            .is_some_and(|s| s.eq_ignore_ascii_case("redis+sentinel:"));
+        let target = if sentinel {
+            if config.tls_ca().is_some() {
+                return Err(BackendError::new(
+                    BackendErrorKind::Rejected,
+                    format!("{NAME}: {redacted_url}: TLS through Sentinel is not supported"),
+                ));
+            }
+            Target::Sentinel(parse_sentinel(config.url(), &redacted_url)?)
+        } else {
+            Target::Direct(
+                match config.tls_ca() {
+                    None => Client::open(config.url()),
+                    Some(ca) => tls_client(config.url(), ca, &redacted_url)?,
+                }
+                .map_err(|e| {
+                    let mut err = map_err(&format!("URL {redacted_url}"), &e);
+                    err.kind = BackendErrorKind::Rejected;
+                    err
+                })?,
+            )
+        };
         let timeout = config.connect_timeout();
         let backend = RedisBackend {
             inner: Arc::new(Inner {
                 owned_cache: Mutex::new(HashMap::new()),
-                client,
+                target,
                 redacted_url,
                 config: AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(timeout))
@@ -648,7 +796,9 @@ impl RedisBackend {
         let inner = &self.inner;
         let open = async {
             inner
-                .client
+                .target
+                .client(&inner.config)
+                .await?
                 .get_multiplexed_async_connection_with_config(&inner.config)
                 .await
                 .map_err(|e| map_err(&format!("connect to {}", inner.redacted_url), &e))
@@ -722,7 +872,9 @@ impl RedisBackend {
             .map_err(err)?;
         let mut helper = self
             .inner
-            .client
+            .target
+            .client(&self.inner.config)
+            .await?
             .get_multiplexed_async_connection_with_config(&self.inner.config)
             .await
             .map_err(err)?;
@@ -772,7 +924,9 @@ impl RedisBackend {
             .map_err(err)?;
         let mut helper = self
             .inner
-            .client
+            .target
+            .client(&self.inner.config)
+            .await?
             .get_multiplexed_async_connection_with_config(&self.inner.config)
             .await
             .map_err(err)?;
@@ -789,7 +943,9 @@ impl RedisBackend {
         let what = "subscribe";
         within(inner.timeout, what, async {
             let mut ps = inner
-                .client
+                .target
+                .client(&inner.config)
+                .await?
                 .get_async_pubsub()
                 .await
                 .map_err(|e| map_err(what, &e))?;
