@@ -587,7 +587,7 @@ pub fn check_lease_duration(lease_duration: Duration) -> Result<i64, BackendErro
 /// Connects to the backend that `url` names, creating its tables if they
 /// are missing: `postgres://…` or `postgresql://…`, `mysql://…` or
 /// `mariadb://…`, `sqlite://PATH` or `sqlite::memory:`, `redis://…` or
-/// `rediss://…`, `zk://…`, `zookeeper://…` or `zks://…`, `etcd://…` or
+/// `rediss://…` or `redis+sentinel://…`, `zk://…`, `zookeeper://…` or `zks://…`, `etcd://…` or
 /// `etcds://…` ([`BackendKind::schemes`]; each needs its feature,
 /// [`BackendKind::feature`]). See [`BackendConfig`] for the options.
 ///
