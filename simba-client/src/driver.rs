@@ -4,9 +4,10 @@
 //! the engine's; this file only carries facts in and orders out, following
 //! the drive loop of the `simba-core` crate documentation.
 
-use crate::client::{CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE};
+use crate::listener::{
+    CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE,
+};
 use crate::observe;
-use crate::schedule::ClaimReply;
 use crate::term::{
     CancellationToken, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
 };
@@ -16,7 +17,7 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use simba_backends::{Backend, SessionMetadata};
 use simba_core::{
-    parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event,
+    parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event, SlotClaim,
     GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RenewError, RevokeReason,
     SessionId, SessionState, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
     TermId, Timestamp, Token,
@@ -89,14 +90,19 @@ pub(crate) enum Spec {
     },
 }
 
+/// What the driver answers to a slot claim.
+pub(crate) struct ClaimReply {
+    /// The backend's answer, or why the call failed.
+    pub(crate) result: Result<SlotClaim, BackendError>,
+    /// `Claimed`, and the term still valid when the answer came (S11.1).
+    pub(crate) run: bool,
+}
+
 /// Where the answer to a slot claim goes (S11.1).
 pub(crate) type ClaimWaiter = oneshot::Sender<Result<ClaimReply, ApiError>>;
 
 /// What the API handles and the spawned calls send to the driver.
 pub(crate) enum Msg {
-    /// A backend call's reply; `true` if the call counted against the
-    /// backend's concurrency limit.
-    Reply(Input, bool),
     Start {
         name: LeaseName,
         entry: u64,
@@ -253,13 +259,13 @@ pub(crate) struct Driver {
     /// Slot claims waiting for their answer (S11.1), by name, token and slot.
     claims: HashMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
     /// Backend calls in flight, polled by the driver task itself (no task
-    /// spawned per call: one wake-up less per renewal); each says whether it
-    /// counts against [`Driver::call_limit`].
-    calls: FuturesUnordered<BoxFuture<'static, (Input, bool)>>,
+    /// spawned per call: one wake-up less per renewal): each ends with its
+    /// reply, or with none when dropped at its call timeout, and says
+    /// whether it counted against [`Driver::call_limit`].
+    calls: FuturesUnordered<BoxFuture<'static, (Option<Input>, bool)>>,
     /// Calls waiting for one of the backend's connections
-    /// ([`Backend::max_concurrent_calls`]), oldest first, each with the
-    /// reply that stands for its timeout. Renewals and session openings
-    /// never wait here.
+    /// ([`Backend::max_concurrent_calls`]), oldest first. Renewals and
+    /// session openings never wait here.
     queued: VecDeque<Queued>,
     /// How many calls that count against the limit are in flight.
     limited_in_flight: usize,
@@ -278,8 +284,6 @@ pub(crate) struct Driver {
 /// A call waiting for a connection (see [`Driver::queued`]).
 struct Queued {
     call: BoxFuture<'static, Input>,
-    /// The reply that stands for its timeout.
-    timed_out: Input,
     /// For an acquire: when the engine abandons the attempt (S2.4), counted
     /// from when it was asked for; it is not sent after that.
     abandoned_at: Option<std::time::Instant>,
@@ -354,11 +358,11 @@ impl Driver {
                     return Poll::Ready(Either::Left(msg));
                 }
                 if let Poll::Ready(Some((input, limited))) = calls.poll_next_unpin(cx) {
-                    return Poll::Ready(Either::Left(Some(Msg::Reply(input, limited))));
+                    return Poll::Ready(Either::Right(Some((input, limited))));
                 }
                 if let Some((_, s)) = sleep.as_mut() {
                     if s.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Either::Right(()));
+                        return Poll::Ready(Either::Right(None));
                     }
                 }
                 Poll::Pending
@@ -375,7 +379,8 @@ impl Driver {
                     }
                 }
                 Either::Left(None) => break,
-                Either::Right(()) => {
+                Either::Right(Some((input, limited))) => self.call_ended(input, limited),
+                Either::Right(None) => {
                     sleep = None;
                     self.engine.handle_timeout(self.clock.now());
                 }
@@ -404,12 +409,6 @@ impl Driver {
         let now = self.clock.now();
         match msg {
             Msg::Input(input) => self.engine.handle(now, input),
-            Msg::Reply(input, limited) => {
-                if limited {
-                    self.call_ended();
-                }
-                self.engine.handle(now, input);
-            }
             Msg::TaskExited {
                 term,
                 outcome,
@@ -686,18 +685,18 @@ impl Driver {
         }
     }
 
-    /// Runs one backend command as its own future, cancelled after
-    /// `call_timeout()` (S2.4) from when it is sent; its reply comes back as
-    /// a message. Beyond the backend's [`Backend::max_concurrent_calls`], a
-    /// call other than a renewal or an opening waits in a local queue first.
+    /// Runs one backend command ([`Backend::execute`]) as its own future,
+    /// dropped after `call_timeout()` (S2.4) from when it is sent: the
+    /// engine times the call out on its own clock, so nothing stands in for
+    /// a reply that never came. Beyond the backend's
+    /// [`Backend::max_concurrent_calls`], a call other than a renewal or an
+    /// opening waits in a local queue first.
     fn run_command(&mut self, cmd: Command) {
         let backend = self.backend.clone();
-        let timeout = self.engine.call_timeout();
+        let metadata = self.metadata.clone();
         tracing::trace!(command = ?cmd, "backend call");
-        if matches!(cmd, Command::Renew { .. }) {
-            observe::renewal();
-        }
         match &cmd {
+            Command::Renew { .. } => observe::renewal(),
             Command::Release { name, token, .. } => {
                 let (name, token) = (name.as_str(), token.get());
                 self.drop_tasks(|t| t.name() == name && t.token() == token);
@@ -705,116 +704,61 @@ impl Driver {
             Command::CloseSession { .. } => self.drop_tasks(|_| true),
             _ => {}
         }
-        let timed_out = timeout_reply(&cmd, timeout);
         // Renewals (S1.1) and openings go out at once; the rest wait their
         // turn for a connection here, where no call timeout runs down.
         let limited = !matches!(cmd, Command::Renew { .. } | Command::OpenSession { .. })
             && self.call_limit.is_some();
         let is_acquire = matches!(cmd, Command::Acquire { .. });
-        let call: BoxFuture<'static, Input> = match cmd {
-            Command::OpenSession { op, lease_duration } => {
-                let metadata = self.metadata.clone();
-                Box::pin(async move {
-                    let result = backend.open_session_with(lease_duration, &metadata).await;
-                    Input::SessionOpened { op, result }
-                })
-            }
-            Command::Renew { op, session } => Box::pin(async move {
-                let result = backend.renew(session).await;
-                Input::RenewReplied { op, result }
-            }),
-            Command::Acquire { op, session, name } => Box::pin(async move {
-                let result = backend.acquire(session, &name).await;
-                Input::AcquireReplied { op, result }
-            }),
-            Command::Release {
-                op,
-                session,
-                name,
-                token,
-            } => Box::pin(async move {
-                let result = backend.release(session, &name, token).await;
-                Input::ReleaseReplied { op, result }
-            }),
-            Command::Withdraw { op, session, name } => Box::pin(async move {
-                let result = backend.withdraw(session, &name).await;
-                Input::WithdrawReplied { op, result }
-            }),
-            Command::CloseSession { op, session } => Box::pin(async move {
-                let result = backend.close_session(session).await;
-                Input::SessionClosed { op, result }
-            }),
-            Command::JoinGroup { op, session, group } => Box::pin(async move {
-                let result = backend.join_group(session, &group).await;
-                Input::GroupJoined { op, result }
-            }),
-            Command::LeaveGroup { op, session, group } => Box::pin(async move {
-                let result = backend.leave_group(session, &group).await;
-                Input::GroupLeft { op, result }
-            }),
-            Command::ClaimSlot {
-                op,
-                session,
-                name,
-                token,
-                slot,
-            } => Box::pin(async move {
-                let result = backend.claim_slot(session, &name, token, slot).await;
-                Input::SlotClaimed { op, result }
-            }),
-        };
+        let call: BoxFuture<'static, Input> =
+            Box::pin(async move { backend.execute(cmd, &metadata).await });
         if limited
             && self
                 .call_limit
                 .is_some_and(|max| self.limited_in_flight >= max)
         {
+            let timeout = self.engine.call_timeout();
             self.queued.push_back(Queued {
                 call,
-                timed_out,
                 abandoned_at: is_acquire.then(|| self.clock.runtime.now() + timeout),
             });
             return;
         }
-        self.dispatch(call, timed_out, limited, timeout);
+        self.dispatch(call, limited);
     }
 
-    /// Sends one call, cancelled after `timeout` (S2.4) from now.
-    fn dispatch(
-        &mut self,
-        call: BoxFuture<'static, Input>,
-        timed_out: Input,
-        limited: bool,
-        timeout: std::time::Duration,
-    ) {
+    /// Sends one call, dropped after the call timeout (S2.4) from now.
+    fn dispatch(&mut self, call: BoxFuture<'static, Input>, limited: bool) {
         let runtime = &self.clock.runtime;
-        let sleep = runtime.sleep_until(runtime.now() + timeout);
+        let sleep = runtime.sleep_until(runtime.now() + self.engine.call_timeout());
         if limited {
             self.limited_in_flight += 1;
         }
         self.calls.push(Box::pin(async move {
             match futures::future::select(call, sleep).await {
-                Either::Left((input, _)) => (input, limited),
-                Either::Right(((), _)) => (timed_out, limited),
+                Either::Left((input, _)) => (Some(input), limited),
+                Either::Right(((), _)) => (None, limited),
             }
         }));
     }
 
-    /// A limited call ended: the oldest queued one takes its connection.
-    /// An acquire that waited past its call timeout is not sent: the engine
-    /// has abandoned that attempt (S2.4) and will try again; it is answered
-    /// with its timeout reply instead, which the engine drops as stale.
-    fn call_ended(&mut self) {
-        self.limited_in_flight = self.limited_in_flight.saturating_sub(1);
-        let now = self.clock.runtime.now();
-        while let Some(q) = self.queued.pop_front() {
-            if q.abandoned_at.is_some_and(|at| at <= now) {
-                let engine_now = self.clock.now();
-                self.engine.handle(engine_now, q.timed_out);
-                continue;
+    /// A call ended with its reply, or with none at its timeout. If it was
+    /// limited, the oldest queued call takes its connection; an acquire
+    /// that waited past its call timeout is not sent: the engine has
+    /// abandoned that attempt (S2.4) and will try again.
+    fn call_ended(&mut self, input: Option<Input>, limited: bool) {
+        if limited {
+            self.limited_in_flight = self.limited_in_flight.saturating_sub(1);
+            let now = self.clock.runtime.now();
+            while let Some(q) = self.queued.pop_front() {
+                if q.abandoned_at.is_some_and(|at| at <= now) {
+                    continue;
+                }
+                self.dispatch(q.call, true);
+                break;
             }
-            let timeout = self.engine.call_timeout();
-            self.dispatch(q.call, q.timed_out, true, timeout);
-            break;
+        }
+        if let Some(input) = input {
+            self.engine.handle(self.clock.now(), input);
         }
     }
 
@@ -1297,53 +1241,6 @@ fn run_job(job: Job) {
     }));
     if result.is_err() {
         tracing::error!("an election listener panicked");
-    }
-}
-
-fn timeout_reply(cmd: &Command, timeout: Duration) -> Input {
-    let error = |what: &str| {
-        BackendError::new(
-            BackendErrorKind::Timeout,
-            format!("{what} call did not finish within {timeout:?} (S2.4)"),
-        )
-    };
-    match cmd {
-        Command::OpenSession { op, .. } => Input::SessionOpened {
-            op: *op,
-            result: Err(error("open")),
-        },
-        Command::Renew { op, .. } => Input::RenewReplied {
-            op: *op,
-            result: Err(RenewError::Backend(error("renew"))),
-        },
-        Command::Acquire { op, .. } => Input::AcquireReplied {
-            op: *op,
-            result: Err(error("acquire")),
-        },
-        Command::Release { op, .. } => Input::ReleaseReplied {
-            op: *op,
-            result: Err(error("release")),
-        },
-        Command::Withdraw { op, .. } => Input::WithdrawReplied {
-            op: *op,
-            result: Err(error("withdraw")),
-        },
-        Command::CloseSession { op, .. } => Input::SessionClosed {
-            op: *op,
-            result: Err(error("close")),
-        },
-        Command::JoinGroup { op, .. } => Input::GroupJoined {
-            op: *op,
-            result: Err(error("join_group")),
-        },
-        Command::LeaveGroup { op, .. } => Input::GroupLeft {
-            op: *op,
-            result: Err(error("leave_group")),
-        },
-        Command::ClaimSlot { op, .. } => Input::SlotClaimed {
-            op: *op,
-            result: Err(error("claim_slot")),
-        },
     }
 }
 

@@ -109,6 +109,7 @@
 //! backend and the history checker of the backend test kit all run it.
 #![forbid(unsafe_code)]
 
+mod call;
 mod config;
 mod election;
 mod engine;
@@ -121,9 +122,11 @@ pub mod model;
 mod mutant;
 mod name;
 mod protocol;
+mod schedule;
 mod time;
 mod timers;
 
+pub use call::Calls;
 pub use config::{ConfigError, Fraction, SimbaConfig, SimbaConfigBuilder};
 pub use election::{EntrySnapshot, Kind, LockWait, SessionSnapshot, Snapshot, Status};
 pub use engine::{BackendProfile, Engine, Stats};
@@ -145,4 +148,5 @@ pub use protocol::{
     RevokeReason, SessionGrant, SessionState, SlotClaim, TaskExitAction, TaskExitPolicy, TaskOrder,
     TaskOutcome, Term,
 };
+pub use schedule::{EveryPeriod, MissedRuns, SlotGrid, SlotPlanner, SlotRule};
 pub use time::Timestamp;
