@@ -337,7 +337,11 @@ pub trait Backend: Send + Sync + 'static {
     /// let reply = futures::executor::block_on(backend.execute(open, &SessionMetadata::default()));
     /// assert!(matches!(reply, Input::SessionOpened { op: OpId(1), result: Ok(_) }));
     /// ```
-    fn execute<'a>(&'a self, command: Command, metadata: &'a SessionMetadata) -> BoxFuture<'a, Input> {
+    fn execute<'a>(
+        &'a self,
+        command: Command,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Input> {
         Box::pin(async move {
             match command {
                 Command::OpenSession { op, lease_duration } => Input::SessionOpened {
@@ -493,7 +497,11 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
         (**self).claim_slot(session, name, token, slot)
     }
-    fn execute<'a>(&'a self, command: Command, metadata: &'a SessionMetadata) -> BoxFuture<'a, Input> {
+    fn execute<'a>(
+        &'a self,
+        command: Command,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Input> {
         (**self).execute(command, metadata)
     }
     fn name(&self) -> &'static str {

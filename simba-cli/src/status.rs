@@ -1,13 +1,12 @@
 //! `simba status` and `simba watch`: what [`Backend::inspect`] sees.
 
 use crate::error::CliError;
-use crate::status_json::to_json;
 use crate::settings::human;
+use crate::status_json::to_json;
 use crate::style;
 use simba_backends::{Backend, Inspection};
 use std::io::Write;
 use std::time::Duration;
-
 
 /// Renders an inspection as two aligned tables (coloured by the writer).
 pub fn render_table(i: &Inspection) -> String {

@@ -1,11 +1,11 @@
 //! The application API: the client, elections, leader tasks and locks.
 
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
+use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
+use crate::listener::CurrentTerm;
 pub use crate::listener::{
     CallbackExecutor, ClientEvent, ElectionListener, NoListener, CALLBACK_QUEUE, EVENT_QUEUE,
 };
-use crate::listener::CurrentTerm;
-use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
 use crate::runtime::Runtime;
 use crate::suspend::{HostSuspendClock, SuspendClock};
 use crate::term::{in_callback_or_task, CancellationToken, Clock, TaskOutput, Term};
@@ -16,13 +16,13 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use simba_backends::{Backend, LeaseHolder, MetadataError, SessionMetadata};
 use simba_core::{
-    ApiError, BackendError, BackendProfile, Engine, EntrySnapshot, LeaseName, RevokeReason,
-    SessionState, SimbaConfig, Snapshot, TaskExitAction, TaskExitPolicy, TaskOutcome,
+    ApiError, BackendProfile, Engine, EntrySnapshot, LeaseName, LockWait, SimbaConfig, Snapshot,
+    TaskExitPolicy,
 };
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 pub(crate) struct ClientInner {
@@ -706,7 +706,6 @@ pub struct Election {
     current: CurrentTerm,
 }
 
-
 impl fmt::Debug for Election {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Election")
@@ -906,7 +905,7 @@ impl Lock {
     /// [`LockError::InvalidName`], [`LockError::AlreadyStarted`] (an
     /// election of that name runs on this client), [`LockError::Closed`].
     pub async fn acquire(&self) -> Result<LockTerm, LockError> {
-        self.acquire_with(Some(None)).await
+        self.acquire_with(LockWait::Forever).await
     }
 
     /// One attempt, once a session is open.
@@ -915,7 +914,7 @@ impl Lock {
     /// [`LockError::Held`] if another session holds it, or a lock of that
     /// name on this client holds or waits for it; and as [`Lock::acquire`].
     pub async fn try_acquire(&self) -> Result<LockTerm, LockError> {
-        self.acquire_with(None).await
+        self.acquire_with(LockWait::Try).await
     }
 
     /// Keeps trying for `timeout`, the wait for a same-name lock of this
@@ -924,20 +923,19 @@ impl Lock {
     /// # Errors
     /// [`LockError::TimedOut`], and as [`Lock::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<LockTerm, LockError> {
-        self.acquire_with(Some(Some(timeout))).await
+        self.acquire_with(LockWait::For(timeout)).await
     }
 
-    async fn acquire_with(&self, wait: Option<Option<Duration>>) -> Result<LockTerm, LockError> {
+    async fn acquire_with(&self, wait: LockWait) -> Result<LockTerm, LockError> {
         let name = LeaseName::new(&self.name)?;
         let requested = wait;
         let turns = self.client.inner.turns.clone();
         let (turn, wait) = match wait {
-            None => match turns.try_take(&name) {
-                Some(turn) => (turn, None),
+            LockWait::Try => match turns.try_take(&name) {
+                Some(turn) => (turn, LockWait::Try),
                 None => return Err(LockError::Held(self.name.clone())),
             },
-            Some(None) => (turns.take(&name).await, Some(None)),
-            Some(Some(timeout)) => {
+            LockWait::For(timeout) => {
                 let runtime = &self.client.inner.runtime;
                 let start = runtime.now();
                 let take = turns.take(&name);
@@ -946,7 +944,7 @@ impl Lock {
                 match futures::future::select(take, sleep).await {
                     futures::future::Either::Left((turn, _)) => {
                         let left = timeout.saturating_sub(runtime.now() - start);
-                        (turn, Some(Some(left)))
+                        (turn, LockWait::For(left))
                     }
                     futures::future::Either::Right(_) => {
                         return Err(LockError::TimedOut {
@@ -956,6 +954,7 @@ impl Lock {
                     }
                 }
             }
+            forever => (turns.take(&name).await, forever),
         };
         let (reply, rx) = oneshot::channel();
         let entry = self
@@ -993,7 +992,10 @@ impl Lock {
                     LockFailure::Held => LockError::Held(self.name.clone()),
                     LockFailure::TimedOut => LockError::TimedOut {
                         name: self.name.clone(),
-                        timeout: requested.flatten().unwrap_or_default(),
+                        timeout: match requested {
+                            LockWait::For(timeout) => timeout,
+                            _ => Duration::ZERO,
+                        },
                     },
                     LockFailure::Closed => LockError::Closed,
                 })

@@ -17,9 +17,9 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use simba_backends::{Backend, SessionMetadata};
 use simba_core::{
-    parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event, SlotClaim,
-    GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RenewError, RevokeReason,
-    SessionId, SessionState, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
+    parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event,
+    GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RevokeReason, SessionId,
+    SessionState, SlotClaim, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
     TermId, Timestamp, Token,
 };
 use std::collections::{HashMap, VecDeque};
@@ -76,8 +76,7 @@ pub(crate) enum Spec {
         current: CurrentTerm,
     },
     Lock {
-        /// `None`: try once; `Some(None)`: forever; `Some(Some(d))`: for `d`.
-        wait: Option<Option<Duration>>,
+        wait: LockWait,
         reply: oneshot::Sender<Result<Term, LockFailure>>,
     },
     /// A partitioned group (S10): its partitions' terms are delivered to
@@ -202,7 +201,10 @@ struct Queue {
     pending: Arc<AtomicUsize>,
 }
 
-struct DEntry {
+/// What the application handed in for one engine entry (an election, a
+/// lock or a group): its callbacks, its task factory and who waits on it.
+/// The entry's state is the engine's.
+struct AppEntry {
     id: u64,
     kind: Kind,
     listener: Option<Arc<dyn ElectionListener>>,
@@ -244,7 +246,7 @@ pub(crate) struct Driver {
     clock: Clock,
     tx: mpsc::UnboundedSender<Msg>,
     executor: CallbackExecutor,
-    entries: HashMap<LeaseName, DEntry>,
+    entries: HashMap<LeaseName, AppEntry>,
     terms: HashMap<TermId, TermControl>,
     tasks: HashMap<TermId, Running>,
     elected_at: HashMap<TermId, Instant>,
@@ -520,14 +522,7 @@ impl Driver {
                     self.engine.start_election(now, name.clone(), false)
                 }
             }
-            Spec::Lock { wait, .. } => {
-                let wait = match wait {
-                    None => LockWait::Try,
-                    Some(None) => LockWait::Forever,
-                    Some(Some(d)) => LockWait::Until(now + *d),
-                };
-                self.engine.acquire_lock(now, name.clone(), wait, false)
-            }
+            Spec::Lock { wait, .. } => self.engine.acquire_lock(now, name.clone(), *wait, false),
             Spec::Group {
                 partitions,
                 task,
@@ -549,7 +544,7 @@ impl Driver {
                 ..
             } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
-                DEntry {
+                AppEntry {
                     id: entry,
                     kind: Kind::Election,
                     listener,
@@ -564,7 +559,7 @@ impl Driver {
             }
             Spec::Group { listener, task, .. } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
-                DEntry {
+                AppEntry {
                     id: entry,
                     kind: Kind::Partition,
                     listener,
@@ -578,14 +573,14 @@ impl Driver {
                     current: None,
                 }
             }
-            Spec::Lock { wait, reply } => DEntry {
+            Spec::Lock { wait, reply } => AppEntry {
                 id: entry,
                 kind: Kind::Lock,
                 listener: None,
                 queue: None,
                 task: None,
                 lock_reply: Some(reply),
-                lock_try: wait.is_none(),
+                lock_try: wait == LockWait::Try,
                 waiters: Vec::new(),
                 stopping: false,
                 current: None,

@@ -3,9 +3,9 @@
 //! membership and carries partition terms to the application.
 
 use crate::client::Simba;
-use crate::listener::ElectionListener;
 use crate::driver::{Msg, Spec, TaskFactory};
 use crate::error::GroupError;
+use crate::listener::ElectionListener;
 use crate::term::{TaskOutput, Term};
 use futures::channel::oneshot;
 use futures::future::BoxFuture;

@@ -11,9 +11,9 @@
 //! returning, so the lease is released only then (S6.1).
 
 use crate::client::{LeaderTask, Simba};
-use crate::listener::ElectionListener;
-use crate::driver::{ClaimReply, Msg};
+use crate::driver::Msg;
 use crate::error::ElectionError;
+use crate::listener::ElectionListener;
 use crate::runtime::Runtime;
 use crate::term::{TaskOutput, Term};
 use chrono::TimeZone as _;
@@ -22,8 +22,8 @@ use futures::channel::{mpsc, oneshot};
 use futures::future::{BoxFuture, Either, FutureExt};
 pub use simba_core::MissedRuns;
 use simba_core::{
-    ApiError, BackendError, BackendErrorKind, EntrySnapshot, EveryPeriod, LeaseName, SlotClaim,
-    SlotGrid, SlotPlanner, SlotRule,
+    ApiError, BackendErrorKind, EntrySnapshot, EveryPeriod, LeaseName, SlotClaim, SlotGrid,
+    SlotPlanner, SlotRule,
 };
 use std::fmt;
 use std::future::Future;

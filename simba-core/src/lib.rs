@@ -27,7 +27,10 @@
 //!     while let Some(output) = engine.poll_output() {
 //!         match output {
 //!             // 2. Commands: run them (concurrently, each cancelled after
-//!             //    `engine.call_timeout()`); feed each reply back with its op id.
+//!             //    `engine.call_timeout()`); feed each reply back with its op id
+//!             //    (`Command::call` or `simba-backends`' `Backend::execute` map a
+//!             //    command to its call and back). A cancelled call gets no reply:
+//!             //    the engine times it out on its own clock (S2.4).
 //!             Output::Command(cmd) => {
 //!                 if let Some(reply) = backend_call(&cmd) {
 //!                     engine.handle(now, reply);

@@ -292,6 +292,8 @@ impl Calls for At<'_> {
         token: Token,
         slot: u64,
     ) -> Result<SlotClaim, BackendError> {
-        Ok(self.backend.claim_slot(self.now, session, name, token, slot))
+        Ok(self
+            .backend
+            .claim_slot(self.now, session, name, token, slot))
     }
 }

@@ -8,8 +8,8 @@ use crate::core_api::{BackendProfile, Engine, LockWait};
 use crate::params::{Direction, FaultKind, Mode, RunParams, ScriptCall};
 use simba_core::{
     AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
-    LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term,
-    TermId, Timestamp, Token,
+    LeaseName, Level, Output, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term, TermId,
+    Timestamp, Token,
 };
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};

@@ -73,6 +73,10 @@ impl Engine {
         wait: LockWait,
         runs_task: bool,
     ) -> Result<(), ApiError> {
+        let wait = match wait {
+            LockWait::For(d) => LockWait::Until(now + d),
+            wait => wait,
+        };
         self.insert(
             now,
             name,

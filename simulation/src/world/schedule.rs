@@ -2,7 +2,8 @@
 //!
 //! With [`ScheduleWorkload`](crate::params::ScheduleWorkload) set, every
 //! election task is also a leader-only schedule, as `Simba::schedule` runs
-//! it: slot `k` of a node falls when the node's wall clock reads
+//! it (which slot comes next is the core's `SlotPlanner`, the client's
+//! own): slot `k` of a node falls when the node's wall clock reads
 //! `k × period`. A node's wall clock is its own clock (with its drift and
 //! its steps) less its offset, plus a fixed skew drawn from the seed within
 //! `max_skew` (NTP-synchronised machines disagree a little). The
