@@ -636,7 +636,9 @@ fn s4_5_s2_4_an_unanswered_withdraw_is_sent_again_after_the_next_renewal() {
     // (each unanswered one again: at most one per renewal).
     let out = pass_live(&mut h, secs(5));
     let again = withdrawals(&out);
-    let renewals = count(&out, |o| matches!(o, Output::Command(Command::Renew { .. })));
+    let renewals = count(&out, |o| {
+        matches!(o, Output::Command(Command::Renew { .. }))
+    });
     assert!(!again.is_empty() && again.len() <= renewals, "{again:?}");
     assert!(again.iter().all(|w| *w == (SID, name("a"))));
     assert!(events(&out).iter().any(|e| matches!(
