@@ -1059,6 +1059,12 @@ impl World {
                         token,
                         ..
                     } => self.check_release(node, *session, name, *token),
+                    // The engine withdraws only a wait it gave up (S4.5: a
+                    // partition left its member's target, as at `stop()`):
+                    // a later acquire of the name is a new attempt (S4.1).
+                    Command::Withdraw { name, .. } => {
+                        self.in_flight.remove(&(node, name.clone()));
+                    }
                     Command::Acquire {
                         op, session, name, ..
                     } => {
