@@ -29,20 +29,17 @@
 //!    act on the outputs in order (a `Revoked` comes before the `Release`
 //!    of its lease, S3.5).
 //! 2. Cancel each backend call after `engine.call_timeout()` (S2.4) and
-//!    report it as failed: here a blocking call runs on a small I/O
-//!    executor whose timeout cancels it. A call that could block the loop
-//!    for longer than the renewal period would let a term outlive its
-//!    session.
+//!    report nothing for it: the engine times the call out on its own
+//!    clock. Here a blocking call runs on a small I/O executor whose timeout
+//!    cancels it. A call that could block the loop for longer than the
+//!    renewal period would let a term outlive its session.
 //! 3. Tell the engine the time from one monotonic clock (`Instant`), and
 //!    judge a term's validity with `term_is_valid` (S3.3) at the moment of
 //!    use, never from a flag set at election time.
 #![allow(clippy::print_stdout)]
 
-use simba_backends::Backend;
-use simba_core::{
-    BackendError, BackendErrorKind, BackendProfile, Command, Engine, Event, Input, LeaseName,
-    Output, RenewError, SimbaConfig, Timestamp,
-};
+use simba_backends::{Backend, SessionMetadata};
+use simba_core::{BackendProfile, Engine, Event, LeaseName, Output, SimbaConfig, Timestamp};
 use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -81,6 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         simba_backends::redact(&url)
     );
 
+    let metadata = SessionMetadata::default();
     let stop_at = origin + Duration::from_secs(seconds);
     let mut stopping = false;
     loop {
@@ -88,8 +86,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         while let Some(output) = engine.poll_output() {
             match output {
                 Output::Command(cmd) => {
-                    let reply = call(&io, &*backend, cmd, engine.call_timeout());
-                    engine.handle(clock(), reply);
+                    // Rule 2: the call, or nothing once its time is up.
+                    let call = backend.execute(cmd, &metadata);
+                    if let Some(reply) = within(&io, engine.call_timeout(), call) {
+                        engine.handle(clock(), reply);
+                    }
                 }
                 Output::Event(Event::Elected { term }) => {
                     println!("elected: `{}` with token {}", term.name, term.token);
@@ -125,75 +126,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("closed");
     Ok(())
-}
-
-/// Runs one command to completion or to its timeout (rule 2) and returns
-/// the engine's reply.
-fn call(io: &tokio::runtime::Runtime, b: &dyn Backend, cmd: Command, timeout: Duration) -> Input {
-    let timed_out = || {
-        BackendError::new(
-            BackendErrorKind::Timeout,
-            format!("no answer within {timeout:?} (S2.4)"),
-        )
-    };
-    match cmd {
-        Command::OpenSession { op, lease_duration } => Input::SessionOpened {
-            op,
-            result: within(io, timeout, b.open_session(lease_duration))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-        Command::Renew { op, session } => Input::RenewReplied {
-            op,
-            result: within(io, timeout, b.renew(session))
-                .unwrap_or_else(|| Err(RenewError::Backend(timed_out()))),
-        },
-        Command::Acquire { op, session, name } => Input::AcquireReplied {
-            op,
-            result: within(io, timeout, b.acquire(session, &name))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-        Command::Release {
-            op,
-            session,
-            name,
-            token,
-        } => Input::ReleaseReplied {
-            op,
-            result: within(io, timeout, b.release(session, &name, token))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-        Command::Withdraw { op, session, name } => Input::WithdrawReplied {
-            op,
-            result: within(io, timeout, b.withdraw(session, &name))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-        Command::CloseSession { op, session } => Input::SessionClosed {
-            op,
-            result: within(io, timeout, b.close_session(session))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-        Command::JoinGroup { op, session, group } => Input::GroupJoined {
-            op,
-            result: within(io, timeout, b.join_group(session, &group))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-        Command::LeaveGroup { op, session, group } => Input::GroupLeft {
-            op,
-            result: within(io, timeout, b.leave_group(session, &group))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-        Command::ClaimSlot {
-            op,
-            session,
-            name,
-            token,
-            slot,
-        } => Input::SlotClaimed {
-            op,
-            result: within(io, timeout, b.claim_slot(session, &name, token, slot))
-                .unwrap_or_else(|| Err(timed_out())),
-        },
-    }
 }
 
 /// Runs `fut` on the I/O executor, cancelled after `timeout`.

@@ -84,8 +84,8 @@ pub use pool::PoolOptions;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, Command, Fraction, Input, LeaseName,
+    RenewError, Renewal, SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::time::Duration;
 
@@ -320,6 +320,82 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async move { Err(unsupported(self.name(), "schedule slots")) })
     }
 
+    /// Runs one engine [`Command`] and returns its reply as the engine's
+    /// [`Input`]: the one mapping from a command to its call and back.
+    /// `metadata` goes with a session opening ([`Backend::open_session_with`]).
+    /// A call that never finishes is the caller's to drop at
+    /// [`Engine::call_timeout`](simba_core::Engine::call_timeout): the
+    /// engine times it out on its own clock (S2.4), so no reply stands in
+    /// for it.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend, SessionMetadata};
+    /// use simba_core::{Command, Input, OpId};
+    /// use std::time::Duration;
+    ///
+    /// let backend = MemoryBackend::new();
+    /// let open = Command::OpenSession { op: OpId(1), lease_duration: Duration::from_secs(10) };
+    /// let reply = futures::executor::block_on(backend.execute(open, &SessionMetadata::default()));
+    /// assert!(matches!(reply, Input::SessionOpened { op: OpId(1), result: Ok(_) }));
+    /// ```
+    fn execute<'a>(
+        &'a self,
+        command: Command,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Input> {
+        Box::pin(async move {
+            match command {
+                Command::OpenSession { op, lease_duration } => Input::SessionOpened {
+                    op,
+                    result: self.open_session_with(lease_duration, metadata).await,
+                },
+                Command::Renew { op, session } => Input::RenewReplied {
+                    op,
+                    result: self.renew(session).await,
+                },
+                Command::Acquire { op, session, name } => Input::AcquireReplied {
+                    op,
+                    result: self.acquire(session, &name).await,
+                },
+                Command::Release {
+                    op,
+                    session,
+                    name,
+                    token,
+                } => Input::ReleaseReplied {
+                    op,
+                    result: self.release(session, &name, token).await,
+                },
+                Command::Withdraw { op, session, name } => Input::WithdrawReplied {
+                    op,
+                    result: self.withdraw(session, &name).await,
+                },
+                Command::CloseSession { op, session } => Input::SessionClosed {
+                    op,
+                    result: self.close_session(session).await,
+                },
+                Command::JoinGroup { op, session, group } => Input::GroupJoined {
+                    op,
+                    result: self.join_group(session, &group).await,
+                },
+                Command::LeaveGroup { op, session, group } => Input::GroupLeft {
+                    op,
+                    result: self.leave_group(session, &group).await,
+                },
+                Command::ClaimSlot {
+                    op,
+                    session,
+                    name,
+                    token,
+                    slot,
+                } => Input::SlotClaimed {
+                    op,
+                    result: self.claim_slot(session, &name, token, slot).await,
+                },
+            }
+        })
+    }
+
     /// A short stable name: `memory`, `sqlite`, `postgres`, `mysql`, `redis`, `etcd`.
     fn name(&self) -> &'static str;
 }
@@ -421,6 +497,13 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
         slot: u64,
     ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
         (**self).claim_slot(session, name, token, slot)
+    }
+    fn execute<'a>(
+        &'a self,
+        command: Command,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Input> {
+        (**self).execute(command, metadata)
     }
     fn name(&self) -> &'static str {
         (**self).name()

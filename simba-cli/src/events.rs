@@ -111,7 +111,7 @@ pub enum Event<'a> {
         name: &'a str,
     },
     /// `watch`: one refresh of the status.
-    Status(crate::status::StatusJson),
+    Status(crate::status_json::StatusJson),
     /// `watch`: one refresh failed.
     InspectFailed {
         /// What went wrong (credentials redacted).

@@ -72,6 +72,8 @@ mod signals;
 #[cfg(unix)]
 mod status;
 #[cfg(unix)]
+mod status_json;
+#[cfg(unix)]
 mod style;
 #[cfg(unix)]
 mod supervise;

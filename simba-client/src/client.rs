@@ -2,8 +2,11 @@
 
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
 use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
+use crate::listener::CurrentTerm;
+pub use crate::listener::{
+    CallbackExecutor, ClientEvent, ElectionListener, NoListener, CALLBACK_QUEUE, EVENT_QUEUE,
+};
 use crate::runtime::Runtime;
-use crate::schedule::{Schedule, ScheduleBuilder};
 use crate::suspend::{HostSuspendClock, SuspendClock};
 use crate::term::{in_callback_or_task, CancelSignal, Clock, TaskOutput, Term};
 use crate::turns::{Turn, Turns};
@@ -13,129 +16,14 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use simba_backends::{Backend, LeaseHolder, MetadataError, SessionMetadata};
 use simba_core::{
-    ApiError, BackendError, BackendProfile, Engine, EntrySnapshot, LeaseName, RevokeReason,
-    SessionState, SimbaConfig, Snapshot, TaskExitAction, TaskExitPolicy, TaskOutcome,
+    ApiError, BackendProfile, Engine, EntrySnapshot, LeaseName, LockWait, SimbaConfig, Snapshot,
+    TaskExitPolicy,
 };
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-
-/// Where election callbacks run (S7.2). Callbacks of one election always run
-/// one at a time, in order; the engine never waits for them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CallbackExecutor {
-    /// One serial worker task per election on the runtime (the default).
-    #[default]
-    Spawned,
-    /// As `Spawned`, but an `on_elected` is refused while `n` callbacks of
-    /// that election are still waiting to run: the term then ends silently
-    /// and the election steps down for one lease duration (S7.7).
-    /// `Spawned` is `SpawnedBounded(`[`CALLBACK_QUEUE`]`)`.
-    SpawnedBounded(usize),
-    /// Callbacks run on the driver loop itself (S7.6): keep them short, and
-    /// only chain on the futures the client returns; blocking calls made
-    /// there are refused with a `WouldWaitOnItself` error.
-    Inline,
-}
-
-/// How many callbacks of one election may wait to run with the default
-/// [`CallbackExecutor::Spawned`] before an `on_elected` is refused (S7.7).
-/// Each queued `on_elected` brings at most one `on_revoked` and the waiters
-/// of `stop()`/`step_down()`, so an election's queue stays bounded.
-pub const CALLBACK_QUEUE: usize = 64;
-
-/// The default bound of each [`Simba::events`] subscriber's queue; see
-/// [`SimbaBuilder::event_queue`].
-pub const EVENT_QUEUE: usize = 1024;
-
-/// An event of the client, for observability ([`Simba::events`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClientEvent {
-    /// This client won a term of `name`.
-    Elected {
-        /// The lease name.
-        name: String,
-        /// The term's fencing token.
-        token: u64,
-    },
-    /// A term of `name` ended (S3.4).
-    Revoked {
-        /// The lease name.
-        name: String,
-        /// The term's fencing token.
-        token: u64,
-        /// Why it ended.
-        reason: RevokeReason,
-    },
-    /// The session state changed (S1.5).
-    SessionState {
-        /// The new state.
-        state: SessionState,
-    },
-    /// The backend grants a shorter lease than configured (S8.4).
-    SessionLeaseShortened {
-        /// The local validity one renewal proves.
-        validity: Duration,
-        /// The renewal period now in force.
-        renew_period: Duration,
-    },
-    /// A backend call failed; the engine has already reacted.
-    BackendFailed {
-        /// `open`, `renew`, `acquire`, `release` or `close`.
-        command: &'static str,
-        /// The failure.
-        error: BackendError,
-    },
-    /// A leader task ended on its own while its term was held, and the
-    /// election's [`TaskExitPolicy`] acted on it (S6.5).
-    TaskExited {
-        /// The lease name.
-        name: String,
-        /// The term's fencing token.
-        token: u64,
-        /// How the task ended.
-        outcome: TaskOutcome,
-        /// What the election did about it.
-        action: TaskExitAction,
-        /// The task's error or panic message, if it failed.
-        error: Option<String>,
-    },
-    /// This subscriber read too slowly: `missed` events were dropped from
-    /// its full queue (see [`SimbaBuilder::event_queue`]) before this one.
-    Lagged {
-        /// How many events were dropped.
-        missed: u64,
-    },
-    /// A renewal saw a new membership of a partitioned group (S10.2).
-    GroupChanged {
-        /// The group.
-        group: String,
-        /// How many live members it has (0 once this client is not one).
-        members: usize,
-        /// The partitions this client should own now.
-        target: Vec<u32>,
-    },
-    /// The client is closed (S1.4).
-    Closed,
-}
-
-/// What an election tells the application (S7.1): every `on_elected(term)`
-/// is followed by exactly one `on_revoked(term, reason)` for the same term.
-/// Callbacks of one election run one at a time on the callback executor (S7.2).
-pub trait ElectionListener: Send + Sync + 'static {
-    /// This client won `term`.
-    fn on_elected(&self, term: &Term) {
-        let _ = term;
-    }
-    /// `term` ended for `reason`; it is already invalid.
-    fn on_revoked(&self, term: &Term, reason: RevokeReason) {
-        let _ = (term, reason);
-    }
-}
 
 /// Two listeners told of each event in turn (`.listener(a).start(b)`).
 struct BothListeners(Arc<dyn ElectionListener>, Arc<dyn ElectionListener>);
@@ -150,12 +38,6 @@ impl ElectionListener for BothListeners {
         self.1.on_revoked(term, reason);
     }
 }
-
-/// A listener that ignores everything (for leader tasks without callbacks).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoListener;
-impl ElectionListener for NoListener {}
-
 pub(crate) struct ClientInner {
     tx: mpsc::UnboundedSender<Msg>,
     next_entry: AtomicU64,
@@ -451,31 +333,6 @@ impl Simba {
         Fut::Output: TaskOutput,
     {
         self.election(name).run_while_leader(task).await
-    }
-
-    /// A job run on `schedule` only by the leader of the election `name`,
-    /// each slot at most once across leaders (S11). Configure it, then
-    /// [`run`](ScheduleBuilder::run) it:
-    ///
-    /// ```no_run
-    /// # async fn demo(simba: simba_client::Simba) -> Result<(), simba_client::ScheduleError> {
-    /// use simba_client::{MissedRuns, Schedule};
-    /// use std::time::Duration;
-    ///
-    /// let job = simba
-    ///     .schedule("reports.nightly", Schedule::cron_in("0 3 * * *", "Europe/Paris")?)
-    ///     .lock_at_least_for(Duration::from_secs(30))
-    ///     .missed(MissedRuns::RunOnce)
-    ///     .run(|run| async move {
-    ///         println!("slot {} with token {}", run.slot(), run.token());
-    ///     })
-    ///     .await?;
-    /// // …
-    /// job.stop().await;
-    /// # Ok(()) }
-    /// ```
-    pub fn schedule(&self, name: impl AsRef<str>, schedule: Schedule) -> ScheduleBuilder {
-        ScheduleBuilder::new(self.clone(), name.as_ref().to_owned(), schedule)
     }
 
     /// The driver's inbox, for schedules (which must not hold the client
@@ -870,9 +727,6 @@ pub struct Election {
     current: CurrentTerm,
 }
 
-/// The election's latest term, set by the driver when it is won (S7.1).
-pub(crate) type CurrentTerm = Arc<Mutex<Option<Term>>>;
-
 impl fmt::Debug for Election {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Election")
@@ -1072,7 +926,7 @@ impl Lock {
     /// [`LockError::InvalidName`], [`LockError::AlreadyStarted`] (an
     /// election of that name runs on this client), [`LockError::Closed`].
     pub async fn acquire(&self) -> Result<LockTerm, LockError> {
-        self.acquire_with(Some(None)).await
+        self.acquire_with(LockWait::Forever).await
     }
 
     /// One attempt, once a session is open.
@@ -1081,7 +935,7 @@ impl Lock {
     /// [`LockError::Held`] if another session holds it, or a lock of that
     /// name on this client holds or waits for it; and as [`Lock::acquire`].
     pub async fn try_acquire(&self) -> Result<LockTerm, LockError> {
-        self.acquire_with(None).await
+        self.acquire_with(LockWait::Try).await
     }
 
     /// Keeps trying for `timeout`, the wait for a same-name lock of this
@@ -1090,20 +944,19 @@ impl Lock {
     /// # Errors
     /// [`LockError::TimedOut`], and as [`Lock::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<LockTerm, LockError> {
-        self.acquire_with(Some(Some(timeout))).await
+        self.acquire_with(LockWait::For(timeout)).await
     }
 
-    async fn acquire_with(&self, wait: Option<Option<Duration>>) -> Result<LockTerm, LockError> {
+    async fn acquire_with(&self, wait: LockWait) -> Result<LockTerm, LockError> {
         let name = LeaseName::new(&self.name)?;
         let requested = wait;
         let turns = self.client.inner.turns.clone();
         let (turn, wait) = match wait {
-            None => match turns.try_take(&name) {
-                Some(turn) => (turn, None),
+            LockWait::Try => match turns.try_take(&name) {
+                Some(turn) => (turn, LockWait::Try),
                 None => return Err(LockError::Held(self.name.clone())),
             },
-            Some(None) => (turns.take(&name).await, Some(None)),
-            Some(Some(timeout)) => {
+            LockWait::For(timeout) => {
                 let runtime = &self.client.inner.runtime;
                 let start = runtime.now();
                 let take = turns.take(&name);
@@ -1112,7 +965,7 @@ impl Lock {
                 match futures::future::select(take, sleep).await {
                     futures::future::Either::Left((turn, _)) => {
                         let left = timeout.saturating_sub(runtime.now() - start);
-                        (turn, Some(Some(left)))
+                        (turn, LockWait::For(left))
                     }
                     futures::future::Either::Right(_) => {
                         return Err(LockError::TimedOut {
@@ -1122,6 +975,7 @@ impl Lock {
                     }
                 }
             }
+            forever => (turns.take(&name).await, forever),
         };
         let (reply, rx) = oneshot::channel();
         let entry = self
@@ -1159,7 +1013,10 @@ impl Lock {
                     LockFailure::Held => LockError::Held(self.name.clone()),
                     LockFailure::TimedOut => LockError::TimedOut {
                         name: self.name.clone(),
-                        timeout: requested.flatten().unwrap_or_default(),
+                        timeout: match requested {
+                            LockWait::For(timeout) => timeout,
+                            _ => Duration::ZERO,
+                        },
                     },
                     LockFailure::Closed => LockError::Closed,
                 })

@@ -4,9 +4,10 @@
 //! the engine's; this file only carries facts in and orders out, following
 //! the drive loop of the `simba-core` crate documentation.
 
-use crate::client::{CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE};
+use crate::listener::{
+    CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE,
+};
 use crate::observe;
-use crate::schedule::ClaimReply;
 use crate::term::{
     CancelSignal, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
 };
@@ -17,8 +18,8 @@ use futures::StreamExt;
 use simba_backends::{Backend, SessionMetadata};
 use simba_core::{
     parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event,
-    GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RenewError, RevokeReason,
-    SessionId, SessionState, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
+    GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RevokeReason, SessionId,
+    SessionState, SlotClaim, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
     TermId, Timestamp, Token,
 };
 use std::collections::{HashMap, VecDeque};
@@ -74,8 +75,7 @@ pub(crate) enum Spec {
         current: CurrentTerm,
     },
     Lock {
-        /// `None`: try once; `Some(None)`: forever; `Some(Some(d))`: for `d`.
-        wait: Option<Option<Duration>>,
+        wait: LockWait,
         reply: oneshot::Sender<Result<Term, LockFailure>>,
     },
     /// A partitioned group (S10): its partitions' terms are delivered to
@@ -88,14 +88,19 @@ pub(crate) enum Spec {
     },
 }
 
+/// What the driver answers to a slot claim.
+pub(crate) struct ClaimReply {
+    /// The backend's answer, or why the call failed.
+    pub(crate) result: Result<SlotClaim, BackendError>,
+    /// `Claimed`, and the term still valid when the answer came (S11.1).
+    pub(crate) run: bool,
+}
+
 /// Where the answer to a slot claim goes (S11.1).
 pub(crate) type ClaimWaiter = oneshot::Sender<Result<ClaimReply, ApiError>>;
 
 /// What the API handles and the spawned calls send to the driver.
 pub(crate) enum Msg {
-    /// A backend call's reply; `true` if the call counted against the
-    /// backend's concurrency limit.
-    Reply(Input, bool),
     Start {
         name: LeaseName,
         entry: u64,
@@ -195,7 +200,10 @@ struct Queue {
     pending: Arc<AtomicUsize>,
 }
 
-struct DEntry {
+/// What the application handed in for one engine entry (an election, a
+/// lock or a group): its callbacks, its task factory and who waits on it.
+/// The entry's state is the engine's.
+struct AppEntry {
     id: u64,
     kind: Kind,
     listener: Option<Arc<dyn ElectionListener>>,
@@ -237,7 +245,7 @@ pub(crate) struct Driver {
     clock: Clock,
     tx: mpsc::UnboundedSender<Msg>,
     executor: CallbackExecutor,
-    entries: HashMap<LeaseName, DEntry>,
+    entries: HashMap<LeaseName, AppEntry>,
     terms: HashMap<TermId, TermControl>,
     tasks: HashMap<TermId, Running>,
     elected_at: HashMap<TermId, Instant>,
@@ -252,13 +260,13 @@ pub(crate) struct Driver {
     /// Slot claims waiting for their answer (S11.1), by name, token and slot.
     claims: HashMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
     /// Backend calls in flight, polled by the driver task itself (no task
-    /// spawned per call: one wake-up less per renewal); each says whether it
-    /// counts against [`Driver::call_limit`].
-    calls: FuturesUnordered<BoxFuture<'static, (Input, bool)>>,
+    /// spawned per call: one wake-up less per renewal): each ends with its
+    /// reply, or with none when dropped at its call timeout, and says
+    /// whether it counted against [`Driver::call_limit`].
+    calls: FuturesUnordered<BoxFuture<'static, (Option<Input>, bool)>>,
     /// Calls waiting for one of the backend's connections
-    /// ([`Backend::max_concurrent_calls`]), oldest first, each with the
-    /// reply that stands for its timeout. Renewals and session openings
-    /// never wait here.
+    /// ([`Backend::max_concurrent_calls`]), oldest first. Renewals and
+    /// session openings never wait here.
     queued: VecDeque<Queued>,
     /// How many calls that count against the limit are in flight.
     limited_in_flight: usize,
@@ -277,8 +285,6 @@ pub(crate) struct Driver {
 /// A call waiting for a connection (see [`Driver::queued`]).
 struct Queued {
     call: BoxFuture<'static, Input>,
-    /// The reply that stands for its timeout.
-    timed_out: Input,
     /// For an acquire: when the engine abandons the attempt (S2.4), counted
     /// from when it was asked for; it is not sent after that.
     abandoned_at: Option<std::time::Instant>,
@@ -353,11 +359,11 @@ impl Driver {
                     return Poll::Ready(Either::Left(msg));
                 }
                 if let Poll::Ready(Some((input, limited))) = calls.poll_next_unpin(cx) {
-                    return Poll::Ready(Either::Left(Some(Msg::Reply(input, limited))));
+                    return Poll::Ready(Either::Right(Some((input, limited))));
                 }
                 if let Some((_, s)) = sleep.as_mut() {
                     if s.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(Either::Right(()));
+                        return Poll::Ready(Either::Right(None));
                     }
                 }
                 Poll::Pending
@@ -374,7 +380,8 @@ impl Driver {
                     }
                 }
                 Either::Left(None) => break,
-                Either::Right(()) => {
+                Either::Right(Some((input, limited))) => self.call_ended(input, limited),
+                Either::Right(None) => {
                     sleep = None;
                     self.engine.handle_timeout(self.clock.now());
                 }
@@ -403,12 +410,6 @@ impl Driver {
         let now = self.clock.now();
         match msg {
             Msg::Input(input) => self.engine.handle(now, input),
-            Msg::Reply(input, limited) => {
-                if limited {
-                    self.call_ended();
-                }
-                self.engine.handle(now, input);
-            }
             Msg::TaskExited {
                 term,
                 outcome,
@@ -520,14 +521,7 @@ impl Driver {
                     self.engine.start_election(now, name.clone(), false)
                 }
             }
-            Spec::Lock { wait, .. } => {
-                let wait = match wait {
-                    None => LockWait::Try,
-                    Some(None) => LockWait::Forever,
-                    Some(Some(d)) => LockWait::Until(now + *d),
-                };
-                self.engine.acquire_lock(now, name.clone(), wait, false)
-            }
+            Spec::Lock { wait, .. } => self.engine.acquire_lock(now, name.clone(), *wait, false),
             Spec::Group {
                 partitions,
                 task,
@@ -549,7 +543,7 @@ impl Driver {
                 ..
             } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
-                DEntry {
+                AppEntry {
                     id: entry,
                     kind: Kind::Election,
                     listener,
@@ -564,7 +558,7 @@ impl Driver {
             }
             Spec::Group { listener, task, .. } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
-                DEntry {
+                AppEntry {
                     id: entry,
                     kind: Kind::Partition,
                     listener,
@@ -578,14 +572,14 @@ impl Driver {
                     current: None,
                 }
             }
-            Spec::Lock { wait, reply } => DEntry {
+            Spec::Lock { wait, reply } => AppEntry {
                 id: entry,
                 kind: Kind::Lock,
                 listener: None,
                 queue: None,
                 task: None,
                 lock_reply: Some(reply),
-                lock_try: wait.is_none(),
+                lock_try: wait == LockWait::Try,
                 waiters: Vec::new(),
                 stopping: false,
                 current: None,
@@ -685,18 +679,18 @@ impl Driver {
         }
     }
 
-    /// Runs one backend command as its own future, cancelled after
-    /// `call_timeout()` (S2.4) from when it is sent; its reply comes back as
-    /// a message. Beyond the backend's [`Backend::max_concurrent_calls`], a
-    /// call other than a renewal or an opening waits in a local queue first.
+    /// Runs one backend command ([`Backend::execute`]) as its own future,
+    /// dropped after `call_timeout()` (S2.4) from when it is sent: the
+    /// engine times the call out on its own clock, so nothing stands in for
+    /// a reply that never came. Beyond the backend's
+    /// [`Backend::max_concurrent_calls`], a call other than a renewal or an
+    /// opening waits in a local queue first.
     fn run_command(&mut self, cmd: Command) {
         let backend = self.backend.clone();
-        let timeout = self.engine.call_timeout();
+        let metadata = self.metadata.clone();
         tracing::trace!(command = ?cmd, "backend call");
-        if matches!(cmd, Command::Renew { .. }) {
-            observe::renewal();
-        }
         match &cmd {
+            Command::Renew { .. } => observe::renewal(),
             Command::Release { name, token, .. } => {
                 let (name, token) = (name.as_str(), token.get());
                 self.drop_tasks(|t| t.name() == name && t.token() == token);
@@ -704,116 +698,61 @@ impl Driver {
             Command::CloseSession { .. } => self.drop_tasks(|_| true),
             _ => {}
         }
-        let timed_out = timeout_reply(&cmd, timeout);
         // Renewals (S1.1) and openings go out at once; the rest wait their
         // turn for a connection here, where no call timeout runs down.
         let limited = !matches!(cmd, Command::Renew { .. } | Command::OpenSession { .. })
             && self.call_limit.is_some();
         let is_acquire = matches!(cmd, Command::Acquire { .. });
-        let call: BoxFuture<'static, Input> = match cmd {
-            Command::OpenSession { op, lease_duration } => {
-                let metadata = self.metadata.clone();
-                Box::pin(async move {
-                    let result = backend.open_session_with(lease_duration, &metadata).await;
-                    Input::SessionOpened { op, result }
-                })
-            }
-            Command::Renew { op, session } => Box::pin(async move {
-                let result = backend.renew(session).await;
-                Input::RenewReplied { op, result }
-            }),
-            Command::Acquire { op, session, name } => Box::pin(async move {
-                let result = backend.acquire(session, &name).await;
-                Input::AcquireReplied { op, result }
-            }),
-            Command::Release {
-                op,
-                session,
-                name,
-                token,
-            } => Box::pin(async move {
-                let result = backend.release(session, &name, token).await;
-                Input::ReleaseReplied { op, result }
-            }),
-            Command::Withdraw { op, session, name } => Box::pin(async move {
-                let result = backend.withdraw(session, &name).await;
-                Input::WithdrawReplied { op, result }
-            }),
-            Command::CloseSession { op, session } => Box::pin(async move {
-                let result = backend.close_session(session).await;
-                Input::SessionClosed { op, result }
-            }),
-            Command::JoinGroup { op, session, group } => Box::pin(async move {
-                let result = backend.join_group(session, &group).await;
-                Input::GroupJoined { op, result }
-            }),
-            Command::LeaveGroup { op, session, group } => Box::pin(async move {
-                let result = backend.leave_group(session, &group).await;
-                Input::GroupLeft { op, result }
-            }),
-            Command::ClaimSlot {
-                op,
-                session,
-                name,
-                token,
-                slot,
-            } => Box::pin(async move {
-                let result = backend.claim_slot(session, &name, token, slot).await;
-                Input::SlotClaimed { op, result }
-            }),
-        };
+        let call: BoxFuture<'static, Input> =
+            Box::pin(async move { backend.execute(cmd, &metadata).await });
         if limited
             && self
                 .call_limit
                 .is_some_and(|max| self.limited_in_flight >= max)
         {
+            let timeout = self.engine.call_timeout();
             self.queued.push_back(Queued {
                 call,
-                timed_out,
                 abandoned_at: is_acquire.then(|| self.clock.runtime.now() + timeout),
             });
             return;
         }
-        self.dispatch(call, timed_out, limited, timeout);
+        self.dispatch(call, limited);
     }
 
-    /// Sends one call, cancelled after `timeout` (S2.4) from now.
-    fn dispatch(
-        &mut self,
-        call: BoxFuture<'static, Input>,
-        timed_out: Input,
-        limited: bool,
-        timeout: std::time::Duration,
-    ) {
+    /// Sends one call, dropped after the call timeout (S2.4) from now.
+    fn dispatch(&mut self, call: BoxFuture<'static, Input>, limited: bool) {
         let runtime = &self.clock.runtime;
-        let sleep = runtime.sleep_until(runtime.now() + timeout);
+        let sleep = runtime.sleep_until(runtime.now() + self.engine.call_timeout());
         if limited {
             self.limited_in_flight += 1;
         }
         self.calls.push(Box::pin(async move {
             match futures::future::select(call, sleep).await {
-                Either::Left((input, _)) => (input, limited),
-                Either::Right(((), _)) => (timed_out, limited),
+                Either::Left((input, _)) => (Some(input), limited),
+                Either::Right(((), _)) => (None, limited),
             }
         }));
     }
 
-    /// A limited call ended: the oldest queued one takes its connection.
-    /// An acquire that waited past its call timeout is not sent: the engine
-    /// has abandoned that attempt (S2.4) and will try again; it is answered
-    /// with its timeout reply instead, which the engine drops as stale.
-    fn call_ended(&mut self) {
-        self.limited_in_flight = self.limited_in_flight.saturating_sub(1);
-        let now = self.clock.runtime.now();
-        while let Some(q) = self.queued.pop_front() {
-            if q.abandoned_at.is_some_and(|at| at <= now) {
-                let engine_now = self.clock.now();
-                self.engine.handle(engine_now, q.timed_out);
-                continue;
+    /// A call ended with its reply, or with none at its timeout. If it was
+    /// limited, the oldest queued call takes its connection; an acquire
+    /// that waited past its call timeout is not sent: the engine has
+    /// abandoned that attempt (S2.4) and will try again.
+    fn call_ended(&mut self, input: Option<Input>, limited: bool) {
+        if limited {
+            self.limited_in_flight = self.limited_in_flight.saturating_sub(1);
+            let now = self.clock.runtime.now();
+            while let Some(q) = self.queued.pop_front() {
+                if q.abandoned_at.is_some_and(|at| at <= now) {
+                    continue;
+                }
+                self.dispatch(q.call, true);
+                break;
             }
-            let timeout = self.engine.call_timeout();
-            self.dispatch(q.call, q.timed_out, true, timeout);
-            break;
+        }
+        if let Some(input) = input {
+            self.engine.handle(self.clock.now(), input);
         }
     }
 
@@ -1296,53 +1235,6 @@ fn run_job(job: Job) {
     }));
     if result.is_err() {
         tracing::error!("an election listener panicked");
-    }
-}
-
-fn timeout_reply(cmd: &Command, timeout: Duration) -> Input {
-    let error = |what: &str| {
-        BackendError::new(
-            BackendErrorKind::Timeout,
-            format!("{what} call did not finish within {timeout:?} (S2.4)"),
-        )
-    };
-    match cmd {
-        Command::OpenSession { op, .. } => Input::SessionOpened {
-            op: *op,
-            result: Err(error("open")),
-        },
-        Command::Renew { op, .. } => Input::RenewReplied {
-            op: *op,
-            result: Err(RenewError::Backend(error("renew"))),
-        },
-        Command::Acquire { op, .. } => Input::AcquireReplied {
-            op: *op,
-            result: Err(error("acquire")),
-        },
-        Command::Release { op, .. } => Input::ReleaseReplied {
-            op: *op,
-            result: Err(error("release")),
-        },
-        Command::Withdraw { op, .. } => Input::WithdrawReplied {
-            op: *op,
-            result: Err(error("withdraw")),
-        },
-        Command::CloseSession { op, .. } => Input::SessionClosed {
-            op: *op,
-            result: Err(error("close")),
-        },
-        Command::JoinGroup { op, .. } => Input::GroupJoined {
-            op: *op,
-            result: Err(error("join_group")),
-        },
-        Command::LeaveGroup { op, .. } => Input::GroupLeft {
-            op: *op,
-            result: Err(error("leave_group")),
-        },
-        Command::ClaimSlot { op, .. } => Input::SlotClaimed {
-            op: *op,
-            result: Err(error("claim_slot")),
-        },
     }
 }
 

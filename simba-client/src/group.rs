@@ -2,9 +2,10 @@
 //! partitions this client owns; this module only starts and ends a
 //! membership and carries partition terms to the application.
 
-use crate::client::{ElectionListener, Simba};
+use crate::client::Simba;
 use crate::driver::{Msg, Spec, TaskFactory};
 use crate::error::GroupError;
+use crate::listener::ElectionListener;
 use crate::term::{TaskOutput, Term};
 use futures::channel::oneshot;
 use futures::future::BoxFuture;

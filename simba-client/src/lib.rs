@@ -71,6 +71,7 @@ mod config;
 mod driver;
 mod error;
 mod group;
+mod listener;
 mod observe;
 mod runtime;
 mod schedule;

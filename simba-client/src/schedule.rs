@@ -10,16 +10,21 @@
 //! voluntary hand-over it keeps the term for the minimum hold (S11.5) before
 //! returning, so the lease is released only then (S6.1).
 
-use crate::client::{ElectionListener, LeaderTask, Simba};
+use crate::client::{LeaderTask, Simba};
 use crate::driver::Msg;
 use crate::error::ElectionError;
+use crate::listener::ElectionListener;
 use crate::runtime::Runtime;
 use crate::term::{TaskOutput, Term};
 use chrono::TimeZone as _;
 use croner::Cron;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{BoxFuture, Either, FutureExt};
-use simba_core::{ApiError, BackendError, BackendErrorKind, EntrySnapshot, LeaseName, SlotClaim};
+pub use simba_core::MissedRuns;
+use simba_core::{
+    ApiError, BackendErrorKind, EntrySnapshot, EveryPeriod, LeaseName, SlotClaim, SlotGrid,
+    SlotPlanner, SlotRule,
+};
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -160,6 +165,14 @@ impl Schedule {
         matches!(self.kind, Kind::Delay(_))
     }
 
+    /// How the core's [`SlotPlanner`] sees this schedule.
+    fn rule(&self) -> SlotRule<'_, Schedule> {
+        match &self.kind {
+            Kind::Delay(d) => SlotRule::Delay(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            _ => SlotRule::Grid(self),
+        }
+    }
+
     fn validate(&self) -> Result<(), ScheduleError> {
         match &self.kind {
             Kind::Rate(0) => Err(ScheduleError::Invalid(
@@ -177,8 +190,8 @@ impl Schedule {
     /// for a cron expression that never matches again.
     pub fn next_slot_after(&self, after: u64) -> Option<u64> {
         match &self.kind {
-            Kind::Rate(0) | Kind::Delay(_) => None,
-            Kind::Rate(p) => (after / p).checked_add(1)?.checked_mul(*p),
+            Kind::Delay(_) => None,
+            Kind::Rate(p) => EveryPeriod(*p).next_after(after),
             Kind::Cron { cron, tz, .. } => {
                 // Cron slots are whole seconds: start from the second holding
                 // `after`, which is itself not after `after`.
@@ -193,8 +206,8 @@ impl Schedule {
     /// such slot).
     pub fn latest_slot_at_or_before(&self, at: u64) -> Option<u64> {
         match &self.kind {
-            Kind::Rate(0) | Kind::Delay(_) => None,
-            Kind::Rate(p) => Some(at / p * p),
+            Kind::Delay(_) => None,
+            Kind::Rate(p) => EveryPeriod(*p).latest_at_or_before(at),
             Kind::Cron { cron, tz, .. } => {
                 let from = tz.timestamp_millis_opt(i64::try_from(at / 1000 * 1000).ok()?);
                 let prev = cron.find_previous_occurrence(&from.single()?, true).ok()?;
@@ -204,16 +217,14 @@ impl Schedule {
     }
 }
 
-/// What to do with slots that passed while no run could start (S11.4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MissedRuns {
-    /// Never run a missed slot; wait for the next one (the default).
-    #[default]
-    Skip,
-    /// Run the latest missed slot once, at once, if nobody claimed it;
-    /// skip the others.
-    RunOnce,
+impl SlotGrid for Schedule {
+    fn next_after(&self, t: u64) -> Option<u64> {
+        self.next_slot_after(t)
+    }
+
+    fn latest_at_or_before(&self, t: u64) -> Option<u64> {
+        self.latest_slot_at_or_before(t)
+    }
 }
 
 /// One run of a scheduled job: its slot and the term it runs in (S11).
@@ -244,6 +255,33 @@ impl ScheduledRun {
     /// The wall-clock instant the slot was scheduled for.
     pub fn scheduled_for(&self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.slot)
+    }
+}
+
+impl Simba {
+    /// A job run on `schedule` only by the leader of the election `name`,
+    /// each slot at most once across leaders (S11). Configure it, then
+    /// [`run`](ScheduleBuilder::run) it:
+    ///
+    /// ```no_run
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), simba_client::ScheduleError> {
+    /// use simba_client::{MissedRuns, Schedule};
+    /// use std::time::Duration;
+    ///
+    /// let job = simba
+    ///     .schedule("reports.nightly", Schedule::cron_in("0 3 * * *", "Europe/Paris")?)
+    ///     .lock_at_least_for(Duration::from_secs(30))
+    ///     .missed(MissedRuns::RunOnce)
+    ///     .run(|run| async move {
+    ///         println!("slot {} with token {}", run.slot(), run.token());
+    ///     })
+    ///     .await?;
+    /// // …
+    /// job.stop().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn schedule(&self, name: impl AsRef<str>, schedule: Schedule) -> ScheduleBuilder {
+        ScheduleBuilder::new(self.clone(), name.as_ref().to_owned(), schedule)
     }
 }
 
@@ -389,14 +427,6 @@ impl ScheduledJob {
 
 type Job = Arc<dyn Fn(ScheduledRun) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
-/// What the driver answers to a slot claim.
-pub(crate) struct ClaimReply {
-    /// The backend's answer, or why the call failed.
-    pub(crate) result: Result<SlotClaim, BackendError>,
-    /// `Claimed`, and the term still valid when the answer came (S11.1).
-    pub(crate) run: bool,
-}
-
 /// What a claim came to, for the run loop.
 enum Claim {
     /// Run the slot.
@@ -449,16 +479,12 @@ impl Ctx {
         }
     }
 
-    /// Runs the slots of `term` until it is revoked.
+    /// Runs the slots of `term` until it is revoked; which slot comes next
+    /// is the core's [`SlotPlanner`] (S11.2, S11.4).
     async fn slots(&self, term: &Term, last_run: &mut Option<Instant>) {
-        // The latest slot this term claimed, gave up or saw claimed.
-        let mut prev: Option<u64> = None;
-        // When the previous run ended (fixed delay), `None` before the first.
-        let mut ended: Option<u64> = None;
+        let mut plan = SlotPlanner::new(self.missed, self.started);
         loop {
-            let now = wall_ms();
-            let floor = prev.map_or(self.started, |p| p.saturating_add(1).max(self.started));
-            let Some(slot) = self.plan(now, floor, ended) else {
+            let Some(slot) = plan.next(self.schedule.rule(), wall_ms()) else {
                 // No slot ever again (a cron date that never comes).
                 term.revoked().await;
                 return;
@@ -466,49 +492,22 @@ impl Ctx {
             if !self.wait_for(term, slot).await {
                 return;
             }
-            match self.claim(term, slot).await {
+            let claimed_up_to = match self.claim(term, slot).await {
                 Claim::Run => {
                     *last_run = Some(self.runtime.now());
                     self.run_one(term, slot).await;
-                    prev = Some(slot);
+                    None
                 }
-                Claim::Taken(last) => prev = Some(slot.max(last)),
-                Claim::GaveUp => prev = Some(slot),
+                Claim::Taken(last) => Some(last),
+                Claim::GaveUp => None,
                 Claim::TermOver => {
                     term.revoked().await;
                     return;
                 }
-            }
-            ended = Some(wall_ms());
+            };
+            plan.handled(slot, claimed_up_to, wall_ms());
             if term.revoke_reason().is_some() {
                 return;
-            }
-        }
-    }
-
-    /// The next slot to wait for (S11.2, S11.4): at least `floor`.
-    fn plan(&self, now: u64, floor: u64, ended: Option<u64>) -> Option<u64> {
-        match &self.schedule.kind {
-            Kind::Delay(d) => {
-                let delay = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-                let at = match (ended, self.missed) {
-                    (Some(end), _) => end.saturating_add(delay),
-                    (None, MissedRuns::RunOnce) => now,
-                    (None, MissedRuns::Skip) => now.saturating_add(delay),
-                };
-                Some(at.max(floor))
-            }
-            _ => {
-                let missed = self
-                    .schedule
-                    .latest_slot_at_or_before(now)
-                    .filter(|s| *s >= floor);
-                match (missed, self.missed) {
-                    (Some(s), MissedRuns::RunOnce) => Some(s),
-                    _ => self
-                        .schedule
-                        .next_slot_after(now.max(floor.saturating_sub(1))),
-                }
             }
         }
     }
@@ -537,10 +536,7 @@ impl Ctx {
     /// again (a retry of a recorded claim is answered `AlreadyClaimed`, so
     /// the slot still runs at most once) until the next slot is due.
     async fn claim(&self, term: &Term, slot: u64) -> Claim {
-        let give_up_at = match &self.schedule.kind {
-            Kind::Delay(d) => slot.saturating_add(u64::try_from(d.as_millis()).unwrap_or(0)),
-            _ => self.schedule.next_slot_after(slot).unwrap_or(u64::MAX),
-        };
+        let give_up_at = SlotPlanner::give_up_at(self.schedule.rule(), slot);
         let mut pause = CLAIM_RETRY_MIN;
         loop {
             let (reply, rx) = oneshot::channel();

@@ -863,19 +863,11 @@ impl Harness {
                 };
                 Input::WithdrawReplied { op, result }
             }
-            // The engine sends no group or slot commands yet (S10, S11).
-            Command::JoinGroup { op, .. } => Input::GroupJoined {
-                op,
-                result: Err(fail("join_group")),
-            },
-            Command::LeaveGroup { op, .. } => Input::GroupLeft {
-                op,
-                result: Err(fail("leave_group")),
-            },
-            Command::ClaimSlot { op, .. } => Input::SlotClaimed {
-                op,
-                result: Err(fail("claim_slot")),
-            },
+            // The engine sends no group or slot commands here yet (S10,
+            // S11): they fail, through the core's one failure constructor.
+            Command::JoinGroup { .. } | Command::LeaveGroup { .. } | Command::ClaimSlot { .. } => {
+                Input::failed(cmd, fail(cmd.label()))
+            }
         }
     }
 

@@ -5,6 +5,7 @@ use crate::name::LeaseName;
 use crate::protocol::{TaskExitPolicy, Term};
 use crate::time::Timestamp;
 use std::fmt;
+use std::time::Duration;
 
 /// Whether a name is an election (competes again after losing a term) or a
 /// lock (one term only, S5.3).
@@ -35,8 +36,11 @@ impl Kind {
 pub enum LockWait {
     /// One attempt once a session is open (`try_acquire`).
     Try,
-    /// Keep trying until this instant (`acquire_timeout`).
+    /// Keep trying until this instant.
     Until(Timestamp),
+    /// Keep trying for this long from the `acquire_lock` call
+    /// (`acquire_timeout`): the engine turns it into `Until(now + d)`.
+    For(Duration),
     /// Keep trying until acquired or stopped (`acquire`).
     Forever,
 }

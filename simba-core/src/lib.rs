@@ -27,7 +27,10 @@
 //!     while let Some(output) = engine.poll_output() {
 //!         match output {
 //!             // 2. Commands: run them (concurrently, each cancelled after
-//!             //    `engine.call_timeout()`); feed each reply back with its op id.
+//!             //    `engine.call_timeout()`); feed each reply back with its op id
+//!             //    (`Command::call` or `simba-backends`' `Backend::execute` map a
+//!             //    command to its call and back). A cancelled call gets no reply:
+//!             //    the engine times it out on its own clock (S2.4).
 //!             Output::Command(cmd) => {
 //!                 if let Some(reply) = backend_call(&cmd) {
 //!                     engine.handle(now, reply);
@@ -109,6 +112,7 @@
 //! backend and the history checker of the backend test kit all run it.
 #![forbid(unsafe_code)]
 
+mod call;
 mod config;
 mod election;
 mod engine;
@@ -121,9 +125,11 @@ pub mod model;
 mod mutant;
 mod name;
 mod protocol;
+mod schedule;
 mod time;
 mod timers;
 
+pub use call::Calls;
 pub use config::{ConfigError, Fraction, SimbaConfig, SimbaConfigBuilder};
 pub use election::{EntrySnapshot, Kind, LockWait, SessionSnapshot, Snapshot, Status};
 pub use engine::{BackendProfile, Engine, Stats};
@@ -145,4 +151,5 @@ pub use protocol::{
     RevokeReason, SessionGrant, SessionState, SlotClaim, TaskExitAction, TaskExitPolicy, TaskOrder,
     TaskOutcome, Term,
 };
+pub use schedule::{EveryPeriod, MissedRuns, SlotGrid, SlotPlanner, SlotRule};
 pub use time::Timestamp;

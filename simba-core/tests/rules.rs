@@ -607,6 +607,7 @@ fn s4_5_stopping_a_candidate_after_a_held_reply_withdraws_once() {
     h.engine.stop(h.now, &name("a")).unwrap();
     let out = h.drain();
     assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+    answer_withdraw(&mut h);
     assert!(releases(&out).is_empty(), "no term, nothing to release");
     assert!(events(&out).contains(&Event::Completed { name: name("a") }));
     // Stopping again, and time passing, withdraw nothing more.
@@ -616,6 +617,45 @@ fn s4_5_stopping_a_candidate_after_a_held_reply_withdraws_once() {
     assert_eq!(count(&out, is_acquire), 0);
 }
 
+/// Answers the pending withdraw with success, as a backend does.
+fn answer_withdraw(h: &mut H) {
+    let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
+    assert!(h
+        .input(Input::WithdrawReplied { op, result: Ok(()) })
+        .is_empty());
+}
+
+#[test]
+fn s4_5_s2_4_an_unanswered_withdraw_is_sent_again_after_the_next_renewal() {
+    let mut h = H::live(fast_config());
+    waiting_candidate(&mut h, "a");
+    h.engine.stop(h.now, &name("a")).unwrap();
+    assert_eq!(withdrawals(&h.drain()), vec![(SID, name("a"))]);
+    // The driver drops the call at its timeout and reports nothing (S2.4):
+    // the next successful renewal counts it as failed and sends it again
+    // (each unanswered one again: at most one per renewal).
+    let out = pass_live(&mut h, secs(5));
+    let again = withdrawals(&out);
+    let renewals = count(&out, |o| {
+        matches!(o, Output::Command(Command::Renew { .. }))
+    });
+    assert!(!again.is_empty() && again.len() <= renewals, "{again:?}");
+    assert!(again.iter().all(|w| *w == (SID, name("a"))));
+    assert!(events(&out).iter().any(|e| matches!(
+        e,
+        Event::BackendFailed {
+            command: "withdraw",
+            ..
+        }
+    )));
+    // Answered at last (the earlier, timed-out ones are stale now).
+    while h.has_pending(|c| matches!(c, Command::Withdraw { .. })) {
+        let op = h.take(|c| matches!(c, Command::Withdraw { .. })).op();
+        h.input(Input::WithdrawReplied { op, result: Ok(()) });
+    }
+    assert!(withdrawals(&pass_live(&mut h, secs(10))).is_empty());
+}
+
 #[test]
 fn s4_5_stepping_down_a_candidate_withdraws_once() {
     let mut h = H::live(fast_config());
@@ -623,6 +663,7 @@ fn s4_5_stepping_down_a_candidate_withdraws_once() {
     h.engine.step_down(h.now, &name("a"), secs(4)).unwrap();
     let out = h.drain();
     assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
+    answer_withdraw(&mut h);
     assert_eq!(h.status("a"), Some(Status::CoolingDown));
     // A second step-down while cooling down asked nothing since: no withdraw.
     h.engine.step_down(h.now, &name("a"), secs(4)).unwrap();

@@ -12,7 +12,7 @@
 
 use simba_core::model::{LeaseModel, ModelOptions};
 use simba_core::{
-    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
+    AcquireOutcome, BackendError, Calls, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
     SlotClaim, Timestamp, Token,
 };
 use std::time::Duration;
@@ -229,5 +229,71 @@ impl SimBackend {
     /// call at `now` would judge it (for checkers).
     pub fn live_at(&self, session: SessionId, now: u64) -> bool {
         self.model.live_at(session, at(now))
+    }
+}
+
+/// The simulated backend at backend-clock reading `now`, as the core's
+/// command mapping ([`Command::call`](simba_core::Command::call)) calls it.
+pub struct At<'a> {
+    /// The backend.
+    pub backend: &'a mut SimBackend,
+    /// The backend clock's reading, in nanoseconds.
+    pub now: u64,
+}
+
+impl Calls for At<'_> {
+    fn open_session(&mut self, lease_duration: Duration) -> Result<SessionGrant, BackendError> {
+        self.backend.open_session(self.now, lease_duration)
+    }
+
+    fn renew(&mut self, session: SessionId) -> Result<Renewal, RenewError> {
+        self.backend.renew(self.now, session)
+    }
+
+    fn acquire(
+        &mut self,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<AcquireOutcome, BackendError> {
+        self.backend.acquire(self.now, session, name)
+    }
+
+    fn release(
+        &mut self,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+    ) -> Result<(), BackendError> {
+        self.backend.release(self.now, session, name, token);
+        Ok(())
+    }
+
+    // The simulated backend keeps nothing for a `Held` acquire, so there is
+    // no place to withdraw (S4.5): the provided `withdraw` answers `Ok`.
+
+    fn close_session(&mut self, session: SessionId) -> Result<(), BackendError> {
+        self.backend.close_session(self.now, session);
+        Ok(())
+    }
+
+    fn join_group(&mut self, session: SessionId, group: &LeaseName) -> Result<(), BackendError> {
+        self.backend.join_group(self.now, session, group)
+    }
+
+    fn leave_group(&mut self, session: SessionId, group: &LeaseName) -> Result<(), BackendError> {
+        self.backend.leave_group(self.now, session, group);
+        Ok(())
+    }
+
+    fn claim_slot(
+        &mut self,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> Result<SlotClaim, BackendError> {
+        Ok(self
+            .backend
+            .claim_slot(self.now, session, name, token, slot))
     }
 }

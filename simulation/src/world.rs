@@ -2,14 +2,14 @@
 //! backend, the network between them, the workload, the fault schedule, and
 //! the checkers, run after every step.
 
-use crate::backend::SimBackend;
+use crate::backend::{At, SimBackend};
 use crate::clock::Clock;
 use crate::core_api::{BackendProfile, Engine, LockWait};
 use crate::params::{Direction, FaultKind, RunParams, ScriptCall};
 use simba_core::{
     AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
-    LeaseName, Level, Output, RenewError, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term,
-    TermId, Timestamp, Token,
+    LeaseName, Level, Output, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term, TermId,
+    Timestamp, Token,
 };
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -1070,6 +1070,12 @@ impl World {
                         token,
                         ..
                     } => self.check_release(node, *session, name, *token),
+                    // The engine withdraws only a wait it gave up (S4.5: a
+                    // partition left its member's target, as at `stop()`):
+                    // a later acquire of the name is a new attempt (S4.1).
+                    Command::Withdraw { name, .. } => {
+                        self.in_flight.remove(&(node, name.clone()));
+                    }
                     Command::Acquire {
                         op, session, name, ..
                     } => {
@@ -1958,116 +1964,47 @@ impl World {
         let b = self.backend_clock.local(self.now).as_nanos();
         let down = || BackendError::new(BackendErrorKind::Unavailable, "backend restarting");
         let up = self.backend_down == 0;
-        let reply = match cmd {
-            Command::OpenSession { op, lease_duration } => Input::SessionOpened {
-                op,
-                result: if up {
-                    self.backend.open_session(b, lease_duration)
-                } else {
-                    Err(down())
-                },
-            },
-            Command::Renew { op, session } => Input::RenewReplied {
-                op,
-                result: if up {
-                    self.backend.renew(b, session)
-                } else {
-                    Err(RenewError::Backend(down()))
-                },
-            },
-            Command::Acquire { op, session, name } => {
-                if up {
-                    self.s44_arrived(node, op.0, &name, b);
-                }
-                let result = if up {
-                    self.backend.acquire(b, session, &name)
-                } else {
-                    Err(down())
-                };
-                if let Ok(AcquireOutcome::Held {
-                    holder: Some(h),
-                    token: Some(t),
-                    holder_remaining: Some(r),
-                }) = &result
-                {
-                    if let Some(exp) = self.backend.expires_at(*h) {
-                        if self.s44.enabled {
-                            if self.s44.answers.len() >= 4096 {
-                                self.s44.answers.pop_first();
-                            }
-                            self.s44.answers.entry((node, op.0)).or_default().push((
-                                name.clone(),
-                                *h,
-                                *t,
-                                exp,
-                                *r,
-                            ));
-                        }
-                    }
-                }
-                Input::AcquireReplied { op, result }
-            }
-            Command::Release {
-                op,
-                session,
-                name,
-                token,
-            } => Input::ReleaseReplied {
-                op,
-                result: if up {
-                    self.backend.release(b, session, &name, token);
-                    Ok(())
-                } else {
-                    Err(down())
-                },
-            },
-            // The simulated backend keeps nothing for a `Held` acquire, so
-            // there is no place to withdraw (S4.5).
-            Command::Withdraw { op, .. } => Input::WithdrawReplied {
-                op,
-                result: if up { Ok(()) } else { Err(down()) },
-            },
-            Command::CloseSession { op, session } => Input::SessionClosed {
-                op,
-                result: if up {
-                    self.backend.close_session(b, session);
-                    Ok(())
-                } else {
-                    Err(down())
-                },
-            },
-            Command::JoinGroup { op, session, group } => Input::GroupJoined {
-                op,
-                result: if up {
-                    self.backend.join_group(b, session, &group)
-                } else {
-                    Err(down())
-                },
-            },
-            Command::LeaveGroup { op, session, group } => Input::GroupLeft {
-                op,
-                result: if up {
-                    self.backend.leave_group(b, session, &group);
-                    Ok(())
-                } else {
-                    Err(down())
-                },
-            },
-            Command::ClaimSlot {
-                op,
-                session,
-                name,
-                token,
-                slot,
-            } => Input::SlotClaimed {
-                op,
-                result: if up {
-                    Ok(self.backend.claim_slot(b, session, &name, token, slot))
-                } else {
-                    Err(down())
-                },
-            },
+        let acquired = match &cmd {
+            Command::Acquire { op, name, .. } => Some((op.0, name.clone())),
+            _ => None,
         };
+        if let (true, Some((op, name))) = (up, &acquired) {
+            self.s44_arrived(node, *op, name, b);
+        }
+        let reply = if up {
+            cmd.call(&mut At {
+                backend: &mut self.backend,
+                now: b,
+            })
+        } else {
+            Input::failed(&cmd, down())
+        };
+        if let (
+            Some((op, name)),
+            Input::AcquireReplied {
+                result:
+                    Ok(AcquireOutcome::Held {
+                        holder: Some(h),
+                        token: Some(t),
+                        holder_remaining: Some(r),
+                    }),
+                ..
+            },
+        ) = (acquired, &reply)
+        {
+            if let Some(exp) = self.backend.expires_at(*h) {
+                if self.s44.enabled {
+                    if self.s44.answers.len() >= 4096 {
+                        self.s44.answers.pop_first();
+                    }
+                    self.s44
+                        .answers
+                        .entry((node, op))
+                        .or_default()
+                        .push((name, *h, *t, exp, *r));
+                }
+            }
+        }
         if let Input::AcquireReplied {
             result: Ok(AcquireOutcome::Won { token, .. }),
             ..

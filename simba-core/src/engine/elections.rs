@@ -4,7 +4,7 @@
 use super::{Engine, MutantKind, TimerKey};
 use crate::election::{Attempt, Entry, Handover, Held, Kind, LockWait, Status};
 use crate::error::ApiError;
-use crate::error::BackendError;
+use crate::error::{BackendError, BackendErrorKind};
 use crate::ids::{OpId, SessionId, TermId, Token};
 use crate::lease::{local_deadline, retry_after_holder_expiry, task_failure_backoff};
 use crate::name::LeaseName;
@@ -73,6 +73,10 @@ impl Engine {
         wait: LockWait,
         runs_task: bool,
     ) -> Result<(), ApiError> {
+        let wait = match wait {
+            LockWait::For(d) => LockWait::Until(now + d),
+            wait => wait,
+        };
         self.insert(
             now,
             name,
@@ -958,7 +962,7 @@ impl Engine {
     }
 
     /// Forgets withdraws whose replies can no longer arrive (the driver
-    /// answers every call within its call timeout, S2.4).
+    /// drops every call at its call timeout, S2.4).
     fn prune_withdraws(&mut self) {
         let horizon = self.config.lease_duration().saturating_mul(4);
         while let Some(entry) = self.withdraws.first_entry() {
@@ -975,6 +979,7 @@ impl Engine {
     /// (the renewal shows the backend answers again; one retry per
     /// renewal, so a backend that keeps failing is not called in a loop).
     pub(super) fn withdraw_failed_again(&mut self, session: SessionId) {
+        self.withdraws_timed_out(session);
         if self.withdraw_again.is_empty() || !self.can_acquire() {
             return;
         }
@@ -988,6 +993,29 @@ impl Engine {
             if !competing {
                 self.withdraw(session, name);
             }
+        }
+    }
+
+    /// A withdraw of `session` unanswered for its call timeout has failed
+    /// (S2.4): reported, and sent again like one answered with a failure.
+    fn withdraws_timed_out(&mut self, session: SessionId) {
+        let horizon = self.now.saturating_sub(self.call_timeout());
+        let late: Vec<OpId> = self
+            .withdraws
+            .iter()
+            .take_while(|(_, (sent_at, _, _))| *sent_at <= horizon)
+            .filter(|(_, (_, s, _))| *s == session)
+            .map(|(op, _)| *op)
+            .collect();
+        for op in late {
+            let timeout = self.call_timeout();
+            self.on_withdraw_replied(
+                op,
+                Err(BackendError::new(
+                    BackendErrorKind::Timeout,
+                    format!("withdraw call did not finish within {timeout:?} (S2.4)"),
+                )),
+            );
         }
     }
 

@@ -45,164 +45,19 @@ impl Model {
             .map(|(exp, _)| *exp - now)
     }
 
-    /// Executes one command; returns its reply and the names it broadcasts.
+    /// Executes one command through the core's mapping
+    /// ([`Command::call`]); returns its reply and the names it broadcasts.
     fn execute(&mut self, cmd: &Command, now: Timestamp) -> (Option<Input>, Vec<LeaseName>) {
-        let mut casts = Vec::new();
-        let reply = match cmd {
-            Command::OpenSession { op, lease_duration } => {
-                self.next_session += 1;
-                let s = SessionId::from_u128(self.next_session.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                self.sessions
-                    .insert(s, (now + *lease_duration, *lease_duration));
-                Input::SessionOpened {
-                    op: *op,
-                    result: Ok(SessionGrant {
-                        session: s,
-                        remaining: *lease_duration,
-                    }),
-                }
-            }
-            Command::Renew { op, session } => {
-                let result = match self.live(*session, now) {
-                    None => Err(RenewError::Expired),
-                    Some(_) => {
-                        let d = self.sessions[session].1;
-                        self.sessions.insert(*session, (now + d, d));
-                        let owned = self
-                            .leases
-                            .iter()
-                            .filter(|(_, l)| l.holder == Some(*session))
-                            .map(|(n, l)| (n.clone(), Token::new(l.token).unwrap()))
-                            .collect();
-                        let groups = self
-                            .groups
-                            .iter()
-                            .filter(|(_, m)| m.contains(session))
-                            .map(|(g, m)| GroupView {
-                                group: g.clone(),
-                                members: m
-                                    .iter()
-                                    .copied()
-                                    .filter(|s| self.live(*s, now).is_some())
-                                    .collect(),
-                            })
-                            .collect();
-                        Ok(Renewal {
-                            remaining: d,
-                            owned,
-                            groups,
-                        })
-                    }
-                };
-                Input::RenewReplied { op: *op, result }
-            }
-            Command::Acquire { op, session, name } => {
-                let result = match self.live(*session, now) {
-                    None => Ok(AcquireOutcome::Expired),
-                    Some(remaining) => {
-                        let holder_remaining = self
-                            .leases
-                            .get(name)
-                            .and_then(|l| l.holder)
-                            .filter(|h| h != session)
-                            .and_then(|h| self.live(h, now));
-                        let holder_live = holder_remaining.is_some();
-                        let lease = self.leases.entry(name.clone()).or_insert(Lease {
-                            holder: None,
-                            token: 0,
-                        });
-                        if holder_live {
-                            Ok(AcquireOutcome::Held {
-                                holder: lease.holder,
-                                token: Token::new(lease.token),
-                                holder_remaining,
-                            })
-                        } else {
-                            if lease.holder != Some(*session) {
-                                lease.holder = Some(*session);
-                                lease.token += 1;
-                            }
-                            Ok(AcquireOutcome::Won {
-                                token: Token::new(lease.token).unwrap(),
-                                remaining,
-                            })
-                        }
-                    }
-                };
-                Input::AcquireReplied { op: *op, result }
-            }
-            Command::Release {
-                op,
-                session,
-                name,
-                token,
-            } => {
-                if let Some(l) = self.leases.get_mut(name) {
-                    if l.holder == Some(*session) && l.token == token.get() {
-                        l.holder = None;
-                        casts.push(name.clone());
-                    }
-                }
-                Input::ReleaseReplied {
-                    op: *op,
-                    result: Ok(()),
-                }
-            }
-            // This backend keeps nothing for a `Held` acquire (S4.5).
-            Command::Withdraw { op, .. } => Input::WithdrawReplied {
-                op: *op,
-                result: Ok(()),
-            },
-            Command::CloseSession { op, session } => {
-                self.sessions.remove(session);
-                for (n, l) in self.leases.iter_mut() {
-                    if l.holder == Some(*session) {
-                        l.holder = None;
-                        casts.push(n.clone());
-                    }
-                }
-                for (g, m) in self.groups.iter_mut() {
-                    if m.remove(session) {
-                        casts.push(g.clone());
-                    }
-                }
-                Input::SessionClosed {
-                    op: *op,
-                    result: Ok(()),
-                }
-            }
-            Command::JoinGroup { op, session, group } => {
-                // Joining with a session that is not live is a no-op.
-                if self.live(*session, now).is_some()
-                    && self
-                        .groups
-                        .entry(group.clone())
-                        .or_default()
-                        .insert(*session)
-                {
-                    casts.push(group.clone());
-                }
-                Input::GroupJoined {
-                    op: *op,
-                    result: Ok(()),
-                }
-            }
-            Command::LeaveGroup { op, session, group } => {
-                if self
-                    .groups
-                    .get_mut(group)
-                    .is_some_and(|m| m.remove(session))
-                {
-                    casts.push(group.clone());
-                }
-                Input::GroupLeft {
-                    op: *op,
-                    result: Ok(()),
-                }
-            }
-            Command::ClaimSlot { .. } => return (None, casts),
+        if matches!(cmd, Command::ClaimSlot { .. }) {
+            return (None, Vec::new());
+        }
+        let mut at = At {
+            model: self,
+            now,
+            casts: Vec::new(),
         };
-        (Some(reply), casts)
+        let reply = cmd.clone().call(&mut at);
+        (Some(reply), at.casts)
     }
 
     /// Forgets `session`'s membership of `group`, as a backend that lost it
@@ -648,5 +503,168 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+}
+
+/// The model at one instant, as the core's command mapping calls it; it
+/// collects the names the calls broadcast.
+struct At<'a> {
+    model: &'a mut Model,
+    now: Timestamp,
+    casts: Vec<LeaseName>,
+}
+
+impl Calls for At<'_> {
+    fn open_session(&mut self, lease_duration: Duration) -> Result<SessionGrant, BackendError> {
+        let m = &mut *self.model;
+        m.next_session += 1;
+        let s = SessionId::from_u128(m.next_session.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        m.sessions
+            .insert(s, (self.now + lease_duration, lease_duration));
+        Ok(SessionGrant {
+            session: s,
+            remaining: lease_duration,
+        })
+    }
+
+    fn renew(&mut self, session: SessionId) -> Result<Renewal, RenewError> {
+        let (m, now) = (&mut *self.model, self.now);
+        if m.live(session, now).is_none() {
+            return Err(RenewError::Expired);
+        }
+        let d = m.sessions[&session].1;
+        m.sessions.insert(session, (now + d, d));
+        let owned = m
+            .leases
+            .iter()
+            .filter(|(_, l)| l.holder == Some(session))
+            .map(|(n, l)| (n.clone(), Token::new(l.token).unwrap()))
+            .collect();
+        let groups = m
+            .groups
+            .iter()
+            .filter(|(_, members)| members.contains(&session))
+            .map(|(g, members)| GroupView {
+                group: g.clone(),
+                members: members
+                    .iter()
+                    .copied()
+                    .filter(|s| m.live(*s, now).is_some())
+                    .collect(),
+            })
+            .collect();
+        Ok(Renewal {
+            remaining: d,
+            owned,
+            groups,
+        })
+    }
+
+    fn acquire(
+        &mut self,
+        session: SessionId,
+        name: &LeaseName,
+    ) -> Result<AcquireOutcome, BackendError> {
+        let (m, now) = (&mut *self.model, self.now);
+        let Some(remaining) = m.live(session, now) else {
+            return Ok(AcquireOutcome::Expired);
+        };
+        let holder_remaining = m
+            .leases
+            .get(name)
+            .and_then(|l| l.holder)
+            .filter(|h| *h != session)
+            .and_then(|h| m.live(h, now));
+        let lease = m.leases.entry(name.clone()).or_insert(Lease {
+            holder: None,
+            token: 0,
+        });
+        if holder_remaining.is_some() {
+            return Ok(AcquireOutcome::Held {
+                holder: lease.holder,
+                token: Token::new(lease.token),
+                holder_remaining,
+            });
+        }
+        if lease.holder != Some(session) {
+            lease.holder = Some(session);
+            lease.token += 1;
+        }
+        Ok(AcquireOutcome::Won {
+            token: Token::new(lease.token).unwrap(),
+            remaining,
+        })
+    }
+
+    fn release(
+        &mut self,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+    ) -> Result<(), BackendError> {
+        if let Some(l) = self.model.leases.get_mut(name) {
+            if l.holder == Some(session) && l.token == token.get() {
+                l.holder = None;
+                self.casts.push(name.clone());
+            }
+        }
+        Ok(())
+    }
+
+    // This backend keeps nothing for a `Held` acquire (S4.5): the provided
+    // `withdraw` answers `Ok`.
+
+    fn close_session(&mut self, session: SessionId) -> Result<(), BackendError> {
+        let m = &mut *self.model;
+        m.sessions.remove(&session);
+        for (n, l) in m.leases.iter_mut() {
+            if l.holder == Some(session) {
+                l.holder = None;
+                self.casts.push(n.clone());
+            }
+        }
+        for (g, members) in m.groups.iter_mut() {
+            if members.remove(&session) {
+                self.casts.push(g.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn join_group(&mut self, session: SessionId, group: &LeaseName) -> Result<(), BackendError> {
+        let m = &mut *self.model;
+        // Joining with a session that is not live is a no-op.
+        if m.live(session, self.now).is_some()
+            && m.groups.entry(group.clone()).or_default().insert(session)
+        {
+            self.casts.push(group.clone());
+        }
+        Ok(())
+    }
+
+    fn leave_group(&mut self, session: SessionId, group: &LeaseName) -> Result<(), BackendError> {
+        if self
+            .model
+            .groups
+            .get_mut(group)
+            .is_some_and(|members| members.remove(&session))
+        {
+            self.casts.push(group.clone());
+        }
+        Ok(())
+    }
+
+    /// Never called: [`Model::execute`] answers no slot claim.
+    fn claim_slot(
+        &mut self,
+        _: SessionId,
+        _: &LeaseName,
+        _: Token,
+        _: u64,
+    ) -> Result<SlotClaim, BackendError> {
+        Err(BackendError::new(
+            BackendErrorKind::Unsupported,
+            "the cluster model records no slots",
+        ))
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! With [`ScheduleWorkload`](crate::params::ScheduleWorkload) set, every
 //! election task is also a leader-only schedule, as `Simba::schedule` runs
-//! it: slot `k` of a node falls when the node's wall clock reads
+//! it (which slot comes next is the core's `SlotPlanner`, the client's
+//! own): slot `k` of a node falls when the node's wall clock reads
 //! `k × period`. A node's wall clock is its own clock (with its drift and
 //! its steps) less its offset, plus a fixed skew drawn from the seed within
 //! `max_skew` (NTP-synchronised machines disagree a little). The
@@ -23,7 +24,10 @@
 //! must catch it (`simulation/tests/schedule_slots.rs`).
 
 use super::{TaskState, World};
-use simba_core::{BackendError, LeaseName, SlotClaim, Term, TermId, Timestamp, Token};
+use simba_core::{
+    BackendError, EveryPeriod, LeaseName, MissedRuns, SlotClaim, SlotPlanner, SlotRule, Term,
+    TermId, Timestamp, Token,
+};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -37,9 +41,11 @@ pub(super) struct Schedules {
     runs: BTreeMap<LeaseName, (u64, usize, u64, u64)>,
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct TermSched {
-    prev: Option<u64>,
+    /// Which slot comes next: the core's planner, as the client runs it,
+    /// on slot indices (a node's wall clock divided by the period).
+    plan: SlotPlanner,
     busy: bool,
 }
 
@@ -85,30 +91,36 @@ impl World {
         let Some(w) = self.p.workload.schedule.clone() else {
             return;
         };
+        let missed = if w.run_once {
+            MissedRuns::RunOnce
+        } else {
+            MissedRuns::Skip
+        };
+        // Slot 0 (the run's first instant) is never a missed one.
+        let plan = SlotPlanner::new(missed, 1);
         self.sched
             .terms
-            .insert((node, term.id), TermSched::default());
-        let l = self.wall(node);
-        let p = nanos(w.period).max(1);
-        let latest = l / p;
-        if w.run_once && latest > 0 {
-            // The latest slot already due: run it once if nobody did.
-            self.sched_tick_at(node, term.id, latest, self.now);
-        } else {
-            self.sched_plan(node, term.id, latest + 1);
-        }
+            .insert((node, term.id), TermSched { plan, busy: false });
+        self.sched_next(node, term.id);
     }
 
-    /// Waits for the first slot at or after `floor` that is still to come.
-    fn sched_plan(&mut self, node: usize, term: TermId, floor: u64) {
+    /// Waits for the slot the planner picks: at once for a missed slot
+    /// (S11.4), else when the node's wall clock reaches it.
+    fn sched_next(&mut self, node: usize, term: TermId) {
         let Some(w) = self.p.workload.schedule.clone() else {
             return;
         };
+        let Some(ts) = self.sched.terms.get(&(node, term)) else {
+            return;
+        };
         let p = nanos(w.period).max(1);
-        let l = self.wall(node);
-        let slot = (l / p + 1).max(floor);
-        let at = self.true_at_wall(node, slot.saturating_mul(p));
-        if let Some(at) = at {
+        let now = self.wall(node) / p;
+        let Some(slot) = ts.plan.next(SlotRule::Grid(&EveryPeriod(1)), now) else {
+            return;
+        };
+        if slot <= now {
+            self.sched_tick_at(node, term, slot, self.now);
+        } else if let Some(at) = self.true_at_wall(node, slot.saturating_mul(p)) {
             self.sched_tick_at(node, term, slot, at);
         }
     }
@@ -286,29 +298,8 @@ impl World {
             return;
         };
         ts.busy = false;
-        let prev = ts.prev.map_or(slot, |p| p.max(slot));
-        ts.prev = Some(prev);
-        let run_once = self
-            .p
-            .workload
-            .schedule
-            .as_ref()
-            .is_some_and(|w| w.run_once);
-        if run_once {
-            // S11.4: the latest slot missed meanwhile runs once, at once.
-            let p = self
-                .p
-                .workload
-                .schedule
-                .as_ref()
-                .map_or(1, |w| nanos(w.period).max(1));
-            let latest = self.wall(node) / p;
-            if latest > prev {
-                self.sched_tick_at(node, term, latest, self.now);
-                return;
-            }
-        }
-        self.sched_plan(node, term, prev + 1);
+        ts.plan.handled(slot, None, 0);
+        self.sched_next(node, term);
     }
 
     /// The backend lost its state, slot records included (S9's documented
