@@ -30,12 +30,17 @@ use simba_core::{
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
 use sqlx::Row;
+use std::collections::{BTreeSet, VecDeque};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const NAME: &str = "mysql";
 /// Simba's tables: sessions, leases, group members, schedule slots.
 const TABLES: usize = 4;
+/// Stands for the session id (a hex literal) in `Sql::renew`.
+const RENEW_ID: &str = "@simba_session@";
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 
@@ -44,6 +49,57 @@ const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 pub struct MysqlBackend {
     pool: MySqlPool,
     sql: Sql,
+    wake: Arc<Wake>,
+    /// MariaDB: `KILL QUERY ID` of the sleep's own query id, in one
+    /// compound statement. MySQL: `KILL QUERY` of the waker's connection
+    /// id, one at a time.
+    mariadb: bool,
+}
+
+/// How long a waker's `SELECT SLEEP` lasts before it starts another (a
+/// silent dead connection is noticed within this and 5 s more).
+const WAKER_SLEEP_S: u64 = 10;
+
+/// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
+/// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
+/// recognisable by its text; a release or close that frees a lease
+/// interrupts every such statement of the same table prefix that its user
+/// may see and kill, and each woken node reads which of the names it waits
+/// for are free now. A wake is only a hint.
+#[derive(Debug)]
+struct Wake {
+    /// Whether this node runs a waker (`simba_listen`, default on).
+    listen: bool,
+    /// Names whose latest acquire by this node found them held.
+    waited: Mutex<BTreeSet<String>>,
+    /// The lock wait timeout (seconds) of this backend's own connections,
+    /// once a session's lease is known (0: the server's default; a pool
+    /// passed to `from_pool` is never changed).
+    lock_wait_s: AtomicU64,
+    own_pool: bool,
+}
+
+impl Wake {
+    fn note(&self, name: &LeaseName, outcome: &Result<AcquireOutcome, BackendError>) {
+        if !self.listen {
+            return;
+        }
+        let mut waited = self.waited.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Ok(AcquireOutcome::Held { .. }) => {
+                waited.insert(name.as_str().to_owned());
+            }
+            Ok(_) => {
+                waited.remove(name.as_str());
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn waited(&self) -> Vec<String> {
+        let waited = self.waited.lock().unwrap_or_else(|p| p.into_inner());
+        waited.iter().cloned().collect()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -56,8 +112,8 @@ struct Sql {
     open: String,
     gc: String,
     gc_members: String,
+    /// The renewal's two statements, with [`RENEW_ID`] for the session.
     renew: String,
-    renew_read: String,
     /// Locks a lease row (the acquire procedure's first statement), for the
     /// testkit's hold.
     #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
@@ -69,6 +125,17 @@ struct Sql {
     release: String,
     close: String,
     close_members: String,
+    /// The waker's statement, exactly as `PROCESSLIST.INFO` shows it.
+    sleep: String,
+    /// The release's multi-statement (`RENEW_ID`, `@name@`, `@token@`):
+    /// the `UPDATE`, then the sleeping wakers to interrupt if it freed the
+    /// lease.
+    release_wake: String,
+    /// The close's multi-statement (`RENEW_ID`): whether it held leases,
+    /// the two deletes, then the wakers to interrupt if it did.
+    close_wake: String,
+    /// The waited names that are free now (`@names@`: a quoted list).
+    free: String,
     join: String,
     leave: String,
     holds: String,
@@ -80,33 +147,65 @@ struct Sql {
 }
 
 impl Sql {
-    fn new(prefix: &str) -> Sql {
+    fn new(prefix: &str, mariadb: bool) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
         let m = format!("{prefix}members");
         let c = format!("{prefix}slots");
+        let sleep = format!("SELECT SLEEP({WAKER_SLEEP_S}), 'simba-waker:{prefix}'");
+        // Built with CONCAT so that this statement's own text never equals
+        // it; only a statement sleeping right now (never one a wake could
+        // cut short) matches. Without the PROCESS privilege a user sees
+        // only its own connections.
+        let sleepers = format!(
+            "SELECT CAST({} AS SIGNED) FROM information_schema.PROCESSLIST \
+             WHERE STATE = 'User sleep' AND COMMAND = 'Query' \
+             AND INFO = CONCAT('SELECT SLEEP({WAKER_SLEEP_S}), ''simba', '-waker:{prefix}''')",
+            if mariadb { "QUERY_ID" } else { "ID" }
+        );
         Sql {
+            release_wake: format!(
+                "UPDATE {l} SET session = NULL, acquired_us = NULL \
+                 WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
+                 {sleepers} AND ROW_COUNT() > 0"
+            ),
+            close_wake: format!(
+                "SET @simba_held = (SELECT COUNT(*) FROM {l} WHERE session = {RENEW_ID}); \
+                 DELETE FROM {s} WHERE id = {RENEW_ID}; \
+                 DELETE FROM {m} WHERE session = {RENEW_ID}; \
+                 {sleepers} AND @simba_held > 0"
+            ),
+            free: format!(
+                "SELECT CAST(l.name AS CHAR) FROM {l} l \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE l.name IN (@names@) AND h.id IS NULL"
+            ),
+            sleep,
             open: format!("INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?, ?, {NOW} + ?, ?)"),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
             gc_members: format!(
                 "DELETE FROM {m} WHERE session IN \
                  (SELECT id FROM {s} WHERE expires_us <= {NOW})"
             ),
+            // One round trip, two autocommit statements sent together (a
+            // multi-statement query; the id is a hex literal, see
+            // `renew_on`): the `UPDATE` (one InnoDB transaction, its
+            // affected-row count says live or expired), then one plain
+            // `SELECT` of kind 0 rows (the lease duration and each owned
+            // lease) and kind 1 rows (the live members of every group the
+            // session joined, S10.1), however many leases and groups. The
+            // read only reports; it decides nothing (`docs/BACKENDS.md`).
             renew: format!(
-                "UPDATE {s} SET expires_us = {NOW} + lease_us WHERE id = ? AND expires_us > {NOW}"
-            ),
-            // Kind 0 rows: the lease duration and each owned lease; kind 1
-            // rows: the live members of every group the session joined
-            // (S10.1). One statement, however many leases and groups.
-            renew_read: format!(
-                "SELECT CAST(0 AS SIGNED), s.lease_us, CAST(l.name AS CHAR), l.token, \
+                "UPDATE {s} SET expires_us = {NOW} + lease_us \
+                 WHERE id = {RENEW_ID} AND expires_us > {NOW}; \
+                 SELECT CAST(0 AS SIGNED), s.lease_us, CAST(l.name AS CHAR), l.token, \
                    CAST(NULL AS BINARY(16)) \
-                 FROM {s} s LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ? \
+                 FROM {s} s LEFT JOIN {l} l ON l.session = s.id WHERE s.id = {RENEW_ID} \
                  UNION ALL \
                  SELECT CAST(1 AS SIGNED), CAST(0 AS SIGNED), CAST(gm.name AS CHAR), \
                    CAST(0 AS SIGNED), gm.session \
                  FROM {m} gm JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
-                 WHERE gm.name IN (SELECT name FROM {m} WHERE session = ?)"
+                 WHERE gm.name IN (SELECT name FROM {m} WHERE session = {RENEW_ID})"
             ),
             ensure: format!(
                 "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
@@ -181,13 +280,37 @@ impl MysqlBackend {
         let opts = MySqlConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
             .timezone(Some("+00:00".to_owned()));
+        let wake = Arc::new(Wake {
+            listen: config.listen(),
+            waited: Mutex::new(BTreeSet::new()),
+            lock_wait_s: AtomicU64::new(0),
+            own_pool: true,
+        });
+        // A statement abandoned at its call timeout (S2.4) keeps the
+        // connection until the server ends it: a new connection waits for
+        // row locks no longer than a call may last (`lock_wait_sql`).
+        let shared = Arc::clone(&wake);
         // At most `max_connections` (default 1) for all calls.
-        let pool = config.sqlx_pool::<sqlx::MySql>().connect_lazy_with(opts);
+        let pool = config
+            .sqlx_pool::<sqlx::MySql>()
+            .after_connect(move |c, _| {
+                let set = lock_wait_sql(shared.lock_wait_s.load(Ordering::Relaxed));
+                Box::pin(async move {
+                    if let Some(set) = set {
+                        sqlx::Executor::execute(&mut *c, set.as_str()).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_lazy_with(opts);
         let what = format!("connect to {}", config.redacted_url());
         crate::sql::first_connection(NAME, &what, &pool, config.connect_timeout()).await?;
+        let mariadb = is_mariadb(&pool).await?;
         let backend = MysqlBackend {
             pool,
-            sql: Sql::new(config.table_prefix()),
+            sql: Sql::new(config.table_prefix(), mariadb),
+            wake,
+            mariadb,
         };
         let mode = crate::sql::tls_mode(config.url(), "ssl-mode");
         if matches!(mode.as_deref(), None | Some("preferred")) {
@@ -446,9 +569,17 @@ impl MysqlBackend {
         pool: MySqlPool,
         options: &PoolOptions,
     ) -> Result<MysqlBackend, BackendError> {
+        let mariadb = is_mariadb(&pool).await?;
         let backend = MysqlBackend {
             pool,
-            sql: Sql::new(options.get_table_prefix()),
+            sql: Sql::new(options.get_table_prefix(), mariadb),
+            wake: Arc::new(Wake {
+                listen: true,
+                waited: Mutex::new(BTreeSet::new()),
+                lock_wait_s: AtomicU64::new(0),
+                own_pool: false,
+            }),
+            mariadb,
         };
         backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
@@ -593,6 +724,80 @@ impl MysqlBackend {
 
 /// A connection: the pool's, or a test hold's open transaction.
 type Conn = sqlx::MySqlConnection;
+
+/// Whether the server is MariaDB (its version says so).
+async fn is_mariadb(pool: &MySqlPool) -> Result<bool, BackendError> {
+    let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| map_err(NAME, "server version", e))?;
+    Ok(version.to_ascii_lowercase().contains("mariadb"))
+}
+
+/// The lock wait timeout for a session whose calls time out after `secs`
+/// (rounded up; InnoDB counts whole seconds), for row locks and for
+/// metadata locks; `None` before any session is open.
+fn lock_wait_sql(secs: u64) -> Option<String> {
+    (secs > 0).then(|| {
+        format!("SET SESSION innodb_lock_wait_timeout = {secs}, lock_wait_timeout = {secs}")
+    })
+}
+
+/// `session` as 32 hex digits (for `X'…'` literals).
+fn hex_id(session: SessionId) -> String {
+    session
+        .to_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Interrupts the sleeping wakers `ids` (query ids on MariaDB, connection
+/// ids on MySQL). Best effort: a waker gone meanwhile, or one this user
+/// may not kill, is skipped (a wake is only a hint).
+async fn wake_sleepers(c: &mut Conn, mariadb: bool, ids: &[i64]) {
+    if ids.is_empty() {
+        return;
+    }
+    if mariadb {
+        // One round trip; a query that already ended (`Unknown query id`)
+        // or a missing privilege does not stop the others.
+        let mut block =
+            String::from("BEGIN NOT ATOMIC DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END;");
+        for id in ids {
+            block.push_str(&format!(" KILL QUERY ID {id};"));
+        }
+        block.push_str(" END");
+        if let Err(e) = sqlx::Executor::execute(&mut *c, block.as_str()).await {
+            tracing::debug!(backend = NAME, error = %e, "release wake-up failed");
+        }
+    } else {
+        for id in ids {
+            let kill = format!("KILL QUERY {id}");
+            if let Err(e) = sqlx::Executor::execute(&mut *c, kill.as_str()).await {
+                tracing::debug!(backend = NAME, error = %e, "release wake-up failed");
+            }
+        }
+    }
+}
+
+/// Runs a multi-statement whose last statement lists sleeping wakers; the
+/// first result's affected rows and those ids.
+async fn run_then_sleepers(c: &mut Conn, stmt: &str) -> Result<(u64, Vec<i64>), sqlx::Error> {
+    use futures::TryStreamExt;
+    let mut first = None;
+    let mut ids = Vec::new();
+    let mut results = sqlx::Executor::fetch_many(&mut *c, stmt);
+    while let Some(item) = results.try_next().await? {
+        match item {
+            sqlx::Either::Left(done) => {
+                first.get_or_insert(done.rows_affected());
+            }
+            sqlx::Either::Right(row) => ids.push(row.try_get::<i64, _>(0)?),
+        }
+    }
+    Ok((first.unwrap_or(0), ids))
+}
 
 async fn open_on(
     sql: &Sql,
@@ -743,26 +948,32 @@ async fn acquire_on(
     decide(NAME, session, name, judged)
 }
 
+/// Renew: one round trip (see `Sql::renew`), one InnoDB transaction (the
+/// `UPDATE`; the plain `SELECT` after it is a read-only one). Sent as a
+/// text-protocol multi-statement query, since a prepared statement holds
+/// one statement: the session id goes in as a hex literal (`X'…'`, 32 hex
+/// digits of Simba's own id, nothing a user writes).
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
+    use futures::TryStreamExt;
     let get = |e| map_err(NAME, "renew", e);
-    let id = session.to_bytes();
-    let mut tx = c.begin().await.map_err(get)?;
-    let done = sqlx::query(&sql.renew)
-        .bind(&id[..])
-        .execute(&mut *tx)
-        .await
-        .map_err(get)?;
-    if done.rows_affected() == 0 {
-        tx.rollback().await.map_err(get)?;
+    let id = hex_id(session);
+    let stmt = sql.renew.replace(RENEW_ID, &format!("X'{id}'"));
+    let mut results = sqlx::Executor::fetch_many(&mut *c, stmt.as_str());
+    // The UPDATE's result comes first, then the SELECT's rows and result.
+    let mut updated = None;
+    let mut rows = Vec::new();
+    while let Some(item) = results.try_next().await.map_err(get)? {
+        match item {
+            sqlx::Either::Left(done) => {
+                updated.get_or_insert(done.rows_affected());
+            }
+            sqlx::Either::Right(row) => rows.push(row),
+        }
+    }
+    drop(results);
+    if updated.unwrap_or(0) == 0 {
         return Err(RenewError::Expired);
     }
-    let rows = sqlx::query(&sql.renew_read)
-        .bind(&id[..])
-        .bind(&id[..])
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(get)?;
-    tx.commit().await.map_err(get)?;
     let mut remaining = Duration::ZERO;
     let mut owned = Vec::with_capacity(rows.len());
     let mut members = Vec::new();
@@ -790,35 +1001,69 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     })
 }
 
+/// Release; with `wake` (the backend's own calls, not a test hold) one
+/// multi-statement that also lists the sleeping wakers if the lease was
+/// freed, and then one more round trip to interrupt them.
 async fn release_on(
     sql: &Sql,
     c: &mut Conn,
     session: SessionId,
     name: &LeaseName,
     token: Token,
+    wake: Option<bool>,
 ) -> Result<(), BackendError> {
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-    sqlx::query(&sql.release)
-        .bind(name.as_str())
-        .bind(&session.to_bytes()[..])
-        .bind(token)
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, "release", e))?;
+    let get = |e| map_err(NAME, "release", e);
+    let Some(mariadb) = wake else {
+        sqlx::query(&sql.release)
+            .bind(name.as_str())
+            .bind(&session.to_bytes()[..])
+            .bind(token)
+            .execute(&mut *c)
+            .await
+            .map_err(get)?;
+        return Ok(());
+    };
+    // Literals: the name's checked characters ([A-Za-z0-9._:-], S3.1) hold
+    // no quote; the id is hex; the token a number.
+    let stmt = sql
+        .release_wake
+        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
+        .replace("@name@", name.as_str())
+        .replace("@token@", &token.to_string());
+    let (_, ids) = run_then_sleepers(c, &stmt).await.map_err(get)?;
+    wake_sleepers(c, mariadb, &ids).await;
     Ok(())
 }
 
-async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    // The memberships go with the session (S10.1). Once the session row is
-    // gone no renewal lists them anyway; the second statement only tidies.
-    for stmt in [&sql.close, &sql.close_members] {
-        sqlx::query(stmt)
-            .bind(&session.to_bytes()[..])
-            .execute(&mut *c)
-            .await
-            .map_err(|e| map_err(NAME, "close session", e))?;
-    }
+/// Close; with `wake` as [`release_on`]'s, in one multi-statement that
+/// wakes the sleeping wakers if the session held a lease.
+async fn close_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    wake: Option<bool>,
+) -> Result<(), BackendError> {
+    let get = |e| map_err(NAME, "close session", e);
+    let Some(mariadb) = wake else {
+        // The memberships go with the session (S10.1). Once the session row
+        // is gone no renewal lists them anyway; the second statement only
+        // tidies.
+        for stmt in [&sql.close, &sql.close_members] {
+            sqlx::query(stmt)
+                .bind(&session.to_bytes()[..])
+                .execute(&mut *c)
+                .await
+                .map_err(get)?;
+        }
+        return Ok(());
+    };
+    let stmt = sql
+        .close_wake
+        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
+    let (_, ids) = run_then_sleepers(c, &stmt).await.map_err(get)?;
+    wake_sleepers(c, mariadb, &ids).await;
     Ok(())
 }
 
@@ -924,6 +1169,21 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
+            if self.wake.own_pool {
+                // Calls time out after a renewal period (a third of the
+                // lease, S2.4): so does a wait for a lock, on this
+                // connection now and on every one opened later.
+                let secs = lease_duration.as_secs_f64() / 3.0;
+                let secs = (secs.ceil() as u64).max(1);
+                let old = self.wake.lock_wait_s.swap(secs, Ordering::Relaxed);
+                if old != secs {
+                    if let Some(set) = lock_wait_sql(secs) {
+                        sqlx::Executor::execute(&mut *c, set.as_str())
+                            .await
+                            .map_err(|e| map_err(NAME, "open session", e))?;
+                    }
+                }
+            }
             open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
@@ -952,7 +1212,10 @@ impl Backend for MysqlBackend {
             loop {
                 match acquire_on(&self.sql, &mut c, session, name).await {
                     Err(e) if tries < 3 && is_deadlock(&e) => tries += 1,
-                    other => return other,
+                    other => {
+                        self.wake.note(name, &other);
+                        return other;
+                    }
                 }
             }
         }
@@ -967,7 +1230,7 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("release").await?;
-            release_on(&self.sql, &mut c, session, name, token).await
+            release_on(&self.sql, &mut c, session, name, token, Some(self.mariadb)).await
         }
         .boxed()
     }
@@ -975,7 +1238,7 @@ impl Backend for MysqlBackend {
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session).await
+            close_on(&self.sql, &mut c, session, Some(self.mariadb)).await
         }
         .boxed()
     }
@@ -1008,7 +1271,37 @@ impl Backend for MysqlBackend {
     fn subscribe_releases(
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        futures::future::ready(Ok(None)).boxed()
+        async move {
+            if !self.wake.listen {
+                return Ok(None);
+            }
+            let opts = (*self.pool.connect_options()).clone();
+            let conn = sqlx::MySqlConnection::connect_with(&opts)
+                .await
+                .map_err(|e| map_err(NAME, "release waker", e))?;
+            let waker = Waker {
+                conn: Some(conn),
+                opts,
+                wake: Arc::clone(&self.wake),
+                sql: self.sql.clone(),
+                pending: VecDeque::new(),
+                woken: false,
+            };
+            let stream = futures::stream::unfold(waker, |mut w| async move {
+                loop {
+                    if let Some(name) = w.pending.pop_front() {
+                        return Some((name, w));
+                    }
+                    w.round().await;
+                }
+            });
+            Ok(Some(futures::StreamExt::boxed(stream)))
+        }
+        .boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        self.wake.listen
     }
 
     fn join_group<'a>(
@@ -1051,6 +1344,110 @@ impl Backend for MysqlBackend {
 
     fn name(&self) -> &'static str {
         NAME
+    }
+}
+
+/// A node's waker: its own connection, sleeping until a release wakes it
+/// (see [`Wake`]).
+struct Waker {
+    conn: Option<sqlx::MySqlConnection>,
+    opts: MySqlConnectOptions,
+    wake: Arc<Wake>,
+    sql: Sql,
+    /// Freed names not yet yielded.
+    pending: VecDeque<LeaseName>,
+    /// Interrupted (or reconnected): read which waited names are free.
+    woken: bool,
+}
+
+impl Waker {
+    /// One step: reconnect, or read the free waited names after a wake, or
+    /// sleep until woken (or for [`WAKER_SLEEP_S`]).
+    async fn round(&mut self) {
+        use futures::future::{select, Either};
+        let Some(conn) = self.conn.as_mut() else {
+            match sqlx::MySqlConnection::connect_with(&self.opts).await {
+                Ok(c) => {
+                    self.conn = Some(c);
+                    // Releases while it was down were not seen.
+                    self.woken = true;
+                }
+                Err(e) => {
+                    tracing::debug!(backend = NAME, error = %e, "release waker cannot connect");
+                    futures_timer::Delay::new(Duration::from_millis(250)).await;
+                }
+            }
+            return;
+        };
+        if std::mem::take(&mut self.woken) {
+            let waited = self.wake.waited();
+            if waited.is_empty() {
+                return;
+            }
+            // The names' checked characters hold no quote (S3.1).
+            let list = waited
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let stmt = self.sql.free.replace("@names@", &list);
+            match sqlx::Executor::fetch_all(&mut *conn, stmt.as_str()).await {
+                Ok(rows) => {
+                    for r in rows {
+                        if let Some(name) = r
+                            .try_get::<String, _>(0)
+                            .ok()
+                            .and_then(|n| LeaseName::new(&n).ok())
+                        {
+                            self.pending.push_back(name);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(backend = NAME, error = %e, "release waker failed");
+                    self.conn = None;
+                }
+            }
+            return;
+        }
+        let limit = Duration::from_secs(WAKER_SLEEP_S + 5);
+        let slept = {
+            let sleep = Box::pin(sqlx::Executor::fetch_all(
+                &mut *conn,
+                self.sql.sleep.as_str(),
+            ));
+            match select(sleep, futures_timer::Delay::new(limit)).await {
+                Either::Left((r, _)) => Some(r),
+                Either::Right(_) => None,
+            }
+        };
+        match slept {
+            // `SLEEP` answers 1 if interrupted, 0 if it slept its time.
+            Some(Ok(rows)) => {
+                self.woken = rows
+                    .first()
+                    .and_then(|r| r.try_get::<i64, _>(0).ok())
+                    .is_none_or(|v| v != 0);
+            }
+            // MariaDB answers an interrupted sleep with error 1317
+            // (SQLSTATE 70100): the connection is fine.
+            Some(Err(e)) => {
+                let interrupted = e
+                    .as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|c| c == "70100");
+                if !interrupted {
+                    tracing::debug!(backend = NAME, error = %e, "release waker failed");
+                    self.conn = None;
+                }
+                self.woken = true;
+            }
+            // No answer: the connection is presumed dead.
+            None => {
+                self.conn = None;
+                self.woken = true;
+            }
+        }
     }
 }
 
@@ -1155,10 +1552,11 @@ mod hold {
             name: &'a LeaseName,
             token: Token,
         ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
+            async move { release_on(&self.sql, &mut self.tx, session, name, token, None).await }
+                .boxed()
         }
         fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
+            async move { close_on(&self.sql, &mut self.tx, session, None).await }.boxed()
         }
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             async move {
