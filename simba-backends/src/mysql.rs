@@ -1,5 +1,7 @@
-//! The MySQL / MariaDB backend (feature `mysql`). No release broadcast: the
-//! engine's retry takes over (S4.2).
+//! The MySQL / MariaDB backend (feature `mysql`). No release broadcast:
+//! releases *wake* waiting nodes instead, one waker connection per node
+//! sleeping in `SELECT SLEEP` that a freeing release interrupts with `KILL
+//! QUERY` (S4.2; see [`Wake`]).
 //!
 //! MySQL has no `UPDATE … RETURNING`, so the operations that must read and
 //! decide are one short InnoDB transaction of *locking* reads: a locking read
@@ -72,6 +74,9 @@ struct Wake {
     listen: bool,
     /// Names whose latest acquire by this node found them held.
     waited: Mutex<BTreeSet<String>>,
+    /// Names this node freed itself, for its own stream (its own release
+    /// wakes its waker too, as a `NOTIFY` reaches its own listener).
+    freed: Mutex<Vec<String>>,
     /// The lock wait timeout (seconds) of this backend's own connections,
     /// once a session's lease is known (0: the server's default; a pool
     /// passed to `from_pool` is never changed).
@@ -99,6 +104,17 @@ impl Wake {
     fn waited(&self) -> Vec<String> {
         let waited = self.waited.lock().unwrap_or_else(|p| p.into_inner());
         waited.iter().cloned().collect()
+    }
+
+    fn freed(&self, names: impl IntoIterator<Item = String>) {
+        if self.listen {
+            let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
+            freed.extend(names);
+        }
+    }
+
+    fn take_freed(&self) -> Vec<String> {
+        std::mem::take(&mut *self.freed.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
@@ -131,8 +147,8 @@ struct Sql {
     /// the `UPDATE`, then the sleeping wakers to interrupt if it freed the
     /// lease.
     release_wake: String,
-    /// The close's multi-statement (`RENEW_ID`): whether it held leases,
-    /// the two deletes, then the wakers to interrupt if it did.
+    /// The close's multi-statement (`RENEW_ID`): the leases it held, the
+    /// two deletes, then the wakers to interrupt if it held any.
     close_wake: String,
     /// The waited names that are free now (`@names@`: a quoted list).
     free: String,
@@ -158,23 +174,60 @@ impl Sql {
         // cut short) matches. Without the PROCESS privilege a user sees
         // only its own connections.
         let sleepers = format!(
-            "SELECT CAST({} AS SIGNED) FROM information_schema.PROCESSLIST \
+            "SELECT CAST({} AS SIGNED) AS q FROM information_schema.PROCESSLIST \
              WHERE STATE = 'User sleep' AND COMMAND = 'Query' \
              AND INFO = CONCAT('SELECT SLEEP({WAKER_SLEEP_S}), ''simba', '-waker:{prefix}''')",
             if mariadb { "QUERY_ID" } else { "ID" }
         );
+        // MariaDB: one round trip, an anonymous compound statement whose
+        // statements each commit on their own (autocommit): the write
+        // commits, then each sleeping waker is interrupted, a query that
+        // ended meanwhile (`Unknown query id`) or one this user may not
+        // interrupt skipped by a handler that covers the KILL alone.
+        // MySQL (no anonymous blocks, no query ids): the write and the
+        // sleepers' connection ids, then one `KILL QUERY` each.
+        let kill_loop = format!(
+            "FOR r IN ({sleepers}) DO BEGIN \
+               DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; KILL QUERY ID r.q; \
+             END; END FOR;"
+        );
+        let (release_wake, close_wake) = if mariadb {
+            (
+                format!(
+                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; \
+                     UPDATE {l} SET session = NULL, acquired_us = NULL \
+                     WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
+                     SET n = ROW_COUNT(); \
+                     IF n > 0 THEN {kill_loop} END IF; \
+                     SELECT n; END"
+                ),
+                format!(
+                    "BEGIN NOT ATOMIC \
+                     SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
+                     DELETE FROM {s} WHERE id = {RENEW_ID}; \
+                     DELETE FROM {m} WHERE session = {RENEW_ID}; \
+                     IF EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID}) THEN {kill_loop} END IF; \
+                     END"
+                ),
+            )
+        } else {
+            (
+                format!(
+                    "UPDATE {l} SET session = NULL, acquired_us = NULL \
+                     WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
+                     {sleepers} AND ROW_COUNT() > 0"
+                ),
+                format!(
+                    "SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
+                     DELETE FROM {s} WHERE id = {RENEW_ID}; \
+                     DELETE FROM {m} WHERE session = {RENEW_ID}; \
+                     {sleepers} AND EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID})"
+                ),
+            )
+        };
         Sql {
-            release_wake: format!(
-                "UPDATE {l} SET session = NULL, acquired_us = NULL \
-                 WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
-                 {sleepers} AND ROW_COUNT() > 0"
-            ),
-            close_wake: format!(
-                "SET @simba_held = (SELECT COUNT(*) FROM {l} WHERE session = {RENEW_ID}); \
-                 DELETE FROM {s} WHERE id = {RENEW_ID}; \
-                 DELETE FROM {m} WHERE session = {RENEW_ID}; \
-                 {sleepers} AND @simba_held > 0"
-            ),
+            release_wake,
+            close_wake,
             free: format!(
                 "SELECT CAST(l.name AS CHAR) FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
@@ -283,6 +336,7 @@ impl MysqlBackend {
         let wake = Arc::new(Wake {
             listen: config.listen(),
             waited: Mutex::new(BTreeSet::new()),
+            freed: Mutex::new(Vec::new()),
             lock_wait_s: AtomicU64::new(0),
             own_pool: true,
         });
@@ -576,6 +630,7 @@ impl MysqlBackend {
             wake: Arc::new(Wake {
                 listen: true,
                 waited: Mutex::new(BTreeSet::new()),
+                freed: Mutex::new(Vec::new()),
                 lock_wait_s: AtomicU64::new(0),
                 own_pool: false,
             }),
@@ -752,51 +807,43 @@ fn hex_id(session: SessionId) -> String {
         .collect()
 }
 
-/// Interrupts the sleeping wakers `ids` (query ids on MariaDB, connection
-/// ids on MySQL). Best effort: a waker gone meanwhile, or one this user
-/// may not kill, is skipped (a wake is only a hint).
-async fn wake_sleepers(c: &mut Conn, mariadb: bool, ids: &[i64]) {
-    if ids.is_empty() {
-        return;
-    }
-    if mariadb {
-        // One round trip; a query that already ended (`Unknown query id`)
-        // or a missing privilege does not stop the others.
-        let mut block =
-            String::from("BEGIN NOT ATOMIC DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END;");
-        for id in ids {
-            block.push_str(&format!(" KILL QUERY ID {id};"));
-        }
-        block.push_str(" END");
-        if let Err(e) = sqlx::Executor::execute(&mut *c, block.as_str()).await {
+/// MySQL: interrupts the sleeping wakers `ids` (connection ids), one
+/// `KILL QUERY` each (MariaDB does it inside the release's own statement).
+/// Best effort: a waker gone meanwhile, or one this user may not kill, is
+/// skipped (a wake is only a hint).
+async fn wake_sleepers(c: &mut Conn, ids: &[i64]) {
+    for id in ids {
+        let kill = format!("KILL QUERY {id}");
+        if let Err(e) = sqlx::Executor::execute(&mut *c, kill.as_str()).await {
             tracing::debug!(backend = NAME, error = %e, "release wake-up failed");
-        }
-    } else {
-        for id in ids {
-            let kill = format!("KILL QUERY {id}");
-            if let Err(e) = sqlx::Executor::execute(&mut *c, kill.as_str()).await {
-                tracing::debug!(backend = NAME, error = %e, "release wake-up failed");
-            }
         }
     }
 }
 
-/// Runs a multi-statement whose last statement lists sleeping wakers; the
-/// first result's affected rows and those ids.
-async fn run_then_sleepers(c: &mut Conn, stmt: &str) -> Result<(u64, Vec<i64>), sqlx::Error> {
+/// Runs a multi-statement: each statement's affected rows and rows.
+async fn run_multi(
+    c: &mut Conn,
+    stmt: &str,
+) -> Result<Vec<(u64, Vec<sqlx::mysql::MySqlRow>)>, sqlx::Error> {
     use futures::TryStreamExt;
-    let mut first = None;
-    let mut ids = Vec::new();
+    let mut out = Vec::new();
+    let mut rows = Vec::new();
     let mut results = sqlx::Executor::fetch_many(&mut *c, stmt);
     while let Some(item) = results.try_next().await? {
         match item {
-            sqlx::Either::Left(done) => {
-                first.get_or_insert(done.rows_affected());
-            }
-            sqlx::Either::Right(row) => ids.push(row.try_get::<i64, _>(0)?),
+            sqlx::Either::Left(done) => out.push((done.rows_affected(), std::mem::take(&mut rows))),
+            sqlx::Either::Right(row) => rows.push(row),
         }
     }
-    Ok((first.unwrap_or(0), ids))
+    Ok(out)
+}
+
+/// The sleeping wakers' ids, from the last statement's rows.
+fn sleeper_ids(results: &[(u64, Vec<sqlx::mysql::MySqlRow>)]) -> Result<Vec<i64>, sqlx::Error> {
+    match results.last() {
+        Some((_, rows)) => rows.iter().map(|r| r.try_get::<i64, _>(0)).collect(),
+        None => Ok(Vec::new()),
+    }
 }
 
 async fn open_on(
@@ -1010,12 +1057,12 @@ async fn release_on(
     session: SessionId,
     name: &LeaseName,
     token: Token,
-    wake: Option<bool>,
+    wake: Option<(&Wake, bool)>,
 ) -> Result<(), BackendError> {
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
     let get = |e| map_err(NAME, "release", e);
-    let Some(mariadb) = wake else {
+    let Some((wake, mariadb)) = wake else {
         sqlx::query(&sql.release)
             .bind(name.as_str())
             .bind(&session.to_bytes()[..])
@@ -1032,8 +1079,20 @@ async fn release_on(
         .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
         .replace("@name@", name.as_str())
         .replace("@token@", &token.to_string());
-    let (_, ids) = run_then_sleepers(c, &stmt).await.map_err(get)?;
-    wake_sleepers(c, mariadb, &ids).await;
+    let results = run_multi(c, &stmt).await.map_err(get)?;
+    let freed = if mariadb {
+        // The block's one row: how many rows the UPDATE freed.
+        let n = results.iter().flat_map(|(_, rows)| rows).next();
+        n.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(get)? > Some(0)
+    } else {
+        results.first().is_some_and(|(n, _)| *n > 0)
+    };
+    if freed {
+        wake.freed([name.as_str().to_owned()]);
+    }
+    if !mariadb {
+        wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
+    }
     Ok(())
 }
 
@@ -1043,10 +1102,10 @@ async fn close_on(
     sql: &Sql,
     c: &mut Conn,
     session: SessionId,
-    wake: Option<bool>,
+    wake: Option<(&Wake, bool)>,
 ) -> Result<(), BackendError> {
     let get = |e| map_err(NAME, "close session", e);
-    let Some(mariadb) = wake else {
+    let Some((wake, mariadb)) = wake else {
         // The memberships go with the session (S10.1). Once the session row
         // is gone no renewal lists them anyway; the second statement only
         // tidies.
@@ -1062,8 +1121,14 @@ async fn close_on(
     let stmt = sql
         .close_wake
         .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
-    let (_, ids) = run_then_sleepers(c, &stmt).await.map_err(get)?;
-    wake_sleepers(c, mariadb, &ids).await;
+    let results = run_multi(c, &stmt).await.map_err(get)?;
+    if let Some((_, rows)) = results.first() {
+        let held: Result<Vec<String>, _> = rows.iter().map(|r| r.try_get(0)).collect();
+        wake.freed(held.map_err(get)?);
+    }
+    if !mariadb {
+        wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
+    }
     Ok(())
 }
 
@@ -1230,7 +1295,15 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("release").await?;
-            release_on(&self.sql, &mut c, session, name, token, Some(self.mariadb)).await
+            release_on(
+                &self.sql,
+                &mut c,
+                session,
+                name,
+                token,
+                Some((&self.wake, self.mariadb)),
+            )
+            .await
         }
         .boxed()
     }
@@ -1238,7 +1311,7 @@ impl Backend for MysqlBackend {
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session, Some(self.mariadb)).await
+            close_on(&self.sql, &mut c, session, Some((&self.wake, self.mariadb))).await
         }
         .boxed()
     }
@@ -1379,6 +1452,11 @@ impl Waker {
             }
             return;
         };
+        for n in self.wake.take_freed() {
+            if let Ok(name) = LeaseName::new(&n) {
+                self.pending.push_back(name);
+            }
+        }
         if std::mem::take(&mut self.woken) {
             let waited = self.wake.waited();
             if waited.is_empty() {

@@ -522,19 +522,19 @@ pub fn pause(plan: &Plan, broadcasts: bool) -> Duration {
 /// # Errors
 /// The first failure, as text.
 pub async fn handover(t: &Target, plan: &Plan) -> Result<(Figure, Option<String>), String> {
-    let log = crate::trace::Log::default();
-    let traced = |b: Arc<dyn Backend>| -> Arc<dyn Backend> {
+    let logs = [crate::trace::Log::default(), crate::trace::Log::default()];
+    let traced = |b: Arc<dyn Backend>, log: &crate::trace::Log| -> Arc<dyn Backend> {
         Arc::new(crate::trace::Traced {
             inner: b,
-            log: Arc::clone(&log),
+            log: Arc::clone(log),
         })
     };
-    let backend = traced(connect(&t.url).await?);
+    let backend = traced(connect(&t.url).await?, &logs[0]);
     let a = simba_tokio::builder_dyn(backend.clone())
         .config(config(plan)?)
         .build()
         .map_err(|e| e.to_string())?;
-    let b = simba_tokio::builder_dyn(traced(connect(&t.url).await?))
+    let b = simba_tokio::builder_dyn(traced(connect(&t.url).await?, &logs[1]))
         .config(config(plan)?)
         .build()
         .map_err(|e| e.to_string())?;
@@ -563,9 +563,10 @@ pub async fn handover(t: &Target, plan: &Plan) -> Result<(Figure, Option<String>
         let (_, got) = tokio::join!(leader.stop(), recv_within(&mut rx, plan.lease * 5));
         let (t1, _) = got?;
         samples.push(t1.saturating_duration_since(t0));
-        if let Ok(mut l) = log.lock() {
-            parts.extend(crate::trace::split(&l, t0, t1));
+        if let (Ok(mut l), Ok(mut c)) = (logs[cur].lock(), logs[next].lock()) {
+            parts.extend(crate::trace::split(&l, &c, t0, t1));
             l.clear();
+            c.clear();
         }
         leader = cand;
         cur = next;

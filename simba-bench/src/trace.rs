@@ -40,22 +40,28 @@ fn note(log: &Log, mark: Mark) {
     }
 }
 
-/// One hand-over's parts, from its marks after `t0` (the leader's `stop()`)
-/// up to `t1` (the candidate's `on_elected`): `[stop → release sent,
+/// One hand-over's parts, from the marks after `t0` (the leader's `stop()`)
+/// up to `t1` (the candidate's `on_elected`), the release's from the
+/// leader's log, the rest from the candidate's: `[stop → release sent,
 /// release call, release returned → broadcast received, broadcast →
 /// acquire sent, acquire call, acquire returned → on_elected]`. `None` if
 /// a mark is missing (a hand-over by retry has no broadcast).
-pub fn split(log: &[(Instant, Mark)], t0: Instant, t1: Instant) -> Option<[Duration; 6]> {
-    let after = |from: Instant, m: Mark| {
+pub fn split(
+    leader: &[(Instant, Mark)],
+    candidate: &[(Instant, Mark)],
+    t0: Instant,
+    t1: Instant,
+) -> Option<[Duration; 6]> {
+    let after = |log: &[(Instant, Mark)], from: Instant, m: Mark| {
         log.iter()
             .find(|(t, k)| *t >= from && *t <= t1 && *k == m)
             .map(|(t, _)| *t)
     };
-    let sent = after(t0, Mark::ReleaseSent)?;
-    let done = after(sent, Mark::ReleaseDone)?;
-    let heard = after(sent, Mark::Broadcast)?;
-    let asked = after(heard, Mark::AcquireSent)?;
-    let won = after(asked, Mark::AcquireWon)?;
+    let sent = after(leader, t0, Mark::ReleaseSent)?;
+    let done = after(leader, sent, Mark::ReleaseDone)?;
+    let heard = after(candidate, sent, Mark::Broadcast)?;
+    let asked = after(candidate, heard, Mark::AcquireSent)?;
+    let won = after(candidate, asked, Mark::AcquireWon)?;
     Some([
         sent - t0,
         done - sent,
