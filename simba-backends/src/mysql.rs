@@ -34,7 +34,7 @@ use sqlx::Connection;
 use sqlx::Row;
 use std::collections::{BTreeSet, VecDeque};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,6 +61,8 @@ pub struct MysqlBackend {
 /// How long a waker's `SELECT SLEEP` lasts before it starts another (a
 /// silent dead connection is noticed within this and 5 s more).
 const WAKER_SLEEP_S: u64 = 10;
+/// At most this many names freed by a node wait for its own stream.
+const FREED_MAX: usize = 10_000;
 
 /// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
 /// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
@@ -75,8 +77,11 @@ struct Wake {
     /// Names whose latest acquire by this node found them held.
     waited: Mutex<BTreeSet<String>>,
     /// Names this node freed itself, for its own stream (its own release
-    /// wakes its waker too, as a `NOTIFY` reaches its own listener).
+    /// wakes its waker too, as a `NOTIFY` reaches its own listener); kept
+    /// only while a waker runs, and at most [`FREED_MAX`].
     freed: Mutex<Vec<String>>,
+    /// Whether `subscribe_releases` started a waker.
+    subscribed: AtomicBool,
     /// The lock wait timeout (seconds) of this backend's own connections,
     /// once a session's lease is known (0: the server's default; a pool
     /// passed to `from_pool` is never changed).
@@ -107,9 +112,10 @@ impl Wake {
     }
 
     fn freed(&self, names: impl IntoIterator<Item = String>) {
-        if self.listen {
+        if self.subscribed.load(Ordering::Relaxed) {
             let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
-            freed.extend(names);
+            let room = FREED_MAX.saturating_sub(freed.len());
+            freed.extend(names.into_iter().take(room));
         }
     }
 
@@ -337,6 +343,7 @@ impl MysqlBackend {
             listen: config.listen(),
             waited: Mutex::new(BTreeSet::new()),
             freed: Mutex::new(Vec::new()),
+            subscribed: AtomicBool::new(false),
             lock_wait_s: AtomicU64::new(0),
             own_pool: true,
         });
@@ -631,6 +638,7 @@ impl MysqlBackend {
                 listen: true,
                 waited: Mutex::new(BTreeSet::new()),
                 freed: Mutex::new(Vec::new()),
+                subscribed: AtomicBool::new(false),
                 lock_wait_s: AtomicU64::new(0),
                 own_pool: false,
             }),
@@ -1352,6 +1360,7 @@ impl Backend for MysqlBackend {
             let conn = sqlx::MySqlConnection::connect_with(&opts)
                 .await
                 .map_err(|e| map_err(NAME, "release waker", e))?;
+            self.wake.subscribed.store(true, Ordering::Relaxed);
             let waker = Waker {
                 conn: Some(conn),
                 opts,
@@ -1456,6 +1465,9 @@ impl Waker {
             if let Ok(name) = LeaseName::new(&n) {
                 self.pending.push_back(name);
             }
+        }
+        if !self.pending.is_empty() {
+            return;
         }
         if std::mem::take(&mut self.woken) {
             let waited = self.wake.waited();

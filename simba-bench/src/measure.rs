@@ -540,6 +540,14 @@ pub async fn handover(t: &Target, plan: &Plan) -> Result<(Figure, Option<String>
         .map_err(|e| e.to_string())?;
     let broadcasts = backend.broadcasts_releases();
     let mut parts = Vec::new();
+    // SQL: the hand-over's floor, two durable writes (the release's commit,
+    // the acquire's) and a round trip (the broadcast), sampled after each
+    // hand-over on a connection of their own.
+    let mut floor = match t.kind {
+        Kind::Postgres | Kind::Mysql => floors(t).await.ok(),
+        _ => None,
+    };
+    let (mut rtts, mut writes) = (Vec::new(), Vec::new());
     let clients = [a, b];
     let (tx, mut rx) = mpsc::unbounded_channel();
     let lease = format!("bench.handover.{}", crate::tag());
@@ -563,6 +571,12 @@ pub async fn handover(t: &Target, plan: &Plan) -> Result<(Figure, Option<String>
         let (_, got) = tokio::join!(leader.stop(), recv_within(&mut rx, plan.lease * 5));
         let (t1, _) = got?;
         samples.push(t1.saturating_duration_since(t0));
+        if let Some(f) = floor.as_mut() {
+            rtts.push(timed(&mut f.round_trip.1).await?);
+            if let Some((_, w)) = f.write.as_mut() {
+                writes.push(timed(w).await?);
+            }
+        }
         if let (Ok(mut l), Ok(mut c)) = (logs[cur].lock(), logs[next].lock()) {
             parts.extend(crate::trace::split(&l, &c, t0, t1));
             l.clear();
@@ -591,6 +605,15 @@ pub async fn handover(t: &Target, plan: &Plan) -> Result<(Figure, Option<String>
             ));
         }
         text.push_str(&format!(" (sum {sum:.3} ms)"));
+        let med = |v: &[Duration]| Stat::of_durations(v).map(|s| s.median * 1e3);
+        if let (Some(r), Some(w), Some(h)) = (med(&rtts), med(&writes), med(&samples)) {
+            let f = 2.0 * w + r;
+            text.push_str(&format!(
+                "; floor 2 × durable write {w:.3} ms + round trip {r:.3} ms = {f:.3} ms, \
+                 the hand-over {:.2}× it",
+                h / f
+            ));
+        }
         text
     });
     Ok((fig, breakdown))
