@@ -1367,7 +1367,8 @@ impl Backend for MysqlBackend {
                 wake: Arc::clone(&self.wake),
                 sql: self.sql.clone(),
                 pending: VecDeque::new(),
-                woken: false,
+                // At the start, the waited names already free count too.
+                woken: true,
             };
             let stream = futures::stream::unfold(waker, |mut w| async move {
                 loop {

@@ -46,6 +46,12 @@ async fn next_within(
         .flatten()
 }
 
+/// Polls a fresh stream for a moment: its waker starts sleeping (a stream
+/// is lazy, as every stream; the client polls its own throughout).
+async fn prime(stream: &mut BoxStream<'static, LeaseName>) {
+    let _ = next_within(stream, Duration::from_millis(300)).await;
+}
+
 /// Waits until the waker of `user` sleeps, so a wake cannot fall between
 /// two of its sleeps.
 async fn waker_sleeping(admin: &sqlx::MySqlPool, prefix: &str) {
@@ -78,6 +84,7 @@ async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
     let b = backend(MYSQL_URL, &tag).await;
     assert!(b.broadcasts_releases());
     let mut stream = b.subscribe_releases().await.unwrap().unwrap();
+    prime(&mut stream).await;
     let n = LeaseName::new("woken").unwrap();
     let sa = a.open_session(LONG).await.unwrap().session;
     let sb = b.open_session(LONG).await.unwrap().session;
@@ -110,6 +117,7 @@ async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
     ));
     waker_sleeping(&admin, &prefix).await;
     let mut own = a.subscribe_releases().await.unwrap().unwrap();
+    prime(&mut own).await;
     waker_sleeping(&admin, &prefix).await;
     b.close_session(sb).await.unwrap();
     let mut seen = Vec::new();
@@ -154,6 +162,7 @@ async fn mysql_release_without_privilege_to_wake_still_succeeds() {
     let releaser = backend(&format!("mysql://{user}@127.0.0.1:3306/test"), &tag).await;
     let waiter = backend(MYSQL_URL, &tag).await;
     let mut stream = waiter.subscribe_releases().await.unwrap().unwrap();
+    prime(&mut stream).await;
     let n = LeaseName::new("unseen").unwrap();
     let sa = releaser.open_session(LONG).await.unwrap().session;
     let sb = waiter.open_session(LONG).await.unwrap().session;
