@@ -1,5 +1,7 @@
-//! The MySQL / MariaDB backend (feature `mysql`). No release broadcast: the
-//! engine's retry takes over (S4.2).
+//! The MySQL / MariaDB backend (feature `mysql`). No release broadcast:
+//! releases *wake* waiting nodes instead, one waker connection per node
+//! sleeping in `SELECT SLEEP` that a freeing release interrupts with `KILL
+//! QUERY` (S4.2; see [`Wake`]).
 //!
 //! MySQL has no `UPDATE … RETURNING`, so the operations that must read and
 //! decide are one short InnoDB transaction of *locking* reads: a locking read
@@ -30,12 +32,17 @@ use simba_core::{
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
 use sqlx::Row;
+use std::collections::{BTreeSet, VecDeque};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const NAME: &str = "mysql";
 /// Simba's tables: sessions, leases, group members, schedule slots.
 const TABLES: usize = 4;
+/// Stands for the session id (a hex literal) in `Sql::renew`.
+const RENEW_ID: &str = "@simba_session@";
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 
@@ -44,6 +51,77 @@ const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 pub struct MysqlBackend {
     pool: MySqlPool,
     sql: Sql,
+    wake: Arc<Wake>,
+    /// MariaDB: `KILL QUERY ID` of the sleep's own query id, in one
+    /// compound statement. MySQL: `KILL QUERY` of the waker's connection
+    /// id, one at a time.
+    mariadb: bool,
+}
+
+/// How long a waker's `SELECT SLEEP` lasts before it starts another (a
+/// silent dead connection is noticed within this and 5 s more).
+const WAKER_SLEEP_S: u64 = 10;
+/// At most this many names freed by a node wait for its own stream.
+const FREED_MAX: usize = 10_000;
+
+/// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
+/// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
+/// recognisable by its text; a release or close that frees a lease
+/// interrupts every such statement of the same table prefix that its user
+/// may see and kill, and each woken node reads which of the names it waits
+/// for are free now. A wake is only a hint.
+#[derive(Debug)]
+struct Wake {
+    /// Whether this node runs a waker (`simba_listen`, default on).
+    listen: bool,
+    /// Names whose latest acquire by this node found them held.
+    waited: Mutex<BTreeSet<String>>,
+    /// Names this node freed itself, for its own stream (its own release
+    /// wakes its waker too, as a `NOTIFY` reaches its own listener); kept
+    /// only while a waker runs, and at most [`FREED_MAX`].
+    freed: Mutex<Vec<String>>,
+    /// Whether `subscribe_releases` started a waker.
+    subscribed: AtomicBool,
+    /// The lock wait timeout (seconds) of this backend's own connections,
+    /// once a session's lease is known (0: the server's default; a pool
+    /// passed to `from_pool` is never changed).
+    lock_wait_s: AtomicU64,
+    own_pool: bool,
+}
+
+impl Wake {
+    fn note(&self, name: &LeaseName, outcome: &Result<AcquireOutcome, BackendError>) {
+        if !self.listen {
+            return;
+        }
+        let mut waited = self.waited.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Ok(AcquireOutcome::Held { .. }) => {
+                waited.insert(name.as_str().to_owned());
+            }
+            Ok(_) => {
+                waited.remove(name.as_str());
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn waited(&self) -> Vec<String> {
+        let waited = self.waited.lock().unwrap_or_else(|p| p.into_inner());
+        waited.iter().cloned().collect()
+    }
+
+    fn freed(&self, names: impl IntoIterator<Item = String>) {
+        if self.subscribed.load(Ordering::Relaxed) {
+            let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
+            let room = FREED_MAX.saturating_sub(freed.len());
+            freed.extend(names.into_iter().take(room));
+        }
+    }
+
+    fn take_freed(&self) -> Vec<String> {
+        std::mem::take(&mut *self.freed.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -56,8 +134,8 @@ struct Sql {
     open: String,
     gc: String,
     gc_members: String,
+    /// The renewal's two statements, with [`RENEW_ID`] for the session.
     renew: String,
-    renew_read: String,
     /// Locks a lease row (the acquire procedure's first statement), for the
     /// testkit's hold.
     #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
@@ -69,6 +147,17 @@ struct Sql {
     release: String,
     close: String,
     close_members: String,
+    /// The waker's statement, exactly as `PROCESSLIST.INFO` shows it.
+    sleep: String,
+    /// The release's multi-statement (`RENEW_ID`, `@name@`, `@token@`):
+    /// the `UPDATE`, then the sleeping wakers to interrupt if it freed the
+    /// lease.
+    release_wake: String,
+    /// The close's multi-statement (`RENEW_ID`): the leases it held, the
+    /// two deletes, then the wakers to interrupt if it held any.
+    close_wake: String,
+    /// The waited names that are free now (`@names@`: a quoted list).
+    free: String,
     join: String,
     leave: String,
     holds: String,
@@ -80,33 +169,102 @@ struct Sql {
 }
 
 impl Sql {
-    fn new(prefix: &str) -> Sql {
+    fn new(prefix: &str, mariadb: bool) -> Sql {
         let s = format!("{prefix}sessions");
         let l = format!("{prefix}leases");
         let m = format!("{prefix}members");
         let c = format!("{prefix}slots");
+        let sleep = format!("SELECT SLEEP({WAKER_SLEEP_S}), 'simba-waker:{prefix}'");
+        // Built with CONCAT so that this statement's own text never equals
+        // it; only a statement sleeping right now (never one a wake could
+        // cut short) matches. Without the PROCESS privilege a user sees
+        // only its own connections.
+        let sleepers = format!(
+            "SELECT CAST({} AS SIGNED) AS q FROM information_schema.PROCESSLIST \
+             WHERE STATE = 'User sleep' AND COMMAND = 'Query' \
+             AND INFO = CONCAT('SELECT SLEEP({WAKER_SLEEP_S}), ''simba', '-waker:{prefix}''')",
+            if mariadb { "QUERY_ID" } else { "ID" }
+        );
+        // MariaDB: one round trip, an anonymous compound statement whose
+        // statements each commit on their own (autocommit): the write
+        // commits, then each sleeping waker is interrupted, a query that
+        // ended meanwhile (`Unknown query id`) or one this user may not
+        // interrupt skipped by a handler that covers the KILL alone.
+        // MySQL (no anonymous blocks, no query ids): the write and the
+        // sleepers' connection ids, then one `KILL QUERY` each.
+        let kill_loop = format!(
+            "FOR r IN ({sleepers}) DO BEGIN \
+               DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; KILL QUERY ID r.q; \
+             END; END FOR;"
+        );
+        let (release_wake, close_wake) = if mariadb {
+            (
+                format!(
+                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; \
+                     UPDATE {l} SET session = NULL, acquired_us = NULL \
+                     WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
+                     SET n = ROW_COUNT(); \
+                     IF n > 0 THEN {kill_loop} END IF; \
+                     SELECT n; END"
+                ),
+                format!(
+                    "BEGIN NOT ATOMIC \
+                     SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
+                     DELETE FROM {s} WHERE id = {RENEW_ID}; \
+                     DELETE FROM {m} WHERE session = {RENEW_ID}; \
+                     IF EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID}) THEN {kill_loop} END IF; \
+                     END"
+                ),
+            )
+        } else {
+            (
+                format!(
+                    "UPDATE {l} SET session = NULL, acquired_us = NULL \
+                     WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
+                     {sleepers} AND ROW_COUNT() > 0"
+                ),
+                format!(
+                    "SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
+                     DELETE FROM {s} WHERE id = {RENEW_ID}; \
+                     DELETE FROM {m} WHERE session = {RENEW_ID}; \
+                     {sleepers} AND EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID})"
+                ),
+            )
+        };
         Sql {
+            release_wake,
+            close_wake,
+            free: format!(
+                "SELECT CAST(l.name AS CHAR) FROM {l} l \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE l.name IN (@names@) AND h.id IS NULL"
+            ),
+            sleep,
             open: format!("INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?, ?, {NOW} + ?, ?)"),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
             gc_members: format!(
                 "DELETE FROM {m} WHERE session IN \
                  (SELECT id FROM {s} WHERE expires_us <= {NOW})"
             ),
+            // One round trip, two autocommit statements sent together (a
+            // multi-statement query; the id is a hex literal, see
+            // `renew_on`): the `UPDATE` (one InnoDB transaction, its
+            // affected-row count says live or expired), then one plain
+            // `SELECT` of kind 0 rows (the lease duration and each owned
+            // lease) and kind 1 rows (the live members of every group the
+            // session joined, S10.1), however many leases and groups. The
+            // read only reports; it decides nothing (`docs/BACKENDS.md`).
             renew: format!(
-                "UPDATE {s} SET expires_us = {NOW} + lease_us WHERE id = ? AND expires_us > {NOW}"
-            ),
-            // Kind 0 rows: the lease duration and each owned lease; kind 1
-            // rows: the live members of every group the session joined
-            // (S10.1). One statement, however many leases and groups.
-            renew_read: format!(
-                "SELECT CAST(0 AS SIGNED), s.lease_us, CAST(l.name AS CHAR), l.token, \
+                "UPDATE {s} SET expires_us = {NOW} + lease_us \
+                 WHERE id = {RENEW_ID} AND expires_us > {NOW}; \
+                 SELECT CAST(0 AS SIGNED), s.lease_us, CAST(l.name AS CHAR), l.token, \
                    CAST(NULL AS BINARY(16)) \
-                 FROM {s} s LEFT JOIN {l} l ON l.session = s.id WHERE s.id = ? \
+                 FROM {s} s LEFT JOIN {l} l ON l.session = s.id WHERE s.id = {RENEW_ID} \
                  UNION ALL \
                  SELECT CAST(1 AS SIGNED), CAST(0 AS SIGNED), CAST(gm.name AS CHAR), \
                    CAST(0 AS SIGNED), gm.session \
                  FROM {m} gm JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
-                 WHERE gm.name IN (SELECT name FROM {m} WHERE session = ?)"
+                 WHERE gm.name IN (SELECT name FROM {m} WHERE session = {RENEW_ID})"
             ),
             ensure: format!(
                 "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
@@ -181,13 +339,39 @@ impl MysqlBackend {
         let opts = MySqlConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
             .timezone(Some("+00:00".to_owned()));
+        let wake = Arc::new(Wake {
+            listen: config.listen(),
+            waited: Mutex::new(BTreeSet::new()),
+            freed: Mutex::new(Vec::new()),
+            subscribed: AtomicBool::new(false),
+            lock_wait_s: AtomicU64::new(0),
+            own_pool: true,
+        });
+        // A statement abandoned at its call timeout (S2.4) keeps the
+        // connection until the server ends it: a new connection waits for
+        // row locks no longer than a call may last (`lock_wait_sql`).
+        let shared = Arc::clone(&wake);
         // At most `max_connections` (default 1) for all calls.
-        let pool = config.sqlx_pool::<sqlx::MySql>().connect_lazy_with(opts);
+        let pool = config
+            .sqlx_pool::<sqlx::MySql>()
+            .after_connect(move |c, _| {
+                let set = lock_wait_sql(shared.lock_wait_s.load(Ordering::Relaxed));
+                Box::pin(async move {
+                    if let Some(set) = set {
+                        sqlx::Executor::execute(&mut *c, set.as_str()).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_lazy_with(opts);
         let what = format!("connect to {}", config.redacted_url());
         crate::sql::first_connection(NAME, &what, &pool, config.connect_timeout()).await?;
+        let mariadb = is_mariadb(&pool).await?;
         let backend = MysqlBackend {
             pool,
-            sql: Sql::new(config.table_prefix()),
+            sql: Sql::new(config.table_prefix(), mariadb),
+            wake,
+            mariadb,
         };
         let mode = crate::sql::tls_mode(config.url(), "ssl-mode");
         if matches!(mode.as_deref(), None | Some("preferred")) {
@@ -462,9 +646,19 @@ impl MysqlBackend {
         pool: MySqlPool,
         options: &PoolOptions,
     ) -> Result<MysqlBackend, BackendError> {
+        let mariadb = is_mariadb(&pool).await?;
         let backend = MysqlBackend {
             pool,
-            sql: Sql::new(options.get_table_prefix()),
+            sql: Sql::new(options.get_table_prefix(), mariadb),
+            wake: Arc::new(Wake {
+                listen: true,
+                waited: Mutex::new(BTreeSet::new()),
+                freed: Mutex::new(Vec::new()),
+                subscribed: AtomicBool::new(false),
+                lock_wait_s: AtomicU64::new(0),
+                own_pool: false,
+            }),
+            mariadb,
         };
         backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
@@ -609,6 +803,72 @@ impl MysqlBackend {
 
 /// A connection: the pool's, or a test hold's open transaction.
 type Conn = sqlx::MySqlConnection;
+
+/// Whether the server is MariaDB (its version says so).
+async fn is_mariadb(pool: &MySqlPool) -> Result<bool, BackendError> {
+    let version: String = sqlx::query_scalar("SELECT CAST(VERSION() AS CHAR)")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| map_err(NAME, "server version", e))?;
+    Ok(version.to_ascii_lowercase().contains("mariadb"))
+}
+
+/// The lock wait timeout for a session whose calls time out after `secs`
+/// (rounded up; InnoDB counts whole seconds), for row locks and for
+/// metadata locks; `None` before any session is open.
+fn lock_wait_sql(secs: u64) -> Option<String> {
+    (secs > 0).then(|| {
+        format!("SET SESSION innodb_lock_wait_timeout = {secs}, lock_wait_timeout = {secs}")
+    })
+}
+
+/// `session` as 32 hex digits (for `X'…'` literals).
+fn hex_id(session: SessionId) -> String {
+    session
+        .to_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// MySQL: interrupts the sleeping wakers `ids` (connection ids), one
+/// `KILL QUERY` each (MariaDB does it inside the release's own statement).
+/// Best effort: a waker gone meanwhile, or one this user may not kill, is
+/// skipped (a wake is only a hint).
+async fn wake_sleepers(c: &mut Conn, ids: &[i64]) {
+    for id in ids {
+        let kill = format!("KILL QUERY {id}");
+        if let Err(e) = sqlx::Executor::execute(&mut *c, kill.as_str()).await {
+            tracing::debug!(backend = NAME, error = %e, "release wake-up failed");
+        }
+    }
+}
+
+/// Runs a multi-statement: each statement's affected rows and rows.
+async fn run_multi(
+    c: &mut Conn,
+    stmt: &str,
+) -> Result<Vec<(u64, Vec<sqlx::mysql::MySqlRow>)>, sqlx::Error> {
+    use futures::TryStreamExt;
+    let mut out = Vec::new();
+    let mut rows = Vec::new();
+    let mut results = sqlx::Executor::fetch_many(&mut *c, stmt);
+    while let Some(item) = results.try_next().await? {
+        match item {
+            sqlx::Either::Left(done) => out.push((done.rows_affected(), std::mem::take(&mut rows))),
+            sqlx::Either::Right(row) => rows.push(row),
+        }
+    }
+    Ok(out)
+}
+
+/// The sleeping wakers' ids, from the last statement's rows.
+fn sleeper_ids(results: &[(u64, Vec<sqlx::mysql::MySqlRow>)]) -> Result<Vec<i64>, sqlx::Error> {
+    match results.last() {
+        Some((_, rows)) => rows.iter().map(|r| r.try_get::<i64, _>(0)).collect(),
+        None => Ok(Vec::new()),
+    }
+}
 
 async fn open_on(
     sql: &Sql,
@@ -759,26 +1019,32 @@ async fn acquire_on(
     decide(NAME, session, name, judged)
 }
 
+/// Renew: one round trip (see `Sql::renew`), one InnoDB transaction (the
+/// `UPDATE`; the plain `SELECT` after it is a read-only one). Sent as a
+/// text-protocol multi-statement query, since a prepared statement holds
+/// one statement: the session id goes in as a hex literal (`X'…'`, 32 hex
+/// digits of Simba's own id, nothing a user writes).
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
+    use futures::TryStreamExt;
     let get = |e| map_err(NAME, "renew", e);
-    let id = session.to_bytes();
-    let mut tx = c.begin().await.map_err(get)?;
-    let done = sqlx::query(&sql.renew)
-        .bind(&id[..])
-        .execute(&mut *tx)
-        .await
-        .map_err(get)?;
-    if done.rows_affected() == 0 {
-        tx.rollback().await.map_err(get)?;
+    let id = hex_id(session);
+    let stmt = sql.renew.replace(RENEW_ID, &format!("X'{id}'"));
+    let mut results = sqlx::Executor::fetch_many(&mut *c, stmt.as_str());
+    // The UPDATE's result comes first, then the SELECT's rows and result.
+    let mut updated = None;
+    let mut rows = Vec::new();
+    while let Some(item) = results.try_next().await.map_err(get)? {
+        match item {
+            sqlx::Either::Left(done) => {
+                updated.get_or_insert(done.rows_affected());
+            }
+            sqlx::Either::Right(row) => rows.push(row),
+        }
+    }
+    drop(results);
+    if updated.unwrap_or(0) == 0 {
         return Err(RenewError::Expired);
     }
-    let rows = sqlx::query(&sql.renew_read)
-        .bind(&id[..])
-        .bind(&id[..])
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(get)?;
-    tx.commit().await.map_err(get)?;
     let mut remaining = Duration::ZERO;
     let mut owned = Vec::with_capacity(rows.len());
     let mut members = Vec::new();
@@ -806,34 +1072,86 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     })
 }
 
+/// Release; with `wake` (the backend's own calls, not a test hold) one
+/// multi-statement that also lists the sleeping wakers if the lease was
+/// freed, and then one more round trip to interrupt them.
 async fn release_on(
     sql: &Sql,
     c: &mut Conn,
     session: SessionId,
     name: &LeaseName,
     token: Token,
+    wake: Option<(&Wake, bool)>,
 ) -> Result<(), BackendError> {
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-    sqlx::query(&sql.release)
-        .bind(name.as_str())
-        .bind(&session.to_bytes()[..])
-        .bind(token)
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, "release", e))?;
+    let get = |e| map_err(NAME, "release", e);
+    let Some((wake, mariadb)) = wake else {
+        sqlx::query(&sql.release)
+            .bind(name.as_str())
+            .bind(&session.to_bytes()[..])
+            .bind(token)
+            .execute(&mut *c)
+            .await
+            .map_err(get)?;
+        return Ok(());
+    };
+    // Literals: the name's checked characters ([A-Za-z0-9._:-], S3.1) hold
+    // no quote; the id is hex; the token a number.
+    let stmt = sql
+        .release_wake
+        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
+        .replace("@name@", name.as_str())
+        .replace("@token@", &token.to_string());
+    let results = run_multi(c, &stmt).await.map_err(get)?;
+    let freed = if mariadb {
+        // The block's one row: how many rows the UPDATE freed.
+        let n = results.iter().flat_map(|(_, rows)| rows).next();
+        n.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(get)? > Some(0)
+    } else {
+        results.first().is_some_and(|(n, _)| *n > 0)
+    };
+    if freed {
+        wake.freed([name.as_str().to_owned()]);
+    }
+    if !mariadb {
+        wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
+    }
     Ok(())
 }
 
-async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    // The memberships go with the session (S10.1). Once the session row is
-    // gone no renewal lists them anyway; the second statement only tidies.
-    for stmt in [&sql.close, &sql.close_members] {
-        sqlx::query(stmt)
-            .bind(&session.to_bytes()[..])
-            .execute(&mut *c)
-            .await
-            .map_err(|e| map_err(NAME, "close session", e))?;
+/// Close; with `wake` as [`release_on`]'s, in one multi-statement that
+/// wakes the sleeping wakers if the session held a lease.
+async fn close_on(
+    sql: &Sql,
+    c: &mut Conn,
+    session: SessionId,
+    wake: Option<(&Wake, bool)>,
+) -> Result<(), BackendError> {
+    let get = |e| map_err(NAME, "close session", e);
+    let Some((wake, mariadb)) = wake else {
+        // The memberships go with the session (S10.1). Once the session row
+        // is gone no renewal lists them anyway; the second statement only
+        // tidies.
+        for stmt in [&sql.close, &sql.close_members] {
+            sqlx::query(stmt)
+                .bind(&session.to_bytes()[..])
+                .execute(&mut *c)
+                .await
+                .map_err(get)?;
+        }
+        return Ok(());
+    };
+    let stmt = sql
+        .close_wake
+        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
+    let results = run_multi(c, &stmt).await.map_err(get)?;
+    if let Some((_, rows)) = results.first() {
+        let held: Result<Vec<String>, _> = rows.iter().map(|r| r.try_get(0)).collect();
+        wake.freed(held.map_err(get)?);
+    }
+    if !mariadb {
+        wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
     }
     Ok(())
 }
@@ -940,6 +1258,21 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let mut c = self.conn("open session").await?;
+            if self.wake.own_pool {
+                // Calls time out after a renewal period (a third of the
+                // lease, S2.4): so does a wait for a lock, on this
+                // connection now and on every one opened later.
+                let secs = lease_duration.as_secs_f64() / 3.0;
+                let secs = (secs.ceil() as u64).max(1);
+                let old = self.wake.lock_wait_s.swap(secs, Ordering::Relaxed);
+                if old != secs {
+                    if let Some(set) = lock_wait_sql(secs) {
+                        sqlx::Executor::execute(&mut *c, set.as_str())
+                            .await
+                            .map_err(|e| map_err(NAME, "open session", e))?;
+                    }
+                }
+            }
             open_on(&self.sql, &mut c, lease_duration, metadata).await
         }
         .boxed()
@@ -968,7 +1301,10 @@ impl Backend for MysqlBackend {
             loop {
                 match acquire_on(&self.sql, &mut c, session, name).await {
                     Err(e) if tries < 3 && is_deadlock(&e) => tries += 1,
-                    other => return other,
+                    other => {
+                        self.wake.note(name, &other);
+                        return other;
+                    }
                 }
             }
         }
@@ -983,7 +1319,15 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("release").await?;
-            release_on(&self.sql, &mut c, session, name, token).await
+            release_on(
+                &self.sql,
+                &mut c,
+                session,
+                name,
+                token,
+                Some((&self.wake, self.mariadb)),
+            )
+            .await
         }
         .boxed()
     }
@@ -991,7 +1335,7 @@ impl Backend for MysqlBackend {
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session).await
+            close_on(&self.sql, &mut c, session, Some((&self.wake, self.mariadb))).await
         }
         .boxed()
     }
@@ -1024,7 +1368,39 @@ impl Backend for MysqlBackend {
     fn subscribe_releases(
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        futures::future::ready(Ok(None)).boxed()
+        async move {
+            if !self.wake.listen {
+                return Ok(None);
+            }
+            let opts = (*self.pool.connect_options()).clone();
+            let conn = sqlx::MySqlConnection::connect_with(&opts)
+                .await
+                .map_err(|e| map_err(NAME, "release waker", e))?;
+            self.wake.subscribed.store(true, Ordering::Relaxed);
+            let waker = Waker {
+                conn: Some(conn),
+                opts,
+                wake: Arc::clone(&self.wake),
+                sql: self.sql.clone(),
+                pending: VecDeque::new(),
+                // At the start, the waited names already free count too.
+                woken: true,
+            };
+            let stream = futures::stream::unfold(waker, |mut w| async move {
+                loop {
+                    if let Some(name) = w.pending.pop_front() {
+                        return Some((name, w));
+                    }
+                    w.round().await;
+                }
+            });
+            Ok(Some(futures::StreamExt::boxed(stream)))
+        }
+        .boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        self.wake.listen
     }
 
     fn join_group<'a>(
@@ -1067,6 +1443,118 @@ impl Backend for MysqlBackend {
 
     fn name(&self) -> &'static str {
         NAME
+    }
+}
+
+/// A node's waker: its own connection, sleeping until a release wakes it
+/// (see [`Wake`]).
+struct Waker {
+    conn: Option<sqlx::MySqlConnection>,
+    opts: MySqlConnectOptions,
+    wake: Arc<Wake>,
+    sql: Sql,
+    /// Freed names not yet yielded.
+    pending: VecDeque<LeaseName>,
+    /// Interrupted (or reconnected): read which waited names are free.
+    woken: bool,
+}
+
+impl Waker {
+    /// One step: reconnect, or read the free waited names after a wake, or
+    /// sleep until woken (or for [`WAKER_SLEEP_S`]).
+    async fn round(&mut self) {
+        use futures::future::{select, Either};
+        let Some(conn) = self.conn.as_mut() else {
+            match sqlx::MySqlConnection::connect_with(&self.opts).await {
+                Ok(c) => {
+                    self.conn = Some(c);
+                    // Releases while it was down were not seen.
+                    self.woken = true;
+                }
+                Err(e) => {
+                    tracing::debug!(backend = NAME, error = %e, "release waker cannot connect");
+                    futures_timer::Delay::new(Duration::from_millis(250)).await;
+                }
+            }
+            return;
+        };
+        for n in self.wake.take_freed() {
+            if let Ok(name) = LeaseName::new(&n) {
+                self.pending.push_back(name);
+            }
+        }
+        if !self.pending.is_empty() {
+            return;
+        }
+        if std::mem::take(&mut self.woken) {
+            let waited = self.wake.waited();
+            if waited.is_empty() {
+                return;
+            }
+            // The names' checked characters hold no quote (S3.1).
+            let list = waited
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let stmt = self.sql.free.replace("@names@", &list);
+            match sqlx::Executor::fetch_all(&mut *conn, stmt.as_str()).await {
+                Ok(rows) => {
+                    for r in rows {
+                        if let Some(name) = r
+                            .try_get::<String, _>(0)
+                            .ok()
+                            .and_then(|n| LeaseName::new(&n).ok())
+                        {
+                            self.pending.push_back(name);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(backend = NAME, error = %e, "release waker failed");
+                    self.conn = None;
+                }
+            }
+            return;
+        }
+        let limit = Duration::from_secs(WAKER_SLEEP_S + 5);
+        let slept = {
+            let sleep = Box::pin(sqlx::Executor::fetch_all(
+                &mut *conn,
+                self.sql.sleep.as_str(),
+            ));
+            match select(sleep, futures_timer::Delay::new(limit)).await {
+                Either::Left((r, _)) => Some(r),
+                Either::Right(_) => None,
+            }
+        };
+        match slept {
+            // `SLEEP` answers 1 if interrupted, 0 if it slept its time.
+            Some(Ok(rows)) => {
+                self.woken = rows
+                    .first()
+                    .and_then(|r| r.try_get::<i64, _>(0).ok())
+                    .is_none_or(|v| v != 0);
+            }
+            // MariaDB answers an interrupted sleep with error 1317
+            // (SQLSTATE 70100): the connection is fine.
+            Some(Err(e)) => {
+                let interrupted = e
+                    .as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|c| c == "70100");
+                if !interrupted {
+                    tracing::debug!(backend = NAME, error = %e, "release waker failed");
+                    self.conn = None;
+                }
+                self.woken = true;
+            }
+            // No answer: the connection is presumed dead.
+            None => {
+                self.conn = None;
+                self.woken = true;
+            }
+        }
     }
 }
 
@@ -1171,10 +1659,11 @@ mod hold {
             name: &'a LeaseName,
             token: Token,
         ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
+            async move { release_on(&self.sql, &mut self.tx, session, name, token, None).await }
+                .boxed()
         }
         fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
+            async move { close_on(&self.sql, &mut self.tx, session, None).await }.boxed()
         }
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             async move {

@@ -24,6 +24,15 @@ pub enum Counter {
         /// The bench's user.
         user: String,
     },
+    /// InnoDB's own transaction counters, `information_schema.INNODB_METRICS`
+    /// `trx_rw_commits + trx_rollbacks` (the `trx_%` monitors, which the
+    /// bench turns on): read-write transactions committed or rolled back.
+    /// Global to the server (every client counts): meaningful while the bench
+    /// is the server's only writer.
+    MysqlInnodbTrx {
+        /// An administrator URL.
+        admin: String,
+    },
     /// `SHOW GLOBAL STATUS` `Questions`: every client of the server counts.
     MysqlGlobal {
         /// An administrator URL.
@@ -58,6 +67,9 @@ impl Counter {
             Counter::MysqlUser { .. } => {
                 "transactions (USER_STATISTICS commits + rollbacks of the bench's user)"
             }
+            Counter::MysqlInnodbTrx { .. } => {
+                "InnoDB read-write transactions (INNODB_METRICS trx_rw_commits + trx_rollbacks, global: other writers included)"
+            }
             Counter::MysqlGlobal { .. } => "statements (global Questions: other clients included)",
             Counter::RedisInfo { .. } => {
                 "commands sent (INFO commandstats: script calls and connection commands, private server)"
@@ -74,10 +86,25 @@ impl Counter {
         match self {
             Counter::PgDatabase { .. } => "transactions/min",
             Counter::MysqlUser { .. } => "transactions/min",
+            Counter::MysqlInnodbTrx { .. } => "InnoDB rw transactions/min (global)",
             Counter::MysqlGlobal { .. } => "statements/min (global)",
             Counter::RedisInfo { .. } => "commands/min",
             Counter::ZkMntr { .. } => "packets/min",
             Counter::EtcdMetrics { .. } => "gRPC messages/min",
+        }
+    }
+
+    /// A second counter shown beside this one: on MariaDB/MySQL, InnoDB's
+    /// own transaction count, since `USER_STATISTICS` counts one per
+    /// statement inside an explicit transaction and `Questions` statements.
+    pub fn companion(&self) -> Option<Counter> {
+        match self {
+            Counter::MysqlUser { admin, .. } | Counter::MysqlGlobal { admin } => {
+                Some(Counter::MysqlInnodbTrx {
+                    admin: admin.clone(),
+                })
+            }
+            _ => None,
         }
     }
 
@@ -119,6 +146,28 @@ impl Counter {
                 .map_err(|e| e.to_string())?;
                 let _ = c.close().await;
                 Ok(v.unwrap_or(0) as f64)
+            }
+            #[cfg(feature = "mysql")]
+            Counter::MysqlInnodbTrx { admin } => {
+                use sqlx::Connection;
+                let mut c = sqlx::MySqlConnection::connect(admin)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+                    "SELECT CAST(NAME AS CHAR), CAST(COUNT AS SIGNED), CAST(ENABLED AS SIGNED) \
+                     FROM information_schema.INNODB_METRICS \
+                     WHERE NAME IN ('trx_rw_commits', 'trx_rollbacks')",
+                )
+                .fetch_all(&mut c)
+                .await
+                .map_err(|e| e.to_string())?;
+                let _ = c.close().await;
+                if rows.len() != 2 || rows.iter().any(|r| r.2 != 1) {
+                    return Err(format!(
+                        "InnoDB's trx_% monitors are off (SET GLOBAL innodb_monitor_enable = 'trx_%'): {rows:?}"
+                    ));
+                }
+                Ok(rows.iter().map(|r| r.1 as f64).sum())
             }
             #[cfg(feature = "mysql")]
             Counter::MysqlGlobal { admin } => {

@@ -22,6 +22,7 @@ pub mod report;
 pub mod servers;
 pub mod stats;
 pub mod sys;
+pub mod trace;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -570,7 +570,11 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
                 } else {
                     Counter::MysqlGlobal { admin }
                 }),
-                budget: 1,
+                budget: 1 + usize::from(
+                    BackendConfig::parse(&url)
+                        .map_err(|e| e.to_string())?
+                        .listen(),
+                ),
                 cleanup: Cleanup::None,
                 restore_userstat,
             })

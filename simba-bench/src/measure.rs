@@ -2,6 +2,7 @@
 //! hand-over (library and `simba run`), crash fail-over (SIGKILL of a helper
 //! process) and, in helper processes, the cost of holding many leases.
 
+use crate::counters::Counter;
 use crate::report::{ratio, Figure, Row};
 use crate::stats::{fmt_bytes, fmt_num, Stat};
 use crate::{Kind, Plan, Target, Tools};
@@ -373,7 +374,7 @@ pub async fn latency(
     let (simba, _) = client(&t.url, plan).await?;
     let lock = simba.lock("bench.lock");
     let warm = (plan.iters / 10).max(5);
-    let mut v: [Vec<Duration>; 5] = Default::default();
+    let mut v: [Vec<Duration>; 6] = Default::default();
     for i in 0..plan.iters + warm {
         let a = timed(&mut f.round_trip.1).await?;
         let b = match &mut f.write {
@@ -402,7 +403,11 @@ pub async fn latency(
             Some((_, op)) => Some(timed(op).await?),
             None => None,
         };
+        let t0 = Instant::now();
+        backend.renew(s).await.map_err(|e| e.to_string())?;
+        let r = t0.elapsed();
         if i >= warm {
+            v[5].push(r);
             v[0].push(a);
             if let Some(b) = b {
                 v[1].push(b);
@@ -484,6 +489,13 @@ pub async fn latency(
         row = row.peer(pname, fig(&v[4]));
     }
     rows.push(row);
+    let renew = fig(&v[5]);
+    let mut row = Row::new(k, "renewal: Backend::renew (one session)", renew.clone())
+        .relative(format!("{} {}", ratio(&renew, &floor.0), floor.1));
+    if t.kind == Kind::Mysql {
+        row = row.goal("one round trip and one durable write (issue 32)");
+    }
+    rows.push(row);
     Ok(rows)
 }
 
@@ -509,10 +521,33 @@ pub fn pause(plan: &Plan, broadcasts: bool) -> Duration {
 ///
 /// # Errors
 /// The first failure, as text.
-pub async fn handover(t: &Target, plan: &Plan) -> Result<Figure, String> {
-    let (a, backend) = client(&t.url, plan).await?;
-    let (b, _) = client(&t.url, plan).await?;
+pub async fn handover(t: &Target, plan: &Plan) -> Result<(Figure, Option<String>), String> {
+    let logs = [crate::trace::Log::default(), crate::trace::Log::default()];
+    let traced = |b: Arc<dyn Backend>, log: &crate::trace::Log| -> Arc<dyn Backend> {
+        Arc::new(crate::trace::Traced {
+            inner: b,
+            log: Arc::clone(log),
+        })
+    };
+    let backend = traced(connect(&t.url).await?, &logs[0]);
+    let a = simba_tokio::builder_dyn(backend.clone())
+        .config(config(plan)?)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let b = simba_tokio::builder_dyn(traced(connect(&t.url).await?, &logs[1]))
+        .config(config(plan)?)
+        .build()
+        .map_err(|e| e.to_string())?;
     let broadcasts = backend.broadcasts_releases();
+    let mut parts = Vec::new();
+    // SQL: the hand-over's floor, two durable writes (the release's commit,
+    // the acquire's) and a round trip (the broadcast), sampled after each
+    // hand-over on a connection of their own.
+    let mut floor = match t.kind {
+        Kind::Postgres | Kind::Mysql => floors(t).await.ok(),
+        _ => None,
+    };
+    let (mut rtts, mut writes) = (Vec::new(), Vec::new());
     let clients = [a, b];
     let (tx, mut rx) = mpsc::unbounded_channel();
     let lease = format!("bench.handover.{}", crate::tag());
@@ -536,6 +571,17 @@ pub async fn handover(t: &Target, plan: &Plan) -> Result<Figure, String> {
         let (_, got) = tokio::join!(leader.stop(), recv_within(&mut rx, plan.lease * 5));
         let (t1, _) = got?;
         samples.push(t1.saturating_duration_since(t0));
+        if let Some(f) = floor.as_mut() {
+            rtts.push(timed(&mut f.round_trip.1).await?);
+            if let Some((_, w)) = f.write.as_mut() {
+                writes.push(timed(w).await?);
+            }
+        }
+        if let (Ok(mut l), Ok(mut c)) = (logs[cur].lock(), logs[next].lock()) {
+            parts.extend(crate::trace::split(&l, &c, t0, t1));
+            l.clear();
+            c.clear();
+        }
         leader = cand;
         cur = next;
     }
@@ -543,9 +589,34 @@ pub async fn handover(t: &Target, plan: &Plan) -> Result<Figure, String> {
     for c in &clients {
         c.close().await;
     }
-    Stat::of_durations(&samples)
+    let fig = Stat::of_durations(&samples)
         .map(Figure::Time)
-        .ok_or_else(|| "no samples".into())
+        .ok_or("no samples")?;
+    let breakdown = (!parts.is_empty()).then(|| {
+        let mut text = format!("medians of {} of {} samples: ", parts.len(), samples.len());
+        let mut sum = 0.0;
+        for (i, name) in crate::trace::PARTS.iter().enumerate() {
+            let v: Vec<Duration> = parts.iter().map(|p| p[i]).collect();
+            let m = Stat::of_durations(&v).map_or(f64::NAN, |s| s.median * 1e3);
+            sum += m;
+            text.push_str(&format!(
+                "{}{name} {m:.3} ms",
+                if i > 0 { "; " } else { "" }
+            ));
+        }
+        text.push_str(&format!(" (sum {sum:.3} ms)"));
+        let med = |v: &[Duration]| Stat::of_durations(v).map(|s| s.median * 1e3);
+        if let (Some(r), Some(w), Some(h)) = (med(&rtts), med(&writes), med(&samples)) {
+            let f = 2.0 * w + r;
+            text.push_str(&format!(
+                "; floor 2 × durable write {w:.3} ms + round trip {r:.3} ms = {f:.3} ms, \
+                 the hand-over {:.2}× it",
+                h / f
+            ));
+        }
+        text
+    });
+    Ok((fig, breakdown))
 }
 
 /// Spawns this binary as a helper with `args`, in its own process group,
@@ -775,7 +846,7 @@ pub async fn holding(t: &Target, plan: &Plan, tools: &Tools) -> Vec<Row> {
     let ideal = 60.0 / plan.renew_interval().as_secs_f64();
     for &n in &plan.sizes {
         match holding_one(t, plan, tools, n).await {
-            Ok((calls, cpu, rss, rss_total)) => {
+            Ok((calls, extra, cpu, rss, rss_total)) => {
                 let what = format!("backend calls per node per minute, holding {n} lease(s)");
                 let row = match (&t.counter, calls) {
                     (Ok(c), Some(calls)) => Row::new(
@@ -796,6 +867,23 @@ pub async fn holding(t: &Target, plan: &Plan, tools: &Tools) -> Vec<Row> {
                 rows.push(
                     row.goal("S1.1: one call per renewal interval, whatever the lease count"),
                 );
+                if let Some((c, v)) = extra {
+                    let what = format!("server transactions per minute, holding {n} lease(s)");
+                    rows.push(match v {
+                        Some(v) => Row::new(
+                            k,
+                            &what,
+                            Figure::Value(format!("{} {}", fmt_num(v), c.short())),
+                        )
+                        .relative(format!(
+                            "{:.2}× one per renewal interval ({} /min)",
+                            v / ideal,
+                            fmt_num(ideal)
+                        ))
+                        .goal("one InnoDB transaction per renewal (the bench alone writes on the server)"),
+                        None => Row::new(k, &what, Figure::Missing(format!("{} failed", c.unit()))),
+                    });
+                }
                 rows.push(Row::new(
                     k,
                     &format!("client CPU per held lease, holding {n}"),
@@ -825,13 +913,17 @@ pub async fn holding(t: &Target, plan: &Plan, tools: &Tools) -> Vec<Row> {
     rows
 }
 
-/// `(server calls per minute, CPU seconds per minute, RSS per lease, RSS in all)`.
+/// The companion counter and its figure per minute, if any.
+type Extra = Option<(Counter, Option<f64>)>;
+
+/// `(server calls per minute, the companion counter's per minute, CPU
+/// seconds per minute, RSS per lease, RSS in all)`.
 async fn holding_one(
     t: &Target,
     plan: &Plan,
     tools: &Tools,
     n: usize,
-) -> Result<(Option<f64>, f64, f64, f64), String> {
+) -> Result<(Option<f64>, Extra, f64, f64, f64), String> {
     let mut child = helper(
         tools,
         &[
@@ -855,6 +947,11 @@ async fn holding_one(
     let (_, rss1) = nums(&line_within(&mut lines, limit).await?, "ready")?;
     // Let the acquire burst settle (and PostgreSQL flush its statistics).
     tokio::time::sleep(plan.renew_interval() * 2).await;
+    let companion = t.counter.as_ref().ok().and_then(Counter::companion);
+    let e0 = match &companion {
+        Some(c) => c.read().await.ok(),
+        None => None,
+    };
     let c0 = match &t.counter {
         Ok(c) => c.read().await.ok(),
         Err(_) => None,
@@ -873,6 +970,10 @@ async fn holding_one(
         Ok(c) => c.read().await.ok(),
         Err(_) => None,
     };
+    let e1 = match &companion {
+        Some(c) => c.read().await.ok(),
+        None => None,
+    };
     let elapsed = t0.elapsed().as_secs_f64();
     stdin.write_all(b"end\n").await.map_err(|e| e.to_string())?;
     let (cpu1, _) = nums(
@@ -884,6 +985,13 @@ async fn holding_one(
         (Some(a), Some(b)) => Some((b - a) / elapsed * 60.0),
         _ => None,
     };
+    let extra = companion.map(|c| {
+        let v = match (e0, e1) {
+            (Some(a), Some(b)) => Some((b - a) / elapsed * 60.0),
+            _ => None,
+        };
+        (c, v)
+    });
     let cpu = (cpu1 - cpu0) / elapsed * 60.0;
-    Ok((calls, cpu, (rss1 - rss0) / n as f64, rss1 - rss0))
+    Ok((calls, extra, cpu, (rss1 - rss0) / n as f64, rss1 - rss0))
 }

@@ -292,6 +292,12 @@ async fn mysql(
                 .await
                 .map_err(|e| format!("`{s}` failed: {e}"))?;
         }
+        // InnoDB's own transaction counters, counted beside the user's
+        // (`Counter::companion`); left on (they cost a few atomic adds per
+        // transaction). Without the privilege, that row says why.
+        let _ = sqlx::query("SET GLOBAL innodb_monitor_enable = 'trx_%'")
+            .execute(&mut c)
+            .await;
         // Per-user statement counters (MariaDB's userstat), else the global
         // (shared) counter.
         let old: Option<String> = sqlx::query_scalar("SELECT CAST(@@userstat AS CHAR)")

@@ -263,9 +263,6 @@ impl Factory for MysqlFactory {
         let c = config(MYSQL_URL, &self.tag, ns);
         async move { simba_backends::mysql::MysqlBackend::connect(&c).await }.boxed()
     }
-    fn lacks(&self) -> Vec<Capability> {
-        vec![Capability::ReleaseBroadcast]
-    }
     fn acquire_while_killed<'a>(
         &'a self,
         backend: &'a Self::Backend,
