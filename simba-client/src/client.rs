@@ -33,7 +33,7 @@ impl ElectionListener for BothListeners {
         self.0.on_elected(term);
         self.1.on_elected(term);
     }
-    fn on_revoked(&self, term: &Term, reason: RevokeReason) {
+    fn on_revoked(&self, term: &Term, reason: simba_core::RevokeReason) {
         self.0.on_revoked(term, reason);
         self.1.on_revoked(term, reason);
     }

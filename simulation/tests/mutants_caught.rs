@@ -38,6 +38,7 @@ fn checkers(m: Mutant) -> &'static [&'static str] {
         Mutant::RetryBeforeExpiry => &["expiry timing (S4.4)"],
         Mutant::GroupIgnoresShare => &["group balance (S10.4)"],
         Mutant::PartitionSkipsHandover => &["handover order (S6.1)"],
+        Mutant::GroupNotSticky => &["group"],
     }
 }
 
