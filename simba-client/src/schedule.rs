@@ -320,14 +320,16 @@ impl ScheduleBuilder {
             let fut = job(run);
             Box::pin(async move { fut.await.into_task_result() })
         });
+        let runtime = self.client.runtime();
+        let started = wall_ms(&*runtime);
         let ctx = Arc::new(Ctx {
             name,
             tx: self.client.msg_sender(),
-            runtime: self.client.runtime(),
+            runtime,
             schedule: self.schedule,
             hold: self.hold,
             missed: self.missed,
-            started: wall_ms(),
+            started,
             job,
         });
         let mut election = self.client.election(&self.name);
@@ -425,9 +427,11 @@ struct Ctx {
     job: Job,
 }
 
-/// Milliseconds since the Unix epoch on this node's wall clock.
-fn wall_ms() -> u64 {
-    SystemTime::now()
+/// Milliseconds since the Unix epoch on `runtime`'s wall clock
+/// ([`Runtime::wall_clock`]).
+fn wall_ms(runtime: &dyn Runtime) -> u64 {
+    runtime
+        .wall_clock()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -456,7 +460,7 @@ impl Ctx {
         // When the previous run ended (fixed delay), `None` before the first.
         let mut ended: Option<u64> = None;
         loop {
-            let now = wall_ms();
+            let now = wall_ms(&*self.runtime);
             let floor = prev.map_or(self.started, |p| p.saturating_add(1).max(self.started));
             let Some(slot) = self.plan(now, floor, ended) else {
                 // No slot ever again (a cron date that never comes).
@@ -479,7 +483,7 @@ impl Ctx {
                     return;
                 }
             }
-            ended = Some(wall_ms());
+            ended = Some(wall_ms(&*self.runtime));
             if term.revoke_reason().is_some() {
                 return;
             }
@@ -520,7 +524,7 @@ impl Ctx {
             if term.revoke_reason().is_some() {
                 return false;
             }
-            let now = wall_ms();
+            let now = wall_ms(&*self.runtime);
             if now >= slot {
                 return true;
             }
@@ -581,7 +585,7 @@ impl Ctx {
                     tracing::warn!(name = %self.name, slot, error = %e, "slot claim failed; trying again");
                 }
             }
-            if wall_ms().saturating_add(u64::try_from(pause.as_millis()).unwrap_or(0)) >= give_up_at
+            if wall_ms(&*self.runtime).saturating_add(u64::try_from(pause.as_millis()).unwrap_or(0)) >= give_up_at
             {
                 tracing::error!(name = %self.name, slot, "slot claim kept failing until the next slot: slot skipped");
                 return Claim::GaveUp;
