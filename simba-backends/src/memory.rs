@@ -147,7 +147,9 @@ impl State {
             z ^ (z >> 31)
         };
         let (hi, lo) = (next(), next());
-        Ok(SessionId::from_u128((u128::from(hi) << 64) | u128::from(lo)))
+        Ok(SessionId::from_u128(
+            (u128::from(hi) << 64) | u128::from(lo),
+        ))
     }
 
     /// The remaining time reported for `true_remaining` (a lie under

@@ -585,7 +585,8 @@ impl Ctx {
                     tracing::warn!(name = %self.name, slot, error = %e, "slot claim failed; trying again");
                 }
             }
-            if wall_ms(&*self.runtime).saturating_add(u64::try_from(pause.as_millis()).unwrap_or(0)) >= give_up_at
+            if wall_ms(&*self.runtime).saturating_add(u64::try_from(pause.as_millis()).unwrap_or(0))
+                >= give_up_at
             {
                 tracing::error!(name = %self.name, slot, "slot claim kept failing until the next slot: slot skipped");
                 return Claim::GaveUp;

@@ -12,7 +12,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use simba_sim::Faults;
-/// let all = Faults::default(); // everything but backend state loss
+/// let all = Faults::default(); // all but state loss and lease removal
 /// let calm = Faults::none().latency(true);
 /// # let _ = (all, calm);
 /// ```
@@ -34,10 +34,13 @@ pub struct Faults {
 impl Default for Faults {
     /// Every fault a correct application must survive: all kinds except
     /// backend state loss (which no client can survive; the harness must
-    /// report it). Swarm drawing on.
+    /// report it) and a lease removed from outside (until its holder's
+    /// next renewal two nodes hold valid terms: only fenced, conditional
+    /// writes survive it). Swarm drawing on.
     fn default() -> Self {
         Faults {
             state_loss: false,
+            lease_removal: false,
             ..Faults::all()
         }
     }

@@ -204,14 +204,23 @@ impl fmt::Display for Failure {
         let v = &self.violation;
         writeln!(f, "simulation failed at seed {}", self.seed)?;
         let who = v.node.map_or(String::new(), |n| format!(" (node {n})"));
-        writeln!(f, "first broken invariant, at {:.3}s{who}: {}", v.at.as_secs_f64(), v.what)?;
+        writeln!(
+            f,
+            "first broken invariant, at {:.3}s{who}: {}",
+            v.at.as_secs_f64(),
+            v.what
+        )?;
         writeln!(f, "faults drawn:")?;
         for (i, fault) in self.faults.iter().enumerate() {
             writeln!(f, "  #{i} {fault}")?;
         }
         if let Some(kept) = &self.shrunk {
             let list: Vec<String> = kept.iter().map(ToString::to_string).collect();
-            writeln!(f, "shrunk: still fails with only faults [{}]", list.join(","))?;
+            writeln!(
+                f,
+                "shrunk: still fails with only faults [{}]",
+                list.join(",")
+            )?;
         }
         writeln!(f, "timeline (last events per node):")?;
         write!(f, "{}", self.timeline)?;
@@ -368,21 +377,26 @@ impl Sim {
             return Err(SimError::NoNodes);
         }
         let mut seeds: Vec<u64> = seeds.into_iter().collect();
-        if let Some(s) = std::env::var(SEED_VAR).ok().and_then(|s| s.trim().parse().ok()) {
+        if let Some(s) = std::env::var(SEED_VAR)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
             seeds = vec![s];
         }
         if seeds.is_empty() {
             return Err(SimError::NoSeeds);
         }
-        let keep: Option<Vec<usize>> = std::env::var(FAULTS_VAR).ok().map(|v| {
-            v.split(',')
-                .filter_map(|x| x.trim().parse().ok())
-                .collect()
-        });
+        let keep: Option<Vec<usize>> = std::env::var(FAULTS_VAR)
+            .ok()
+            .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
         let app: App = Arc::new(move |node| {
             let fut = app(node);
             Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
         });
+        let test = std::thread::current()
+            .name()
+            .filter(|n| *n != "main")
+            .map(str::to_owned);
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         let found: Mutex<Vec<(usize, SimError)>> = Mutex::default();
@@ -390,13 +404,15 @@ impl Sim {
         let workers = self.threads.min(seeds.len());
         std::thread::scope(|scope| {
             for _ in 0..workers {
-                let _ = scope.spawn(|| loop {
+                let worker = std::thread::Builder::new().name("simba-sim-worker".to_owned());
+                let _ = worker.spawn_scoped(scope, || loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= seeds.len() || stop.load(Ordering::SeqCst) {
                         break;
                     }
                     let recheck = i == 0 || (self.recheck_every > 0 && i % self.recheck_every == 0);
-                    match self.check_seed(seeds[i], keep.as_deref(), &app, recheck) {
+                    match self.check_seed(seeds[i], keep.as_deref(), &app, recheck, test.as_deref())
+                    {
                         Ok(events) => {
                             let mut t = lock(&totals);
                             t.0 += 1;
@@ -418,6 +434,13 @@ impl Sim {
             return Err(e);
         }
         let t = totals.into_inner().unwrap_or_else(|p| p.into_inner());
+        if t.0 != seeds.len() {
+            return Err(SimError::Runtime(std::io::Error::other(format!(
+                "only {} of {} seeds ran: worker threads could not start",
+                t.0,
+                seeds.len()
+            ))));
+        }
         Ok(Summary {
             seeds: t.0,
             rechecked: t.1,
@@ -433,6 +456,7 @@ impl Sim {
         keep: Option<&[usize]>,
         app: &App,
         recheck: bool,
+        test: Option<&str>,
     ) -> Result<u64, SimError> {
         let first = self.run_once(seed, keep, app)?;
         if let Some(what) = &first.escaped {
@@ -472,7 +496,7 @@ impl Sim {
             timeline: first.timeline,
             faults: first.faults,
             shrunk,
-            replay: replay_command(seed),
+            replay: replay_command(seed, test),
         })))
     }
 
@@ -541,7 +565,11 @@ impl Sim {
         for cell in &world.nodes {
             start_node(&sim, &world, cell, &app, seed);
         }
-        let events: Vec<Fault> = faults.iter().filter(|f| !is_condition(&f.kind)).cloned().collect();
+        let events: Vec<Fault> = faults
+            .iter()
+            .filter(|f| !is_condition(&f.kind))
+            .cloned()
+            .collect();
         {
             let world = world.clone();
             let sim = sim.clone();
@@ -710,7 +738,9 @@ fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app
         Box::pin(async move {
             match AssertUnwindSafe(fut).catch_unwind().await {
                 Ok(Ok(())) => w.record(Some(id), "application function returned".to_owned()),
-                Ok(Err(e)) => w.violate(Some(id), format!("the application returned an error: {e}")),
+                Ok(Err(e)) => {
+                    w.violate(Some(id), format!("the application returned an error: {e}"))
+                }
                 Err(p) => w.violate(
                     Some(id),
                     format!("the application panicked: {}", panic_message(&*p)),
@@ -721,7 +751,14 @@ fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app
 }
 
 /// Applies one discrete fault.
-fn inject(sim: &Arc<Sim>, world: &Arc<WorldInner>, app: &App, seed: u64, kind: &FaultKind, rng: &mut Rng) {
+fn inject(
+    sim: &Arc<Sim>,
+    world: &Arc<WorldInner>,
+    app: &App,
+    seed: u64,
+    kind: &FaultKind,
+    rng: &mut Rng,
+) {
     let later = |after: Duration, f: Box<dyn FnOnce() + Send>| {
         drop(tokio::spawn(async move {
             tokio::time::sleep(after).await;
@@ -730,43 +767,58 @@ fn inject(sim: &Arc<Sim>, world: &Arc<WorldInner>, app: &App, seed: u64, kind: &
     };
     match kind {
         FaultKind::Pause { node, span } => {
-            let Some(cell) = world.nodes.get(*node).cloned() else { return };
+            let Some(cell) = world.nodes.get(*node).cloned() else {
+                return;
+            };
             world.record(Some(*node), format!("PAUSED for {span:?}"));
             cell.gate.pause();
             let w = world.clone();
             let n = *node;
-            later(*span, Box::new(move || {
-                w.record(Some(n), "resumed".to_owned());
-                cell.gate.resume();
-            }));
+            later(
+                *span,
+                Box::new(move || {
+                    w.record(Some(n), "resumed".to_owned());
+                    cell.gate.resume();
+                }),
+            );
         }
         FaultKind::Crash { node, down } => {
-            let Some(cell) = world.nodes.get(*node).cloned() else { return };
+            let Some(cell) = world.nodes.get(*node).cloned() else {
+                return;
+            };
             world.record(Some(*node), format!("CRASHED, down for {down:?}"));
             cell.crash();
             let (w, s, a) = (world.clone(), sim.clone(), app.clone());
             later(*down, Box::new(move || start_node(&s, &w, &cell, &a, seed)));
         }
         FaultKind::Partition { node, span } => {
-            let Some(cell) = world.nodes.get(*node).cloned() else { return };
+            let Some(cell) = world.nodes.get(*node).cloned() else {
+                return;
+            };
             world.record(Some(*node), format!("PARTITIONED for {span:?}"));
             cell.partitioned.store(true, Ordering::SeqCst);
             let w = world.clone();
             let n = *node;
-            later(*span, Box::new(move || {
-                w.record(Some(n), "partition healed".to_owned());
-                cell.partitioned.store(false, Ordering::SeqCst);
-            }));
+            later(
+                *span,
+                Box::new(move || {
+                    w.record(Some(n), "partition healed".to_owned());
+                    cell.partitioned.store(false, Ordering::SeqCst);
+                }),
+            );
         }
         FaultKind::BackendRestart { down } => {
             world.record(None, format!("BACKEND RESTARTS, down for {down:?}"));
             world.backend_down.store(true, Ordering::SeqCst);
             world.backend.drop_subscriptions();
             let w = world.clone();
-            later(*down, Box::new(move || {
-                w.record(None, "backend back".to_owned());
-                w.backend_down.store(false, Ordering::SeqCst);
-            }));
+            later(
+                *down,
+                Box::new(move || {
+                    w.record(None, "backend back".to_owned());
+                    w.backend_down.store(false, Ordering::SeqCst);
+                }),
+            );
         }
         FaultKind::StateLoss => {
             world.record(None, "BACKEND LOSES ITS STATE".to_owned());
@@ -806,11 +858,7 @@ fn first_difference(a: &[Event], b: &[Event]) -> String {
 }
 
 /// The one-line command that replays `seed` under the current test.
-fn replay_command(seed: u64) -> String {
-    let test = std::thread::current()
-        .name()
-        .filter(|n| *n != "main")
-        .map(str::to_owned);
+fn replay_command(seed: u64, test: Option<&str>) -> String {
     let pkg = std::env::var("CARGO_PKG_NAME").ok();
     let mut cmd = format!("{SEED_VAR}={seed} cargo test");
     if let Some(p) = pkg {
@@ -829,28 +877,52 @@ mod escapes {
 
     #[derive(Clone, Copy)]
     pub(super) struct Snapshot {
-        threads: Option<usize>,
+        /// Threads named as tokio names its blocking pool and workers.
+        tokio: Option<usize>,
+        /// Threads without a name (they show the process's name): libtest
+        /// and the harness name theirs, `std::thread::spawn` does not.
+        unnamed: Option<usize>,
         sockets: Option<usize>,
     }
 
-    fn count(dir: &str, only_sockets: bool) -> Option<usize> {
-        let entries = std::fs::read_dir(dir).ok()?;
+    fn sockets() -> Option<usize> {
+        let entries = std::fs::read_dir("/proc/self/fd").ok()?;
         Some(
             entries
                 .filter_map(Result::ok)
                 .filter(|e| {
-                    !only_sockets
-                        || std::fs::read_link(e.path())
-                            .is_ok_and(|t| t.to_string_lossy().starts_with("socket:"))
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|t| t.to_string_lossy().starts_with("socket:"))
                 })
                 .count(),
         )
     }
 
+    fn threads() -> (Option<usize>, Option<usize>) {
+        let Ok(process) = std::fs::read_to_string("/proc/self/comm") else {
+            return (None, None);
+        };
+        let Ok(entries) = std::fs::read_dir("/proc/self/task") else {
+            return (None, None);
+        };
+        let (mut tokio, mut unnamed) = (0, 0);
+        for e in entries.filter_map(Result::ok) {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if comm.starts_with("tokio-runtime") {
+                tokio += 1;
+            } else if comm == process {
+                unnamed += 1;
+            }
+        }
+        (Some(tokio), Some(unnamed))
+    }
+
     pub(super) fn snapshot() -> Snapshot {
+        let (tokio, unnamed) = threads();
         Snapshot {
-            threads: count("/proc/self/task", false),
-            sockets: count("/proc/self/fd", true),
+            tokio,
+            unnamed,
+            sockets: sockets(),
         }
     }
 
@@ -860,11 +932,19 @@ mod escapes {
         real: Duration,
         simulated: Duration,
     ) -> Option<String> {
-        if let (Some(a), Some(b)) = (before.threads, after.threads) {
+        if let (Some(a), Some(b)) = (before.tokio, after.tokio) {
+            if b > 0 {
+                return Some(format!(
+                    "{b} tokio thread(s) alive at the end of the run ({a} at its start): \
+                     tokio::task::spawn_blocking or a multi-thread runtime, running on real time"
+                ));
+            }
+        }
+        if let (Some(a), Some(b)) = (before.unnamed, after.unnamed) {
             if b > a {
                 return Some(format!(
-                    "{} real thread(s) started during the run (std::thread::spawn, \
-                     tokio::task::spawn_blocking or a runtime of its own): they run on real time",
+                    "{} unnamed real thread(s) started during the run (std::thread::spawn): \
+                     they run on real time",
                     b - a
                 ));
             }

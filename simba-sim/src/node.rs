@@ -284,7 +284,8 @@ impl SimBackend {
             return Err(self.lost().await.into());
         }
         let result = op().await;
-        self.world.record(node, format!("{what} → {}", show(&result)));
+        self.world
+            .record(node, format!("{what} → {}", show(&result)));
         if matches!(fate, Fate::LoseReply) {
             self.world.record(node, format!("{what}: reply lost"));
             return Err(self.lost().await.into());

@@ -21,7 +21,12 @@ impl std::fmt::Display for Event {
             Some(n) => format!("node {n}"),
             None => "world".to_owned(),
         };
-        write!(f, "{:>10.3}s  {who:<7}  {}", self.at.as_secs_f64(), self.text)
+        write!(
+            f,
+            "{:>10.3}s  {who:<7}  {}",
+            self.at.as_secs_f64(),
+            self.text
+        )
     }
 }
 

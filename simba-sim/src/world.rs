@@ -283,7 +283,15 @@ impl FencedRegister {
     /// [`StaleFence`] if a greater token was accepted before.
     pub fn write(&self, fence: &Fence, value: impl Into<String>) -> Result<(), StaleFence> {
         let what = format!("register {}", self.name);
-        lock(&self.state).write(&self.world, &what, self.node, fence, None, value.into(), true)
+        lock(&self.state).write(
+            &self.world,
+            &what,
+            self.node,
+            fence,
+            None,
+            value.into(),
+            true,
+        )
     }
 
     /// Writes `value` without checking the fence, as a store without
@@ -291,7 +299,15 @@ impl FencedRegister {
     /// accepted below a greater accepted token is a violation.
     pub fn write_unfenced(&self, fence: &Fence, value: impl Into<String>) {
         let what = format!("register {}", self.name);
-        let _ = lock(&self.state).write(&self.world, &what, self.node, fence, None, value.into(), false);
+        let _ = lock(&self.state).write(
+            &self.world,
+            &what,
+            self.node,
+            fence,
+            None,
+            value.into(),
+            false,
+        );
     }
 
     /// The current value.
@@ -333,14 +349,30 @@ impl FencedMap {
     ) -> Result<(), StaleFence> {
         let what = format!("map {}", self.name);
         let key = key.into();
-        lock(&self.state).write(&self.world, &what, self.node, fence, Some(&key), value.into(), true)
+        lock(&self.state).write(
+            &self.world,
+            &what,
+            self.node,
+            fence,
+            Some(&key),
+            value.into(),
+            true,
+        )
     }
 
     /// Puts without checking the fence (see [`FencedRegister::write_unfenced`]).
     pub fn put_unfenced(&self, fence: &Fence, key: impl Into<String>, value: impl Into<String>) {
         let what = format!("map {}", self.name);
         let key = key.into();
-        let _ = lock(&self.state).write(&self.world, &what, self.node, fence, Some(&key), value.into(), false);
+        let _ = lock(&self.state).write(
+            &self.world,
+            &what,
+            self.node,
+            fence,
+            Some(&key),
+            value.into(),
+            false,
+        );
     }
 
     /// The value of `key`.

@@ -59,7 +59,9 @@ pub trait Store: Clone + Send + Sync + 'static {
 pub async fn serve<S: Store>(simba: Simba, store: S, variant: Variant) -> Result<(), String> {
     let appender = store.clone();
     let _ledger = simba
-        .run_while_leader(LEDGER, move |term| append_loop(term, appender.clone(), variant))
+        .run_while_leader(LEDGER, move |term| {
+            append_loop(term, appender.clone(), variant)
+        })
         .await
         .map_err(|e| format!("ledger job: {e}"))?;
     let _interest = simba
@@ -83,6 +85,7 @@ async fn append_loop<S: Store>(term: Term, store: S, variant: Variant) {
     if variant == Variant::IgnoresTermEnd {
         // The bug: a task of its own, which the term's end does not stop.
         let token = term.token();
+        let store = store.clone();
         drop(tokio::spawn(async move {
             loop {
                 let seq = store.entries();

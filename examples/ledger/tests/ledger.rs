@@ -93,7 +93,10 @@ fn caught(variant: Variant, expect: &str) -> String {
     match sim().run(0..100, move |n| node(n, variant)) {
         Err(SimError::Failed(f)) => {
             let report = f.to_string();
-            assert!(report.contains(expect), "{variant:?} caught, but not as expected:\n{report}");
+            assert!(
+                report.contains(expect),
+                "{variant:?} caught, but not as expected:\n{report}"
+            );
             assert!(report.contains("replay: SIMBA_SIM_SEED="), "{report}");
             report
         }
