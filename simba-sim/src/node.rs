@@ -377,27 +377,23 @@ impl Backend for SimBackend {
         let inner = self.inner.clone();
         let n = name.clone();
         let world = self.world.clone();
-        async move {
-            let r = self
-                .call(
-                    format!("acquire {name}"),
-                    move || async move { inner.acquire(session, &n).await }.boxed(),
-                    |r| match r {
-                        Ok(AcquireOutcome::Won { token, .. }) => format!("won, token {token}"),
-                        Ok(AcquireOutcome::Held { token, .. }) => {
-                            format!("held by another, token {token:?}")
-                        }
-                        other => short(other),
-                    },
-                )
-                .await;
-            r
-        }
-        .inspect(move |r| {
-            if let Ok(AcquireOutcome::Won { token, .. }) = r {
-                world.token_won(name, session, *token);
-            }
-        })
+        let won_name = name.clone();
+        // The token check runs when the backend decides, not when (or
+        // whether) the reply arrives.
+        self.call(
+            format!("acquire {name}"),
+            move || async move { inner.acquire(session, &n).await }.boxed(),
+            move |r| match r {
+                Ok(AcquireOutcome::Won { token, .. }) => {
+                    world.token_won(&won_name, session, *token);
+                    format!("won, token {token}")
+                }
+                Ok(AcquireOutcome::Held { token, .. }) => {
+                    format!("held by another, token {token:?}")
+                }
+                other => short(other),
+            },
+        )
         .boxed()
     }
 
