@@ -22,12 +22,15 @@ fn main() {
             let ledger = node.map("ledger");
             let _task = node
                 .simba()
-                .run_while_leader("ledger", move |term| async move {
-                    while term.is_valid() {
-                        let next = ledger.len();
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        if term.is_valid() {
-                            let _ = ledger.put(&Fence::from(&term), format!("{next:08}"), "e");
+                .run_while_leader("ledger", move |term| {
+                    let ledger = ledger.clone();
+                    async move {
+                        while term.is_valid() {
+                            let next = ledger.len();
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            if term.is_valid() {
+                                let _ = ledger.put(&Fence::from(&term), format!("{next:08}"), "e");
+                            }
                         }
                     }
                 })

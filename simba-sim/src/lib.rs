@@ -23,12 +23,15 @@
 //!     let ledger = node.map("ledger");
 //!     let task = node
 //!         .simba()
-//!         .run_while_leader("ledger", move |term| async move {
-//!             while term.is_valid() {
-//!                 let next = ledger.len();
-//!                 tokio::time::sleep(Duration::from_millis(50)).await;
-//!                 if term.is_valid() {
-//!                     let _ = ledger.put(&Fence::from(&term), format!("{next:08}"), "entry");
+//!         .run_while_leader("ledger", move |term| {
+//!             let ledger = ledger.clone();
+//!             async move {
+//!                 while term.is_valid() {
+//!                     let next = ledger.len();
+//!                     tokio::time::sleep(Duration::from_millis(50)).await;
+//!                     if term.is_valid() {
+//!                         let _ = ledger.put(&Fence::from(&term), format!("{next:08}"), "entry");
+//!                     }
 //!                 }
 //!             }
 //!         })
@@ -404,7 +407,11 @@ impl Sim {
         let workers = self.threads.min(seeds.len());
         std::thread::scope(|scope| {
             for _ in 0..workers {
-                let worker = std::thread::Builder::new().name("simba-sim-worker".to_owned());
+                // A name of its own (at most 15 bytes, Linux's limit): a
+                // thread the code under test starts inherits it.
+                static WORKERS: AtomicUsize = AtomicUsize::new(0);
+                let k = WORKERS.fetch_add(1, Ordering::SeqCst);
+                let worker = std::thread::Builder::new().name(format!("simsim-{k:x}"));
                 let _ = worker.spawn_scoped(scope, || loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     if i >= seeds.len() || stop.load(Ordering::SeqCst) {
@@ -879,8 +886,8 @@ mod escapes {
     pub(super) struct Snapshot {
         /// Threads named as tokio names its blocking pool and workers.
         tokio: Option<usize>,
-        /// Threads without a name (they show the process's name): libtest
-        /// and the harness name theirs, `std::thread::spawn` does not.
+        /// Threads with the calling worker's name: a thread started from
+        /// it without a name of its own inherits it (Linux).
         unnamed: Option<usize>,
         sockets: Option<usize>,
     }
@@ -899,7 +906,7 @@ mod escapes {
     }
 
     fn threads() -> (Option<usize>, Option<usize>) {
-        let Ok(process) = std::fs::read_to_string("/proc/self/comm") else {
+        let Ok(process) = std::fs::read_to_string("/proc/thread-self/comm") else {
             return (None, None);
         };
         let Ok(entries) = std::fs::read_dir("/proc/self/task") else {
@@ -943,7 +950,7 @@ mod escapes {
         if let (Some(a), Some(b)) = (before.unnamed, after.unnamed) {
             if b > a {
                 return Some(format!(
-                    "{} unnamed real thread(s) started during the run (std::thread::spawn): \
+                    "{} real thread(s) started during the run (std::thread::spawn): \
                      they run on real time",
                     b - a
                 ));
