@@ -1,6 +1,7 @@
 //! The harness's own promises: bad input gives typed errors, escapes and
 //! non-determinism are reported (never a silent pass), a seed replays
 //! identically, and a broken application is caught with a report.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 use simba_sim::{Faults, Fence, Sim, SimError};
 use std::time::Duration;

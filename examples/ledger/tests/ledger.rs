@@ -2,6 +2,7 @@
 //! every survivable fault on; each wrong variant is caught within 100.
 //!
 //! 10,000 seeds: `LEDGER_SEEDS=10000 cargo test -p ledger --release --test ledger correct`.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 use ledger::{check_interest, parse_interest, serve, Store, Variant, INTEREST, LEDGER};
 use simba_sim::{Fence, FencedMap, FencedRegister, Node, Sim, SimError, World};
