@@ -21,7 +21,8 @@ use simba_core::{
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// An in-memory [`Backend`] whose clock is [`Instant`]. Clones share one state,
+/// An in-memory [`Backend`] whose clock is [`Instant`] (or an injected one,
+/// [`MemoryBackend::with_clock`]). Clones share one state,
 /// like clients of one server. It broadcasts releases, and can inject
 /// failures ([`MemoryBackend::fail_next_calls`]) to test error paths.
 ///
@@ -49,8 +50,14 @@ pub struct MemoryBackend {
 
 struct State {
     model: LeaseModel<SessionMetadata>,
-    /// The origin of the model's clock.
+    /// The origin of the model's clock (the real clock's default).
     origin: Instant,
+    /// An injected clock ([`MemoryBackend::with_clock`]): the time since an
+    /// origin of the caller's choosing, read instead of `origin.elapsed()`.
+    clock: Option<SimClock>,
+    /// Session ids drawn from this seed ([`MemoryBackend::session_ids_from`])
+    /// instead of the OS.
+    ids: Option<u64>,
     subscribers: Vec<mpsc::UnboundedSender<LeaseName>>,
     fail_next: u32,
     /// A deliberate bug for must-fail tests: acquire ignores a live holder.
@@ -65,6 +72,8 @@ impl Default for State {
             // Releases and membership changes are broadcast; expiries are not.
             model: LeaseModel::new(ModelOptions::default()),
             origin: Instant::now(),
+            clock: None,
+            ids: None,
             subscribers: Vec::new(),
             fail_next: 0,
             skip_holder_check: false,
@@ -73,6 +82,9 @@ impl Default for State {
         }
     }
 }
+
+/// An injected clock: the time since an origin of the caller's choosing.
+type SimClock = Arc<dyn Fn() -> Duration + Send + Sync>;
 
 /// Whether `$state` has the flaw `Flaw::$flaw` (always false without the
 /// `testkit` feature).
@@ -113,7 +125,31 @@ pub enum Flaw {
 impl State {
     /// The model's clock: the time since the backend was made.
     fn now(&self) -> Timestamp {
-        Timestamp::from_nanos(u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        let since = match &self.clock {
+            Some(clock) => clock(),
+            None => self.origin.elapsed(),
+        };
+        Timestamp::from_nanos(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// A new session id: from the seeded sequence if one was set, else 128
+    /// random bits from the OS (S1.3).
+    fn session_id(&mut self) -> Result<SessionId, BackendError> {
+        let Some(state) = self.ids.as_mut() else {
+            return random_session_id();
+        };
+        // splitmix64, twice: distinct, well-spread ids from one seed.
+        let mut next = || {
+            *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = *state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let (hi, lo) = (next(), next());
+        Ok(SessionId::from_u128(
+            (u128::from(hi) << 64) | u128::from(lo),
+        ))
     }
 
     /// The remaining time reported for `true_remaining` (a lie under
@@ -175,6 +211,139 @@ impl MemoryBackend {
     /// ```
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty backend whose model reads `clock` (the time since an origin
+    /// of the caller's choosing) instead of the process's monotonic clock:
+    /// a simulation passes its simulated time, so sessions expire on it.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend};
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let now_ms = Arc::new(AtomicU64::new(0));
+    /// let read = now_ms.clone();
+    /// let backend = MemoryBackend::with_clock(move || Duration::from_millis(read.load(Ordering::SeqCst)));
+    /// # futures::executor::block_on(async {
+    /// let grant = backend.open_session(Duration::from_secs(1)).await?;
+    /// now_ms.store(2_000, Ordering::SeqCst); // two simulated seconds later
+    /// assert!(backend.renew(grant.session).await.is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_clock(clock: impl Fn() -> Duration + Send + Sync + 'static) -> Self {
+        let b = Self::default();
+        b.lock().clock = Some(Arc::new(clock));
+        b
+    }
+
+    /// Draws session ids from a sequence seeded by `seed` instead of the OS,
+    /// so a simulation's sessions (and every order that depends on their
+    /// ids) are the same on every run of a seed. Distinct, but predictable:
+    /// for tests only.
+    ///
+    /// ```
+    /// let backend = simba_backends::MemoryBackend::new().session_ids_from(7);
+    /// # drop(backend);
+    /// ```
+    #[must_use]
+    pub fn session_ids_from(self, seed: u64) -> Self {
+        self.lock().ids = Some(seed);
+        self
+    }
+
+    /// Loses every session, lease, group and slot, as a backend restarted
+    /// without its data would (a fault for simulations: fencing tokens start
+    /// again from 1, which a history checker must catch).
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend};
+    /// use std::time::Duration;
+    /// # futures::executor::block_on(async {
+    /// let backend = MemoryBackend::new();
+    /// let grant = backend.open_session(Duration::from_secs(10)).await?;
+    /// backend.lose_state();
+    /// assert!(backend.renew(grant.session).await.is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn lose_state(&self) {
+        self.lock().model.clear();
+    }
+
+    /// Removes `name`'s holder from outside the clients (an operator deleting
+    /// the row or key), broadcasting the release; returns the removed holder
+    /// and token. The holder's session lives on; its next renewal no longer
+    /// lists the lease.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend};
+    /// use simba_core::LeaseName;
+    /// use std::time::Duration;
+    /// # futures::executor::block_on(async {
+    /// let backend = MemoryBackend::new();
+    /// let grant = backend.open_session(Duration::from_secs(10)).await?;
+    /// let name = LeaseName::new("ledger")?;
+    /// backend.acquire(grant.session, &name).await?;
+    /// assert!(backend.remove_lease(&name).is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn remove_lease(&self, name: &LeaseName) -> Option<(SessionId, Token)> {
+        let mut st = self.lock();
+        let now = st.now();
+        let removed = st.model.remove_lease(now, name);
+        st.broadcast();
+        removed
+    }
+
+    /// The live holder of `name` and its token by the backend's clock, read
+    /// without side effects (no expiry is applied or broadcast): for
+    /// checkers that ask "was this term live when it wrote?".
+    ///
+    /// ```
+    /// use simba_core::LeaseName;
+    /// let backend = simba_backends::MemoryBackend::new();
+    /// assert_eq!(backend.live_owner(&LeaseName::new("ledger")?), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn live_owner(&self, name: &LeaseName) -> Option<(SessionId, Token)> {
+        let st = self.lock();
+        let now = st.now();
+        st.model
+            .owner(name)
+            .filter(|(session, _)| st.model.live_at(*session, now))
+    }
+
+    /// The names of every lease with a live holder, in name order, read
+    /// without side effects (for a simulation that draws one to remove).
+    ///
+    /// ```
+    /// assert!(simba_backends::MemoryBackend::new().held_leases().is_empty());
+    /// ```
+    pub fn held_leases(&self) -> Vec<LeaseName> {
+        let st = self.lock();
+        let now = st.now();
+        st.model
+            .lease_names()
+            .into_iter()
+            .filter(|n| {
+                st.model
+                    .owner(n)
+                    .is_some_and(|(s, _)| st.model.live_at(s, now))
+            })
+            .collect()
+    }
+
+    /// Ends every release subscription, as a restarted server drops its
+    /// connections; the state is kept.
+    ///
+    /// ```
+    /// simba_backends::MemoryBackend::new().drop_subscriptions();
+    /// ```
+    pub fn drop_subscriptions(&self) {
+        self.lock().subscribers.clear();
     }
 
     /// Makes the next `n` calls fail with [`BackendErrorKind::Unavailable`]
@@ -290,7 +459,7 @@ impl Backend for MemoryBackend {
             check_lease_duration(lease_duration)?;
             let mut st = self.lock();
             st.injected_failure()?;
-            let session = random_session_id()?;
+            let session = st.session_id()?;
             let granted = if flawed!(st, ExpireEarly) {
                 lease_duration.mul_f64(0.9)
             } else {

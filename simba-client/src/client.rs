@@ -184,7 +184,7 @@ impl SimbaBuilder {
             renewal_proves: self.backend.renewal_proves(),
             acquire_slots: self.backend.max_concurrent_calls(),
         };
-        let config = with_process_seed(self.config);
+        let config = with_process_seed(self.config, &*runtime);
         let engine = Engine::new(config, profile, clock.now());
         let (tx, rx) = mpsc::unbounded();
         let (exit, driver_exit) = oneshot::channel();
@@ -249,24 +249,15 @@ fn host_name() -> Option<String> {
         .find_map(|v| std::env::var(v).ok().filter(|h| !h.is_empty()))
 }
 
-/// The configuration with its retry-jitter seed (S4.1) drawn from the OS,
-/// unless an explicit seed was set: so candidates in different processes
-/// never retry on one schedule. Falls back to the clock and process id if
-/// the OS has no randomness to give.
-pub(crate) fn with_process_seed(config: SimbaConfig) -> SimbaConfig {
+/// The configuration with its retry-jitter seed (S4.1) drawn from the
+/// runtime ([`Runtime::seed`]: the OS by default), unless an explicit seed
+/// was set: so candidates in different processes never retry on one
+/// schedule.
+pub(crate) fn with_process_seed(config: SimbaConfig, runtime: &dyn Runtime) -> SimbaConfig {
     if config.explicit_seed().is_some() {
         return config;
     }
-    let mut bytes = [0u8; 8];
-    let seed = match getrandom::fill(&mut bytes) {
-        Ok(()) => u64::from_le_bytes(bytes),
-        Err(_) => {
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos());
-            u64::from(nanos) ^ (u64::from(std::process::id()) << 32)
-        }
-    };
+    let seed = runtime.seed();
     config.to_builder().seed(seed).build().unwrap_or(config)
 }
 
@@ -1111,6 +1102,23 @@ impl simba_backends::fencing::AsToken for LockTerm {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::with_process_seed;
+    use crate::Runtime;
+    use futures::future::BoxFuture;
+    use std::time::Instant;
+
+    /// A runtime that only answers the seed seam's default (OS randomness).
+    struct OsSeed;
+    impl Runtime for OsSeed {
+        fn spawn(&self, _task: BoxFuture<'static, ()>) {}
+        fn spawn_blocking(&self, _work: Box<dyn FnOnce() + Send>) {}
+        fn sleep_until(&self, _at: Instant) -> BoxFuture<'static, ()> {
+            Box::pin(futures::future::pending())
+        }
+        fn now(&self) -> Instant {
+            Instant::now()
+        }
+    }
+
     use simba_core::{
         AcquireOutcome, BackendProfile, Command, Engine, Input, LeaseName, Output, Renewal,
         SessionGrant, SessionId, SimbaConfig, Timestamp,
@@ -1167,8 +1175,8 @@ mod tests {
     /// schedules; an explicit seed is kept (for reproducible tests).
     #[test]
     fn seeds_are_drawn_per_client_unless_set() {
-        let a = with_process_seed(SimbaConfig::default());
-        let b = with_process_seed(SimbaConfig::default());
+        let a = with_process_seed(SimbaConfig::default(), &OsSeed);
+        let b = with_process_seed(SimbaConfig::default(), &OsSeed);
         assert_ne!(a.seed(), b.seed(), "two clients, one jitter schedule");
         assert_ne!(
             acquire_times(a),
@@ -1176,6 +1184,6 @@ mod tests {
             "two clients retry on the same schedule"
         );
         let fixed = SimbaConfig::builder().seed(42).build().unwrap();
-        assert_eq!(with_process_seed(fixed).seed(), 42);
+        assert_eq!(with_process_seed(fixed, &OsSeed).seed(), 42);
     }
 }

@@ -22,7 +22,7 @@ use simba_core::{
     SessionState, SlotClaim, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
     TermId, Timestamp, Token,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -245,11 +245,11 @@ pub(crate) struct Driver {
     clock: Clock,
     tx: mpsc::UnboundedSender<Msg>,
     executor: CallbackExecutor,
-    entries: HashMap<LeaseName, AppEntry>,
-    terms: HashMap<TermId, TermControl>,
-    tasks: HashMap<TermId, Running>,
-    elected_at: HashMap<TermId, Instant>,
-    handover_from: HashMap<LeaseName, Instant>,
+    entries: BTreeMap<LeaseName, AppEntry>,
+    terms: BTreeMap<TermId, TermControl>,
+    tasks: BTreeMap<TermId, Running>,
+    elected_at: BTreeMap<TermId, Instant>,
+    handover_from: BTreeMap<LeaseName, Instant>,
     deadline: Option<(SessionId, Arc<SessionDeadline>)>,
     subscribers: Vec<Subscriber>,
     /// The error message of the task exit being handled (for `TaskEnded`).
@@ -258,7 +258,7 @@ pub(crate) struct Driver {
     workers_done: Vec<oneshot::Receiver<()>>,
     closed: bool,
     /// Slot claims waiting for their answer (S11.1), by name, token and slot.
-    claims: HashMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
+    claims: BTreeMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
     /// Backend calls in flight, polled by the driver task itself (no task
     /// spawned per call: one wake-up less per renewal): each ends with its
     /// reply, or with none when dropped at its call timeout, and says
@@ -308,18 +308,18 @@ impl Driver {
             clock,
             tx,
             executor,
-            entries: HashMap::new(),
-            terms: HashMap::new(),
-            tasks: HashMap::new(),
-            elected_at: HashMap::new(),
-            handover_from: HashMap::new(),
+            entries: BTreeMap::new(),
+            terms: BTreeMap::new(),
+            tasks: BTreeMap::new(),
+            elected_at: BTreeMap::new(),
+            handover_from: BTreeMap::new(),
             deadline: None,
             subscribers: Vec::new(),
             last_task_error: None,
             close_waiters: Vec::new(),
             workers_done: Vec::new(),
             closed: false,
-            claims: HashMap::new(),
+            claims: BTreeMap::new(),
             calls: FuturesUnordered::new(),
             queued: VecDeque::new(),
             limited_in_flight: 0,

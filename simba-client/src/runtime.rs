@@ -1,8 +1,11 @@
-//! The small runtime trait the driver runs on: spawn, spawn blocking work,
-//! sleep until an instant, read the monotonic clock.
+//! The small runtime trait the client runs on: spawn, spawn blocking work,
+//! sleep until an instant, read the monotonic clock, read the wall clock
+//! (schedules), draw a seed (retry jitter). Everything the client's logic
+//! reads of time, randomness and concurrency comes through it, so a
+//! simulated runtime (`simba-sim`) can run the real client deterministically.
 
 use futures::future::BoxFuture;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 /// What the driver needs from an async runtime. `simba-tokio` and
 /// `simba-async-std` implement it; any executor with a timer can.
@@ -58,5 +61,30 @@ pub trait Runtime: Send + Sync + 'static {
     /// caller's thread.
     fn blocking_would_deadlock(&self) -> bool {
         false
+    }
+
+    /// The wall clock schedules (S11) compute their slots from. The default
+    /// reads the host's clock ([`SystemTime::now`]); a simulated runtime
+    /// returns its simulated (and possibly drifting) time.
+    fn wall_clock(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    /// A seed for a client's retry jitter (S4.1) when the configuration sets
+    /// none, so candidates in different processes never retry on one
+    /// schedule. The default draws it from the OS, falling back to the clock
+    /// and process id if the OS has no randomness to give; a simulated
+    /// runtime derives it from the run's seed.
+    fn seed(&self) -> u64 {
+        let mut bytes = [0u8; 8];
+        match getrandom::fill(&mut bytes) {
+            Ok(()) => u64::from_le_bytes(bytes),
+            Err(_) => {
+                let nanos = SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.subsec_nanos());
+                u64::from(nanos) ^ (u64::from(std::process::id()) << 32)
+            }
+        }
     }
 }

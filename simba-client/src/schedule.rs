@@ -358,14 +358,16 @@ impl ScheduleBuilder {
             let fut = job(run);
             Box::pin(async move { fut.await.into_task_result() })
         });
+        let runtime = self.client.runtime();
+        let started = wall_ms(&*runtime);
         let ctx = Arc::new(Ctx {
             name,
             tx: self.client.msg_sender(),
-            runtime: self.client.runtime(),
+            runtime,
             schedule: self.schedule,
             hold: self.hold,
             missed: self.missed,
-            started: wall_ms(),
+            started,
             job,
         });
         let mut election = self.client.election(&self.name);
@@ -455,9 +457,11 @@ struct Ctx {
     job: Job,
 }
 
-/// Milliseconds since the Unix epoch on this node's wall clock.
-fn wall_ms() -> u64 {
-    SystemTime::now()
+/// Milliseconds since the Unix epoch on `runtime`'s wall clock
+/// ([`Runtime::wall_clock`]).
+fn wall_ms(runtime: &dyn Runtime) -> u64 {
+    runtime
+        .wall_clock()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -484,7 +488,7 @@ impl Ctx {
     async fn slots(&self, term: &Term, last_run: &mut Option<Instant>) {
         let mut plan = SlotPlanner::new(self.missed, self.started);
         loop {
-            let Some(slot) = plan.next(self.schedule.rule(), wall_ms()) else {
+            let Some(slot) = plan.next(self.schedule.rule(), wall_ms(&*self.runtime)) else {
                 // No slot ever again (a cron date that never comes).
                 term.revoked().await;
                 return;
@@ -505,7 +509,7 @@ impl Ctx {
                     return;
                 }
             };
-            plan.handled(slot, claimed_up_to, wall_ms());
+            plan.handled(slot, claimed_up_to, wall_ms(&*self.runtime));
             if term.revoke_reason().is_some() {
                 return;
             }
@@ -519,7 +523,7 @@ impl Ctx {
             if term.revoke_reason().is_some() {
                 return false;
             }
-            let now = wall_ms();
+            let now = wall_ms(&*self.runtime);
             if now >= slot {
                 return true;
             }
@@ -577,7 +581,8 @@ impl Ctx {
                     tracing::warn!(name = %self.name, slot, error = %e, "slot claim failed; trying again");
                 }
             }
-            if wall_ms().saturating_add(u64::try_from(pause.as_millis()).unwrap_or(0)) >= give_up_at
+            if wall_ms(&*self.runtime).saturating_add(u64::try_from(pause.as_millis()).unwrap_or(0))
+                >= give_up_at
             {
                 tracing::error!(name = %self.name, slot, "slot claim kept failing until the next slot: slot skipped");
                 return Claim::GaveUp;

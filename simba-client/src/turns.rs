@@ -7,7 +7,7 @@
 
 use futures::channel::oneshot;
 use simba_core::LeaseName;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The per-name queues of one client. A name present in the map is taken;
@@ -20,7 +20,7 @@ pub(crate) struct Turns {
 #[derive(Default)]
 struct State {
     next_id: u64,
-    names: HashMap<LeaseName, VecDeque<(u64, oneshot::Sender<()>)>>,
+    names: BTreeMap<LeaseName, VecDeque<(u64, oneshot::Sender<()>)>>,
 }
 
 /// The right to run the one lock of `name` on this client; passed on when dropped.

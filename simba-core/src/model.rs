@@ -1028,6 +1028,17 @@ impl<M: Clone> LeaseModel<M> {
         Some((holder, lease.owned_by(holder)?))
     }
 
+    /// The names of every lease that ever had a term, in name order.
+    ///
+    /// ```
+    /// use simba_core::model::{LeaseModel, ModelOptions};
+    /// let m: LeaseModel = LeaseModel::new(ModelOptions::default());
+    /// assert!(m.lease_names().is_empty());
+    /// ```
+    pub fn lease_names(&self) -> Vec<LeaseName> {
+        self.leases.keys().cloned().collect()
+    }
+
     /// The record of `name` (holder and last token), if it ever had a term.
     ///
     /// ```

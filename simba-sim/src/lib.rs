@@ -1,0 +1,975 @@
+//! # simba-sim: your leader code under a deterministic simulation
+//!
+//! Add it as a dev-dependency and test your own code: N nodes, each running
+//! your async function against a real [`simba_client::Simba`] handle and
+//! simulated fenced resources ([`FencedRegister`], [`FencedMap`]), under
+//! faults drawn from a seed (latency, loss, partitions, hung calls, paused
+//! nodes, crashes and restarts, clock drift, backend restarts, leases
+//! removed from outside; backend state loss on request). Every run is
+//! deterministic by seed: a seed replays bit for bit, and the harness
+//! checks it by running seeds twice and comparing a hash of the event
+//! trace.
+//!
+//! Time is tokio's paused clock on a current-thread runtime: your
+//! `tokio::time::sleep`, `timeout` and `tokio::spawn` run on simulated
+//! time (why this mechanism: `docs/SIMULATION.md`).
+//!
+//! ```
+//! use simba_sim::{Fence, Sim};
+//! use std::time::Duration;
+//!
+//! let sim = Sim::new(3).duration(Duration::from_secs(20));
+//! let summary = sim.run(0..4, |node| async move {
+//!     let ledger = node.map("ledger");
+//!     let task = node
+//!         .simba()
+//!         .run_while_leader("ledger", move |term| {
+//!             let ledger = ledger.clone();
+//!             async move {
+//!                 while term.is_valid() {
+//!                     let next = ledger.len();
+//!                     tokio::time::sleep(Duration::from_millis(50)).await;
+//!                     if term.is_valid() {
+//!                         let _ = ledger.put(&Fence::from(&term), format!("{next:08}"), "entry");
+//!                     }
+//!                 }
+//!             }
+//!         })
+//!         .await
+//!         .map_err(|e| e.to_string())?;
+//!     std::future::pending::<()>().await;
+//!     drop(task);
+//!     Ok::<(), String>(())
+//! });
+//! assert!(summary.is_ok(), "{}", summary.unwrap_err());
+//! ```
+#![forbid(unsafe_code)]
+
+mod faults;
+mod node;
+mod rng;
+mod trace;
+mod world;
+
+pub use faults::{Fault, FaultKind, Faults};
+pub use trace::Event;
+pub use world::{Fence, FencedMap, FencedRegister, StaleFence, Violation, World, Write};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use node::{lock, NoSuspend, NodeCell, SimBackend, SimRuntime};
+use rng::Rng;
+use simba_backends::MemoryBackend;
+use simba_client::{Simba, SimbaConfig};
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use world::WorldInner;
+
+/// The environment variable that replays one seed: `run` then runs only it.
+pub const SEED_VAR: &str = "SIMBA_SIM_SEED";
+/// The environment variable that keeps only some faults of a seed's plan
+/// (comma-separated indices, as a shrunk failure prints them).
+pub const FAULTS_VAR: &str = "SIMBA_SIM_FAULTS";
+
+type App = Arc<dyn Fn(Node) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+type Invariant = Arc<dyn Fn(&World) -> Result<(), String> + Send + Sync>;
+
+/// One node incarnation, as the application's function sees it.
+#[derive(Clone)]
+pub struct Node {
+    id: usize,
+    incarnation: u64,
+    simba: Simba,
+    cell: Arc<NodeCell>,
+    world: Arc<WorldInner>,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.id)
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// The node's number, from 0.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// How many times the node has restarted (0 for the first run).
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The node's client: a real [`Simba`] over the simulated backend.
+    pub fn simba(&self) -> &Simba {
+        &self.simba
+    }
+
+    /// The shared fenced register `name`.
+    pub fn register(&self, name: &str) -> FencedRegister {
+        self.world.register(name, self.id)
+    }
+
+    /// The shared fenced map `name`.
+    pub fn map(&self, name: &str) -> FencedMap {
+        self.world.map(name, self.id)
+    }
+
+    /// Spawns `task` as one of the node's tasks: paused with the node and
+    /// dropped at its crash (a bare `tokio::spawn` is neither).
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.cell.spawn(self.incarnation, Box::pin(task));
+    }
+
+    /// Adds a line to the trace (and to a failure's timeline).
+    pub fn log(&self, text: impl Into<String>) {
+        self.world.record(Some(self.id), text.into());
+    }
+
+    /// Simulated time since the start of the run.
+    pub fn now(&self) -> Duration {
+        self.world.now()
+    }
+}
+
+/// Why a simulation did not pass.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// A simulation needs at least one node.
+    #[error("a simulation needs at least one node (got 0)")]
+    NoNodes,
+    /// The seed list was empty.
+    #[error("no seeds to run")]
+    NoSeeds,
+    /// A seed broke an invariant or a checker.
+    #[error("{0}")]
+    Failed(Box<Failure>),
+    /// A seed ran twice gave two different traces.
+    #[error("non-deterministic: seed {seed}: {detail}")]
+    NonDeterministic {
+        /// The seed.
+        seed: u64,
+        /// The first difference, and what usually causes it.
+        detail: String,
+    },
+    /// Code under test escaped simulated time or the simulated network.
+    #[error("non-deterministic: seed {seed}: the code under test escaped the simulation: {what}")]
+    Escaped {
+        /// The seed.
+        seed: u64,
+        /// What escaped.
+        what: String,
+    },
+    /// An invariant panicked instead of returning an error.
+    #[error("invariant {name:?} panicked at seed {seed}: {message}")]
+    InvariantPanicked {
+        /// The invariant.
+        name: String,
+        /// The seed.
+        seed: u64,
+        /// The panic's message.
+        message: String,
+    },
+    /// The tokio runtime could not be built.
+    #[error("could not build the simulation's runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// A failing seed: what broke first, the timeline before it, the fault
+/// plan (and a shrunk one) and the command that replays it.
+#[derive(Debug)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// The first broken invariant or checker.
+    pub violation: Violation,
+    /// The last events of each node before the end of the run.
+    pub timeline: String,
+    /// The seed's fault plan.
+    pub faults: Vec<Fault>,
+    /// The indices of a smaller plan that still fails, if shrinking found one.
+    pub shrunk: Option<Vec<usize>>,
+    /// The one-line replay command.
+    pub replay: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = &self.violation;
+        writeln!(f, "simulation failed at seed {}", self.seed)?;
+        let who = v.node.map_or(String::new(), |n| format!(" (node {n})"));
+        writeln!(
+            f,
+            "first broken invariant, at {:.3}s{who}: {}",
+            v.at.as_secs_f64(),
+            v.what
+        )?;
+        writeln!(f, "faults drawn:")?;
+        for (i, fault) in self.faults.iter().enumerate() {
+            writeln!(f, "  #{i} {fault}")?;
+        }
+        if let Some(kept) = &self.shrunk {
+            let list: Vec<String> = kept.iter().map(ToString::to_string).collect();
+            writeln!(
+                f,
+                "shrunk: still fails with only faults [{}]",
+                list.join(",")
+            )?;
+        }
+        writeln!(f, "timeline (last events per node):")?;
+        write!(f, "{}", self.timeline)?;
+        write!(f, "replay: {}", self.replay)
+    }
+}
+
+/// What a passing [`Sim::run`] ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Seeds run.
+    pub seeds: usize,
+    /// Seeds run twice to compare traces.
+    pub rechecked: usize,
+    /// Simulated time over all seeds.
+    pub simulated: Duration,
+    /// Trace events over all seeds.
+    pub events: u64,
+}
+
+/// The outcome of one run of one seed.
+struct SeedRun {
+    hash: u64,
+    events: Vec<Event>,
+    violation: Option<Violation>,
+    panicked: Option<(String, String)>,
+    timeline: String,
+    faults: Vec<Fault>,
+    escaped: Option<String>,
+}
+
+/// A simulation: nodes, duration, client configuration, faults and
+/// invariants. See the crate documentation for an example.
+#[derive(Clone)]
+pub struct Sim {
+    nodes: usize,
+    duration: Duration,
+    config: SimbaConfig,
+    faults: Faults,
+    invariants: Vec<(String, Invariant)>,
+    threads: usize,
+    recheck_every: usize,
+    per_node: usize,
+    shrink: bool,
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sim")
+            .field("nodes", &self.nodes)
+            .field("duration", &self.duration)
+            .field("faults", &self.faults)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sim {
+    /// A simulation of `nodes` nodes, 60 simulated seconds each run, the
+    /// default client configuration and [`Faults::default`].
+    ///
+    /// ```
+    /// let sim = simba_sim::Sim::new(3);
+    /// # drop(sim);
+    /// ```
+    pub fn new(nodes: usize) -> Sim {
+        Sim {
+            nodes,
+            duration: Duration::from_secs(60),
+            config: SimbaConfig::default(),
+            faults: Faults::default(),
+            invariants: Vec::new(),
+            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            recheck_every: 0,
+            per_node: 8,
+            shrink: true,
+        }
+    }
+
+    /// Simulated time per run.
+    #[must_use]
+    pub fn duration(mut self, d: Duration) -> Sim {
+        self.duration = d;
+        self
+    }
+
+    /// The clients' configuration (its seed is replaced per node).
+    #[must_use]
+    pub fn config(mut self, config: SimbaConfig) -> Sim {
+        self.config = config;
+        self
+    }
+
+    /// The faults seeds may draw.
+    #[must_use]
+    pub fn faults(mut self, faults: Faults) -> Sim {
+        self.faults = faults;
+        self
+    }
+
+    /// Adds an invariant over the world, checked every simulated second and
+    /// at the end of each run. A panic in it is reported as
+    /// [`SimError::InvariantPanicked`].
+    #[must_use]
+    pub fn invariant(
+        mut self,
+        name: impl Into<String>,
+        check: impl Fn(&World) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Sim {
+        self.invariants.push((name.into(), Arc::new(check)));
+        self
+    }
+
+    /// Threads that run seeds in parallel (default: the CPUs available).
+    #[must_use]
+    pub fn threads(mut self, n: usize) -> Sim {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Also run every `n`-th seed twice and compare traces (0, the default:
+    /// only the first seed and failing seeds).
+    #[must_use]
+    pub fn recheck_every(mut self, n: usize) -> Sim {
+        self.recheck_every = n;
+        self
+    }
+
+    /// Whether to shrink a failing seed's fault plan (default on).
+    #[must_use]
+    pub fn shrink(mut self, on: bool) -> Sim {
+        self.shrink = on;
+        self
+    }
+
+    /// Runs `app` on every node for each seed (or only the seed in
+    /// [`SEED_VAR`], if set), stopping at the first failure.
+    ///
+    /// # Errors
+    /// [`SimError`]: bad input, a failing seed (with its report), a seed
+    /// that does not replay identically, code that escaped the simulation,
+    /// or a panicking invariant.
+    pub fn run<F, Fut, E>(
+        &self,
+        seeds: impl IntoIterator<Item = u64>,
+        app: F,
+    ) -> Result<Summary, SimError>
+    where
+        F: Fn(Node) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Display + 'static,
+    {
+        if self.nodes == 0 {
+            return Err(SimError::NoNodes);
+        }
+        let mut seeds: Vec<u64> = seeds.into_iter().collect();
+        if let Some(s) = std::env::var(SEED_VAR)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            seeds = vec![s];
+        }
+        if seeds.is_empty() {
+            return Err(SimError::NoSeeds);
+        }
+        let keep: Option<Vec<usize>> = std::env::var(FAULTS_VAR)
+            .ok()
+            .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+        let app: App = Arc::new(move |node| {
+            let fut = app(node);
+            Box::pin(async move { fut.await.map_err(|e| e.to_string()) })
+        });
+        let test = std::thread::current()
+            .name()
+            .filter(|n| *n != "main")
+            .map(str::to_owned);
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let found: Mutex<Vec<(usize, SimError)>> = Mutex::default();
+        let totals = Mutex::new((0usize, 0usize, Duration::ZERO, 0u64));
+        let workers = self.threads.min(seeds.len());
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                // A name of its own (at most 15 bytes, Linux's limit): a
+                // thread the code under test starts inherits it.
+                static WORKERS: AtomicUsize = AtomicUsize::new(0);
+                let k = WORKERS.fetch_add(1, Ordering::SeqCst);
+                let worker = std::thread::Builder::new().name(format!("simsim-{k:x}"));
+                let _ = worker.spawn_scoped(scope, || loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= seeds.len() || stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let recheck = i == 0 || (self.recheck_every > 0 && i % self.recheck_every == 0);
+                    match self.check_seed(seeds[i], keep.as_deref(), &app, recheck, test.as_deref())
+                    {
+                        Ok(events) => {
+                            let mut t = lock(&totals);
+                            t.0 += 1;
+                            t.1 += usize::from(recheck);
+                            t.2 += self.duration;
+                            t.3 += events;
+                        }
+                        Err(e) => {
+                            lock(&found).push((i, e));
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        let mut found = found.into_inner().unwrap_or_else(|p| p.into_inner());
+        found.sort_by_key(|(i, _)| *i);
+        if let Some((_, e)) = found.into_iter().next() {
+            return Err(e);
+        }
+        let t = totals.into_inner().unwrap_or_else(|p| p.into_inner());
+        if t.0 != seeds.len() {
+            return Err(SimError::Runtime(std::io::Error::other(format!(
+                "only {} of {} seeds ran: worker threads could not start",
+                t.0,
+                seeds.len()
+            ))));
+        }
+        Ok(Summary {
+            seeds: t.0,
+            rechecked: t.1,
+            simulated: t.2,
+            events: t.3,
+        })
+    }
+
+    /// One seed: run (twice if `recheck`), judge, report.
+    fn check_seed(
+        &self,
+        seed: u64,
+        keep: Option<&[usize]>,
+        app: &App,
+        recheck: bool,
+        test: Option<&str>,
+    ) -> Result<u64, SimError> {
+        let first = self.run_once(seed, keep, app)?;
+        if let Some(what) = &first.escaped {
+            return Err(SimError::Escaped {
+                seed,
+                what: what.clone(),
+            });
+        }
+        if let Some((name, message)) = first.panicked.clone() {
+            return Err(SimError::InvariantPanicked {
+                name,
+                seed,
+                message,
+            });
+        }
+        let failed = first.violation.is_some();
+        if recheck || failed {
+            let second = self.run_once(seed, keep, app)?;
+            if second.hash != first.hash {
+                return Err(SimError::NonDeterministic {
+                    seed,
+                    detail: first_difference(&first.events, &second.events),
+                });
+            }
+        }
+        let Some(violation) = first.violation else {
+            return Ok(first.events.len() as u64);
+        };
+        let shrunk = if self.shrink && keep.is_none() {
+            self.shrink_plan(seed, app, first.faults.len())
+        } else {
+            None
+        };
+        Err(SimError::Failed(Box::new(Failure {
+            seed,
+            violation,
+            timeline: first.timeline,
+            faults: first.faults,
+            shrunk,
+            replay: replay_command(seed, test),
+        })))
+    }
+
+    /// Greedy shrinking: drop each fault in turn while the seed still
+    /// fails without it.
+    fn shrink_plan(&self, seed: u64, app: &App, n: usize) -> Option<Vec<usize>> {
+        let mut kept: Vec<usize> = (0..n).collect();
+        let mut i = 0;
+        while i < kept.len() {
+            let mut trial = kept.clone();
+            let _ = trial.remove(i);
+            match self.run_once(seed, Some(&trial), app) {
+                Ok(r) if r.violation.is_some() => kept = trial,
+                _ => i += 1,
+            }
+        }
+        (kept.len() < n).then_some(kept)
+    }
+
+    /// One run of one seed on a fresh current-thread runtime with paused
+    /// time.
+    fn run_once(&self, seed: u64, keep: Option<&[usize]>, app: &App) -> Result<SeedRun, SimError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()?;
+        let before = escapes::snapshot();
+        let real = std::time::Instant::now();
+        let mut run = rt.block_on(self.world(seed, keep, app.clone()));
+        let after = escapes::snapshot();
+        run.escaped = escapes::compare(before, after, real.elapsed(), self.duration);
+        drop(rt);
+        Ok(run)
+    }
+
+    async fn world(&self, seed: u64, keep: Option<&[usize]>, app: App) -> SeedRun {
+        let start = tokio::time::Instant::now();
+        let backend = MemoryBackend::with_clock(move || tokio::time::Instant::now() - start)
+            .session_ids_from(seed);
+        let cells: Vec<Arc<NodeCell>> = (0..self.nodes)
+            .map(|i| Arc::new(NodeCell::new(i, Rng::new(seed, 1 + i as u64))))
+            .collect();
+        let world = Arc::new(WorldInner::new(start, backend, cells));
+        let mut plan_rng = Rng::new(seed, 0);
+        let mut faults = faults::draw(
+            &self.faults,
+            &mut plan_rng,
+            self.nodes,
+            self.duration,
+            self.config.lease_duration(),
+            self.config.drift(),
+        );
+        if let Some(keep) = keep {
+            faults = faults
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| keep.contains(i))
+                .map(|(_, f)| f)
+                .collect();
+        }
+        // Continuous conditions first, then the nodes, then the events.
+        for f in &faults {
+            apply_condition(&world, &f.kind);
+        }
+        let sim = Arc::new(self.clone());
+        for cell in &world.nodes {
+            start_node(&sim, &world, cell, &app, seed);
+        }
+        let events: Vec<Fault> = faults
+            .iter()
+            .filter(|f| !is_condition(&f.kind))
+            .cloned()
+            .collect();
+        {
+            let world = world.clone();
+            let sim = sim.clone();
+            let app = app.clone();
+            let mut rng = Rng::new(seed, u64::MAX);
+            drop(tokio::spawn(async move {
+                for f in events {
+                    tokio::time::sleep_until(world.start + f.at).await;
+                    inject(&sim, &world, &app, seed, &f.kind, &mut rng);
+                }
+            }));
+        }
+        // Run, checking the invariants every simulated second.
+        let mut panicked = None;
+        let end = start + self.duration;
+        loop {
+            let step = (tokio::time::Instant::now() + Duration::from_secs(1)).min(end);
+            tokio::time::sleep_until(step).await;
+            if let Some(p) = self.check_invariants(&world) {
+                panicked = Some(p);
+                break;
+            }
+            if !lock(&world.violations).is_empty() || step >= end {
+                break;
+            }
+        }
+        for cell in &world.nodes {
+            cell.crash();
+        }
+        let trace = std::mem::take(&mut *lock(&world.trace));
+        let violation = lock(&world.violations).first().cloned();
+        SeedRun {
+            hash: trace.hash(),
+            timeline: trace.timeline(self.nodes, self.per_node),
+            events: trace.events,
+            violation,
+            panicked,
+            faults,
+            escaped: None,
+        }
+    }
+
+    /// Runs every invariant; a failing one becomes a violation, a panicking
+    /// one is returned as (name, message).
+    fn check_invariants(&self, world: &Arc<WorldInner>) -> Option<(String, String)> {
+        let view = World {
+            inner: world.clone(),
+        };
+        for (name, check) in &self.invariants {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| check(&view))) {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => {
+                    world.violate(None, format!("invariant {name:?}: {why}"));
+                    return None;
+                }
+                Err(panic) => return Some((name.clone(), panic_message(&*panic))),
+            }
+        }
+        None
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
+}
+
+fn is_condition(kind: &FaultKind) -> bool {
+    matches!(
+        kind,
+        FaultKind::Latency { .. }
+            | FaultKind::Loss { .. }
+            | FaultKind::Timeouts { .. }
+            | FaultKind::Drift { .. }
+    )
+}
+
+fn apply_condition(world: &WorldInner, kind: &FaultKind) {
+    let cell = |n: &usize| world.nodes.get(*n);
+    match kind {
+        FaultKind::Latency { node, base } => {
+            if let Some(c) = cell(node) {
+                lock(&c.conditions).latency = *base;
+            }
+        }
+        FaultKind::Loss { node, rate } => {
+            if let Some(c) = cell(node) {
+                lock(&c.conditions).loss = *rate;
+            }
+        }
+        FaultKind::Timeouts { node, rate } => {
+            if let Some(c) = cell(node) {
+                lock(&c.conditions).hang = *rate;
+            }
+        }
+        FaultKind::Drift {
+            node,
+            rate,
+            wall_offset_ms,
+        } => {
+            if let Some(c) = cell(node) {
+                let mut k = lock(&c.conditions);
+                k.drift = *rate;
+                k.wall_offset_ms = *wall_offset_ms;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Starts a new incarnation of `cell`: a new client (a new session) and
+/// the application's function.
+fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app: &App, seed: u64) {
+    let generation = cell.generation.load(Ordering::SeqCst);
+    let conditions = lock(&cell.conditions).clone();
+    let node_seed = Rng::new(seed, 1000 + cell.id as u64 * 1000 + generation).next_u64();
+    let runtime = SimRuntime {
+        cell: cell.clone(),
+        generation,
+        start: world.start,
+        drift: conditions.drift,
+        wall_offset_ms: conditions.wall_offset_ms,
+        seed: node_seed,
+    };
+    let backend = SimBackend {
+        inner: world.backend.clone(),
+        cell: cell.clone(),
+        generation,
+        world: world.clone(),
+        hang: sim.config.lease_duration(),
+    };
+    let config = sim
+        .config
+        .to_builder()
+        .seed(node_seed)
+        .build()
+        .unwrap_or_else(|_| sim.config.clone());
+    world.record(Some(cell.id), format!("starts (incarnation {generation})"));
+    let built = Simba::builder(backend)
+        .runtime(Arc::new(runtime))
+        .config(config)
+        .suspend_clock(Arc::new(NoSuspend))
+        .build();
+    let simba = match built {
+        Ok(s) => s,
+        Err(e) => {
+            world.violate(Some(cell.id), format!("the client did not build: {e}"));
+            return;
+        }
+    };
+    *lock(&cell.client) = Some(simba.clone());
+    let node = Node {
+        id: cell.id,
+        incarnation: generation,
+        simba,
+        cell: cell.clone(),
+        world: world.clone(),
+    };
+    let fut = app(node);
+    let w = world.clone();
+    let id = cell.id;
+    cell.spawn(
+        generation,
+        Box::pin(async move {
+            match AssertUnwindSafe(fut).catch_unwind().await {
+                Ok(Ok(())) => w.record(Some(id), "application function returned".to_owned()),
+                Ok(Err(e)) => {
+                    w.violate(Some(id), format!("the application returned an error: {e}"))
+                }
+                Err(p) => w.violate(
+                    Some(id),
+                    format!("the application panicked: {}", panic_message(&*p)),
+                ),
+            }
+        }),
+    );
+}
+
+/// Applies one discrete fault.
+fn inject(
+    sim: &Arc<Sim>,
+    world: &Arc<WorldInner>,
+    app: &App,
+    seed: u64,
+    kind: &FaultKind,
+    rng: &mut Rng,
+) {
+    let later = |after: Duration, f: Box<dyn FnOnce() + Send>| {
+        drop(tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            f();
+        }));
+    };
+    match kind {
+        FaultKind::Pause { node, span } => {
+            let Some(cell) = world.nodes.get(*node).cloned() else {
+                return;
+            };
+            world.record(Some(*node), format!("PAUSED for {span:?}"));
+            cell.gate.pause();
+            let w = world.clone();
+            let n = *node;
+            later(
+                *span,
+                Box::new(move || {
+                    w.record(Some(n), "resumed".to_owned());
+                    cell.gate.resume();
+                }),
+            );
+        }
+        FaultKind::Crash { node, down } => {
+            let Some(cell) = world.nodes.get(*node).cloned() else {
+                return;
+            };
+            world.record(Some(*node), format!("CRASHED, down for {down:?}"));
+            cell.crash();
+            let (w, s, a) = (world.clone(), sim.clone(), app.clone());
+            later(*down, Box::new(move || start_node(&s, &w, &cell, &a, seed)));
+        }
+        FaultKind::Partition { node, span } => {
+            let Some(cell) = world.nodes.get(*node).cloned() else {
+                return;
+            };
+            world.record(Some(*node), format!("PARTITIONED for {span:?}"));
+            cell.partitioned.store(true, Ordering::SeqCst);
+            let w = world.clone();
+            let n = *node;
+            later(
+                *span,
+                Box::new(move || {
+                    w.record(Some(n), "partition healed".to_owned());
+                    cell.partitioned.store(false, Ordering::SeqCst);
+                }),
+            );
+        }
+        FaultKind::BackendRestart { down } => {
+            world.record(None, format!("BACKEND RESTARTS, down for {down:?}"));
+            world.backend_down.store(true, Ordering::SeqCst);
+            world.backend.drop_subscriptions();
+            let w = world.clone();
+            later(
+                *down,
+                Box::new(move || {
+                    w.record(None, "backend back".to_owned());
+                    w.backend_down.store(false, Ordering::SeqCst);
+                }),
+            );
+        }
+        FaultKind::StateLoss => {
+            world.record(None, "BACKEND LOSES ITS STATE".to_owned());
+            world.backend.lose_state();
+        }
+        FaultKind::RemoveLease => {
+            let seen = world.backend.held_leases();
+            if seen.is_empty() {
+                world.record(None, "no lease held to remove".to_owned());
+                return;
+            }
+            let i = usize::try_from(rng.below(seen.len() as u64)).unwrap_or(0);
+            let name = &seen[i];
+            let removed = world.backend.remove_lease(name);
+            world.record(
+                None,
+                format!(
+                    "LEASE {name} REMOVED from outside (token {})",
+                    removed.map_or("-".to_owned(), |(_, t)| t.to_string())
+                ),
+            );
+        }
+        _ => {}
+    }
+}
+
+fn first_difference(a: &[Event], b: &[Event]) -> String {
+    let i = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let show = |e: Option<&Event>| e.map_or("(end of trace)".to_owned(), ToString::to_string);
+    format!(
+        "the traces of two runs differ at event {i}: first run `{}`, second run `{}` \
+         (usual causes: tokio::select! without `biased;`, HashMap iteration, \
+         std::time or OS randomness, real threads or sockets in the code under test)",
+        show(a.get(i)).trim(),
+        show(b.get(i)).trim()
+    )
+}
+
+/// The one-line command that replays `seed` under the current test.
+fn replay_command(seed: u64, test: Option<&str>) -> String {
+    let pkg = std::env::var("CARGO_PKG_NAME").ok();
+    let mut cmd = format!("{SEED_VAR}={seed} cargo test");
+    if let Some(p) = pkg {
+        cmd.push_str(&format!(" -p {p}"));
+    }
+    if let Some(t) = test {
+        cmd.push_str(&format!(" -- --exact {t}"));
+    }
+    cmd
+}
+
+/// Detecting code that escaped the simulation: real threads, sockets and
+/// real time.
+mod escapes {
+    use std::time::Duration;
+
+    #[derive(Clone, Copy)]
+    pub(super) struct Snapshot {
+        /// Threads named as tokio names its blocking pool and workers.
+        tokio: Option<usize>,
+        /// Threads with the calling worker's name: a thread started from
+        /// it without a name of its own inherits it (Linux).
+        unnamed: Option<usize>,
+        sockets: Option<usize>,
+    }
+
+    fn sockets() -> Option<usize> {
+        let entries = std::fs::read_dir("/proc/self/fd").ok()?;
+        Some(
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|t| t.to_string_lossy().starts_with("socket:"))
+                })
+                .count(),
+        )
+    }
+
+    fn threads() -> (Option<usize>, Option<usize>) {
+        let Ok(process) = std::fs::read_to_string("/proc/thread-self/comm") else {
+            return (None, None);
+        };
+        let Ok(entries) = std::fs::read_dir("/proc/self/task") else {
+            return (None, None);
+        };
+        let (mut tokio, mut unnamed) = (0, 0);
+        for e in entries.filter_map(Result::ok) {
+            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            if comm.starts_with("tokio-runtime") {
+                tokio += 1;
+            } else if comm == process {
+                unnamed += 1;
+            }
+        }
+        (Some(tokio), Some(unnamed))
+    }
+
+    pub(super) fn snapshot() -> Snapshot {
+        let (tokio, unnamed) = threads();
+        Snapshot {
+            tokio,
+            unnamed,
+            sockets: sockets(),
+        }
+    }
+
+    pub(super) fn compare(
+        before: Snapshot,
+        after: Snapshot,
+        real: Duration,
+        simulated: Duration,
+    ) -> Option<String> {
+        if let (Some(a), Some(b)) = (before.tokio, after.tokio) {
+            if b > 0 {
+                return Some(format!(
+                    "{b} tokio thread(s) alive at the end of the run ({a} at its start): \
+                     tokio::task::spawn_blocking or a multi-thread runtime, running on real time"
+                ));
+            }
+        }
+        if let (Some(a), Some(b)) = (before.unnamed, after.unnamed) {
+            if b > a {
+                return Some(format!(
+                    "{} real thread(s) started during the run (std::thread::spawn): \
+                     they run on real time",
+                    b - a
+                ));
+            }
+        }
+        if let (Some(a), Some(b)) = (before.sockets, after.sockets) {
+            if b > a {
+                return Some(format!(
+                    "{} real socket(s) opened during the run: real I/O is not simulated",
+                    b - a
+                ));
+            }
+        }
+        if real > simulated * 2 + Duration::from_secs(10) {
+            return Some(format!(
+                "the run took {real:?} of real time for {simulated:?} of simulated time: \
+                 the code under test blocks on real time (std::thread::sleep, blocking I/O)"
+            ));
+        }
+        None
+    }
+}

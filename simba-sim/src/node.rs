@@ -1,0 +1,543 @@
+//! One simulated node: its pause gate, its tasks (dropped at a crash), its
+//! runtime (tokio's paused clock, drifted) and its faulty view of the
+//! backend.
+
+use crate::rng::Rng;
+use crate::world::WorldInner;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use simba_backends::{Backend, Inspection, MemoryBackend, SessionMetadata};
+use simba_client::{Runtime, Simba, SuspendClock};
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, SlotClaim, Token,
+};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The wall clock's origin in every run: 2026-01-01T00:00:00Z.
+const WALL_ORIGIN_SECS: u64 = 1_767_225_600;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A node's pause switch: while paused, none of its tasks is polled.
+#[derive(Default)]
+pub(crate) struct Gate {
+    paused: AtomicBool,
+    waiting: Mutex<Vec<Waker>>,
+}
+
+impl Gate {
+    pub(crate) fn pause(&self) {
+        self.paused.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn resume(&self) {
+        self.paused.store(false, Ordering::SeqCst);
+        for w in std::mem::take(&mut *lock(&self.waiting)) {
+            w.wake();
+        }
+    }
+}
+
+/// A task of a node: not polled while the node is paused.
+struct Pausable {
+    gate: Arc<Gate>,
+    task: BoxFuture<'static, ()>,
+}
+
+impl Future for Pausable {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.gate.paused.load(Ordering::SeqCst) {
+            lock(&self.gate.waiting).push(cx.waker().clone());
+            return Poll::Pending;
+        }
+        self.task.as_mut().poll(cx)
+    }
+}
+
+/// The per-node conditions the fault plan sets.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Conditions {
+    pub(crate) latency: Duration,
+    pub(crate) loss: f64,
+    pub(crate) hang: f64,
+    pub(crate) drift: f64,
+    pub(crate) wall_offset_ms: i64,
+}
+
+/// One node across its incarnations.
+pub(crate) struct NodeCell {
+    pub(crate) id: usize,
+    /// Bumped at each crash: tasks, runtimes and backend handles of an
+    /// older incarnation are dead.
+    pub(crate) generation: AtomicU64,
+    pub(crate) gate: Arc<Gate>,
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    pub(crate) partitioned: AtomicBool,
+    pub(crate) conditions: Mutex<Conditions>,
+    pub(crate) rng: Mutex<Rng>,
+    pub(crate) client: Mutex<Option<Simba>>,
+}
+
+impl NodeCell {
+    pub(crate) fn new(id: usize, rng: Rng) -> NodeCell {
+        NodeCell {
+            id,
+            generation: AtomicU64::new(0),
+            gate: Arc::default(),
+            tasks: Mutex::default(),
+            partitioned: AtomicBool::new(false),
+            conditions: Mutex::default(),
+            rng: Mutex::new(rng),
+            client: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn alive(&self, generation: u64) -> bool {
+        self.generation.load(Ordering::SeqCst) == generation
+    }
+
+    /// Spawns `task` as one of this node's tasks of incarnation
+    /// `generation` (dropped if that incarnation has crashed).
+    pub(crate) fn spawn(&self, generation: u64, task: BoxFuture<'static, ()>) {
+        if !self.alive(generation) {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let join = handle.spawn(Pausable {
+            gate: self.gate.clone(),
+            task,
+        });
+        let mut tasks = lock(&self.tasks);
+        if tasks.len() >= 256 {
+            tasks.retain(|t| !t.is_finished());
+        }
+        tasks.push(join.abort_handle());
+    }
+
+    /// The crash: every task of the current incarnation is dropped and its
+    /// client forgotten without a goodbye to the backend.
+    pub(crate) fn crash(&self) {
+        let _ = self.generation.fetch_add(1, Ordering::SeqCst);
+        for t in std::mem::take(&mut *lock(&self.tasks)) {
+            t.abort();
+        }
+        drop(lock(&self.client).take());
+        self.gate.resume();
+    }
+}
+
+/// The runtime of one node incarnation: tokio's (paused) clock, run at the
+/// node's drift rate, and the node's tasks.
+pub(crate) struct SimRuntime {
+    pub(crate) cell: Arc<NodeCell>,
+    pub(crate) generation: u64,
+    pub(crate) start: tokio::time::Instant,
+    pub(crate) drift: f64,
+    pub(crate) wall_offset_ms: i64,
+    pub(crate) seed: u64,
+}
+
+impl SimRuntime {
+    fn local_elapsed(&self) -> Duration {
+        (tokio::time::Instant::now() - self.start).mul_f64(1.0 + self.drift)
+    }
+}
+
+impl Runtime for SimRuntime {
+    fn spawn(&self, task: BoxFuture<'static, ()>) {
+        self.cell.spawn(self.generation, task);
+    }
+
+    /// Blocking work runs as a task of the node: the simulation has one
+    /// thread, and a real thread would escape simulated time.
+    fn spawn_blocking(&self, work: Box<dyn FnOnce() + Send>) {
+        self.cell
+            .spawn(self.generation, Box::pin(async move { work() }));
+    }
+
+    fn sleep_until(&self, at: Instant) -> BoxFuture<'static, ()> {
+        let local = at.saturating_duration_since(self.start.into_std());
+        let shared = local.div_f64(1.0 + self.drift) + Duration::from_micros(1);
+        Box::pin(tokio::time::sleep_until(self.start + shared))
+    }
+
+    fn now(&self) -> Instant {
+        self.start.into_std() + self.local_elapsed()
+    }
+
+    fn blocking_would_deadlock(&self) -> bool {
+        true
+    }
+
+    fn wall_clock(&self) -> SystemTime {
+        let origin = UNIX_EPOCH + Duration::from_secs(WALL_ORIGIN_SECS);
+        let offset = Duration::from_millis(self.wall_offset_ms.unsigned_abs());
+        let t = origin + self.local_elapsed();
+        if self.wall_offset_ms >= 0 {
+            t + offset
+        } else {
+            t - offset
+        }
+    }
+
+    fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+/// No host suspend in a simulation (pauses are the simulated kind).
+pub(crate) struct NoSuspend;
+impl SuspendClock for NoSuspend {
+    fn suspended(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// What the fault draw decided for one call.
+enum Fate {
+    Deliver,
+    LoseRequest,
+    LoseReply,
+    Hang,
+}
+
+/// One node incarnation's view of the shared backend, with its faults at
+/// the call boundary.
+pub(crate) struct SimBackend {
+    pub(crate) inner: MemoryBackend,
+    pub(crate) cell: Arc<NodeCell>,
+    pub(crate) generation: u64,
+    pub(crate) world: Arc<WorldInner>,
+    /// How long a lost call hangs before it fails (longer than the client's
+    /// call timeout, which cancels it first).
+    pub(crate) hang: Duration,
+}
+
+fn unavailable(what: &str) -> BackendError {
+    BackendError::new(BackendErrorKind::Unavailable, format!("simulated: {what}"))
+}
+
+impl SimBackend {
+    fn draw(&self) -> (Duration, Duration, Fate) {
+        let c = lock(&self.cell.conditions).clone();
+        let mut rng = lock(&self.cell.rng);
+        let mut lat = || c.latency + rng_between(&mut rng, c.latency);
+        let (a, b) = (lat(), lat());
+        let x = rng.unit();
+        let fate = if x < c.hang {
+            Fate::Hang
+        } else if x < c.hang + c.loss / 2.0 {
+            Fate::LoseRequest
+        } else if x < c.hang + c.loss {
+            Fate::LoseReply
+        } else {
+            Fate::Deliver
+        };
+        (a, b, fate)
+    }
+
+    fn cut_off(&self) -> bool {
+        self.cell.partitioned.load(Ordering::SeqCst) || !self.cell.alive(self.generation)
+    }
+
+    async fn lost(&self) -> BackendError {
+        tokio::time::sleep(self.hang).await;
+        BackendError::new(BackendErrorKind::Timeout, "simulated: no reply")
+    }
+
+    /// One call through the faults: latency, loss, partition, backend
+    /// down, then `op` on the shared backend, then the reply's way back.
+    async fn call<T, E>(
+        &self,
+        what: String,
+        op: impl FnOnce() -> BoxFuture<'static, Result<T, E>>,
+        show: impl FnOnce(&Result<T, E>) -> String,
+    ) -> Result<T, E>
+    where
+        E: From<BackendError>,
+    {
+        let node = Some(self.cell.id);
+        if !self.cell.alive(self.generation) {
+            return Err(unavailable("node crashed").into());
+        }
+        let (there, back, fate) = self.draw();
+        tokio::time::sleep(there).await;
+        if self.world.backend_down.load(Ordering::SeqCst) {
+            self.world
+                .record(node, format!("{what} → refused (backend restarting)"));
+            return Err(unavailable("backend restarting").into());
+        }
+        if self.cut_off() || matches!(fate, Fate::LoseRequest | Fate::Hang) {
+            self.world.record(node, format!("{what} → request lost"));
+            return Err(self.lost().await.into());
+        }
+        let result = op().await;
+        self.world
+            .record(node, format!("{what} → {}", show(&result)));
+        if matches!(fate, Fate::LoseReply) {
+            self.world.record(node, format!("{what}: reply lost"));
+            return Err(self.lost().await.into());
+        }
+        tokio::time::sleep(back).await;
+        if self.cut_off() {
+            return Err(self.lost().await.into());
+        }
+        result
+    }
+}
+
+fn rng_between(rng: &mut Rng, up_to: Duration) -> Duration {
+    rng.between(Duration::ZERO, up_to)
+}
+
+fn short<T: std::fmt::Debug, E: std::fmt::Display>(r: &Result<T, E>) -> String {
+    match r {
+        Ok(v) => format!("{v:?}"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn ok_or_err<T, E: std::fmt::Display>(r: &Result<T, E>) -> String {
+    match r {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn sid(s: SessionId) -> String {
+    let s = s.to_string();
+    s.chars().take(8).collect()
+}
+
+impl Backend for SimBackend {
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        let inner = self.inner.clone();
+        self.call(
+            "open_session".to_owned(),
+            move || async move { inner.open_session(lease_duration).await }.boxed(),
+            |r| match r {
+                Ok(g) => format!("session {}", sid(g.session)),
+                Err(e) => format!("error: {e}"),
+            },
+        )
+        .boxed()
+    }
+
+    fn open_session_with<'a>(
+        &'a self,
+        lease_duration: Duration,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
+        let inner = self.inner.clone();
+        let metadata = metadata.clone();
+        self.call(
+            "open_session".to_owned(),
+            move || async move { inner.open_session_with(lease_duration, &metadata).await }.boxed(),
+            |r| match r {
+                Ok(g) => format!("session {}", sid(g.session)),
+                Err(e) => format!("error: {e}"),
+            },
+        )
+        .boxed()
+    }
+
+    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+        let inner = self.inner.clone();
+        self.call(
+            format!("renew {}", sid(session)),
+            move || async move { inner.renew(session).await }.boxed(),
+            |r| match r {
+                Ok(_) => "ok".to_owned(),
+                Err(e) => format!("error: {e}"),
+            },
+        )
+        .boxed()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+        let inner = self.inner.clone();
+        let n = name.clone();
+        let world = self.world.clone();
+        let won_name = name.clone();
+        // The token check runs when the backend decides, not when (or
+        // whether) the reply arrives.
+        self.call(
+            format!("acquire {name}"),
+            move || async move { inner.acquire(session, &n).await }.boxed(),
+            move |r| match r {
+                Ok(AcquireOutcome::Won { token, .. }) => {
+                    world.token_won(&won_name, session, *token);
+                    format!("won, token {token}")
+                }
+                Ok(AcquireOutcome::Held { token, .. }) => {
+                    format!("held by another, token {token:?}")
+                }
+                other => short(other),
+            },
+        )
+        .boxed()
+    }
+
+    fn release<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let inner = self.inner.clone();
+        let n = name.clone();
+        self.call(
+            format!("release {name} token {token}"),
+            move || async move { inner.release(session, &n, token).await }.boxed(),
+            ok_or_err,
+        )
+        .boxed()
+    }
+
+    fn withdraw<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let inner = self.inner.clone();
+        let n = name.clone();
+        self.call(
+            format!("withdraw {name}"),
+            move || async move { inner.withdraw(session, &n).await }.boxed(),
+            ok_or_err,
+        )
+        .boxed()
+    }
+
+    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
+        let inner = self.inner.clone();
+        self.call(
+            format!("close_session {}", sid(session)),
+            move || async move { inner.close_session(session).await }.boxed(),
+            ok_or_err,
+        )
+        .boxed()
+    }
+
+    fn inspect<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
+        let inner = self.inner.clone();
+        let p = prefix.map(str::to_owned);
+        self.call(
+            "inspect".to_owned(),
+            move || async move { inner.inspect(p.as_deref()).await }.boxed(),
+            ok_or_err,
+        )
+        .boxed()
+    }
+
+    fn subscribe_releases(
+        &self,
+    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
+        let inner = self.inner.clone();
+        let cell = self.cell.clone();
+        let generation = self.generation;
+        async move {
+            let stream = self
+                .call(
+                    "subscribe_releases".to_owned(),
+                    move || async move { inner.subscribe_releases().await }.boxed(),
+                    ok_or_err,
+                )
+                .await?;
+            // A cut-off node hears no broadcast.
+            Ok(stream.map(|s| {
+                s.filter(move |_| {
+                    let heard = !cell.partitioned.load(Ordering::SeqCst) && cell.alive(generation);
+                    futures::future::ready(heard)
+                })
+                .boxed()
+            }))
+        }
+        .boxed()
+    }
+
+    fn broadcasts_releases(&self) -> bool {
+        self.inner.broadcasts_releases()
+    }
+
+    fn max_concurrent_calls(&self) -> Option<usize> {
+        self.inner.max_concurrent_calls()
+    }
+
+    fn renewal_proves(&self) -> Fraction {
+        self.inner.renewal_proves()
+    }
+
+    fn join_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let inner = self.inner.clone();
+        let g = group.clone();
+        self.call(
+            format!("join_group {group}"),
+            move || async move { inner.join_group(session, &g).await }.boxed(),
+            ok_or_err,
+        )
+        .boxed()
+    }
+
+    fn leave_group<'a>(
+        &'a self,
+        session: SessionId,
+        group: &'a LeaseName,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let inner = self.inner.clone();
+        let g = group.clone();
+        self.call(
+            format!("leave_group {group}"),
+            move || async move { inner.leave_group(session, &g).await }.boxed(),
+            ok_or_err,
+        )
+        .boxed()
+    }
+
+    fn claim_slot<'a>(
+        &'a self,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
+        let inner = self.inner.clone();
+        let n = name.clone();
+        self.call(
+            format!("claim_slot {name} token {token} slot {slot}"),
+            move || async move { inner.claim_slot(session, &n, token, slot).await }.boxed(),
+            short,
+        )
+        .boxed()
+    }
+
+    fn name(&self) -> &'static str {
+        "simulated"
+    }
+}
