@@ -73,7 +73,6 @@ async fn waker_sleeping(admin: &sqlx::MySqlPool, prefix: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails: one of its waits for a sleeping waker timed out after 5 s; not yet understood"]
 async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
     if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
         return;
@@ -116,7 +115,6 @@ async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
         a.acquire(sa, &n).await.unwrap(),
         AcquireOutcome::Held { .. }
     ));
-    waker_sleeping(&admin, &prefix).await;
     let mut own = a.subscribe_releases().await.unwrap().unwrap();
     prime(&mut own).await;
     waker_sleeping(&admin, &prefix).await;
@@ -198,7 +196,6 @@ async fn mysql_release_without_privilege_to_wake_still_succeeds() {
 /// timeout after about that, not InnoDB's default 50 s. The bound checked
 /// (20 s) is far from both, so a loaded machine cannot fail it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails: open_session runs the SET on its connection, yet the pool's connection then reads 50 and the acquire waits 50 s (the same SET by hand bounds it to 1 s); not yet understood"]
 async fn mysql_lock_wait_ends_at_the_call_timeout() {
     if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
         return;
@@ -210,13 +207,6 @@ async fn mysql_lock_wait_ends_at_the_call_timeout() {
         .await
         .unwrap()
         .session;
-    let v: (i64, i64) = sqlx::query_as(
-        "SELECT CAST(@@innodb_lock_wait_timeout AS SIGNED), CAST(CONNECTION_ID() AS SIGNED)",
-    )
-    .fetch_one(b.pool())
-    .await
-    .unwrap();
-    eprintln!("lock wait timeout on the pool's connection: {v:?}");
     let n = LeaseName::new("locked").unwrap();
     let mut hold = b.hold().await.unwrap();
     hold.lock_lease(&n).await.unwrap();
