@@ -822,7 +822,10 @@ fn waiting_partitions(h: &mut H, group: &LeaseName, n: u32) -> Vec<LeaseName> {
         op: join,
         result: Ok(()),
     });
-    h.advance(secs(1));
+    // A confirmed join renews at once to learn the membership (S10.2).
+    if !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.advance(secs(1));
+    }
     let renew = h.take_renew();
     let lease = h.engine.config().lease_duration();
     h.input(Input::RenewReplied {

@@ -973,3 +973,8 @@ mod escapes {
         None
     }
 }
+
+// The guide, docs/SIMULATION.md: its Rust snippets compile as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/SIMULATION.md")]
+struct GuideSnippets;
