@@ -86,10 +86,6 @@ struct Wake {
     /// once a session's lease is known (0: the server's default; a pool
     /// passed to `from_pool` is never changed).
     lock_wait_s: AtomicU64,
-    /// When `lock_wait_s` last changed: a pooled connection opened before
-    /// then may still wait for locks as long as the server's default, so it
-    /// is replaced at its next checkout (`before_acquire`).
-    lock_wait_since: Mutex<Option<std::time::Instant>>,
     own_pool: bool,
 }
 
@@ -349,26 +345,15 @@ impl MysqlBackend {
             freed: Mutex::new(Vec::new()),
             subscribed: AtomicBool::new(false),
             lock_wait_s: AtomicU64::new(0),
-            lock_wait_since: Mutex::new(None),
             own_pool: true,
         });
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
         // row locks no longer than a call may last (`lock_wait_sql`).
         let shared = Arc::clone(&wake);
-        let checked = Arc::clone(&wake);
         // At most `max_connections` (default 1) for all calls.
         let pool = config
             .sqlx_pool::<sqlx::MySql>()
-            .before_acquire(move |_, meta| {
-                // Opened before the lock wait timeout changed: replaced.
-                let since = *checked
-                    .lock_wait_since
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let stale = since.is_some_and(|t| meta.age > t.elapsed());
-                Box::pin(async move { Ok(!stale) })
-            })
             .after_connect(move |c, _| {
                 let set = lock_wait_sql(shared.lock_wait_s.load(Ordering::Relaxed));
                 Box::pin(async move {
@@ -671,7 +656,6 @@ impl MysqlBackend {
                 freed: Mutex::new(Vec::new()),
                 subscribed: AtomicBool::new(false),
                 lock_wait_s: AtomicU64::new(0),
-                lock_wait_since: Mutex::new(None),
                 own_pool: false,
             }),
             mariadb,
@@ -1282,12 +1266,6 @@ impl Backend for MysqlBackend {
                 let secs = (secs.ceil() as u64).max(1);
                 let old = self.wake.lock_wait_s.swap(secs, Ordering::Relaxed);
                 if old != secs {
-                    *self
-                        .wake
-                        .lock_wait_since
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                        Some(std::time::Instant::now());
                     if let Some(set) = lock_wait_sql(secs) {
                         sqlx::Executor::execute(&mut *c, set.as_str())
                             .await

@@ -3,8 +3,7 @@
 //! waker of every node of the same table prefix that its user may see, and
 //! the woken node's stream yields the waited names that are free; nothing
 //! else is interrupted; without the privilege to see another user's waker a
-//! release still succeeds and the waiter takes the lease by retrying. Also:
-//! a lock wait ends at the session's call timeout, not InnoDB's 50 s.
+//! release still succeeds and the waiter takes the lease by retrying.
 //! MariaDB at 127.0.0.1:3306 is required unless `SIMBA_TEST_SKIP_SERVERS`
 //! lists `mysql`.
 #![cfg(all(feature = "mysql", feature = "testkit"))]
@@ -189,41 +188,4 @@ async fn mysql_release_without_privilege_to_wake_still_succeeds() {
             .await
             .unwrap();
     }
-}
-
-/// A session with a 3 s lease has a 1 s call timeout (a renewal period):
-/// an acquire waiting behind a lock ends with the server's lock wait
-/// timeout after about that, not InnoDB's default 50 s. The bound checked
-/// (20 s) is far from both, so a loaded machine cannot fail it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_lock_wait_ends_at_the_call_timeout() {
-    if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
-        return;
-    }
-    let tag = tag();
-    let b = backend(MYSQL_URL, &tag).await;
-    let s = b
-        .open_session(Duration::from_secs(3))
-        .await
-        .unwrap()
-        .session;
-    let n = LeaseName::new("locked").unwrap();
-    let mut hold = b.hold().await.unwrap();
-    hold.lock_lease(&n).await.unwrap();
-    let t0 = Instant::now();
-    let r = b.acquire(s, &n).await;
-    let took = t0.elapsed();
-    let e = r.expect_err("the acquire waited behind the hold's lock and timed out");
-    assert!(
-        e.message.contains("1205") || e.message.contains("Lock wait timeout"),
-        "expected InnoDB's lock wait timeout, got {e}"
-    );
-    assert!(
-        took < Duration::from_secs(20),
-        "the lock wait lasted {took:?}"
-    );
-    eprintln!("mysql_lock_wait_ends_at_the_call_timeout: the acquire waited {took:?}");
-    Box::new(hold).commit().await.unwrap();
-    b.close_session(s).await.unwrap();
-    drop_mysql_tables(&tag).await;
 }
