@@ -300,6 +300,8 @@ pub struct Cluster {
     /// Violations of "at most one valid owner" and "no task overlap".
     pub violations: Vec<String>,
     shuffle: Option<fastrand::Rng>,
+    /// The backend profile of nodes added from now on (S4.6's slots).
+    pub profile: BackendProfile,
 }
 
 impl Cluster {
@@ -321,6 +323,7 @@ impl Cluster {
             history: BTreeMap::new(),
             violations: Vec::new(),
             shuffle: None,
+            profile: BackendProfile::default(),
         }
     }
 
@@ -339,7 +342,7 @@ impl Cluster {
             .seed(self.config.seed().wrapping_add(i as u64 * 7919))
             .build()
             .unwrap();
-        let mut engine = Engine::new(config, BackendProfile::default(), self.now);
+        let mut engine = Engine::new(config, self.profile.clone(), self.now);
         engine
             .join_group(
                 self.now,
