@@ -556,8 +556,18 @@ impl Engine {
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
                 g.known.remove(&p);
                 g.freed.insert(p);
+                // A partition this member does not want was released: its
+                // holder left or holds more than its share, so the
+                // membership may have changed. Renew now to learn it (S10.3)
+                // rather than at the next interval: a backend need not
+                // announce joins and leaves (S10.5), and a release comes
+                // only with a change, never in a steady state (S1.1).
+                let renew = g.leave == Leave::No && !g.target.contains(&p);
                 if let Ok(group) = LeaseName::new(group) {
                     self.retarget(&group);
+                }
+                if renew {
+                    self.renew_now();
                 }
             }
         }

@@ -35,6 +35,8 @@ pub struct Model {
     leases: BTreeMap<LeaseName, Lease>,
     groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
     next_session: u128,
+    /// Announces no join or leave (S10.5), as the SQL and Redis backends.
+    pub quiet_groups: bool,
 }
 
 impl Model {
@@ -48,6 +50,7 @@ impl Model {
     /// Executes one command; returns its reply and the names it broadcasts.
     fn execute(&mut self, cmd: &Command, now: Timestamp) -> (Option<Input>, Vec<LeaseName>) {
         let mut casts = Vec::new();
+        let quiet = self.quiet_groups;
         let reply = match cmd {
             Command::OpenSession { op, lease_duration } => {
                 self.next_session += 1;
@@ -163,7 +166,9 @@ impl Model {
                 }
                 for (g, m) in self.groups.iter_mut() {
                     if m.remove(session) {
-                        casts.push(g.clone());
+                        if !quiet {
+                            casts.push(g.clone());
+                        }
                     }
                 }
                 Input::SessionClosed {
@@ -180,7 +185,9 @@ impl Model {
                         .or_default()
                         .insert(*session)
                 {
-                    casts.push(group.clone());
+                    if !quiet {
+                        casts.push(group.clone());
+                    }
                 }
                 Input::GroupJoined {
                     op: *op,
@@ -193,7 +200,9 @@ impl Model {
                     .get_mut(group)
                     .is_some_and(|m| m.remove(session))
                 {
-                    casts.push(group.clone());
+                    if !quiet {
+                        casts.push(group.clone());
+                    }
                 }
                 Input::GroupLeft {
                     op: *op,
