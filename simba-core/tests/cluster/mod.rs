@@ -165,10 +165,8 @@ impl Model {
                     }
                 }
                 for (g, m) in self.groups.iter_mut() {
-                    if m.remove(session) {
-                        if !quiet {
-                            casts.push(g.clone());
-                        }
+                    if m.remove(session) && !quiet {
+                        casts.push(g.clone());
                     }
                 }
                 Input::SessionClosed {
@@ -184,10 +182,9 @@ impl Model {
                         .entry(group.clone())
                         .or_default()
                         .insert(*session)
+                    && !quiet
                 {
-                    if !quiet {
-                        casts.push(group.clone());
-                    }
+                    casts.push(group.clone());
                 }
                 Input::GroupJoined {
                     op: *op,
@@ -199,10 +196,9 @@ impl Model {
                     .groups
                     .get_mut(group)
                     .is_some_and(|m| m.remove(session))
+                    && !quiet
                 {
-                    if !quiet {
-                        casts.push(group.clone());
-                    }
+                    casts.push(group.clone());
                 }
                 Input::GroupLeft {
                     op: *op,
@@ -351,7 +347,7 @@ impl Cluster {
             .seed(self.config.seed().wrapping_add(i as u64 * 7919))
             .build()
             .unwrap();
-        let mut engine = Engine::new(config, self.profile.clone(), self.now);
+        let mut engine = Engine::new(config, self.profile, self.now);
         engine
             .join_group(
                 self.now,
