@@ -187,6 +187,13 @@ pub struct StickyInput {
     /// [`assign_partitions`] in the previous membership, is no member any
     /// more. Tried first.
     pub likely_free: BTreeSet<u32>,
+    /// Partitions another live member held when this member tried them,
+    /// long enough ago to be worth trying again (its holder may have
+    /// released them without a broadcast reaching this member), oldest try
+    /// first. Asked for only when no other partition is left to try, in
+    /// that order: so a member short of its share tries every partition in
+    /// turn, however many there are and however long each try takes.
+    pub tried: Vec<u32>,
 }
 
 /// The sticky assignment rule (S10.2): the partitions `me` should own among
@@ -197,7 +204,7 @@ pub struct StickyInput {
 /// partitions it holds, up to its share (those [`assign_partitions`] gives
 /// it first, then by a fixed affinity), and adds exactly as many partitions
 /// as it lacks, from those it does not hold and does not know to be taken,
-/// likely free ones first. So a member never gives up a partition unless it
+/// likely free ones first, those tried before last. So a member never gives up a partition unless it
 /// holds more than its share (which happens only when a member joins), and
 /// never asks for more than it lacks: only the partitions of a member that
 /// left, and the surplus that goes to a member that joined, move.
@@ -245,11 +252,16 @@ pub fn sticky_target(
     let need = share - held.len();
     let mut target: BTreeSet<u32> = held.into_iter().collect();
     if need > 0 {
+        let tried: BTreeSet<u32> = known.tried.iter().copied().collect();
         let mut free: Vec<u32> = (0..partitions)
-            .filter(|p| !known.held.contains(p) && !known.taken.contains(p))
+            .filter(|p| !known.held.contains(p) && !known.taken.contains(p) && !tried.contains(p))
             .collect();
         free.sort_unstable_by_key(|&p| std::cmp::Reverse((known.likely_free.contains(&p), key(p))));
-        target.extend(free.into_iter().take(need));
+        let again =
+            known.tried.iter().copied().filter(|&p| {
+                p < partitions && !known.held.contains(&p) && !known.taken.contains(&p)
+            });
+        target.extend(free.into_iter().chain(again).take(need));
     }
     target
 }

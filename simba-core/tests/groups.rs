@@ -350,6 +350,43 @@ fn s10_3_leave_hands_over_in_order_within_three_round_trips() {
     assert!(c.violations.is_empty(), "{:?}", c.violations);
 }
 
+/// S10.3 on a backend that broadcasts releases but announces no join or
+/// leave (S10.5; the SQL and Redis backends): the release's broadcast of a
+/// partition the others do not want makes them renew at once, so the leave
+/// still hands each partition over within three round trips of its
+/// release, not at their next renewal (a renewal interval, 1 s, later).
+#[test]
+fn s10_3_a_leave_hands_over_within_three_round_trips_without_announcements() {
+    let mut c = cluster(3, 12);
+    c.model.quiet_groups = true;
+    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    // Away from the renewals of the others, which all follow the last join.
+    c.run_for(ms(400));
+    let from = c.round;
+    c.leave(2);
+    settle(&mut c, &[0, 1], Duration::from_secs(5));
+    let mut moved = 0;
+    for h in c.history.values() {
+        let h: Vec<&(u64, Happening)> = h.iter().filter(|(r, _)| *r >= from).collect();
+        let released = h
+            .iter()
+            .find(|(_, e)| matches!(e, Happening::Released { node: 2, .. }));
+        let gained = h
+            .iter()
+            .find(|(_, e)| matches!(e, Happening::Gained { node, .. } if *node != 2));
+        if let (Some(released), Some(gained)) = (released, gained) {
+            moved += 1;
+            let rtts = gained.0 - released.0;
+            assert!(
+                rtts <= 3,
+                "owned again {rtts} round trips after its release"
+            );
+        }
+    }
+    assert_eq!(moved, 4);
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}
+
 /// S10.3: after a crash nothing is released; the partitions move once the
 /// session has expired, to the remaining members, 4/4/4 → 6/6.
 #[test]
@@ -680,5 +717,27 @@ proptest! {
         prop_assert!(c.settled(&members).is_ok());
         c.tokens_increase().map_err(TestCaseError::fail)?;
         prop_assert!(c.violations.is_empty(), "{:?}", c.violations);
+    }
+}
+
+/// S10.2: a member short of its share finds every free partition, however
+/// far down its order. With one acquire at a time (S4.6, a pool of one
+/// connection) and 1,000 partitions, three members joining a round apart
+/// left partitions unowned for good: each `Held` mark lapsed at the
+/// holder's expiry (3 s, 300 tries), and the member went back to its
+/// favourite partitions, held by others, before it reached a free one.
+#[test]
+fn s10_2_a_member_short_of_its_share_finds_every_free_partition() {
+    for (first, second) in [(1, 1), (50, 3)] {
+        let mut c = Cluster::new("orders", 1000, config(), ms(10));
+        c.profile.acquire_slots = Some(1);
+        c.add_node();
+        c.run(first);
+        c.add_node();
+        c.run(second);
+        c.add_node();
+        settle(&mut c, &[0, 1, 2], Duration::from_secs(20));
+        assert_eq!(c.owned_counts(), vec![334, 333, 333]);
+        assert!(c.violations.is_empty(), "{:?}", c.violations);
     }
 }

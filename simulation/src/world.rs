@@ -12,7 +12,7 @@ use simba_core::{
     Timestamp, Token,
 };
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::fmt;
 use std::time::Duration;
 
@@ -1403,8 +1403,13 @@ impl World {
                 run,
             } => self.sched_claimed(node, &name, token, slot, &result, run),
             Event::SessionStateChanged { .. } | Event::BackendFailed { .. } => self.mix(206),
-            Event::GroupChanged { group, target, .. } => {
+            Event::GroupChanged {
+                group,
+                members,
+                target,
+            } => {
                 self.mix(207);
+                self.check_sticky(node, &group, &members, &target);
                 // A partition dropped from this member's target abandons its
                 // attempt in flight (S10.2, withdrawn, S4.5), as `stop()`
                 // does an election's: a later target change may send the
@@ -2473,6 +2478,69 @@ impl World {
             self.check_mutex(&name);
         }
         self.after_backend();
+    }
+
+    /// S10.2, judged on each target a member computes, from the membership
+    /// it was told of (sound whatever views the other members have): the
+    /// member gives up a partition it holds only when it holds more than its
+    /// share, and then keeps exactly its share. A leave or a crash shrinks
+    /// no share, so only the partitions of the member who went move; a join
+    /// shrinks shares, so only the surplus moves, to the joiner. (Asking
+    /// for more than the share is `group balance (S10.4)`'s to catch.)
+    /// `held` is what the node holds as the events so far tell (a term
+    /// neither revoked nor ended), on the session that computed the target.
+    fn check_sticky(
+        &mut self,
+        node: usize,
+        group: &LeaseName,
+        members: &[SessionId],
+        target: &[u32],
+    ) {
+        let Some(partitions) = self
+            .p
+            .groups
+            .iter()
+            .find(|(g, _)| g == group)
+            .map(|(_, n)| *n)
+        else {
+            return;
+        };
+        let Some((me, _)) = self.nodes[node]
+            .engine
+            .as_ref()
+            .and_then(Engine::session_deadline)
+        else {
+            return;
+        };
+        let mut sorted = members.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        // A session that changed since the target was computed: not judged.
+        let Ok(rank) = sorted.binary_search(&me) else {
+            return;
+        };
+        let share = simba_core::fair_share(partitions, sorted.len(), rank) as usize;
+        let held: BTreeSet<u32> = self.nodes[node]
+            .terms
+            .values()
+            .filter(|rec| rec.term.session == me && rec.revoked.is_none())
+            .filter_map(|rec| {
+                let (g, p) = simba_core::parse_partition_name(rec.term.name.as_str())?;
+                (g == group.as_str() && p < partitions).then_some(p)
+            })
+            .collect();
+        let kept = target.iter().filter(|p| held.contains(p)).count();
+        if kept < held.len().min(share) {
+            self.violation(
+                "group stickiness (S10.2)",
+                format!(
+                    "node {node}, {group}: among {} members (share {share}) it holds {held:?} \
+                     and targets {target:?}: it gives up partitions it holds without holding \
+                     more than its share",
+                    sorted.len(),
+                ),
+            );
+        }
     }
 
     /// S10.4, after the faults healed and the liveness bound passed: every

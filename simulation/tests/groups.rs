@@ -3,7 +3,9 @@
 //! (crashes, partitions, pauses, restarts, slow and lossy links). Checkers:
 //! mutual exclusion and the hand-over order per partition, and after the
 //! faults heal, within the liveness bound (docs/FAULTS.md), every partition
-//! owned by exactly one live member and max − min ≤ 1 ("group balance").
+//! owned by exactly one live member and max − min ≤ 1 ("group balance");
+//! on every target a member computes, it keeps what it holds up to its
+//! share ("group stickiness", S10.2).
 //! Each checker is shown to fire on a mutant.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -54,4 +56,11 @@ fn partition_skips_handover_is_caught_s10_3() {
 #[test]
 fn group_ignores_share_is_caught_s10_4() {
     caught(Mutant::GroupIgnoresShare, &["group balance (S10.4)"], 200);
+}
+
+/// Members that take the assignment of the membership alone give up
+/// partitions they hold within their share when the membership changes.
+#[test]
+fn group_not_sticky_is_caught_s10_2() {
+    caught(Mutant::GroupNotSticky, &["group stickiness (S10.2)"], 200);
 }

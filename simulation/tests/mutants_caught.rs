@@ -37,8 +37,8 @@ fn checkers(m: Mutant) -> &'static [&'static str] {
         Mutant::AcquireWhileInFlight => &["one attempt in flight (S4.1)"],
         Mutant::RetryBeforeExpiry => &["expiry timing (S4.4)"],
         Mutant::GroupIgnoresShare => &["group balance (S10.4)"],
+        Mutant::GroupNotSticky => &["group stickiness (S10.2)"],
         Mutant::PartitionSkipsHandover => &["handover order (S6.1)"],
-        Mutant::GroupNotSticky => &["group"],
     }
 }
 
@@ -153,6 +153,13 @@ fn ignoring_a_lease_taken_away_is_caught_s3_4() {
 #[test]
 fn group_ignoring_its_share_is_caught_s10_4() {
     caught(Mutant::GroupIgnoresShare);
+}
+
+/// `GroupNotSticky` (the assignment of the membership alone) gives up
+/// partitions a member holds within its share when the membership changes.
+#[test]
+fn group_not_sticky_is_caught_s10_2() {
+    caught(Mutant::GroupNotSticky);
 }
 
 #[test]

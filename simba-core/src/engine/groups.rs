@@ -30,6 +30,9 @@ pub(super) struct Known {
     /// Not worth asking again before this instant unless the partition is
     /// released (S4.4): the holder's expiry as the reply timed it.
     until: Option<Timestamp>,
+    /// When the reply came: once the mark is old, the oldest tries are
+    /// tried again first (S10.2).
+    at: Timestamp,
 }
 
 /// Where this member's membership of a group stands.
@@ -352,11 +355,15 @@ impl Engine {
             }
             g.views += 1;
             if members != g.members {
-                g.freed = if g.members.is_empty() {
-                    BTreeSet::new()
-                } else {
-                    freed_by_change(g.partitions, &g.members, &members)
-                };
+                // Added to what release broadcasts freed: replacing those
+                // forgot partitions released while the membership changed,
+                // which then waited behind every held one (S10.2). A stale
+                // entry costs one acquire: a `Held` reply naming a live
+                // member, or a win, removes it.
+                if !g.members.is_empty() {
+                    let freed = freed_by_change(g.partitions, &g.members, &members);
+                    g.freed.extend(freed);
+                }
                 g.members = members;
             }
             self.retarget(&name);
@@ -398,7 +405,9 @@ impl Engine {
             held,
             taken: BTreeSet::new(),
             likely_free: g.freed.clone(),
+            tried: Vec::new(),
         };
+        let mut tried: Vec<(Timestamp, u32)> = Vec::new();
         for (&p, k) in &g.known {
             // S4.4: asking before the holder's expiry the reply timed would
             // be a wasted call; only a release (its broadcast clears this)
@@ -410,8 +419,19 @@ impl Engine {
                 known.likely_free.insert(p);
             } else if k.holder != me && k.until.is_none() && k.seen + 1 >= g.views {
                 known.taken.insert(p);
+            } else {
+                // An old mark: tried again, oldest first, only once every
+                // other partition was tried. Forgetting it instead sent the
+                // member back to its favourite partitions, held by others,
+                // before it reached a free one far down its order: with 1,000
+                // partitions and one acquire at a time, a free partition
+                // stayed unowned for good.
+                known.likely_free.remove(&p);
+                tried.push((k.at, p));
             }
         }
+        tried.sort_unstable();
+        known.tried = tried.into_iter().map(|(_, p)| p).collect();
         let mut target = sticky_target(g.partitions, &g.members, me, &known);
         if not_sticky {
             // The mutant: the stateless rule of the membership alone.
@@ -468,9 +488,12 @@ impl Engine {
                 holder,
                 seen: g.views,
                 until,
+                at: self.now,
             },
         );
         if member {
+            // A live member won it since it was released: not free.
+            g.freed.remove(&p);
             self.retarget(&group);
         }
     }
@@ -498,6 +521,7 @@ impl Engine {
                 holder,
                 seen: g.views,
                 until: Some(until),
+                at: self.now,
             },
         );
         if let Some(entry) = self.entries.get_mut(name) {
@@ -532,8 +556,18 @@ impl Engine {
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
                 g.known.remove(&p);
                 g.freed.insert(p);
+                // A partition this member does not want was released: its
+                // holder left or holds more than its share, so the
+                // membership may have changed. Renew now to learn it (S10.3)
+                // rather than at the next interval: a backend need not
+                // announce joins and leaves (S10.5), and a release comes
+                // only with a change, never in a steady state (S1.1).
+                let renew = g.leave == Leave::No && !g.target.contains(&p);
                 if let Ok(group) = LeaseName::new(group) {
                     self.retarget(&group);
+                }
+                if renew {
+                    self.renew_now();
                 }
             }
         }

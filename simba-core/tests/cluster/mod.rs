@@ -35,6 +35,8 @@ pub struct Model {
     leases: BTreeMap<LeaseName, Lease>,
     groups: BTreeMap<LeaseName, BTreeSet<SessionId>>,
     next_session: u128,
+    /// Announces no join or leave (S10.5), as the SQL and Redis backends.
+    pub quiet_groups: bool,
 }
 
 impl Model {
@@ -155,6 +157,8 @@ pub struct Cluster {
     /// Violations of "at most one valid owner" and "no task overlap".
     pub violations: Vec<String>,
     shuffle: Option<fastrand::Rng>,
+    /// The backend profile of nodes added from now on (S4.6's slots).
+    pub profile: BackendProfile,
 }
 
 impl Cluster {
@@ -176,6 +180,7 @@ impl Cluster {
             history: BTreeMap::new(),
             violations: Vec::new(),
             shuffle: None,
+            profile: BackendProfile::default(),
         }
     }
 
@@ -194,7 +199,7 @@ impl Cluster {
             .seed(self.config.seed().wrapping_add(i as u64 * 7919))
             .build()
             .unwrap();
-        let mut engine = Engine::new(config, BackendProfile::default(), self.now);
+        let mut engine = Engine::new(config, self.profile, self.now);
         engine
             .join_group(
                 self.now,
@@ -623,8 +628,9 @@ impl Calls for At<'_> {
                 self.casts.push(n.clone());
             }
         }
+        let quiet = m.quiet_groups;
         for (g, members) in m.groups.iter_mut() {
-            if members.remove(&session) {
+            if members.remove(&session) && !quiet {
                 self.casts.push(g.clone());
             }
         }
@@ -636,6 +642,7 @@ impl Calls for At<'_> {
         // Joining with a session that is not live is a no-op.
         if m.live(session, self.now).is_some()
             && m.groups.entry(group.clone()).or_default().insert(session)
+            && !m.quiet_groups
         {
             self.casts.push(group.clone());
         }
@@ -648,6 +655,7 @@ impl Calls for At<'_> {
             .groups
             .get_mut(group)
             .is_some_and(|members| members.remove(&session))
+            && !self.model.quiet_groups
         {
             self.casts.push(group.clone());
         }
