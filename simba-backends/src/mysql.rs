@@ -87,6 +87,13 @@ struct Wake {
     /// passed to `from_pool` is never changed).
     lock_wait_s: AtomicU64,
     own_pool: bool,
+    /// Set by a session close, cleared by a session open: with no session
+    /// open, the waker holds no connection (its sleep would otherwise keep
+    /// a server thread busy for up to [`WAKER_SLEEP_S`] after the node is
+    /// gone, beyond the connection budget).
+    closed: AtomicBool,
+    /// The server's connection id of the waker's connection (0: none).
+    sleeper: AtomicU64,
 }
 
 impl Wake {
@@ -346,6 +353,8 @@ impl MysqlBackend {
             subscribed: AtomicBool::new(false),
             lock_wait_s: AtomicU64::new(0),
             own_pool: true,
+            closed: AtomicBool::new(false),
+            sleeper: AtomicU64::new(0),
         });
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
@@ -657,6 +666,8 @@ impl MysqlBackend {
                 subscribed: AtomicBool::new(false),
                 lock_wait_s: AtomicU64::new(0),
                 own_pool: false,
+                closed: AtomicBool::new(false),
+                sleeper: AtomicU64::new(0),
             }),
             mariadb,
         };
@@ -1273,7 +1284,9 @@ impl Backend for MysqlBackend {
                     }
                 }
             }
-            open_on(&self.sql, &mut c, lease_duration, metadata).await
+            let grant = open_on(&self.sql, &mut c, lease_duration, metadata).await?;
+            self.wake.closed.store(false, Ordering::Relaxed);
+            Ok(grant)
         }
         .boxed()
     }
@@ -1335,7 +1348,19 @@ impl Backend for MysqlBackend {
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session, Some((&self.wake, self.mariadb))).await
+            close_on(&self.sql, &mut c, session, Some((&self.wake, self.mariadb))).await?;
+            // The waker's connection goes with the node's last session: its
+            // sleep is interrupted and it closes instead of sleeping again
+            // (best effort: a sleep left running ends on its own).
+            self.wake.closed.store(true, Ordering::Relaxed);
+            let sleeper = self.wake.sleeper.load(Ordering::Relaxed);
+            if sleeper != 0 {
+                let kill = format!("KILL QUERY {sleeper}");
+                if let Err(e) = sqlx::Executor::execute(&mut *c, kill.as_str()).await {
+                    tracing::debug!(backend = NAME, error = %e, "cannot interrupt the release waker");
+                }
+            }
+            Ok(())
         }
         .boxed()
     }
@@ -1373,9 +1398,11 @@ impl Backend for MysqlBackend {
                 return Ok(None);
             }
             let opts = (*self.pool.connect_options()).clone();
-            let conn = sqlx::MySqlConnection::connect_with(&opts)
+            let mut conn = sqlx::MySqlConnection::connect_with(&opts)
                 .await
                 .map_err(|e| map_err(NAME, "release waker", e))?;
+            let id = connection_id(&mut conn).await;
+            self.wake.sleeper.store(id, Ordering::Relaxed);
             self.wake.subscribed.store(true, Ordering::Relaxed);
             let waker = Waker {
                 conn: Some(conn),
@@ -1446,6 +1473,15 @@ impl Backend for MysqlBackend {
     }
 }
 
+/// The server's id of connection `c` (0 if it cannot be read: the waker
+/// then cannot be interrupted at a close, and its sleep ends on its own).
+async fn connection_id(c: &mut sqlx::MySqlConnection) -> u64 {
+    sqlx::query_scalar::<_, u64>("SELECT CONNECTION_ID()")
+        .fetch_one(c)
+        .await
+        .unwrap_or(0)
+}
+
 /// A node's waker: its own connection, sleeping until a release wakes it
 /// (see [`Wake`]).
 struct Waker {
@@ -1460,13 +1496,30 @@ struct Waker {
 }
 
 impl Waker {
+    /// The connection is presumed broken: dropped, reconnected next round.
+    fn lose_conn(&mut self) {
+        self.conn = None;
+        self.wake.sleeper.store(0, Ordering::Relaxed);
+    }
+
     /// One step: reconnect, or read the free waited names after a wake, or
     /// sleep until woken (or for [`WAKER_SLEEP_S`]).
     async fn round(&mut self) {
         use futures::future::{select, Either};
+        if self.wake.closed.load(Ordering::Relaxed) {
+            // No session open: no connection until one opens again.
+            if let Some(conn) = self.conn.take() {
+                self.wake.sleeper.store(0, Ordering::Relaxed);
+                let _ = sqlx::Connection::close(conn).await;
+            }
+            futures_timer::Delay::new(Duration::from_millis(250)).await;
+            return;
+        }
         let Some(conn) = self.conn.as_mut() else {
             match sqlx::MySqlConnection::connect_with(&self.opts).await {
-                Ok(c) => {
+                Ok(mut c) => {
+                    let id = connection_id(&mut c).await;
+                    self.wake.sleeper.store(id, Ordering::Relaxed);
                     self.conn = Some(c);
                     // Releases while it was down were not seen.
                     self.woken = true;
@@ -1512,7 +1565,7 @@ impl Waker {
                 }
                 Err(e) => {
                     tracing::debug!(backend = NAME, error = %e, "release waker failed");
-                    self.conn = None;
+                    self.lose_conn();
                 }
             }
             return;
@@ -1545,13 +1598,13 @@ impl Waker {
                     .is_some_and(|c| c == "70100");
                 if !interrupted {
                     tracing::debug!(backend = NAME, error = %e, "release waker failed");
-                    self.conn = None;
+                    self.lose_conn();
                 }
                 self.woken = true;
             }
             // No answer: the connection is presumed dead.
             None => {
-                self.conn = None;
+                self.lose_conn();
                 self.woken = true;
             }
         }

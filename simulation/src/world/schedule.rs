@@ -250,7 +250,17 @@ impl World {
         self.report.scheduled_runs += 1;
         let name = rec.term.name.clone();
         if let Some((s0, n0, t0, at0)) = self.sched.runs.get(&name).copied() {
-            if slot <= s0 {
+            // S3.4: a holder whose lease was removed from outside may
+            // still run a slot the backend let it claim before a later
+            // term claimed a later slot, the claim's reply arriving after
+            // that term's run began: the backend's record kept the slots
+            // in order (a claim is told `run` only on `Claimed`, checked
+            // above), and the fencing token protects the resource. Only a
+            // removed term, behind a greater token, is excused so.
+            let excused = slot < s0
+                && rec.term.token.get() < t0
+                && self.removed_terms.contains(&(node, term));
+            if slot <= s0 && !excused {
                 let what = if slot == s0 {
                     "ran twice".to_owned()
                 } else {
