@@ -12,14 +12,14 @@
 # operator's fail-over: the primary is killed (SIGKILL, so that it cannot
 # take writes any more: no split brain), the standby promoted (pg_ctl
 # promote), and the old primary rebuilt as a standby of the new one.
-# Ports: members 24532-24533 (the single-server tests use 5432, 5433, 6432,
+# Ports: members 24801-24802 (the single-server tests use 5432, 5433, 6432,
 # 55432).
 set -euo pipefail
 dir=${1:?usage: postgres.sh DIR up|down|url|leader|kill|stop|cont|start|promote [N]}
 verb=${2:?usage: postgres.sh DIR VERB [N]}
 n=${3:-}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-port() { echo $((24531 + $1)); }
+port() { echo $((24800 + $1)); }
 as_pg() { runuser -u postgres -- "$@"; }
 pid_of() { head -1 "$dir/p$1/postmaster.pid" 2>/dev/null || true; }
 psql_at() { as_pg "$BIN/psql" -h 127.0.0.1 -p "$(port "$1")" -U postgres -d postgres -Atqc "$2"; }
@@ -75,7 +75,7 @@ case "$verb" in
     exit 0
     ;;
   url)
-    echo "postgres://postgres@127.0.0.1:24532,127.0.0.1:24533/test?target_session_attrs=read-write"
+    echo "postgres://postgres@127.0.0.1:24801,127.0.0.1:24802/test?target_session_attrs=read-write"
     ;;
   leader)
     for i in 1 2; do
