@@ -29,6 +29,14 @@ start_member() {
     -o "-p $(port "$1") -k $dir/run -c listen_addresses=127.0.0.1" start >/dev/null
 }
 
+# signal_member SIG PID: the postmaster PID first (no new children), then
+# its children.
+signal_member() {
+  kill "-$1" "$2"
+  # shellcheck disable=SC2046 # one pid a word
+  kill "-$1" $(ps -o pid= --ppid "$2") 2>/dev/null || true
+}
+
 # make_standby N FROM: a fresh standby N of member FROM.
 make_standby() {
   rm -rf "$dir/p$1"
@@ -69,7 +77,7 @@ case "$verb" in
   down)
     for i in 1 2; do
       p=$(pid_of "$i")
-      [ -n "$p" ] && kill -CONT -- "-$p" 2>/dev/null || true
+      [ -n "$p" ] && { signal_member CONT "$p" 2>/dev/null || true; }
       as_pg "$BIN/pg_ctl" -D "$dir/p$i" stop -m immediate >/dev/null 2>&1 || true
     done
     exit 0
@@ -94,11 +102,13 @@ case "$verb" in
       psql_at "$new" "SELECT pg_reload_conf()" >/dev/null
     fi
     ;;
-  # The postmaster and its children form one process group (pg_ctl starts
-  # it in a session of its own): signals go to the group.
-  kill) p=$(pid_of "$n"); kill -KILL -- "-$p"; while kill -0 "$p" 2>/dev/null; do sleep 0.05; done ;;
-  stop) kill -STOP -- "-$(pid_of "$n")" ;;
-  cont) kill -CONT -- "-$(pid_of "$n")" ;;
+  # Each child of the postmaster (a backend serving a connection, the
+  # WAL sender, ...) is in a session of its own: signals go to the
+  # postmaster and to each child, so that a frozen member answers on no
+  # connection, old or new, and a killed one on none.
+  kill) p=$(pid_of "$n"); signal_member KILL "$p"; while kill -0 "$p" 2>/dev/null; do sleep 0.05; done ;;
+  stop) signal_member STOP "$(pid_of "$n")" ;;
+  cont) signal_member CONT "$(pid_of "$n")" ;;
   start)
     p=$(pid_of "$n")
     if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then exit 0; fi
