@@ -14,10 +14,11 @@
 # harness's capture, and the list is printed before and after the run.
 #
 # SIMBA_TEST_REPLICATED=1 adds the replicated group after the tests (long
-# form, about 8 minutes): scripts/replicated/run.sh starts a 3-member etcd
-# cluster, a 3-server ZooKeeper ensemble and Redis with Sentinel on loopback
-# and runs Simba's chaos checks on each (docs/BACKENDS.md, "Replicated
-# deployments").
+# form, about 12 minutes): scripts/replicated/run.sh starts a 3-member etcd
+# cluster, a 3-server ZooKeeper ensemble, Redis with Sentinel and a
+# PostgreSQL primary with a synchronous, then an asynchronous, streaming
+# standby on loopback and runs Simba's chaos checks on each
+# (docs/BACKENDS.md, "Replicated deployments").
 #
 # Extra arguments are passed to `cargo nextest run` (or `cargo test`).
 set -euo pipefail

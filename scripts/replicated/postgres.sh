@@ -12,14 +12,14 @@
 # operator's fail-over: the primary is killed (SIGKILL, so that it cannot
 # take writes any more: no split brain), the standby promoted (pg_ctl
 # promote), and the old primary rebuilt as a standby of the new one.
-# Ports: members 24532-24533 (the single-server tests use 5432, 5433, 6432,
+# Ports: members 24801-24802 (the single-server tests use 5432, 5433, 6432,
 # 55432).
 set -euo pipefail
 dir=${1:?usage: postgres.sh DIR up|down|url|leader|kill|stop|cont|start|promote [N]}
 verb=${2:?usage: postgres.sh DIR VERB [N]}
 n=${3:-}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-port() { echo $((24531 + $1)); }
+port() { echo $((24800 + $1)); }
 as_pg() { runuser -u postgres -- "$@"; }
 pid_of() { head -1 "$dir/p$1/postmaster.pid" 2>/dev/null || true; }
 psql_at() { as_pg "$BIN/psql" -h 127.0.0.1 -p "$(port "$1")" -U postgres -d postgres -Atqc "$2"; }
@@ -27,6 +27,14 @@ psql_at() { as_pg "$BIN/psql" -h 127.0.0.1 -p "$(port "$1")" -U postgres -d post
 start_member() {
   as_pg "$BIN/pg_ctl" -D "$dir/p$1" -l "$dir/p$1.log" -w -t 60 \
     -o "-p $(port "$1") -k $dir/run -c listen_addresses=127.0.0.1" start >/dev/null
+}
+
+# signal_member SIG PID: the postmaster PID first (no new children), then
+# its children.
+signal_member() {
+  kill "-$1" "$2"
+  # shellcheck disable=SC2046 # one pid a word
+  kill "-$1" $(ps -o pid= --ppid "$2") 2>/dev/null || true
 }
 
 # make_standby N FROM: a fresh standby N of member FROM.
@@ -69,13 +77,13 @@ case "$verb" in
   down)
     for i in 1 2; do
       p=$(pid_of "$i")
-      [ -n "$p" ] && kill -CONT -- "-$p" 2>/dev/null || true
+      [ -n "$p" ] && { signal_member CONT "$p" 2>/dev/null || true; }
       as_pg "$BIN/pg_ctl" -D "$dir/p$i" stop -m immediate >/dev/null 2>&1 || true
     done
     exit 0
     ;;
   url)
-    echo "postgres://postgres@127.0.0.1:24532,127.0.0.1:24533/test?target_session_attrs=read-write"
+    echo "postgres://postgres@127.0.0.1:24801,127.0.0.1:24802/test?target_session_attrs=read-write"
     ;;
   leader)
     for i in 1 2; do
@@ -94,11 +102,13 @@ case "$verb" in
       psql_at "$new" "SELECT pg_reload_conf()" >/dev/null
     fi
     ;;
-  # The postmaster and its children form one process group (pg_ctl starts
-  # it in a session of its own): signals go to the group.
-  kill) p=$(pid_of "$n"); kill -KILL -- "-$p"; while kill -0 "$p" 2>/dev/null; do sleep 0.05; done ;;
-  stop) kill -STOP -- "-$(pid_of "$n")" ;;
-  cont) kill -CONT -- "-$(pid_of "$n")" ;;
+  # Each child of the postmaster (a backend serving a connection, the
+  # WAL sender, ...) is in a session of its own: signals go to the
+  # postmaster and to each child, so that a frozen member answers on no
+  # connection, old or new, and a killed one on none.
+  kill) p=$(pid_of "$n"); signal_member KILL "$p"; while kill -0 "$p" 2>/dev/null; do sleep 0.05; done ;;
+  stop) signal_member STOP "$(pid_of "$n")" ;;
+  cont) signal_member CONT "$(pid_of "$n")" ;;
   start)
     p=$(pid_of "$n")
     if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then exit 0; fi

@@ -7,7 +7,10 @@
 # controls that must FAIL (a client that works past its term; with a fence
 # that ignores tokens too), and stops the deployment.
 #
-#   scripts/replicated/run.sh [DURATION [BACKENDS]]   (default 60s etcd,zookeeper,redis)
+#   scripts/replicated/run.sh [DURATION [BACKENDS]]
+#     (default 60s etcd,zookeeper,redis,postgres; `postgres` runs the
+#     synchronous and the asynchronous standby, `postgres-sync` or
+#     `postgres-async` one of them)
 #
 # Reports go to stdout; with SIMBA_REPLICATED_OUT=FILE they are also
 # appended to FILE (bench/results/replicated.md is made that way).
@@ -15,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION=${1:-60s}
-BACKENDS=${2:-etcd,zookeeper,redis}
+BACKENDS=${2:-etcd,zookeeper,redis,postgres}
 export PATH="$HOME/.cargo/bin:$PATH"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
@@ -90,6 +93,48 @@ for b in ${BACKENDS//,/ }; do
       run "Redis, control: a client working past its term and a fence ignoring tokens" fail \
         "${common[@]}" --duration 20s --history-clients 0 --broken-client --broken-fence \
         --faults step-down
+      ;;
+    postgres | postgres-sync | postgres-async)
+      # A primary and a streaming standby (two more clusters of the
+      # installed server, ports 24801-24802), reached through the
+      # multi-host URL with target_session_attrs=read-write. The fenced
+      # resource stays on the single server on 5432: it must outlive the
+      # faults done to the coordination backend, so that the checks judge
+      # Simba's tokens and not the resource's own fail-over.
+      modes=sync,async
+      [ "$b" = postgres-sync ] && modes=sync
+      [ "$b" = postgres-async ] && modes=async
+      for mode in ${modes//,/ }; do
+        DIR=$(mktemp -d "/tmp/simba-replicated-postgres-$mode.XXXXXX")
+        CTL="scripts/replicated/postgres.sh $DIR"
+        CLEANUP+=("$CTL down; rm -rf '$DIR'")
+        log "starting PostgreSQL, $mode standby (data in $DIR)"
+        $CTL up "$mode"
+        URL=$($CTL url)
+        common=(--url "$URL" --ctl "$CTL" --members 2 --lease 2s --down 4s --late 3s)
+        faults=kill-leader,stop-leader,restart-leader,kill,stop,promote,step-down
+        if [ "$mode" = sync ]; then
+          # Synchronous replication: a promoted standby has every
+          # acknowledged commit, so one valid term at a time is promised.
+          run "PostgreSQL, primary + synchronous standby" pass "${common[@]}" --strict \
+            --duration "$DURATION" --faults "$faults"
+          run "PostgreSQL sync, control: a client working past its term" fail "${common[@]}" \
+            --strict --duration 20s --history-clients 0 --broken-client --faults step-down
+          run "PostgreSQL sync, control: that client and a fence ignoring tokens" fail \
+            "${common[@]}" --strict --duration 20s --history-clients 0 --broken-client \
+            --broken-fence --faults step-down
+        else
+          # Asynchronous: a promotion can lose the last commits, so
+          # overlapping terms are counted, not failed; tokens out of order
+          # at the fenced resource fail the run.
+          run "PostgreSQL, primary + asynchronous standby" pass "${common[@]}" \
+            --duration "$DURATION" --faults "$faults"
+          run "PostgreSQL async, control: a client working past its term and a fence ignoring tokens" \
+            fail "${common[@]}" --duration 20s --history-clients 0 --broken-client --broken-fence \
+            --faults step-down
+        fi
+        $CTL down
+      done
       ;;
     *) echo "unknown backend $b" >&2; exit 2 ;;
   esac

@@ -210,19 +210,30 @@ pub enum ConfigError {
         /// The refused prefix.
         prefix: String,
     },
-    /// A PostgreSQL or MySQL URL names several hosts
-    /// (`postgres://h1,h2/db?target_session_attrs=read-write`): the driver
-    /// (sqlx 0.8) connects to one host, and Simba does not follow a
-    /// fail-over between hosts (docs/BACKENDS.md, "Replicated
+    /// A MySQL URL names several hosts (`mysql://h1,h2/db`): the driver
+    /// (sqlx 0.8) connects to one host, and Simba's MySQL backend does not
+    /// follow a fail-over between hosts (docs/BACKENDS.md, "Replicated
     /// deployments": name the primary through a DNS name or a proxy that
-    /// follows it).
+    /// follows it). PostgreSQL takes host lists (see
+    /// [`BackendConfig::postgres_hosts`]).
     #[error(
-        "`{url}` names several hosts: Simba's SQL backends connect to one host; \
+        "`{url}` names several hosts: Simba's MySQL backend connects to one host; \
          point the URL at the primary through a name or proxy that follows fail-overs"
     )]
     MultiHost {
         /// The URL, credentials redacted.
         url: String,
+    },
+    /// A PostgreSQL host list (`postgres://h1:p1,h2:p2/db`) that Simba
+    /// cannot use: an empty host, a Unix socket in a list, or the hosts
+    /// given as a list in the `host` query parameter instead of the
+    /// URL's authority.
+    #[error("bad host list in `{url}`: {reason}")]
+    InvalidHostList {
+        /// The URL, credentials redacted.
+        url: String,
+        /// What is wrong with the list.
+        reason: String,
     },
     /// A query parameter Simba reads has a bad value.
     #[error("invalid value for `{key}` in `{url}`")]
@@ -281,6 +292,69 @@ pub struct BackendConfig {
     listen_url: Option<String>,
     transaction_pooling: bool,
     tls_ca: Option<String>,
+    pg_hosts: Vec<(String, u16)>,
+    session_attrs: SessionAttrs,
+}
+
+/// Which server of a PostgreSQL host list the backend may use: libpq's
+/// `target_session_attrs`, the values that make sense for Simba (it writes
+/// on every call; `read-only`, `standby` and `prefer-standby` are refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum SessionAttrs {
+    /// The first host that accepts a connection (`any`, the default).
+    #[default]
+    Any,
+    /// The first host whose sessions are not read-only (`read-write`):
+    /// `SHOW transaction_read_only` is `off`.
+    ReadWrite,
+    /// The first host that is not in recovery (`primary`):
+    /// `pg_is_in_recovery()` is false.
+    Primary,
+}
+
+/// Splits a PostgreSQL URL's host list (`h1:p1,[v6]:p2,h3`): host and port
+/// (5432 by default) of each. Empty for an empty authority (a Unix socket
+/// given by `host=`).
+fn parse_host_list(hosts: &str) -> Result<Vec<(String, u16)>, String> {
+    if hosts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for h in hosts.split(',') {
+        let (host, port) = match h.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((a, tail)) => (a, tail.strip_prefix(':')),
+                None => return Err(format!("`{h}`: an IPv6 address without its `]`")),
+            },
+            None => match h.rsplit_once(':') {
+                Some((a, p)) => (a, Some(p)),
+                None => (h, None),
+            },
+        };
+        if host.is_empty() {
+            return Err(if hosts.contains(',') {
+                "an empty host in the list".to_owned()
+            } else {
+                "an empty host".to_owned()
+            });
+        }
+        if hosts.contains(',') && host.starts_with('%') {
+            return Err(format!(
+                "`{host}`: a Unix socket cannot be part of a host list"
+            ));
+        }
+        let port = match port {
+            None => 5432,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("`{h}`: a bad port"))?,
+        };
+        out.push((host.to_owned(), port));
+    }
+    Ok(out)
 }
 
 /// A SQL pool's timeouts (`None`: sqlx's default; `Some(ZERO)`: off).
@@ -305,6 +379,8 @@ impl fmt::Debug for BackendConfig {
             .field("listen", &self.listen)
             .field("listen_url", &self.listen_url.as_deref().map(redact))
             .field("transaction_pooling", &self.transaction_pooling)
+            .field("postgres_hosts", &self.pg_hosts)
+            .field("session_attrs", &self.session_attrs)
             .finish()
     }
 }
@@ -325,19 +401,54 @@ impl BackendConfig {
                 reason,
             })?;
         }
-        if matches!(kind, BackendKind::Postgres | BackendKind::Mysql) {
-            let rest = url.split_once("://").map_or("", |x| x.1);
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-            let hosts = authority.rsplit_once('@').map_or(authority, |x| x.1);
-            if hosts.contains(',') {
-                return Err(ConfigError::MultiHost { url: redact(url) });
-            }
-        }
+        let mut pg_hosts = Vec::new();
+        let mut session_attrs = SessionAttrs::Any;
         let mut driver_url = if kind == BackendKind::Mysql && lower.starts_with("mariadb://") {
             format!("mysql://{}", &url["mariadb://".len()..])
         } else {
             url.to_owned()
         };
+        if matches!(kind, BackendKind::Postgres | BackendKind::Mysql) {
+            let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(end);
+            let (user, hosts) = match authority.rsplit_once('@') {
+                Some((u, h)) => (Some(u), h),
+                None => (None, authority),
+            };
+            if kind == BackendKind::Mysql && hosts.contains(',') {
+                return Err(ConfigError::MultiHost { url: redact(url) });
+            }
+            if kind == BackendKind::Postgres {
+                let bad = |reason: &str| ConfigError::InvalidHostList {
+                    url: redact(url),
+                    reason: reason.to_owned(),
+                };
+                pg_hosts = parse_host_list(hosts).map_err(|r| bad(&r))?;
+                if pg_hosts.len() > 1 {
+                    // The driver is given the first host; the backend
+                    // switches between them (`docs/BACKENDS.md`,
+                    // "Replicated deployments").
+                    let first = match &pg_hosts[0] {
+                        (h, p) if h.contains(':') => format!("[{h}]:{p}"),
+                        (h, p) => format!("{h}:{p}"),
+                    };
+                    let user = user.map_or(String::new(), |u| format!("{u}@"));
+                    driver_url = format!("{scheme}://{user}{first}{tail}");
+                }
+                let query = tail.split_once('?').map_or("", |x| x.1);
+                for pair in query.split(['&', '#']) {
+                    if let Some(v) = pair.strip_prefix("host=") {
+                        if v.contains(',') || v.to_ascii_lowercase().contains("%2c") {
+                            return Err(bad(
+                                "list the hosts in the URL's authority (postgres://h1:p1,h2:p2/db), \
+                                 not in `host=`",
+                            ));
+                        }
+                    }
+                }
+            }
+        }
         let mut table_prefix = DEFAULT_TABLE_PREFIX.to_owned();
         let mut key_prefix = DEFAULT_KEY_PREFIX.to_owned();
         let mut max_connections = DEFAULT_POOL_MAX;
@@ -413,6 +524,22 @@ impl BackendConfig {
                                 }
                             })?);
                     }
+                    // libpq's name: which server of a host list to use.
+                    "target_session_attrs" if kind == BackendKind::Postgres => {
+                        session_attrs = match v {
+                            "any" => SessionAttrs::Any,
+                            "read-write" => SessionAttrs::ReadWrite,
+                            "primary" => SessionAttrs::Primary,
+                            // Simba writes on every call: a standby is of
+                            // no use to it.
+                            _ => {
+                                return Err(ConfigError::InvalidParameter {
+                                    key: "target_session_attrs",
+                                    url: redact(url),
+                                })
+                            }
+                        };
+                    }
                     "simba_transaction_pooling" => {
                         transaction_pooling = flag("simba_transaction_pooling", v)?;
                     }
@@ -456,7 +583,44 @@ impl BackendConfig {
             listen_url,
             transaction_pooling,
             tls_ca,
+            pg_hosts,
+            session_attrs,
         })
+    }
+
+    /// PostgreSQL: the hosts of the URL's authority with their ports (5432
+    /// if not given), in the order written; one for a single-host URL.
+    /// With several (`postgres://h1:p1,h2:p2/db`, libpq's syntax) the
+    /// backend connects to the first that accepts and, with
+    /// `target_session_attrs=read-write` or `primary`, is not a standby
+    /// (`pg_is_in_recovery()`, `transaction_read_only`), and moves to the
+    /// next when its server fails (`docs/BACKENDS.md`, "Replicated
+    /// deployments"). [`BackendConfig::url`] names the first host only.
+    /// Empty for other backends and for a Unix socket.
+    ///
+    /// ```
+    /// use simba_backends::{BackendConfig, SessionAttrs};
+    /// let c = BackendConfig::parse(
+    ///     "postgres://app:pw@db1:6432,[::1],db3/simba?target_session_attrs=read-write",
+    /// )?;
+    /// assert_eq!(
+    ///     c.postgres_hosts(),
+    ///     [("db1".to_owned(), 6432), ("::1".to_owned(), 5432), ("db3".to_owned(), 5432)]
+    /// );
+    /// assert_eq!(c.session_attrs(), SessionAttrs::ReadWrite);
+    /// assert_eq!(c.url(), "postgres://app:pw@db1:6432/simba");
+    /// assert!(BackendConfig::parse("postgres://db1,,db3/simba").is_err());
+    /// assert!(BackendConfig::parse("mysql://db1,db2/simba").is_err());
+    /// # Ok::<(), simba_backends::ConfigError>(())
+    /// ```
+    pub fn postgres_hosts(&self) -> &[(String, u16)] {
+        &self.pg_hosts
+    }
+
+    /// PostgreSQL: which server of the host list the backend may use (URL
+    /// parameter `target_session_attrs`, libpq's name; default `any`).
+    pub fn session_attrs(&self) -> SessionAttrs {
+        self.session_attrs
     }
 
     /// Redis over TLS (`rediss://`) and ZooKeeper over TLS (`zks://`): the
@@ -948,14 +1112,93 @@ mod tests {
     }
 
     #[test]
+    fn postgres_host_lists_parse_in_order() {
+        let c = BackendConfig::parse(
+            "postgres://u:pw@h1:5433,h2,[fe80::1]:6000/db?target_session_attrs=primary&simba_pool_max=2",
+        )
+        .unwrap();
+        assert_eq!(
+            c.postgres_hosts(),
+            [
+                ("h1".to_owned(), 5433),
+                ("h2".to_owned(), 5432),
+                ("fe80::1".to_owned(), 6000)
+            ]
+        );
+        assert_eq!(c.session_attrs(), SessionAttrs::Primary);
+        // The driver sees the first host; Simba's parameter and libpq's
+        // `target_session_attrs` are stripped.
+        assert_eq!(c.url(), "postgres://u:pw@h1:5433/db");
+        assert_eq!(c.max_connections(), 2);
+        let one = BackendConfig::parse("postgresql://h/db").unwrap();
+        assert_eq!(one.postgres_hosts(), [("h".to_owned(), 5432)]);
+        assert_eq!(one.session_attrs(), SessionAttrs::Any);
+        assert_eq!(one.url(), "postgresql://h/db");
+        let any = BackendConfig::parse("postgres://a,b/db?target_session_attrs=any").unwrap();
+        assert_eq!(any.url(), "postgres://a:5432/db");
+        assert_eq!(any.session_attrs(), SessionAttrs::Any);
+        // A Unix socket (empty authority) has no host list.
+        let sock = BackendConfig::parse("postgres:///db?host=/run/postgresql").unwrap();
+        assert!(sock.postgres_hosts().is_empty());
+        assert!(BackendConfig::parse("redis://h/0")
+            .unwrap()
+            .postgres_hosts()
+            .is_empty());
+    }
+
+    #[test]
+    fn bad_postgres_host_lists_give_typed_errors() {
+        for bad in [
+            "postgres://u:pw@h1,,h2/db",
+            "postgres://u:pw@h1,/db",
+            "postgres://u:pw@,h2/db",
+            "postgres://u:pw@h1,%2Frun%2Fpg/db",
+            "postgres://u:pw@/db?host=h1,h2",
+        ] {
+            let e = BackendConfig::parse(bad).unwrap_err();
+            assert!(
+                matches!(e, ConfigError::InvalidHostList { .. }),
+                "{bad}: {e:?}"
+            );
+            assert!(!e.to_string().contains("pw@"), "{e}");
+        }
+        for bad in [
+            "postgres://h1:0,h2/db",
+            "postgres://h1:x,h2/db",
+            "postgres://h1:70000,h2/db",
+            "postgres://u:pw@h1,[::1/db",
+        ] {
+            let e = BackendConfig::parse(bad).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    ConfigError::InvalidUrl { .. } | ConfigError::InvalidHostList { .. }
+                ),
+                "{bad}: {e:?}"
+            );
+        }
+        for attrs in ["read-only", "standby", "prefer-standby", "rw", ""] {
+            let url = format!("postgres://h1,h2/db?target_session_attrs={attrs}");
+            assert_eq!(
+                BackendConfig::parse(&url).unwrap_err(),
+                ConfigError::InvalidParameter {
+                    key: "target_session_attrs",
+                    url
+                }
+            );
+        }
+        assert!(matches!(
+            BackendConfig::parse("mariadb://h1,h2/db").unwrap_err(),
+            ConfigError::MultiHost { .. }
+        ));
+    }
+
+    #[test]
     fn bad_urls_give_typed_errors_without_credentials() {
         assert_eq!(
-            BackendConfig::parse(
-                "postgres://u:secret@h1:5432,h2:5432/db?target_session_attrs=read-write"
-            )
-            .unwrap_err(),
+            BackendConfig::parse("mysql://u:secret@h1:3306,h2:3306/db").unwrap_err(),
             ConfigError::MultiHost {
-                url: "postgres://u:***@h1:5432,h2:5432/db?target_session_attrs=read-write".into()
+                url: "mysql://u:***@h1:3306,h2:3306/db".into()
             }
         );
         let e = BackendConfig::parse("oracle://scott:tiger@h/x")

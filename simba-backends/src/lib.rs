@@ -72,7 +72,7 @@ mod zookeeper_queue;
 mod zookeeper_tls;
 
 pub use config::{
-    redact, BackendConfig, BackendKind, ConfigError, DEFAULT_KEY_PREFIX,
+    redact, BackendConfig, BackendKind, ConfigError, SessionAttrs, DEFAULT_KEY_PREFIX,
     DEFAULT_POOL_ACQUIRE_TIMEOUT, DEFAULT_POOL_MAX, DEFAULT_TABLE_PREFIX, PING_IDLE_AFTER,
 };
 #[cfg(feature = "testkit")]

@@ -23,7 +23,7 @@ use crate::sql::{
 };
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions, SessionMetadata,
+    PoolOptions, SessionAttrs, SessionMetadata,
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -36,7 +36,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::Connection;
 use sqlx::Row;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,12 @@ pub struct PgBackend {
     listen: Option<PgConnectOptions>,
     /// Failed `recv`s of release listeners (see [`PgBackend::listener_errors`]).
     listener_errors: Arc<AtomicU64>,
+    /// A host list's fail-over (`None`: one host, or a pool of the
+    /// application's).
+    failover: Option<Arc<Failover>>,
+    /// The release listener follows the fail-over (no listen URL of its
+    /// own).
+    listen_follows: bool,
 }
 
 /// A failing release listener logs at most once per this period.
@@ -250,6 +256,36 @@ impl PgBackend {
         } else {
             Some(opts.clone())
         };
+        // A host list, or one host that must be a primary: find the host
+        // first (libpq's order), then the pool connects there.
+        let hosts = config.postgres_hosts();
+        let failover = if hosts.len() > 1 || config.session_attrs() != SessionAttrs::Any {
+            let f = Failover {
+                hosts: hosts
+                    .iter()
+                    .map(|(h, p)| opts.clone().host(h).port(*p))
+                    .collect(),
+                labels: hosts.iter().map(|(h, p)| format!("{h}:{p}")).collect(),
+                attrs: config.session_attrs(),
+                connect_timeout: config.connect_timeout(),
+                current: AtomicUsize::new(0),
+                suspect: AtomicBool::new(false),
+                locating: futures::lock::Mutex::new(()),
+                switches: AtomicU64::new(0),
+            };
+            let first = f.locate(0).await?;
+            f.current.store(first, Ordering::Relaxed);
+            opts = f.hosts[first].clone();
+            Some(Arc::new(f))
+        } else {
+            None
+        };
+        let listen = match (listen, &failover) {
+            // The listener follows the calls' host (unless it has a URL
+            // of its own).
+            (Some(_), Some(f)) if config.listen_url().is_none() => Some(f.options()),
+            (l, _) => l,
+        };
         // At most `max_connections` (default 1) for calls; the release
         // listener has a connection of its own (`subscribe_releases`).
         let pool = config.sqlx_pool::<sqlx::Postgres>().connect_lazy_with(opts);
@@ -260,6 +296,8 @@ impl PgBackend {
             sql: Sql::new(config.table_prefix(), pooling),
             listen,
             listener_errors: Arc::new(AtomicU64::new(0)),
+            listen_follows: failover.is_some() && config.listen_url().is_none(),
+            failover,
         };
         // Behind a pooler the server's view is of the pooler's connection,
         // not of ours: nothing to say then.
@@ -539,6 +577,8 @@ impl PgBackend {
             ),
             listen,
             listener_errors: Arc::new(AtomicU64::new(0)),
+            failover: None,
+            listen_follows: false,
         };
         backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
@@ -961,7 +1001,7 @@ async fn claim_on(
 macro_rules! call {
     ($self:ident, $what:expr, |$c:ident| $body:expr) => {{
         let mut conn = $self.conn($what).await?;
-        if $self.sql.wrap {
+        let r = if $self.sql.wrap {
             let mut tx = conn.begin().await.map_err(|e| map_err(NAME, $what, e))?;
             let $c: &mut Conn = &mut tx;
             let r = $body.await;
@@ -972,19 +1012,292 @@ macro_rules! call {
         } else {
             let $c: &mut Conn = &mut conn;
             $body.await
-        }
+        };
+        conn.settle(&r);
+        r
     }};
 }
 
 impl PgBackend {
-    async fn conn(
-        &self,
-        what: &str,
-    ) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, BackendError> {
-        self.pool
-            .acquire()
-            .await
-            .map_err(|e| map_err(NAME, what, e))
+    /// A pooled connection, watched for a server failure (see
+    /// [`Watched`]); with a host list, the host is found again first if
+    /// the last call failed as a dead server makes it fail.
+    async fn conn(&self, what: &str) -> Result<Watched<'_>, BackendError> {
+        let failover = self.failover.as_deref();
+        // Marks the host suspect if dropped before the connection is
+        // handed over (the call cancelled, or no connection).
+        let mut pending = Pending(failover);
+        if let Some(f) = failover {
+            if f.suspect.load(Ordering::Relaxed) {
+                f.relocate(&self.pool, self.listen.is_some()).await?;
+            }
+        }
+        let acquire = self.pool.acquire();
+        let conn = match failover {
+            // sqlx retries a refused connection until the acquire timeout
+            // (60 s by default): with a host list a call waits for a
+            // connection at most the connect timeout, after which the next
+            // call looks for the host again. (The client makes at most as
+            // many calls at once as the pool has connections,
+            // `max_concurrent_calls`, so a call seldom queues.)
+            Some(f) => {
+                futures::pin_mut!(acquire);
+                let timeout = futures_timer::Delay::new(f.connect_timeout);
+                match futures::future::select(acquire, timeout).await {
+                    futures::future::Either::Left((r, _)) => r,
+                    futures::future::Either::Right(_) => {
+                        return Err(BackendError::new(
+                            BackendErrorKind::Unavailable,
+                            format!(
+                                "{NAME}: {what}: no connection to {} within {:?}",
+                                f.label(),
+                                f.connect_timeout
+                            ),
+                        ))
+                    }
+                }
+            }
+            _ => acquire.await,
+        }
+        .map_err(|e| map_err(NAME, what, e))?;
+        pending.0 = None;
+        Ok(Watched { failover, conn })
+    }
+
+    /// With a host list (`postgres://h1,h2/db`): the host the backend
+    /// uses now (`host:port`), and how many times it moved to another
+    /// (`None` for a single host). For the operator's metrics and the
+    /// fail-over tests.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), simba_core::BackendError> {
+    /// use simba_backends::postgres::PgBackend;
+    /// let b = PgBackend::connect_url(
+    ///     "postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write",
+    /// )
+    /// .await?;
+    /// if let Some((host, switches)) = b.current_host() {
+    ///     println!("on {host} after {switches} switches");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn current_host(&self) -> Option<(String, u64)> {
+        self.failover.as_ref().map(|f| {
+            let i = f.current.load(Ordering::Relaxed);
+            (
+                f.labels.get(i).cloned().unwrap_or_default(),
+                f.switches.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+/// A host list's fail-over (`docs/BACKENDS.md`, "Replicated deployments"):
+/// sqlx connects to one host, so the backend picks it. At start the first
+/// host (in the URL's order) that accepts a connection and suits
+/// `target_session_attrs`; after a call that fails as a lost server makes
+/// it fail (the connection breaks, the server refuses writes as a
+/// standby, or the call is cancelled by its timeout), the next call first
+/// looks again, starting from the host after the one in use, and points
+/// the pool (and the release listener's reconnections) there.
+#[derive(Debug)]
+struct Failover {
+    /// The connect options of each host, in the URL's order.
+    hosts: Vec<PgConnectOptions>,
+    /// `host:port` of each, for messages.
+    labels: Vec<String>,
+    attrs: SessionAttrs,
+    /// Bound on each host's connection and check.
+    connect_timeout: Duration,
+    /// The host in use.
+    current: AtomicUsize,
+    /// The last call failed as a lost server makes it fail.
+    suspect: AtomicBool,
+    /// One search at a time.
+    locating: futures::lock::Mutex<()>,
+    /// Moves to another host since start.
+    switches: AtomicU64,
+}
+
+impl Failover {
+    /// `host:port` of the host in use.
+    fn label(&self) -> &str {
+        let i = self.current.load(Ordering::Relaxed);
+        self.labels.get(i).map_or("", String::as_str)
+    }
+
+    /// The connect options of the host in use.
+    fn options(&self) -> PgConnectOptions {
+        let i = self.current.load(Ordering::Relaxed);
+        self.hosts
+            .get(i)
+            .or(self.hosts.first())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The first host from `start` on (round the list) that accepts a
+    /// connection within the connect timeout and suits the session
+    /// attributes.
+    async fn locate(&self, start: usize) -> Result<usize, BackendError> {
+        let n = self.hosts.len();
+        let mut why = Vec::new();
+        for k in 0..n {
+            let i = (start + k) % n;
+            let probe = async {
+                let mut c = sqlx::PgConnection::connect_with(&self.hosts[i])
+                    .await
+                    .map_err(|e| map_err(NAME, "connect", e).message)?;
+                let ok = match self.attrs {
+                    SessionAttrs::Any => true,
+                    SessionAttrs::ReadWrite => {
+                        let ro: String = sqlx::query_scalar("SHOW transaction_read_only")
+                            .persistent(false)
+                            .fetch_one(&mut c)
+                            .await
+                            .map_err(|e| map_err(NAME, "check", e).message)?;
+                        ro == "off"
+                    }
+                    SessionAttrs::Primary => {
+                        let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+                            .persistent(false)
+                            .fetch_one(&mut c)
+                            .await
+                            .map_err(|e| map_err(NAME, "check", e).message)?;
+                        !standby
+                    }
+                };
+                // Closing politely is best effort.
+                let _ = c.close().await;
+                if ok {
+                    Ok(())
+                } else {
+                    Err("a standby (read-only)".to_owned())
+                }
+            };
+            let timeout = futures_timer::Delay::new(self.connect_timeout);
+            futures::pin_mut!(probe);
+            match futures::future::select(probe, timeout).await {
+                futures::future::Either::Left((Ok(()), _)) => return Ok(i),
+                futures::future::Either::Left((Err(e), _)) => {
+                    why.push(format!("{}: {e}", self.labels[i]));
+                }
+                futures::future::Either::Right(_) => why.push(format!(
+                    "{}: no answer within {:?}",
+                    self.labels[i], self.connect_timeout
+                )),
+            }
+        }
+        Err(BackendError::new(
+            BackendErrorKind::Unavailable,
+            crate::redact(&format!(
+                "{NAME}: no host of {n} is usable ({:?}): {}",
+                self.attrs,
+                why.join("; ")
+            )),
+        ))
+    }
+
+    /// After a failed call: finds the host again (from the one after the
+    /// host in use) and points `pool` there. One search at a time; a call
+    /// that waited for another's search uses its result.
+    async fn relocate(&self, pool: &PgPool, listening: bool) -> Result<(), BackendError> {
+        let _one = self.locating.lock().await;
+        if !self.suspect.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let old = self.current.load(Ordering::Relaxed);
+        let i = self.locate(old + 1).await?;
+        pool.set_connect_options(self.hosts[i].clone());
+        self.current.store(i, Ordering::Relaxed);
+        self.suspect.store(false, Ordering::Relaxed);
+        if i != old {
+            self.switches.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                backend = NAME,
+                from = %self.labels[old],
+                to = %self.labels[i],
+                listener = listening,
+                "the server in use failed; moved to the next usable host of the list"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A pooled connection during one call. If the call fails as a lost
+/// server makes it fail, or is dropped unfinished (cancelled by its
+/// timeout, S2.4), and the backend has a host list, the connection is
+/// closed rather than pooled again and the next call looks for the host
+/// anew ([`Failover`]).
+struct Watched<'a> {
+    failover: Option<&'a Failover>,
+    conn: sqlx::pool::PoolConnection<sqlx::Postgres>,
+}
+
+impl Watched<'_> {
+    /// The call ended with `r`: a failure of the server (`Unavailable`,
+    /// which a broken connection and a standby's refusal to write are)
+    /// marks the host suspect; anything else clears the watch.
+    fn settle<T, E: ServerFailed>(&mut self, r: &Result<T, E>) {
+        let lost = r.as_ref().err().is_some_and(ServerFailed::server_failed);
+        if !lost {
+            self.failover = None;
+        }
+    }
+}
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        // Still watched: dropped unfinished, or settled with a failure.
+        if let Some(f) = self.failover {
+            f.suspect.store(true, Ordering::Relaxed);
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+impl std::ops::Deref for Watched<'_> {
+    type Target = sqlx::PgConnection;
+    fn deref(&self) -> &sqlx::PgConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Watched<'_> {
+    fn deref_mut(&mut self) -> &mut sqlx::PgConnection {
+        &mut self.conn
+    }
+}
+
+/// [`Watched`] before its connection: dropped while still set (the call
+/// cancelled while it waited, or no connection), it marks the host
+/// suspect.
+struct Pending<'a>(Option<&'a Failover>);
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if let Some(f) = self.0 {
+            f.suspect.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether a call's error is one a lost server causes.
+trait ServerFailed {
+    fn server_failed(&self) -> bool;
+}
+
+impl ServerFailed for BackendError {
+    fn server_failed(&self) -> bool {
+        self.kind == BackendErrorKind::Unavailable
+    }
+}
+
+impl ServerFailed for RenewError {
+    fn server_failed(&self) -> bool {
+        matches!(self, RenewError::Backend(e) if e.server_failed())
     }
 }
 
@@ -1030,7 +1343,9 @@ impl Backend for PgBackend {
             // One simple query: no explicit transaction needed behind a
             // transaction-pooling proxy (see `acquire_on`).
             let mut c = self.conn("acquire").await?;
-            acquire_on(&self.sql, &mut c, session, name).await
+            let r = acquire_on(&self.sql, &mut c, session, name).await;
+            c.settle(&r);
+            r
         }
         .boxed()
     }
@@ -1087,14 +1402,24 @@ impl Backend for PgBackend {
             let get = |e| map_err(NAME, "listen", e);
             // Off (`simba_listen=false`, or behind a transaction-pooling
             // proxy without `simba_listen_url`): waiters retry instead.
-            let Some(listen_opts) = self.listen.clone() else {
+            let Some(mut listen_opts) = self.listen.clone() else {
                 return Ok(None);
             };
+            // With a host list the listener connects where the calls do,
+            // and after a failure reconnects to the host the calls found
+            // meanwhile (a host that is down is given up on after the
+            // connect timeout, not the pool's acquire timeout).
+            let follow = self.failover.clone().filter(|_| self.listen_follows);
+            let mut acquire_timeout = self.pool.options().get_acquire_timeout();
+            if let Some(f) = &follow {
+                listen_opts = f.options();
+                acquire_timeout = f.connect_timeout;
+            }
             // One connection of its own, outside the calls' pool, so that a
             // pool of one is never held by the listener; reconnects reuse it.
             let listen_pool = PgPoolOptions::new()
                 .max_connections(1)
-                .acquire_timeout(self.pool.options().get_acquire_timeout())
+                .acquire_timeout(acquire_timeout)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .connect_lazy_with(listen_opts);
@@ -1103,33 +1428,39 @@ impl Backend for PgBackend {
             let errors = Arc::clone(&self.listener_errors);
             let state = (listener, errors, None::<(Instant, u64)>);
             let stream =
-                futures::stream::unfold(state, |(mut listener, errors, mut logged)| async move {
-                    loop {
-                        match listener.recv().await {
-                            Ok(n) => match LeaseName::new(n.payload()) {
-                                Ok(name) => return Some((name, (listener, errors, logged))),
-                                Err(_) => continue, // not ours: ignore
-                            },
-                            // The listener reconnects on the next recv; notifications
-                            // sent meanwhile are lost (the engine's retry covers it).
-                            Err(e) => {
-                                let count = errors.fetch_add(1, Ordering::Relaxed) + 1;
-                                let now = Instant::now();
-                                if logged.is_none_or(|(at, _)| {
-                                    now.duration_since(at) >= LISTENER_LOG_EVERY
-                                }) {
-                                    let since = logged.map_or(count, |(_, c)| count - c);
-                                    tracing::warn!(
-                                        backend = NAME,
-                                        failures = count,
-                                        since_last_log = since,
-                                        error = %crate::redact(&e.to_string()),
-                                        "release listener failed; retrying every 250 ms \
-                                         (release broadcasts are lost until it recovers)"
-                                    );
-                                    logged = Some((now, count));
+                futures::stream::unfold(state, move |(mut listener, errors, mut logged)| {
+                    let (follow, listen_pool) = (follow.clone(), listen_pool.clone());
+                    async move {
+                        loop {
+                            match listener.recv().await {
+                                Ok(n) => match LeaseName::new(n.payload()) {
+                                    Ok(name) => return Some((name, (listener, errors, logged))),
+                                    Err(_) => continue, // not ours: ignore
+                                },
+                                // The listener reconnects on the next recv; notifications
+                                // sent meanwhile are lost (the engine's retry covers it).
+                                Err(e) => {
+                                    if let Some(f) = &follow {
+                                        listen_pool.set_connect_options(f.options());
+                                    }
+                                    let count = errors.fetch_add(1, Ordering::Relaxed) + 1;
+                                    let now = Instant::now();
+                                    if logged.is_none_or(|(at, _)| {
+                                        now.duration_since(at) >= LISTENER_LOG_EVERY
+                                    }) {
+                                        let since = logged.map_or(count, |(_, c)| count - c);
+                                        tracing::warn!(
+                                            backend = NAME,
+                                            failures = count,
+                                            since_last_log = since,
+                                            error = %crate::redact(&e.to_string()),
+                                            "release listener failed; retrying every 250 ms \
+                                             (release broadcasts are lost until it recovers)"
+                                        );
+                                        logged = Some((now, count));
+                                    }
+                                    futures_timer::Delay::new(Duration::from_millis(250)).await;
                                 }
-                                futures_timer::Delay::new(Duration::from_millis(250)).await;
                             }
                         }
                     }
@@ -1178,7 +1509,9 @@ impl Backend for PgBackend {
     ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
         async move {
             let mut c = self.conn("claim slot").await?;
-            claim_on(&self.sql, &mut c, session, name, token, slot).await
+            let r = claim_on(&self.sql, &mut c, session, name, token, slot).await;
+            c.settle(&r);
+            r
         }
         .boxed()
     }

@@ -51,6 +51,9 @@ fn db_kind(code: &str, message: &str) -> BackendErrorKind {
         // cannot connect now.
         c if c.starts_with("08") => BackendErrorKind::Unavailable,
         "57P01" | "57P02" | "57P03" | "53300" => BackendErrorKind::Unavailable,
+        // PostgreSQL: a write refused in a read-only transaction, which is
+        // what a standby answers (a host list moves on, see `Failover`).
+        "25006" => BackendErrorKind::Unavailable,
         // PostgreSQL: privileges, undefined objects, constraint violations.
         "42501" | "42P01" | "42703" | "42883" => BackendErrorKind::Rejected,
         c if c.starts_with("23") => BackendErrorKind::Rejected,

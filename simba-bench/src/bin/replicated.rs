@@ -22,7 +22,9 @@
 //! * **overlap**: a tick of a term after a later term's first tick (two
 //!   valid terms at once). Fails the run with `--strict` (etcd, ZooKeeper,
 //!   synchronous PostgreSQL: replication promises it); counted otherwise.
-//! * **token order**: terms begin in increasing token order; the resource
+//! * **token order**: terms begin in increasing token order, no token is
+//!   issued to the terms of two clients (a fail-over that lost the acquire
+//!   issuing it could reissue it, and no fence tells them apart); the resource
 //!   accepted tokens in non-decreasing order, and no write was accepted
 //!   that began after a greater token's write had committed. Always fails
 //!   the run.
@@ -141,6 +143,8 @@ mod run {
         Tick {
             token: u64,
             at: u64,
+            /// The client whose term ticked.
+            node: usize,
         },
         Write {
             token: u64,
@@ -276,6 +280,7 @@ mod run {
     /// One term's work: ticks and fenced writes while the term is valid
     /// (or, broken, three leases longer).
     async fn work(
+        node: usize,
         term: Term,
         res: Arc<Resource>,
         log: Log,
@@ -292,7 +297,7 @@ mod run {
             } else if !broken || last_valid.elapsed() > lease * 3 {
                 return;
             }
-            push(&log, Ev::Tick { token, at });
+            push(&log, Ev::Tick { token, at, node });
             let start = us(t0);
             let outcome = match tokio::time::timeout(Duration::from_secs(1), res.write(token)).await
             {
@@ -405,7 +410,7 @@ mod run {
 
         // The election's clients.
         let mut clients: Vec<(Simba, LeaderTask)> = Vec::new();
-        for _ in 0..a.nodes {
+        for node in 0..a.nodes {
             let backend = connect(&a.url, Duration::from_secs(20)).await?;
             let simba = simba_tokio::builder_dyn(Arc::from(backend))
                 .config(config.clone())
@@ -415,6 +420,7 @@ mod run {
             let task = simba
                 .run_while_leader("replicated", move |term: Term| {
                     let w = tokio::spawn(work(
+                        node,
                         term.clone(),
                         res.clone(),
                         log.clone(),
@@ -569,12 +575,17 @@ mod run {
         let mut notes: Vec<String> = Vec::new();
         // Terms: first and last tick.
         let mut terms: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        // The clients that ticked under each token: two mean the token
+        // was issued twice (a fail-over lost the acquire that issued it),
+        // which no fence can tell apart.
+        let mut holders: BTreeMap<u64, std::collections::BTreeSet<usize>> = BTreeMap::new();
         let mut ticks: Vec<u64> = Vec::new();
         let (mut acc, mut refused, mut failed) = (0, 0, 0);
         let mut accepted: Vec<(u64, u64, u64)> = Vec::new();
         for e in events {
             match *e {
-                Ev::Tick { token, at } => {
+                Ev::Tick { token, at, node } => {
+                    holders.entry(token).or_default().insert(node);
                     let t = terms.entry(token).or_insert((at, at));
                     t.0 = t.0.min(at);
                     t.1 = t.1.max(at);
@@ -634,6 +645,12 @@ mod run {
                 ));
                 break;
             }
+        }
+        if let Some((tok, who)) = holders.iter().find(|(_, h)| h.len() > 1) {
+            failures.push(format!(
+                "token {tok} was issued to the terms of {} clients ({who:?})",
+                who.len()
+            ));
         }
         // The resource: non-decreasing tokens, and no write accepted that
         // began after a greater token's write had committed.
@@ -700,7 +717,7 @@ mod run {
             }
             gap = gap.max(stop.min(end).saturating_sub(prev));
             let holder_before = events.iter().rev().find_map(|e| match *e {
-                Ev::Tick { token, at } if at <= f.start => Some(token),
+                Ev::Tick { token, at, .. } if at <= f.start => Some(token),
                 _ => None,
             });
             let new_term = terms
