@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simba_client::ClientMutant;
-use simulation::client::{checker_of, draw, hunt, run, Broken};
+use simulation::client::{checker_of, count, draw, hunt, run, Broken};
 
 /// Seeds a mutant must be caught within (CI has two cores: keep it modest).
 const LIMIT: u64 = 300;
@@ -77,4 +77,17 @@ fn every_client_mutant_has_a_test_above() {
 fn correct_client_passes_the_campaign() {
     let summary = run(None, 0, 60, 2).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(summary.seeds, 60);
+}
+
+#[test]
+fn s3_3_the_term_validity_checker_fires_on_an_engine_reusing_tokens() {
+    // No client mutant breaks S3.3 alone. The engine's
+    // `skip-released-token-check` (S4.3) makes a term of a token at most
+    // one it released: a node then holds a valid term while a later one
+    // has started (seeds 0-199: 2 seeds first by this checker, 67 by the
+    // revocation checker, which the reused token confuses).
+    let m = simba_core::Mutant::SkipReleasedTokenCheck;
+    let by = count(Some(Broken::Core(m)), 0, 200, 2).unwrap();
+    println!("{}: {by:?}", m.name());
+    assert!(by.contains_key("term validity (S3.3)"), "{by:?}");
 }
