@@ -3,10 +3,10 @@
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
 use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
 use crate::listener::CurrentTerm;
-use crate::mutant::Selected;
 pub use crate::listener::{
     CallbackExecutor, ClientEvent, ElectionListener, NoListener, CALLBACK_QUEUE, EVENT_QUEUE,
 };
+use crate::mutant::Selected;
 use crate::runtime::Runtime;
 use crate::suspend::{HostSuspendClock, SuspendClock};
 use crate::term::{in_callback_or_task, CancelSignal, Clock, TaskOutput, Term};
@@ -215,8 +215,8 @@ impl SimbaBuilder {
             self.executor,
             exit,
             Arc::new(self.metadata),
-            self.mutant,
-        );
+        )
+        .with_mutant(self.mutant);
         runtime.spawn(Box::pin(driver.run(rx)));
         runtime.spawn(forward_releases(
             self.backend.clone(),

@@ -306,7 +306,6 @@ impl Driver {
         executor: CallbackExecutor,
         exit: oneshot::Sender<()>,
         metadata: Arc<SessionMetadata>,
-        mutant: Selected,
     ) -> Driver {
         let span = tracing::info_span!("simba_client", backend = backend.name());
         let call_limit = backend.max_concurrent_calls().map(|n| n.max(1));
@@ -335,10 +334,16 @@ impl Driver {
             metadata,
             backend_down: None,
             span,
-            mutant,
+            mutant: Selected::default(),
             withheld: Vec::new(),
             _exit: exit,
         }
+    }
+
+    /// The driver with a deliberate bug (feature `mutants`), or none.
+    pub(crate) fn with_mutant(mut self, mutant: Selected) -> Driver {
+        self.mutant = mutant;
+        self
     }
 
     /// The drive loop: drain outputs, sleep until the next deadline or

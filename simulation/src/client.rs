@@ -192,11 +192,7 @@ impl Checks {
     }
 
     fn later_started(&self, name: &str, token: u64) -> Option<u64> {
-        self.seen()
-            .latest
-            .get(name)
-            .copied()
-            .filter(|t| *t > token)
+        self.seen().latest.get(name).copied().filter(|t| *t > token)
     }
 
     /// A step of a task (or lock holder) whose term has not ended for it.
@@ -299,7 +295,9 @@ async fn leader_task(
         steps += 1;
         if let Some((after, how)) = exit {
             if steps == after {
-                node.log(format!("task of {name} token {token} ends on its own: {how:?}"));
+                node.log(format!(
+                    "task of {name} token {token} ends on its own: {how:?}"
+                ));
                 match how {
                     Exit::Return => return Ok(()),
                     Exit::Fail => return Err("simulated task failure".to_owned()),
@@ -369,7 +367,12 @@ pub async fn node_run(node: Node, w: Workloads) -> Result<(), String> {
         ));
     }
     if w.locks {
-        node.spawn(locks(node.clone(), simba.clone(), checks.clone(), w.clone()));
+        node.spawn(locks(
+            node.clone(),
+            simba.clone(),
+            checks.clone(),
+            w.clone(),
+        ));
     }
     if let Some(missed) = w.schedule {
         node.spawn(schedule(
@@ -480,7 +483,11 @@ async fn schedule(
                 async move {
                     let term = run.term().clone();
                     c.slot_run(&n, run.slot(), term.token());
-                    let _ = runs.put(&Fence::from(&term), run.slot().to_string(), n.id().to_string());
+                    let _ = runs.put(
+                        &Fence::from(&term),
+                        run.slot().to_string(),
+                        n.id().to_string(),
+                    );
                     tokio::select! {
                         biased;
                         _ = term.revoked() => {}

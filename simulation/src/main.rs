@@ -322,7 +322,10 @@ fn client_hunt(
     if count {
         let by = simulation::client::count(broken, first, n, threads).map_err(|e| e.to_string())?;
         let caught: u64 = by.values().sum();
-        say!("caught {what} in {caught} of {n} seeds ({first}..{})", last - 1);
+        say!(
+            "caught {what} in {caught} of {n} seeds ({first}..{})",
+            last - 1
+        );
         for (checker, k) in &by {
             say!("  first violation by {checker}: {k}");
         }
