@@ -6,6 +6,7 @@ use crate::listener::CurrentTerm;
 pub use crate::listener::{
     CallbackExecutor, ClientEvent, ElectionListener, NoListener, CALLBACK_QUEUE, EVENT_QUEUE,
 };
+use crate::mutant::Selected;
 use crate::runtime::Runtime;
 use crate::suspend::{HostSuspendClock, SuspendClock};
 use crate::term::{in_callback_or_task, CancelSignal, Clock, TaskOutput, Term};
@@ -49,6 +50,8 @@ pub(crate) struct ClientInner {
     observe_every: Duration,
     /// Same-name locks wait their turn here.
     turns: Arc<Turns>,
+    /// The deliberate bug it runs with, if any (feature `mutants`).
+    mutant: Selected,
 }
 
 impl Drop for ClientInner {
@@ -92,6 +95,7 @@ pub struct SimbaBuilder {
     metadata: SessionMetadata,
     metadata_error: Option<MetadataError>,
     suspend: Arc<dyn SuspendClock>,
+    mutant: Selected,
 }
 
 impl fmt::Debug for SimbaBuilder {
@@ -161,6 +165,21 @@ impl SimbaBuilder {
         self
     }
 
+    /// Runs the client with a deliberate bug (feature `mutants`, for the
+    /// simulation's campaign only; `None`, the default, runs it correct).
+    ///
+    /// ```
+    /// use simba_client::{ClientMutant, MemoryBackend, Simba};
+    /// let builder = Simba::builder(MemoryBackend::new())
+    ///     .mutant(Some(ClientMutant::TaskStartsBeforeStop));
+    /// # drop(builder);
+    /// ```
+    #[cfg(feature = "mutants")]
+    pub fn mutant(mut self, mutant: Option<crate::ClientMutant>) -> Self {
+        self.mutant = Selected(mutant);
+        self
+    }
+
     /// Replaces the whole session metadata (the defaults included) with
     /// `metadata`; [`SessionMetadata::new`] attaches nothing.
     pub fn session_metadata(mut self, metadata: SessionMetadata) -> Self {
@@ -196,7 +215,8 @@ impl SimbaBuilder {
             self.executor,
             exit,
             Arc::new(self.metadata),
-        );
+        )
+        .with_mutant(self.mutant);
         runtime.spawn(Box::pin(driver.run(rx)));
         runtime.spawn(forward_releases(
             self.backend.clone(),
@@ -212,6 +232,7 @@ impl SimbaBuilder {
                 backend: self.backend,
                 observe_every,
                 turns: Arc::new(Turns::default()),
+                mutant: self.mutant,
             }),
         })
     }
@@ -296,6 +317,7 @@ impl Simba {
             metadata: default_metadata(),
             metadata_error: None,
             suspend: Arc::new(HostSuspendClock),
+            mutant: Selected::default(),
         }
     }
 
@@ -335,6 +357,10 @@ impl Simba {
     /// The client's runtime.
     pub(crate) fn runtime(&self) -> Arc<dyn Runtime> {
         self.inner.runtime.clone()
+    }
+
+    pub(crate) fn mutant(&self) -> Selected {
+        self.inner.mutant
     }
 
     /// A lock on `name` (S5.3): one term only.

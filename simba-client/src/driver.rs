@@ -7,6 +7,7 @@
 use crate::listener::{
     CallbackExecutor, ClientEvent, CurrentTerm, ElectionListener, CALLBACK_QUEUE,
 };
+use crate::mutant::{ClientMutant, Selected};
 use crate::observe;
 use crate::term::{
     CancelSignal, Clock, ContextGuard, InContext, SessionDeadline, Term, TermControl, Tracker,
@@ -278,6 +279,12 @@ pub(crate) struct Driver {
     /// (so a failing backend is reported once per state change).
     backend_down: Option<BackendErrorKind>,
     span: tracing::Span,
+    /// The deliberate bug it runs with, if any (feature `mutants`).
+    mutant: Selected,
+    /// Under [`ClientMutant::RevocationNotDelivered`]: terms whose revoke
+    /// was withheld, kept so that dropping them does not resolve
+    /// `revoked()` either.
+    withheld: Vec<TermControl>,
     /// Dropped with the driver: ends the release-broadcast forwarding.
     _exit: oneshot::Sender<()>,
 }
@@ -327,8 +334,16 @@ impl Driver {
             metadata,
             backend_down: None,
             span,
+            mutant: Selected::default(),
+            withheld: Vec::new(),
             _exit: exit,
         }
+    }
+
+    /// The driver with a deliberate bug (feature `mutants`), or none.
+    pub(crate) fn with_mutant(mut self, mutant: Selected) -> Driver {
+        self.mutant = mutant;
+        self
     }
 
     /// The drive loop: drain outputs, sleep until the next deadline or
@@ -774,7 +789,14 @@ impl Driver {
                 if reason.is_voluntary() {
                     self.handover_from.insert(term.name.clone(), now);
                 }
+                let withhold = self.mutant.is(ClientMutant::RevocationNotDelivered);
                 let handle = self.terms.remove(&term.id).map(|mut control| {
+                    if withhold {
+                        // The mutant: the term never learns it ended.
+                        let handle = control.term.clone();
+                        self.withheld.push(control);
+                        return handle;
+                    }
                     control.revoke(reason);
                     control.term
                 });
@@ -1153,6 +1175,14 @@ impl Driver {
                 }
             }
             TaskOrder::Interrupt { term } => {
+                if self.mutant.is(ClientMutant::RevocationNotDelivered) {
+                    // The mutant: the task is neither cancelled nor dropped.
+                    return;
+                }
+                let partition = self
+                    .entries
+                    .get(&self.key(&term.name))
+                    .is_some_and(|e| e.kind == Kind::Partition);
                 let Some(running) = self.tasks.get(&term.id) else {
                     return;
                 };
@@ -1160,6 +1190,29 @@ impl Driver {
                     .term
                     .revoke_reason()
                     .is_some_and(RevokeReason::is_voluntary);
+                let early = if partition {
+                    self.mutant.is(ClientMutant::PartitionStartsBeforeStop)
+                } else {
+                    self.mutant.is(ClientMutant::TaskStartsBeforeStop)
+                };
+                if voluntary && early {
+                    // The mutant: the exit is reported now, while the task
+                    // still runs (its own exit report comes later).
+                    if let Some(running) = self.tasks.remove(&term.id) {
+                        if let RunningKind::Blocking(token) = &running.kind {
+                            token.cancel();
+                        }
+                    }
+                    let now = self.clock.now();
+                    self.engine.handle(
+                        now,
+                        Input::TaskExited {
+                            term: term.id,
+                            outcome: TaskOutcome::Returned,
+                        },
+                    );
+                    return;
+                }
                 if let RunningKind::Blocking(token) = &running.kind {
                     token.cancel();
                 }

@@ -72,6 +72,7 @@ mod driver;
 mod error;
 mod group;
 mod listener;
+mod mutant;
 mod observe;
 mod runtime;
 mod schedule;
@@ -91,6 +92,8 @@ pub use error::{
     LockError, ObserveError, TermError,
 };
 pub use group::{Group, GroupBuilder, GroupListener, GroupTask};
+#[cfg(feature = "mutants")]
+pub use mutant::ClientMutant;
 pub use runtime::Runtime;
 pub use schedule::{
     MissedRuns, Schedule, ScheduleBuilder, ScheduleError, ScheduledJob, ScheduledRun,

@@ -14,6 +14,7 @@ use crate::client::{LeaderTask, Simba};
 use crate::driver::Msg;
 use crate::error::ElectionError;
 use crate::listener::ElectionListener;
+use crate::mutant::{ClientMutant, Selected};
 use crate::runtime::Runtime;
 use crate::term::{TaskOutput, Term};
 use chrono::TimeZone as _;
@@ -369,6 +370,7 @@ impl ScheduleBuilder {
             missed: self.missed,
             started,
             job,
+            mutant: self.client.mutant(),
         });
         let mut election = self.client.election(&self.name);
         if let Some(l) = self.listener {
@@ -455,6 +457,8 @@ struct Ctx {
     /// missed ones (S11.4).
     started: u64,
     job: Job,
+    /// The deliberate bug it runs with, if any (feature `mutants`).
+    mutant: Selected,
 }
 
 /// Milliseconds since the Unix epoch on `runtime`'s wall clock
@@ -495,6 +499,24 @@ impl Ctx {
             };
             if !self.wait_for(term, slot).await {
                 return;
+            }
+            if self.mutant.is(ClientMutant::SlotClaimedAfterRun) {
+                // The mutant: run first, claim afterwards.
+                *last_run = Some(self.runtime.now());
+                self.run_one(term, slot).await;
+                let claimed_up_to = match self.claim(term, slot).await {
+                    Claim::Taken(last) => Some(last),
+                    Claim::TermOver => {
+                        term.revoked().await;
+                        return;
+                    }
+                    Claim::Run | Claim::GaveUp => None,
+                };
+                plan.handled(slot, claimed_up_to, wall_ms(&*self.runtime));
+                if term.revoke_reason().is_some() {
+                    return;
+                }
+                continue;
             }
             let claimed_up_to = match self.claim(term, slot).await {
                 Claim::Run => {

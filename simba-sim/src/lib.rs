@@ -60,7 +60,7 @@ use futures::FutureExt;
 use node::{lock, NoSuspend, NodeCell, SimBackend, SimRuntime};
 use rng::Rng;
 use simba_backends::MemoryBackend;
-use simba_client::{Simba, SimbaConfig};
+use simba_client::{Simba, SimbaBuilder, SimbaConfig};
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -77,12 +77,14 @@ pub const FAULTS_VAR: &str = "SIMBA_SIM_FAULTS";
 
 type App = Arc<dyn Fn(Node) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 type Invariant = Arc<dyn Fn(&World) -> Result<(), String> + Send + Sync>;
+type ClientHook = Arc<dyn Fn(SimbaBuilder) -> SimbaBuilder + Send + Sync>;
 
 /// One node incarnation, as the application's function sees it.
 #[derive(Clone)]
 pub struct Node {
     id: usize,
     incarnation: u64,
+    seed: u64,
     simba: Simba,
     cell: Arc<NodeCell>,
     world: Arc<WorldInner>,
@@ -106,6 +108,33 @@ impl Node {
     /// How many times the node has restarted (0 for the first run).
     pub fn incarnation(&self) -> u64 {
         self.incarnation
+    }
+
+    /// The seed of the run: an application may draw from it what its nodes
+    /// do (the same draw on every node and in every replay).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// State shared by every node of this run (one value per type,
+    /// created with `T::default()` on first use and dropped with the run):
+    /// what an application's own checks remember across nodes.
+    ///
+    /// ```
+    /// # fn f(node: simba_sim::Node) {
+    /// use std::sync::Mutex;
+    /// let runs = node.shared::<Mutex<Vec<u64>>>();
+    /// runs.lock().unwrap_or_else(|p| p.into_inner()).push(7);
+    /// # }
+    /// ```
+    pub fn shared<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        self.world.shared::<T>()
+    }
+
+    /// Reports a broken invariant of the application's own, found by the
+    /// node (the run fails with it as if a [`Sim::invariant`] had).
+    pub fn violation(&self, what: impl Into<String>) {
+        self.world.violate(Some(self.id), what.into());
     }
 
     /// The node's client: a real [`Simba`] over the simulated backend.
@@ -269,6 +298,7 @@ pub struct Sim {
     recheck_every: usize,
     per_node: usize,
     shrink: bool,
+    client: Option<ClientHook>,
 }
 
 impl fmt::Debug for Sim {
@@ -300,6 +330,7 @@ impl Sim {
             recheck_every: 0,
             per_node: 8,
             shrink: true,
+            client: None,
         }
     }
 
@@ -349,6 +380,25 @@ impl Sim {
     #[must_use]
     pub fn recheck_every(mut self, n: usize) -> Sim {
         self.recheck_every = n;
+        self
+    }
+
+    /// Adjusts every node's client builder before it is built (after the
+    /// harness has set the backend, runtime and configuration): metadata,
+    /// a callback executor, an event queue size.
+    ///
+    /// ```
+    /// use simba_client::CallbackExecutor;
+    /// let sim = simba_sim::Sim::new(3)
+    ///     .client(|b| b.callback_executor(CallbackExecutor::Inline));
+    /// # drop(sim);
+    /// ```
+    #[must_use]
+    pub fn client(
+        mut self,
+        hook: impl Fn(SimbaBuilder) -> SimbaBuilder + Send + Sync + 'static,
+    ) -> Sim {
+        self.client = Some(Arc::new(hook));
         self
     }
 
@@ -717,11 +767,14 @@ fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app
         .build()
         .unwrap_or_else(|_| sim.config.clone());
     world.record(Some(cell.id), format!("starts (incarnation {generation})"));
-    let built = Simba::builder(backend)
+    let mut builder = Simba::builder(backend)
         .runtime(Arc::new(runtime))
         .config(config)
-        .suspend_clock(Arc::new(NoSuspend))
-        .build();
+        .suspend_clock(Arc::new(NoSuspend));
+    if let Some(hook) = &sim.client {
+        builder = hook(builder);
+    }
+    let built = builder.build();
     let simba = match built {
         Ok(s) => s,
         Err(e) => {
@@ -733,6 +786,7 @@ fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app
     let node = Node {
         id: cell.id,
         incarnation: generation,
+        seed,
         simba,
         cell: cell.clone(),
         world: world.clone(),

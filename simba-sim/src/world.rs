@@ -6,6 +6,7 @@ use crate::trace::Trace;
 use simba_backends::MemoryBackend;
 use simba_client::Term;
 use simba_core::{LeaseName, SessionId, Token};
+use std::any::{Any, TypeId};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,8 @@ pub(crate) struct WorldInner {
     maps: Mutex<BTreeMap<String, Arc<Mutex<Resource>>>>,
     /// The last won term per lease: (token, session), for the token check.
     won: Mutex<BTreeMap<LeaseName, (Token, SessionId)>>,
+    /// The application's shared state ([`crate::Node::shared`]), by type.
+    shared: Mutex<BTreeMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl WorldInner {
@@ -51,6 +54,7 @@ impl WorldInner {
             registers: Mutex::default(),
             maps: Mutex::default(),
             won: Mutex::default(),
+            shared: Mutex::default(),
         }
     }
 
@@ -61,6 +65,20 @@ impl WorldInner {
     pub(crate) fn record(&self, node: Option<usize>, text: String) {
         let at = self.now();
         lock(&self.trace).record(at, node, text);
+    }
+
+    pub(crate) fn shared<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut table = lock(&self.shared);
+        let entry = table
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()) as Arc<dyn Any + Send + Sync>)
+            .clone();
+        drop(table);
+        match entry.downcast::<T>() {
+            Ok(t) => t,
+            // Cannot happen (the entry of T's id holds a T).
+            Err(_) => Arc::new(T::default()),
+        }
     }
 
     pub(crate) fn violate(&self, node: Option<usize>, what: String) {

@@ -45,6 +45,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod client;
 pub mod clock;
 pub mod params;
 pub mod runner;
