@@ -92,6 +92,8 @@ struct Wake {
     /// a server thread busy for up to [`WAKER_SLEEP_S`] after the node is
     /// gone, beyond the connection budget).
     closed: AtomicBool,
+    /// Sessions opened through this backend and not yet closed.
+    open: AtomicU64,
     /// The server's connection id of the waker's connection (0: none).
     sleeper: AtomicU64,
 }
@@ -354,6 +356,7 @@ impl MysqlBackend {
             lock_wait_s: AtomicU64::new(0),
             own_pool: true,
             closed: AtomicBool::new(false),
+            open: AtomicU64::new(0),
             sleeper: AtomicU64::new(0),
         });
         // A statement abandoned at its call timeout (S2.4) keeps the
@@ -667,6 +670,7 @@ impl MysqlBackend {
                 lock_wait_s: AtomicU64::new(0),
                 own_pool: false,
                 closed: AtomicBool::new(false),
+                open: AtomicU64::new(0),
                 sleeper: AtomicU64::new(0),
             }),
             mariadb,
@@ -1285,6 +1289,7 @@ impl Backend for MysqlBackend {
                 }
             }
             let grant = open_on(&self.sql, &mut c, lease_duration, metadata).await?;
+            self.wake.open.fetch_add(1, Ordering::Relaxed);
             self.wake.closed.store(false, Ordering::Relaxed);
             Ok(grant)
         }
@@ -1349,9 +1354,18 @@ impl Backend for MysqlBackend {
         async move {
             let mut c = self.conn("close session").await?;
             close_on(&self.sql, &mut c, session, Some((&self.wake, self.mariadb))).await?;
-            // The waker's connection goes with the node's last session: its
+            // The waker's connection goes with the backend's last session: its
             // sleep is interrupted and it closes instead of sleeping again
             // (best effort: a sleep left running ends on its own).
+            let before = self
+                .wake
+                .open
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)))
+                .unwrap_or(0);
+            if before > 1 {
+                // Another session of this backend still waits on releases.
+                return Ok(());
+            }
             self.wake.closed.store(true, Ordering::Relaxed);
             let sleeper = self.wake.sleeper.load(Ordering::Relaxed);
             if sleeper != 0 {
@@ -1506,6 +1520,14 @@ impl Waker {
     /// sleep until woken (or for [`WAKER_SLEEP_S`]).
     async fn round(&mut self) {
         use futures::future::{select, Either};
+        for n in self.wake.take_freed() {
+            if let Ok(name) = LeaseName::new(&n) {
+                self.pending.push_back(name);
+            }
+        }
+        if !self.pending.is_empty() {
+            return;
+        }
         if self.wake.closed.load(Ordering::Relaxed) {
             // No session open: no connection until one opens again.
             if let Some(conn) = self.conn.take() {
@@ -1531,14 +1553,6 @@ impl Waker {
             }
             return;
         };
-        for n in self.wake.take_freed() {
-            if let Ok(name) = LeaseName::new(&n) {
-                self.pending.push_back(name);
-            }
-        }
-        if !self.pending.is_empty() {
-            return;
-        }
         if std::mem::take(&mut self.woken) {
             let waited = self.wake.waited();
             if waited.is_empty() {
