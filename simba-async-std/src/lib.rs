@@ -92,9 +92,9 @@ pub fn builder_dyn(backend: Arc<dyn Backend>) -> SimbaBuilder {
 /// `SIMBA_SESSION_*` (S8.1), on async-std.
 ///
 /// # Errors
-/// [`FromEnvError`]: a variable that does not parse, no `SIMBA_BACKEND` or
+/// [`Error`]: a variable that does not parse, no `SIMBA_BACKEND` or
 /// an unreachable backend.
-pub async fn from_env() -> Result<Simba, FromEnvError> {
+pub async fn from_env() -> Result<Simba, Error> {
     let builder = Settings::from_env()?.connect().await?;
-    Ok(builder.runtime(Arc::new(AsyncStdRuntime)).build()?)
+    builder.runtime(Arc::new(AsyncStdRuntime)).build()
 }

@@ -212,7 +212,7 @@ async fn scenario(t: &Target, plan: &Plan, partitions: u32) -> Result<Vec<Row>, 
     // Graceful leave of the joiner.
     let min = log.owned(4)[3];
     let t0 = Instant::now();
-    joiner.1.close().await;
+    joiner.1.stop().await;
     let r = balanced(&log, &[0, 1, 2], partitions, limit)
         .await
         .map(|()| moves(&log, t0, None));
@@ -233,7 +233,7 @@ async fn scenario(t: &Target, plan: &Plan, partitions: u32) -> Result<Vec<Row>, 
         r,
     ));
     for (simba, task, _) in members {
-        task.close().await;
+        task.stop().await;
         simba.close().await;
     }
     Ok(rows)

@@ -368,7 +368,7 @@ async fn client(
         builder = builder.metadata(elect::PROPOSAL_KEY, p);
     }
     builder.build().map_err(|e| match e {
-        simba_tokio::BuildError::Metadata(e) => CliError::InvalidProposal(e.to_string()),
+        simba_tokio::Error::Metadata(e) => CliError::InvalidProposal(e.to_string()),
         other => CliError::Internal(other.to_string()),
     })
 }

@@ -49,7 +49,7 @@ pub fn parse_schedule(text: &str, tz: Option<&str>) -> Result<Schedule, CliError
         t.strip_prefix(&format!("@{w} "))
             .or_else(|| t.strip_prefix(&format!("{w} ")))
     };
-    let invalid = |e: simba_tokio::ScheduleError| CliError::InvalidSchedule(e.to_string());
+    let invalid = |e: simba_tokio::Error| CliError::InvalidSchedule(e.to_string());
     let duration = |d: &str| {
         humantime::parse_duration(d.trim())
             .map_err(|e| CliError::InvalidSchedule(format!("{t:?}: {e}")))

@@ -1,7 +1,7 @@
 //! The application API: the client, elections, leader tasks and locks.
 
 use crate::driver::{forward_releases, Driver, LockFailure, Msg, Spec, TaskFactory};
-use crate::error::{BuildError, ClientError, ElectionError, LockError, ObserveError};
+use crate::error::Error;
 use crate::listener::CurrentTerm;
 pub use crate::listener::{
     CallbackExecutor, ClientEvent, ElectionListener, NoListener, CALLBACK_QUEUE, EVENT_QUEUE,
@@ -147,7 +147,7 @@ impl SimbaBuilder {
     /// [`MAX_METADATA_LEN`](simba_backends::MAX_METADATA_LEN) bytes.
     ///
     /// A refused entry makes [`SimbaBuilder::build`] fail with
-    /// [`BuildError::Metadata`].
+    /// [`Error::Metadata`].
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         if let Err(e) = self.metadata.insert(key, value) {
             self.metadata_error.get_or_insert(e);
@@ -190,13 +190,13 @@ impl SimbaBuilder {
     /// Starts the client: spawns its driver, which opens the session at once.
     ///
     /// # Errors
-    /// [`BuildError::NoRuntime`] if no runtime was given,
-    /// [`BuildError::Metadata`] if a [`SimbaBuilder::metadata`] entry was refused.
-    pub fn build(self) -> Result<Simba, BuildError> {
+    /// [`Error::NoRuntime`] if no runtime was given,
+    /// [`Error::Metadata`] if a [`SimbaBuilder::metadata`] entry was refused.
+    pub fn build(self) -> Result<Simba, Error> {
         if let Some(e) = self.metadata_error {
-            return Err(BuildError::Metadata(e));
+            return Err(Error::Metadata(e));
         }
-        let runtime = self.runtime.ok_or(BuildError::NoRuntime)?;
+        let runtime = self.runtime.ok_or(Error::NoRuntime)?;
         let observe_every = self.config.renew_interval();
         let clock = Clock::new(runtime.clone(), self.suspend);
         let profile = BackendProfile {
@@ -339,7 +339,7 @@ impl Simba {
         &self,
         name: impl AsRef<str>,
         task: F,
-    ) -> Result<LeaderTask, ElectionError>
+    ) -> Result<LeaderTask, Error>
     where
         F: FnMut(Term) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
@@ -374,13 +374,13 @@ impl Simba {
     /// A picture of the session and every election and lock (S1.5).
     ///
     /// # Errors
-    /// [`ClientError::Closed`] once the client is closed.
-    pub async fn snapshot(&self) -> Result<Snapshot, ClientError> {
+    /// [`Error::Closed`] once the client is closed.
+    pub async fn snapshot(&self) -> Result<Snapshot, Error> {
         let (reply, rx) = oneshot::channel();
         if !self.inner.send(Msg::Snapshot { reply }) {
-            return Err(ClientError::Closed);
+            return Err(Error::Closed);
         }
-        rx.await.map_err(|_| ClientError::Closed)
+        rx.await.map_err(|_| Error::Closed)
     }
 
     /// Who holds `name` now (leader observation, like etcd's `Leader` or
@@ -391,9 +391,9 @@ impl Simba {
     /// One backend call ([`Backend::holder`]).
     ///
     /// # Errors
-    /// [`ObserveError::InvalidName`] (S3.1), [`ObserveError::Backend`] if the
+    /// [`Error::InvalidName`] (S3.1), [`Error::Backend`] if the
     /// call failed.
-    pub async fn leader(&self, name: impl AsRef<str>) -> Result<Option<LeaseHolder>, ObserveError> {
+    pub async fn leader(&self, name: impl AsRef<str>) -> Result<Option<LeaseHolder>, Error> {
         let name = LeaseName::new(name.as_ref())?;
         Ok(self.inner.backend.holder(&name).await?)
     }
@@ -411,14 +411,14 @@ impl Simba {
     /// closes; it does not keep the client open.
     ///
     /// # Errors
-    /// [`ObserveError::InvalidName`] (S3.1), [`ObserveError::Closed`].
+    /// [`Error::InvalidName`] (S3.1), [`Error::Closed`].
     pub fn observe(
         &self,
         name: impl AsRef<str>,
-    ) -> Result<BoxStream<'static, Option<LeaseHolder>>, ObserveError> {
+    ) -> Result<BoxStream<'static, Option<LeaseHolder>>, Error> {
         let name = LeaseName::new(name.as_ref())?;
         if self.inner.tx.is_closed() {
-            return Err(ObserveError::Closed);
+            return Err(Error::Closed);
         }
         let (tx, rx) = mpsc::channel(4);
         let client = Arc::downgrade(&self.inner);
@@ -460,15 +460,15 @@ impl Simba {
     /// from a thread that may block (not from inside an async task).
     ///
     /// # Errors
-    /// [`ClientError::WouldWaitOnItself`] when called from a callback or a
-    /// leader task (S7.5, S7.6), [`ClientError::WouldBlockRuntime`] on an
+    /// [`Error::WouldWaitOnItself`] when called from a callback or a
+    /// leader task (S7.5, S7.6), [`Error::WouldBlockRuntime`] on an
     /// async runtime thread: the close is started but not awaited.
-    pub fn close_blocking(&self) -> Result<(), ClientError> {
+    pub fn close_blocking(&self) -> Result<(), Error> {
         if let Some(refusal) = self.inner.must_not_block() {
             let _ = self.inner.send(Msg::Close { done: None });
             return Err(match refusal {
-                BlockRefusal::OnItself => ClientError::WouldWaitOnItself,
-                BlockRefusal::RuntimeThread => ClientError::WouldBlockRuntime,
+                BlockRefusal::OnItself => Error::WouldWaitOnItself,
+                BlockRefusal::RuntimeThread => Error::WouldBlockRuntime,
             });
         }
         futures::executor::block_on(self.close());
@@ -544,12 +544,12 @@ async fn observe_loop(
     }
 }
 
-fn election_error(e: ApiError) -> ElectionError {
+fn election_error(e: ApiError) -> Error {
     match e {
-        ApiError::AlreadyStarted(n) => ElectionError::AlreadyStarted(n.to_string()),
-        ApiError::NotStarted(n) => ElectionError::Stopped(n.to_string()),
-        ApiError::WrongKind { name, .. } => ElectionError::AlreadyStarted(name.to_string()),
-        _ => ElectionError::Closed,
+        ApiError::AlreadyStarted(n) => Error::AlreadyStarted(n.to_string()),
+        ApiError::NotStarted(n) => Error::Stopped(n.to_string()),
+        ApiError::WrongKind { name, .. } => Error::AlreadyStarted(name.to_string()),
+        _ => Error::Closed,
     }
 }
 
@@ -602,9 +602,9 @@ impl ElectionBuilder {
     /// too, first: each event goes to that one, then to `listener`.
     ///
     /// # Errors
-    /// [`ElectionError::InvalidName`] (S3.1), [`ElectionError::AlreadyStarted`]
-    /// (S7.4), [`ElectionError::Closed`].
-    pub async fn start(self, listener: impl ElectionListener) -> Result<Election, ElectionError> {
+    /// [`Error::InvalidName`] (S3.1), [`Error::AlreadyStarted`]
+    /// (S7.4), [`Error::Closed`].
+    pub async fn start(self, listener: impl ElectionListener) -> Result<Election, Error> {
         let given: Arc<dyn ElectionListener> = Arc::new(listener);
         let listener: Arc<dyn ElectionListener> = match &self.listener {
             Some(earlier) => Arc::new(BothListeners(earlier.clone(), given)),
@@ -661,7 +661,7 @@ impl ElectionBuilder {
     ///
     /// # Errors
     /// As [`ElectionBuilder::start`].
-    pub async fn run_while_leader<F, Fut>(self, task: F) -> Result<LeaderTask, ElectionError>
+    pub async fn run_while_leader<F, Fut>(self, task: F) -> Result<LeaderTask, Error>
     where
         F: FnMut(Term) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
@@ -689,7 +689,7 @@ impl ElectionBuilder {
     ///
     /// # Errors
     /// As [`ElectionBuilder::start`].
-    pub async fn run_blocking_while_leader<F, R>(self, task: F) -> Result<LeaderTask, ElectionError>
+    pub async fn run_blocking_while_leader<F, R>(self, task: F) -> Result<LeaderTask, Error>
     where
         // `Fn`, not `FnMut`: the job runs inside the call, so a `FnMut`
         // (behind a lock) would make a job still running after its term
@@ -709,7 +709,7 @@ impl ElectionBuilder {
         self,
         listener: Option<Arc<dyn ElectionListener>>,
         task: Option<TaskFactory>,
-    ) -> Result<Election, ElectionError> {
+    ) -> Result<Election, Error> {
         let name = LeaseName::new(&self.name)?;
         let current = CurrentTerm::default();
         let entry = self
@@ -790,10 +790,10 @@ impl Election {
     /// [`Election::stop`], blocking the thread until it completes.
     ///
     /// # Errors
-    /// [`ElectionError::WouldWaitOnItself`] from a callback or leader task
-    /// (S7.5), [`ElectionError::WouldBlockRuntime`] on an async runtime
+    /// [`Error::WouldWaitOnItself`] from a callback or leader task
+    /// (S7.5), [`Error::WouldBlockRuntime`] on an async runtime
     /// thread: the stop is started but not awaited.
-    pub fn stop_blocking(&self) -> Result<(), ElectionError> {
+    pub fn stop_blocking(&self) -> Result<(), Error> {
         if let Some(refusal) = self.client.inner.must_not_block() {
             let _ = self.client.inner.send(Msg::Stop {
                 name: self.name.clone(),
@@ -801,8 +801,8 @@ impl Election {
                 done: None,
             });
             return Err(match refusal {
-                BlockRefusal::OnItself => ElectionError::WouldWaitOnItself,
-                BlockRefusal::RuntimeThread => ElectionError::WouldBlockRuntime,
+                BlockRefusal::OnItself => Error::WouldWaitOnItself,
+                BlockRefusal::RuntimeThread => Error::WouldBlockRuntime,
             });
         }
         futures::executor::block_on(self.stop());
@@ -814,9 +814,9 @@ impl Election {
     /// the last `on_revoked` has run (S7.3).
     ///
     /// # Errors
-    /// [`ElectionError::Stopped`] if the election was stopped,
-    /// [`ElectionError::Closed`] if the client is closed.
-    pub async fn step_down(&self, cooldown: Duration) -> Result<(), ElectionError> {
+    /// [`Error::Stopped`] if the election was stopped,
+    /// [`Error::Closed`] if the client is closed.
+    pub async fn step_down(&self, cooldown: Duration) -> Result<(), Error> {
         let (done, rx) = oneshot::channel();
         if !self.client.inner.send(Msg::StepDown {
             name: self.name.clone(),
@@ -824,24 +824,20 @@ impl Election {
             cooldown,
             done,
         }) {
-            return Err(ElectionError::Closed);
+            return Err(Error::Closed);
         }
         match rx.await {
             Ok(r) => r.map_err(election_error),
-            Err(_) => Err(ElectionError::Closed),
+            Err(_) => Err(Error::Closed),
         }
     }
 
     /// The election's state (S5.1) and term, or `None` once stopped.
     ///
     /// # Errors
-    /// [`ElectionError::Closed`] once the client is closed.
-    pub async fn snapshot(&self) -> Result<Option<EntrySnapshot>, ElectionError> {
-        let snap = self
-            .client
-            .snapshot()
-            .await
-            .map_err(|_| ElectionError::Closed)?;
+    /// [`Error::Closed`] once the client is closed.
+    pub async fn snapshot(&self) -> Result<Option<EntrySnapshot>, Error> {
+        let snap = self.client.snapshot().await.map_err(|_| Error::Closed)?;
         Ok(snap.entries.into_iter().find(|e| e.name == self.name))
     }
 }
@@ -854,6 +850,11 @@ pub struct LeaderTask {
 }
 
 impl LeaderTask {
+    /// The task's election name.
+    pub fn name(&self) -> &str {
+        self.election.name()
+    }
+
     /// The election behind the task.
     pub fn election(&self) -> &Election {
         &self.election
@@ -868,7 +869,7 @@ impl LeaderTask {
     ///
     /// # Errors
     /// As [`Election::stop_blocking`].
-    pub fn stop_blocking(&self) -> Result<(), ElectionError> {
+    pub fn stop_blocking(&self) -> Result<(), Error> {
         self.election.stop_blocking()
     }
 
@@ -876,7 +877,7 @@ impl LeaderTask {
     ///
     /// # Errors
     /// As [`Election::step_down`].
-    pub async fn step_down(&self, cooldown: Duration) -> Result<(), ElectionError> {
+    pub async fn step_down(&self, cooldown: Duration) -> Result<(), Error> {
         self.election.step_down(cooldown).await
     }
 
@@ -884,7 +885,7 @@ impl LeaderTask {
     ///
     /// # Errors
     /// As [`Election::snapshot`].
-    pub async fn snapshot(&self) -> Result<Option<EntrySnapshot>, ElectionError> {
+    pub async fn snapshot(&self) -> Result<Option<EntrySnapshot>, Error> {
         self.election.snapshot().await
     }
 }
@@ -940,18 +941,18 @@ impl Lock {
     /// queue.
     ///
     /// # Errors
-    /// [`LockError::InvalidName`], [`LockError::AlreadyStarted`] (an
-    /// election of that name runs on this client), [`LockError::Closed`].
-    pub async fn acquire(&self) -> Result<LockTerm, LockError> {
+    /// [`Error::InvalidName`], [`Error::AlreadyStarted`] (an
+    /// election of that name runs on this client), [`Error::Closed`].
+    pub async fn acquire(&self) -> Result<LockTerm, Error> {
         self.acquire_with(LockWait::Forever).await
     }
 
     /// One attempt, once a session is open.
     ///
     /// # Errors
-    /// [`LockError::Held`] if another session holds it, or a lock of that
+    /// [`Error::Held`] if another session holds it, or a lock of that
     /// name on this client holds or waits for it; and as [`Lock::acquire`].
-    pub async fn try_acquire(&self) -> Result<LockTerm, LockError> {
+    pub async fn try_acquire(&self) -> Result<LockTerm, Error> {
         self.acquire_with(LockWait::Try).await
     }
 
@@ -959,19 +960,19 @@ impl Lock {
     /// client included (see [`Lock::acquire`]).
     ///
     /// # Errors
-    /// [`LockError::TimedOut`], and as [`Lock::acquire`].
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<LockTerm, LockError> {
+    /// [`Error::TimedOut`], and as [`Lock::acquire`].
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<LockTerm, Error> {
         self.acquire_with(LockWait::For(timeout)).await
     }
 
-    async fn acquire_with(&self, wait: LockWait) -> Result<LockTerm, LockError> {
+    async fn acquire_with(&self, wait: LockWait) -> Result<LockTerm, Error> {
         let name = LeaseName::new(&self.name)?;
         let requested = wait;
         let turns = self.client.inner.turns.clone();
         let (turn, wait) = match wait {
             LockWait::Try => match turns.try_take(&name) {
                 Some(turn) => (turn, LockWait::Try),
-                None => return Err(LockError::Held(self.name.clone())),
+                None => return Err(Error::Held(self.name.clone())),
             },
             LockWait::For(timeout) => {
                 let runtime = &self.client.inner.runtime;
@@ -985,7 +986,7 @@ impl Lock {
                         (turn, LockWait::For(left))
                     }
                     futures::future::Either::Right(_) => {
-                        return Err(LockError::TimedOut {
+                        return Err(Error::TimedOut {
                             name: self.name.clone(),
                             timeout,
                         })
@@ -1001,9 +1002,9 @@ impl Lock {
             .await
             .map_err(|e| match e {
                 ApiError::AlreadyStarted(n) | ApiError::WrongKind { name: n, .. } => {
-                    LockError::AlreadyStarted(n.to_string())
+                    Error::AlreadyStarted(n.to_string())
                 }
-                _ => LockError::Closed,
+                _ => Error::Closed,
             })?;
         let mut guard = StopOnDrop {
             client: &self.client,
@@ -1027,18 +1028,18 @@ impl Lock {
             Ok(Err(failure)) => {
                 guard.entry = None;
                 Err(match failure {
-                    LockFailure::Held => LockError::Held(self.name.clone()),
-                    LockFailure::TimedOut => LockError::TimedOut {
+                    LockFailure::Held => Error::Held(self.name.clone()),
+                    LockFailure::TimedOut => Error::TimedOut {
                         name: self.name.clone(),
                         timeout: match requested {
                             LockWait::For(timeout) => timeout,
                             _ => Duration::ZERO,
                         },
                     },
-                    LockFailure::Closed => LockError::Closed,
+                    LockFailure::Closed => Error::Closed,
                 })
             }
-            Err(_) => Err(LockError::Closed),
+            Err(_) => Err(Error::Closed),
         }
     }
 }
@@ -1094,15 +1095,15 @@ impl LockTerm {
     /// [`LockTerm::release`], blocking the thread.
     ///
     /// # Errors
-    /// [`LockError::WouldWaitOnItself`] from a callback or leader task
-    /// (S7.5), [`LockError::WouldBlockRuntime`] on an async runtime thread:
+    /// [`Error::WouldWaitOnItself`] from a callback or leader task
+    /// (S7.5), [`Error::WouldBlockRuntime`] on an async runtime thread:
     /// the release is started but not awaited.
-    pub fn release_blocking(self) -> Result<(), LockError> {
+    pub fn release_blocking(self) -> Result<(), Error> {
         if let Some(refusal) = self.client.inner.must_not_block() {
             drop(self);
             return Err(match refusal {
-                BlockRefusal::OnItself => LockError::WouldWaitOnItself,
-                BlockRefusal::RuntimeThread => LockError::WouldBlockRuntime,
+                BlockRefusal::OnItself => Error::WouldWaitOnItself,
+                BlockRefusal::RuntimeThread => Error::WouldBlockRuntime,
             });
         }
         futures::executor::block_on(self.release());

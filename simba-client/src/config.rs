@@ -2,7 +2,7 @@
 //! `simba.session.*` properties) and `SIMBA_SESSION_*` environment variables
 //! (S8.1), with humane durations such as `"15s"` or `"500ms"`.
 
-use crate::error::{ConfigSectionError, FromEnvError};
+use crate::error::{ConfigSectionError, Error};
 use serde::{Deserialize, Serialize};
 use simba_core::SimbaConfig;
 use std::time::Duration;
@@ -233,11 +233,11 @@ impl Settings {
     /// [`SimbaBuilder::runtime`](crate::SimbaBuilder::runtime) before `build()`.
     ///
     /// # Errors
-    /// [`FromEnvError::NoBackend`] if no backend URL is set, otherwise the
+    /// [`Error::NoBackend`] if no backend URL is set, otherwise the
     /// settings' or the backend's error.
-    pub async fn connect(&self) -> Result<crate::SimbaBuilder, FromEnvError> {
+    pub async fn connect(&self) -> Result<crate::SimbaBuilder, Error> {
         let config = self.config()?;
-        let url = self.backend.as_deref().ok_or(FromEnvError::NoBackend)?;
+        let url = self.backend.as_deref().ok_or(Error::NoBackend)?;
         let backend = simba_backends::connect(url).await?;
         Ok(crate::Simba::builder_dyn(std::sync::Arc::from(backend)).config(config))
     }
@@ -282,7 +282,7 @@ mod tests {
         let empty = Settings::from_vars([("SIMBA_BACKEND", "")]).unwrap();
         assert_eq!(empty.backend, None);
         let err = futures::executor::block_on(empty.connect()).err().unwrap();
-        assert!(matches!(err, FromEnvError::NoBackend), "{err}");
+        assert!(matches!(err, Error::NoBackend), "{err}");
         assert!(Settings::from_vars([("SIMBA_SESSION_DRIFT", "lots")]).is_err());
     }
 

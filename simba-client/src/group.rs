@@ -4,7 +4,7 @@
 
 use crate::client::Simba;
 use crate::driver::{Msg, Spec, TaskFactory};
-use crate::error::GroupError;
+use crate::error::Error;
 use crate::listener::ElectionListener;
 use crate::term::{TaskOutput, Term};
 use futures::channel::oneshot;
@@ -37,7 +37,7 @@ use std::sync::Arc;
 /// # async fn demo(simba: Simba) -> Result<(), Box<dyn std::error::Error>> {
 /// let group = simba.group("orders", 12).join(Log).await?;
 /// // …
-/// group.leave().await; // every partition handed over (S10.3)
+/// group.stop().await; // every partition handed over (S10.3)
 /// # Ok(()) }
 /// ```
 pub trait GroupListener: Send + Sync + 'static {
@@ -121,7 +121,7 @@ impl Simba {
     ///     .await?;
     /// let owned = orders.snapshot().await?.map(|g| g.owned);
     /// println!("{owned:?}");
-    /// orders.close().await;
+    /// orders.stop().await;
     /// # Ok(()) }
     /// ```
     pub fn group(&self, name: impl AsRef<str>, partitions: u32) -> GroupBuilder {
@@ -152,7 +152,7 @@ impl GroupBuilder {
     ///         term.revoked().await;
     ///     })
     ///     .await?;
-    /// # tasks.close().await;
+    /// # tasks.stop().await;
     /// # Ok(()) }
     /// ```
     pub fn listener(mut self, listener: impl GroupListener) -> Self {
@@ -175,7 +175,7 @@ impl GroupBuilder {
     ///         println!("importing shard {partition} once");
     ///     })
     ///     .await?;
-    /// # tasks.close().await;
+    /// # tasks.stop().await;
     /// # Ok(()) }
     /// ```
     pub fn on_task_exit(mut self, policy: TaskExitPolicy) -> Self {
@@ -187,9 +187,9 @@ impl GroupBuilder {
     /// gains and loses (S10.3). See [`GroupListener`] for an example.
     ///
     /// # Errors
-    /// [`GroupError::InvalidName`] (S3.1), [`GroupError::Invalid`],
-    /// [`GroupError::AlreadyStarted`] (S7.4), [`GroupError::Closed`].
-    pub async fn join(mut self, listener: impl GroupListener) -> Result<Group, GroupError> {
+    /// [`Error::InvalidName`] (S3.1), [`Error::Invalid`],
+    /// [`Error::AlreadyStarted`] (S7.4), [`Error::Closed`].
+    pub async fn join(mut self, listener: impl GroupListener) -> Result<Group, Error> {
         self.listener = Some(Arc::new(listener));
         self.start(None).await
     }
@@ -203,7 +203,7 @@ impl GroupBuilder {
     ///
     /// # Errors
     /// As [`GroupBuilder::join`].
-    pub async fn run_per_partition<F, Fut>(self, task: F) -> Result<GroupTask, GroupError>
+    pub async fn run_per_partition<F, Fut>(self, task: F) -> Result<GroupTask, Error>
     where
         F: FnMut(u32, Term) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
@@ -229,7 +229,7 @@ impl GroupBuilder {
         Ok(GroupTask { group })
     }
 
-    async fn start(self, task: Option<TaskFactory>) -> Result<Group, GroupError> {
+    async fn start(self, task: Option<TaskFactory>) -> Result<Group, Error> {
         let name = LeaseName::new(&self.name)?;
         let listener: Option<Arc<dyn ElectionListener>> = self
             .listener
@@ -248,13 +248,13 @@ impl GroupBuilder {
             .await
             .map_err(|e| match e {
                 ApiError::AlreadyStarted(n) | ApiError::WrongKind { name: n, .. } => {
-                    GroupError::AlreadyStarted(n.to_string())
+                    Error::AlreadyStarted(n.to_string())
                 }
-                ApiError::InvalidGroup { group, reason } => GroupError::Invalid {
+                ApiError::InvalidGroup { group, reason } => Error::InvalidGroup {
                     name: group.to_string(),
                     reason,
                 },
-                _ => GroupError::Closed,
+                _ => Error::Closed,
             })?;
         Ok(Group {
             client: self.client,
@@ -303,7 +303,7 @@ impl Group {
     /// and awaited before the release), and the future resolves after the
     /// last `on_lost` has run (S7.3). Leaving twice, or after close,
     /// resolves at once. See [`GroupListener`] for an example.
-    pub async fn leave(&self) {
+    pub async fn stop(&self) {
         let (done, rx) = oneshot::channel();
         if self.client.send(Msg::Stop {
             name: self.name.clone(),
@@ -314,22 +314,22 @@ impl Group {
         }
     }
 
-    /// [`Group::leave`], blocking the thread until it completes.
+    /// [`Group::stop`], blocking the thread until it completes.
     ///
     /// # Errors
-    /// [`GroupError::WouldWaitOnItself`] from a callback or task (S7.5),
-    /// [`GroupError::WouldBlockRuntime`] on an async runtime thread: the
+    /// [`Error::WouldWaitOnItself`] from a callback or task (S7.5),
+    /// [`Error::WouldBlockRuntime`] on an async runtime thread: the
     /// leave is started but not awaited.
     ///
     /// ```no_run
     /// # fn demo(group: simba_client::Group) {
     /// // From a plain thread (not a callback, a task or a runtime thread):
-    /// if let Err(e) = group.leave_blocking() {
+    /// if let Err(e) = group.stop_blocking() {
     ///     println!("started the leave without waiting: {e}");
     /// }
     /// # }
     /// ```
-    pub fn leave_blocking(&self) -> Result<(), GroupError> {
+    pub fn stop_blocking(&self) -> Result<(), Error> {
         if let Some(on_itself) = self.client.blocking_refusal() {
             let _ = self.client.send(Msg::Stop {
                 name: self.name.clone(),
@@ -337,12 +337,12 @@ impl Group {
                 done: None,
             });
             return Err(if on_itself {
-                GroupError::WouldWaitOnItself
+                Error::WouldWaitOnItself
             } else {
-                GroupError::WouldBlockRuntime
+                Error::WouldBlockRuntime
             });
         }
-        futures::executor::block_on(self.leave());
+        futures::executor::block_on(self.stop());
         Ok(())
     }
 
@@ -351,16 +351,16 @@ impl Group {
     /// an example.
     ///
     /// # Errors
-    /// [`GroupError::Closed`] once the client is closed.
-    pub async fn snapshot(&self) -> Result<Option<GroupSnapshot>, GroupError> {
+    /// [`Error::Closed`] once the client is closed.
+    pub async fn snapshot(&self) -> Result<Option<GroupSnapshot>, Error> {
         let (reply, rx) = oneshot::channel();
         if !self.client.send(Msg::GroupSnapshot {
             name: self.name.clone(),
             reply,
         }) {
-            return Err(GroupError::Closed);
+            return Err(Error::Closed);
         }
-        rx.await.map_err(|_| GroupError::Closed)
+        rx.await.map_err(|_| Error::Closed)
     }
 }
 
@@ -373,6 +373,11 @@ pub struct GroupTask {
 }
 
 impl GroupTask {
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        self.group.name()
+    }
+
     /// The group behind the tasks.
     ///
     /// ```no_run
@@ -393,32 +398,32 @@ impl GroupTask {
     /// Leaves the group: every partition task is interrupted and awaited
     /// before its partition is released (S6.1, S10.3). See [`Simba::group`]
     /// for an example.
-    pub async fn close(&self) {
-        self.group.leave().await
+    pub async fn stop(&self) {
+        self.group.stop().await
     }
 
-    /// [`GroupTask::close`], blocking the thread.
+    /// [`GroupTask::stop`], blocking the thread.
     ///
     /// # Errors
-    /// As [`Group::leave_blocking`] (S7.5).
+    /// As [`Group::stop_blocking`] (S7.5).
     ///
     /// ```no_run
     /// # fn demo(tasks: simba_client::GroupTask) {
-    /// match tasks.close_blocking() {
+    /// match tasks.stop_blocking() {
     ///     Ok(()) => println!("left; every partition task has exited"),
     ///     Err(e) => println!("started the leave without waiting: {e}"),
     /// }
     /// # }
     /// ```
-    pub fn close_blocking(&self) -> Result<(), GroupError> {
-        self.group.leave_blocking()
+    pub fn stop_blocking(&self) -> Result<(), Error> {
+        self.group.stop_blocking()
     }
 
     /// As [`Group::snapshot`].
     ///
     /// # Errors
     /// As [`Group::snapshot`].
-    pub async fn snapshot(&self) -> Result<Option<GroupSnapshot>, GroupError> {
+    pub async fn snapshot(&self) -> Result<Option<GroupSnapshot>, Error> {
         self.group.snapshot().await
     }
 }

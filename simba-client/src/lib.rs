@@ -71,6 +71,7 @@ mod config;
 mod driver;
 mod error;
 mod group;
+mod handle;
 mod listener;
 mod mutant;
 mod observe;
@@ -87,17 +88,13 @@ pub use client::{
     LeaderTask, Lock, LockTerm, NoListener, Simba, SimbaBuilder, CALLBACK_QUEUE, EVENT_QUEUE,
 };
 pub use config::{ConfigSection, Settings, BACKEND_VAR, ENV_VARS};
-pub use error::{
-    BuildError, ClientError, ConfigSectionError, ElectionError, FromEnvError, GroupError,
-    LockError, ObserveError, TermError,
-};
+pub use error::{ConfigSectionError, Error, TermError};
 pub use group::{Group, GroupBuilder, GroupListener, GroupTask};
+pub use handle::Handle;
 #[cfg(feature = "mutants")]
 pub use mutant::ClientMutant;
 pub use runtime::Runtime;
-pub use schedule::{
-    MissedRuns, Schedule, ScheduleBuilder, ScheduleError, ScheduledJob, ScheduledRun,
-};
+pub use schedule::{MissedRuns, Schedule, ScheduleBuilder, ScheduledJob, ScheduledRun};
 pub use suspend::{boottime_ns, HostSuspendClock, SuspendClock};
 pub use term::{in_callback_or_task, CancelSignal, TaskOutput, Term};
 

@@ -12,7 +12,7 @@
 
 use crate::client::{LeaderTask, Simba};
 use crate::driver::Msg;
-use crate::error::ElectionError;
+use crate::error::Error;
 use crate::listener::ElectionListener;
 use crate::mutant::{ClientMutant, Selected};
 use crate::runtime::Runtime;
@@ -54,7 +54,7 @@ const CLAIM_RETRY_MAX: Duration = Duration::from_secs(5);
 /// let nightly = Schedule::cron_in("0 3 * * *", "Europe/Paris")?;
 /// // 2026-01-01T00:00:00Z is 01:00 in Paris; the next 03:00 there is 02:00Z.
 /// assert_eq!(nightly.next_slot_after(1_767_225_600_000), Some(1_767_232_800_000));
-/// # Ok::<(), simba_client::ScheduleError>(())
+/// # Ok::<(), simba_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Schedule {
@@ -98,24 +98,11 @@ impl fmt::Display for Schedule {
     }
 }
 
-/// A schedule that cannot be used, or an election that cannot start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ScheduleError {
-    /// The period or delay is under one millisecond, or the cron expression
-    /// or time zone does not parse.
-    #[error("invalid schedule: {0}")]
-    Invalid(String),
-    /// The schedule's election could not start.
-    #[error(transparent)]
-    Election(#[from] ElectionError),
-}
-
 impl Schedule {
     /// Fixed rate: a slot at every multiple of `period` since the Unix epoch
     /// (S11.2), so every node agrees on the slots. `period` counts in whole
     /// milliseconds; one under a millisecond is refused when the schedule
-    /// starts ([`ScheduleError::Invalid`]).
+    /// starts ([`Error::InvalidSchedule`]).
     pub fn every(period: Duration) -> Schedule {
         let ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX);
         Schedule {
@@ -136,8 +123,8 @@ impl Schedule {
     /// day-of-week), or six with seconds first.
     ///
     /// # Errors
-    /// [`ScheduleError::Invalid`] if it does not parse.
-    pub fn cron(expr: &str) -> Result<Schedule, ScheduleError> {
+    /// [`Error::InvalidSchedule`] if it does not parse.
+    pub fn cron(expr: &str) -> Result<Schedule, Error> {
         Schedule::cron_in(expr, "UTC")
     }
 
@@ -145,12 +132,12 @@ impl Schedule {
     /// slots follow that zone's daylight-saving changes.
     ///
     /// # Errors
-    /// [`ScheduleError::Invalid`] if the expression or the zone does not parse.
-    pub fn cron_in(expr: &str, tz: &str) -> Result<Schedule, ScheduleError> {
+    /// [`Error::InvalidSchedule`] if the expression or the zone does not parse.
+    pub fn cron_in(expr: &str, tz: &str) -> Result<Schedule, Error> {
         let cron = Cron::from_str(expr.trim())
-            .map_err(|e| ScheduleError::Invalid(format!("cron expression `{expr}`: {e}")))?;
+            .map_err(|e| Error::InvalidSchedule(format!("cron expression `{expr}`: {e}")))?;
         let tz = chrono_tz::Tz::from_str(tz.trim())
-            .map_err(|e| ScheduleError::Invalid(format!("time zone `{tz}`: {e}")))?;
+            .map_err(|e| Error::InvalidSchedule(format!("time zone `{tz}`: {e}")))?;
         Ok(Schedule {
             kind: Kind::Cron {
                 cron: Arc::new(cron),
@@ -174,12 +161,12 @@ impl Schedule {
         }
     }
 
-    fn validate(&self) -> Result<(), ScheduleError> {
+    fn validate(&self) -> Result<(), Error> {
         match &self.kind {
-            Kind::Rate(0) => Err(ScheduleError::Invalid(
+            Kind::Rate(0) => Err(Error::InvalidSchedule(
                 "the period must be at least 1 ms".into(),
             )),
-            Kind::Delay(d) if d.as_millis() == 0 => Err(ScheduleError::Invalid(
+            Kind::Delay(d) if d.as_millis() == 0 => Err(Error::InvalidSchedule(
                 "the delay must be at least 1 ms".into(),
             )),
             _ => Ok(()),
@@ -265,7 +252,7 @@ impl Simba {
     /// [`run`](ScheduleBuilder::run) it:
     ///
     /// ```no_run
-    /// # async fn demo(simba: simba_client::Simba) -> Result<(), simba_client::ScheduleError> {
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), simba_client::Error> {
     /// use simba_client::{MissedRuns, Schedule};
     /// use std::time::Duration;
     ///
@@ -344,16 +331,16 @@ impl ScheduleBuilder {
     /// a panic is logged and the schedule goes on (S11.3).
     ///
     /// # Errors
-    /// [`ScheduleError::Invalid`] for a period or delay under 1 ms;
-    /// [`ScheduleError::Election`] as [`crate::ElectionBuilder::start`].
-    pub async fn run<F, Fut>(self, job: F) -> Result<ScheduledJob, ScheduleError>
+    /// [`Error::InvalidSchedule`] for a period or delay under 1 ms;
+    /// [`Error`] as [`crate::ElectionBuilder::start`].
+    pub async fn run<F, Fut>(self, job: F) -> Result<ScheduledJob, Error>
     where
         F: FnMut(ScheduledRun) -> Fut + Send + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: TaskOutput,
     {
         self.schedule.validate()?;
-        let name = LeaseName::new(&self.name).map_err(ElectionError::from)?;
+        let name = LeaseName::new(&self.name).map_err(Error::from)?;
         let job = crate::driver::shared_factory(job);
         let job: Job = Arc::new(move |run| -> BoxFuture<'static, Result<(), String>> {
             let fut = job(run);
@@ -393,6 +380,11 @@ pub struct ScheduledJob {
 }
 
 impl ScheduledJob {
+    /// The schedule's name.
+    pub fn name(&self) -> &str {
+        self.task.name()
+    }
+
     /// The schedule's election.
     pub fn election(&self) -> &crate::Election {
         self.task.election()
@@ -408,7 +400,7 @@ impl ScheduledJob {
     ///
     /// # Errors
     /// As [`crate::Election::stop_blocking`].
-    pub fn stop_blocking(&self) -> Result<(), ElectionError> {
+    pub fn stop_blocking(&self) -> Result<(), Error> {
         self.task.stop_blocking()
     }
 
@@ -416,7 +408,7 @@ impl ScheduledJob {
     ///
     /// # Errors
     /// As [`crate::Election::step_down`].
-    pub async fn step_down(&self, cooldown: Duration) -> Result<(), ElectionError> {
+    pub async fn step_down(&self, cooldown: Duration) -> Result<(), Error> {
         self.task.step_down(cooldown).await
     }
 
@@ -424,7 +416,7 @@ impl ScheduledJob {
     ///
     /// # Errors
     /// As [`crate::Election::snapshot`].
-    pub async fn snapshot(&self) -> Result<Option<EntrySnapshot>, ElectionError> {
+    pub async fn snapshot(&self) -> Result<Option<EntrySnapshot>, Error> {
         self.task.snapshot().await
     }
 }
@@ -682,11 +674,11 @@ mod tests {
     fn s11_2_bad_cron_and_zones_are_refused() {
         assert!(matches!(
             Schedule::cron("not cron"),
-            Err(ScheduleError::Invalid(_))
+            Err(Error::InvalidSchedule(_))
         ));
         assert!(matches!(
             Schedule::cron_in("* * * * *", "Mars/Olympus"),
-            Err(ScheduleError::Invalid(_))
+            Err(Error::InvalidSchedule(_))
         ));
     }
 }

@@ -24,9 +24,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use crate::{
-    CallbackExecutor, ClientError, ClientEvent, ElectionError, ElectionListener, LockError,
-    RevokeReason, Runtime, Simba, SimbaBuilder, SimbaConfig, Status, TaskExitAction,
-    TaskExitPolicy, TaskOutcome, Term,
+    CallbackExecutor, ClientEvent, ElectionListener, Error, RevokeReason, Runtime, Simba,
+    SimbaBuilder, SimbaConfig, Status, TaskExitAction, TaskExitPolicy, TaskOutcome, Term,
 };
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -672,7 +671,7 @@ pub async fn lock_try_and_timeout(env: Env) {
     assert!(held.ensure_valid(Duration::from_millis(10)).is_ok());
     let first = held.token();
     match b.lock("suite.lock").try_acquire().await {
-        Err(LockError::Held(_)) => {}
+        Err(Error::Held(_)) => {}
         other => panic!("expected Held, got {other:?}"),
     }
     let t0 = Instant::now();
@@ -681,7 +680,7 @@ pub async fn lock_try_and_timeout(env: Env) {
         .acquire_timeout(Duration::from_millis(700))
         .await
     {
-        Err(LockError::TimedOut { .. }) => {}
+        Err(Error::TimedOut { .. }) => {}
         other => panic!("expected TimedOut, got {other:?}"),
     }
     assert!(t0.elapsed() >= Duration::from_millis(600));
@@ -710,15 +709,15 @@ pub async fn already_started(env: Env) {
         .await
         .unwrap();
     match simba.election("suite.twice").start(crate::NoListener).await {
-        Err(ElectionError::AlreadyStarted(n)) => assert_eq!(n, "suite.twice"),
+        Err(Error::AlreadyStarted(n)) => assert_eq!(n, "suite.twice"),
         other => panic!("expected AlreadyStarted, got {other:?}"),
     }
     match simba.lock("suite.twice").try_acquire().await {
-        Err(LockError::AlreadyStarted(_)) => {}
+        Err(Error::AlreadyStarted(_)) => {}
         other => panic!("expected AlreadyStarted, got {other:?}"),
     }
     match simba.election("no/slash").start(crate::NoListener).await {
-        Err(ElectionError::InvalidName(_)) => {}
+        Err(Error::InvalidName(_)) => {}
         other => panic!("expected InvalidName (S3.1), got {other:?}"),
     }
     e.stop().await;
@@ -734,7 +733,7 @@ pub async fn already_started(env: Env) {
 
 struct CloseFromCallback {
     client: OnceLock<Simba>,
-    result: Mutex<Option<Result<(), ClientError>>>,
+    result: Mutex<Option<Result<(), Error>>>,
 }
 
 impl ElectionListener for Arc<CloseFromCallback> {
@@ -765,7 +764,7 @@ async fn close_from_callback(env: Env, executor: CallbackExecutor) {
     .await;
     assert_eq!(
         listener.result.lock().unwrap().clone(),
-        Some(Err(ClientError::WouldWaitOnItself)),
+        Some(Err(Error::WouldWaitOnItself)),
         "S7.5: a blocking close from a callback does not wait"
     );
     // The close it started completes.
@@ -1228,21 +1227,21 @@ pub async fn blocking_calls_on_a_runtime_thread_are_refused(env: Env) {
     let simba = env.client();
     let lock = simba.lock("suite.blocking.lock").acquire().await.unwrap();
     let term = lock.term().clone();
-    assert_eq!(lock.release_blocking(), Err(LockError::WouldBlockRuntime));
+    assert_eq!(lock.release_blocking(), Err(Error::WouldBlockRuntime));
     assert_eq!(term.revoked().await, RevokeReason::Stopped);
     let e = simba
         .election("suite.blocking.election")
         .start(crate::NoListener)
         .await
         .unwrap();
-    assert_eq!(e.stop_blocking(), Err(ElectionError::WouldBlockRuntime));
+    assert_eq!(e.stop_blocking(), Err(Error::WouldBlockRuntime));
     env.wait_for("stopped", PATIENCE, || {
         let e = e.clone();
         async move { e.snapshot().await.unwrap().is_none() }
     })
     .await;
     let mut events = simba.events();
-    assert_eq!(simba.close_blocking(), Err(ClientError::WouldBlockRuntime));
+    assert_eq!(simba.close_blocking(), Err(Error::WouldBlockRuntime));
     env.next_event(&mut events, PATIENCE, |e| *e == ClientEvent::Closed)
         .await;
 }
@@ -1719,7 +1718,7 @@ pub async fn group_rebalance_on_graceful_leave(env: Env) {
     let snap = members[0].1.snapshot().await.unwrap().unwrap();
     assert_eq!(snap.members.len(), 3);
     assert_eq!(snap.owned.len(), 4);
-    members[2].1.close().await;
+    members[2].1.stop().await;
     assert_eq!(
         log.counts(&[2]),
         [0],
@@ -1827,7 +1826,7 @@ pub async fn group_rebalance_after_a_crash(env: Env) {
 pub async fn group_close_blocking_from_a_partition_task(env: Env) {
     let simba = env.client();
     let handle: Arc<OnceLock<crate::GroupTask>> = Arc::default();
-    let result: Arc<Mutex<Option<Result<(), crate::GroupError>>>> = Arc::default();
+    let result: Arc<Mutex<Option<Result<(), crate::Error>>>> = Arc::default();
     let (h, r, rt) = (handle.clone(), result.clone(), env.runtime.clone());
     let task = simba
         .group("suite.groupclose", 2)
@@ -1844,7 +1843,7 @@ pub async fn group_close_blocking_from_a_partition_task(env: Env) {
                 {
                     let mut r = r.lock().unwrap();
                     if r.is_none() {
-                        *r = Some(task.close_blocking());
+                        *r = Some(task.stop_blocking());
                     }
                 }
                 term.revoked().await;
@@ -1860,7 +1859,7 @@ pub async fn group_close_blocking_from_a_partition_task(env: Env) {
     .await;
     assert_eq!(
         *result.lock().unwrap(),
-        Some(Err(crate::GroupError::WouldWaitOnItself))
+        Some(Err(crate::Error::WouldWaitOnItself))
     );
     // The refused close still started the leave: it completes on its own.
     env.wait_for("the group to be left", PATIENCE, || {
@@ -1868,7 +1867,7 @@ pub async fn group_close_blocking_from_a_partition_task(env: Env) {
         async move { matches!(t.snapshot().await, Ok(None)) }
     })
     .await;
-    task.close().await;
+    task.stop().await;
     simba.close().await;
 }
 
@@ -2219,7 +2218,7 @@ where
 pub async fn leader_observation(env: Env) {
     let name = "suite.observe";
     match env.builder().metadata("Bad Key", "x").build() {
-        Err(crate::BuildError::Metadata(_)) => {}
+        Err(crate::Error::Metadata(_)) => {}
         other => panic!("a bad metadata key must fail the build, got {other:?}"),
     }
     let a = env
@@ -2233,7 +2232,7 @@ pub async fn leader_observation(env: Env) {
     assert!(watcher.leader(name).await.unwrap().is_none());
     assert!(matches!(
         watcher.leader("no/slash").await,
-        Err(crate::ObserveError::InvalidName(_))
+        Err(crate::Error::InvalidName(_))
     ));
     let mut watch = watcher.observe(name).unwrap();
     next_holder(&env, &mut watch, PATIENCE, Option::is_none).await;
@@ -2291,10 +2290,7 @@ pub async fn leader_observation(env: Env) {
         ),
         "the observation stream outlived its client"
     );
-    assert!(matches!(
-        watcher.observe(name),
-        Err(crate::ObserveError::Closed)
-    ));
+    assert!(matches!(watcher.observe(name), Err(crate::Error::Closed)));
 }
 
 /// Locks of one name on one client wait their turn, first come first
@@ -2305,7 +2301,7 @@ pub async fn same_name_locks_take_turns(env: Env) {
     let simba = env.client();
     let first = simba.lock(name).acquire().await.unwrap();
     match simba.lock(name).try_acquire().await {
-        Err(LockError::Held(_)) => {}
+        Err(Error::Held(_)) => {}
         other => panic!("try_acquire of a name this client holds: {other:?}"),
     }
     // Queued first, then dropped: it must not take a turn.
@@ -2331,7 +2327,7 @@ pub async fn same_name_locks_take_turns(env: Env) {
         .acquire_timeout(Duration::from_millis(300))
         .await
     {
-        Err(LockError::TimedOut { .. }) => {}
+        Err(Error::TimedOut { .. }) => {}
         other => panic!("a queued acquire_timeout must time out, got {other:?}"),
     }
     assert!(t0.elapsed() >= Duration::from_millis(250));

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run -p simba-tokio --example lock_critical_section   # in two terminals
 //! ```
-use simba_tokio::{LockError, SimbaConfig};
+use simba_tokio::{Error, SimbaConfig};
 use std::time::Duration;
 
 #[tokio::main]
@@ -36,7 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             lock.release().await;
         }
-        Err(LockError::TimedOut { .. }) => println!("someone else kept the lock for 10 s"),
+        Err(Error::TimedOut { .. }) => println!("someone else kept the lock for 10 s"),
         Err(e) => return Err(e.into()),
     }
     simba.close().await;

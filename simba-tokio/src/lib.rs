@@ -138,7 +138,7 @@ impl Runtime for TokioRuntime {
 }
 
 /// A client builder over `backend` on the tokio runtime of the calling
-/// context. `build()` fails with [`BuildError::NoRuntime`] outside one.
+/// context. `build()` fails with [`Error::NoRuntime`] outside one.
 pub fn builder(backend: impl Backend) -> SimbaBuilder {
     builder_dyn(Arc::new(backend))
 }
@@ -170,13 +170,13 @@ pub fn builder_dyn(backend: Arc<dyn Backend>) -> SimbaBuilder {
 /// ```
 ///
 /// # Errors
-/// [`FromEnvError`]: a variable that does not parse, no `SIMBA_BACKEND`, an
+/// [`Error`]: a variable that does not parse, no `SIMBA_BACKEND`, an
 /// unreachable backend, or no tokio runtime.
-pub async fn from_env() -> Result<Simba, FromEnvError> {
+pub async fn from_env() -> Result<Simba, Error> {
     let builder = Settings::from_env()?.connect().await?;
     let builder = match TokioRuntime::try_current() {
         Some(rt) => builder.runtime(Arc::new(rt)),
         None => builder,
     };
-    Ok(builder.build()?)
+    builder.build()
 }

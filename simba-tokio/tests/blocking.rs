@@ -3,7 +3,7 @@
 //! its action and returns `WouldBlockRuntime` at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use simba_tokio::{ClientError, ElectionError, LockError, MemoryBackend, NoListener};
+use simba_tokio::{Error, MemoryBackend, NoListener};
 
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -16,7 +16,7 @@ fn current_thread() -> tokio::runtime::Runtime {
 fn close_blocking_on_a_current_thread_runtime_does_not_deadlock() {
     current_thread().block_on(async {
         let simba = simba_tokio::builder(MemoryBackend::new()).build().unwrap();
-        assert_eq!(simba.close_blocking(), Err(ClientError::WouldBlockRuntime));
+        assert_eq!(simba.close_blocking(), Err(Error::WouldBlockRuntime));
         // The close it started completes.
         simba.close().await;
     });
@@ -31,7 +31,7 @@ fn stop_blocking_on_a_current_thread_runtime_does_not_deadlock() {
             .start(NoListener)
             .await
             .unwrap();
-        assert_eq!(e.stop_blocking(), Err(ElectionError::WouldBlockRuntime));
+        assert_eq!(e.stop_blocking(), Err(Error::WouldBlockRuntime));
         e.stop().await;
         assert!(e.snapshot().await.unwrap().is_none());
         simba.close().await;
@@ -44,7 +44,7 @@ fn release_blocking_on_a_current_thread_runtime_does_not_deadlock() {
         let simba = simba_tokio::builder(MemoryBackend::new()).build().unwrap();
         let lock = simba.lock("blocking.release").acquire().await.unwrap();
         let term = lock.term().clone();
-        assert_eq!(lock.release_blocking(), Err(LockError::WouldBlockRuntime));
+        assert_eq!(lock.release_blocking(), Err(Error::WouldBlockRuntime));
         term.revoked().await;
         // Released: the lock can be taken again.
         let again = simba.lock("blocking.release").acquire().await.unwrap();

@@ -103,7 +103,7 @@ async fn rebalance_after_a_crash(url: String) {
     log.assert_only_moved_to(&settled, 3);
     let settled = log.lengths();
     let left_at = Instant::now();
-    task.close().await;
+    task.stop().await;
     wait(&log, &[0, 1, 2], &[4, 4, 4]).await;
     let leave_took = left_at.elapsed();
     log.assert_only_moved_from(&settled, 3);

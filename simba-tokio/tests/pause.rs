@@ -42,8 +42,5 @@ async fn s3_3_term_is_invalid_on_first_read_after_a_long_pause() {
 #[tokio::test(flavor = "current_thread")]
 async fn build_outside_a_runtime_fails_cleanly() {
     let handle = std::thread::spawn(|| simba_tokio::builder(MemoryBackend::new()).build().err());
-    assert_eq!(
-        handle.join().unwrap(),
-        Some(simba_tokio::BuildError::NoRuntime)
-    );
+    assert_eq!(handle.join().unwrap(), Some(simba_tokio::Error::NoRuntime));
 }

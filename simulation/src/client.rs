@@ -537,7 +537,7 @@ async fn group(node: Node, simba: Simba, checks: Arc<Checks>, w: Arc<Workloads>,
         };
         tokio::time::sleep(pause_for(&mut rng, w.moves * 2)).await;
         node.log("leaves the group".to_owned());
-        tasks.close().await;
+        tasks.stop().await;
         tokio::time::sleep(pause_for(&mut rng, Duration::from_secs(1))).await;
     }
 }
