@@ -1,7 +1,7 @@
 //! # simba-async-std: Simba on async-std and smol-compatible executors
 //!
 //! Leader elections, locks and leader-only tasks for processes on many
-//! machines, through a shared backend. This crate is glue: a [`Runtime`]
+//! machines, through a shared backend. This crate is glue: an [`AsyncRuntime`]
 //! implementation over async-std's task spawner and timer, and the API of
 //! [`simba_client`], re-exported.
 //!
@@ -41,11 +41,11 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// [`Runtime`] over async-std's global executor and timer.
+/// [`AsyncRuntime`] over async-std's global executor and timer.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AsyncStdRuntime;
 
-impl Runtime for AsyncStdRuntime {
+impl AsyncRuntime for AsyncStdRuntime {
     fn spawn(&self, task: BoxFuture<'static, ()>) {
         drop(async_std::task::spawn(task));
     }

@@ -10,7 +10,7 @@ fn block_on<F: Future<Output = ()>>(f: F) {
     async_std::task::block_on(f)
 }
 
-fn runtime() -> Arc<dyn simba_async_std::Runtime> {
+fn runtime() -> Arc<dyn simba_async_std::AsyncRuntime> {
     Arc::new(simba_async_std::AsyncStdRuntime)
 }
 

@@ -7,7 +7,7 @@ pub use crate::listener::{
     CallbackExecutor, ClientEvent, ElectionListener, NoListener, CALLBACK_QUEUE, EVENT_QUEUE,
 };
 use crate::mutant::Selected;
-use crate::runtime::Runtime;
+use crate::runtime::AsyncRuntime;
 use crate::suspend::{HostSuspendClock, SuspendClock};
 use crate::term::{in_callback_or_task, CancelSignal, Clock, TaskOutput, Term};
 use crate::turns::{Turn, Turns};
@@ -42,7 +42,7 @@ impl ElectionListener for BothListeners {
 pub(crate) struct ClientInner {
     tx: mpsc::UnboundedSender<Msg>,
     next_entry: AtomicU64,
-    runtime: Arc<dyn Runtime>,
+    runtime: Arc<dyn AsyncRuntime>,
     event_queue: usize,
     /// For leader observation, which reads the backend directly.
     backend: Arc<dyn Backend>,
@@ -90,7 +90,7 @@ pub struct SimbaBuilder {
     backend: Arc<dyn Backend>,
     config: SimbaConfig,
     executor: CallbackExecutor,
-    runtime: Option<Arc<dyn Runtime>>,
+    runtime: Option<Arc<dyn AsyncRuntime>>,
     event_queue: usize,
     metadata: SessionMetadata,
     metadata_error: Option<MetadataError>,
@@ -123,7 +123,7 @@ impl SimbaBuilder {
     }
 
     /// The runtime to drive the client on (the adapters set it).
-    pub fn runtime(mut self, runtime: Arc<dyn Runtime>) -> Self {
+    pub fn runtime(mut self, runtime: Arc<dyn AsyncRuntime>) -> Self {
         self.runtime = Some(runtime);
         self
     }
@@ -271,10 +271,10 @@ fn host_name() -> Option<String> {
 }
 
 /// The configuration with its retry-jitter seed (S4.1) drawn from the
-/// runtime ([`Runtime::seed`]: the OS by default), unless an explicit seed
+/// runtime ([`AsyncRuntime::seed`]: the OS by default), unless an explicit seed
 /// was set: so candidates in different processes never retry on one
 /// schedule.
-pub(crate) fn with_process_seed(config: SimbaConfig, runtime: &dyn Runtime) -> SimbaConfig {
+pub(crate) fn with_process_seed(config: SimbaConfig, runtime: &dyn AsyncRuntime) -> SimbaConfig {
     if config.explicit_seed().is_some() {
         return config;
     }
@@ -355,7 +355,7 @@ impl Simba {
     }
 
     /// The client's runtime.
-    pub(crate) fn runtime(&self) -> Arc<dyn Runtime> {
+    pub(crate) fn runtime(&self) -> Arc<dyn AsyncRuntime> {
         self.inner.runtime.clone()
     }
 
@@ -513,7 +513,7 @@ impl Simba {
 async fn observe_loop(
     client: Weak<ClientInner>,
     backend: Arc<dyn Backend>,
-    runtime: Arc<dyn Runtime>,
+    runtime: Arc<dyn AsyncRuntime>,
     every: Duration,
     name: LeaseName,
     mut tx: mpsc::Sender<Option<LeaseHolder>>,
@@ -1129,13 +1129,13 @@ impl simba_backends::fencing::AsToken for LockTerm {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::with_process_seed;
-    use crate::Runtime;
+    use crate::AsyncRuntime;
     use futures::future::BoxFuture;
     use std::time::Instant;
 
     /// A runtime that only answers the seed seam's default (OS randomness).
     struct OsSeed;
-    impl Runtime for OsSeed {
+    impl AsyncRuntime for OsSeed {
         fn spawn(&self, _task: BoxFuture<'static, ()>) {}
         fn spawn_blocking(&self, _work: Box<dyn FnOnce() + Send>) {}
         fn sleep_until(&self, _at: Instant) -> BoxFuture<'static, ()> {

@@ -82,7 +82,7 @@ pub enum Error {
     /// (credentials are never shown).
     #[error(transparent)]
     Backend(#[from] simba_core::BackendError),
-    /// No [`Runtime`](crate::Runtime) was given (the adapters' `builder`
+    /// No [`AsyncRuntime`](crate::AsyncRuntime) was given (the adapters' `builder`
     /// functions give one; `simba_tokio::builder` outside a tokio runtime cannot).
     #[error("no async runtime to run the Simba driver on: use simba_tokio::builder inside a tokio runtime, simba_async_std::builder, or SimbaBuilder::runtime")]
     NoRuntime,

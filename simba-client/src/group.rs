@@ -433,14 +433,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::term::{Clock, SessionDeadline};
-    use crate::{HostSuspendClock, Runtime};
+    use crate::{AsyncRuntime, HostSuspendClock};
     use simba_core::{Timestamp, Token};
     use std::sync::Mutex;
     use std::time::Instant;
 
     /// A runtime that only tells the time (the terms below need a clock).
     struct ClockOnly;
-    impl Runtime for ClockOnly {
+    impl AsyncRuntime for ClockOnly {
         fn spawn(&self, _: BoxFuture<'static, ()>) {}
         fn spawn_blocking(&self, _: Box<dyn FnOnce() + Send>) {}
         fn sleep_until(&self, _: Instant) -> BoxFuture<'static, ()> {

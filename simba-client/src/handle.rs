@@ -10,17 +10,17 @@ use std::future::Future;
 /// What every running handle of a client does alike: [`Election`],
 /// [`LeaderTask`], [`ScheduledJob`], [`Group`] and [`GroupTask`].
 ///
-/// Each has the same verbs: [`name`](Handle::name), an awaited
-/// [`stop`](Handle::stop) that hands every term over in the order of S6.1
+/// Each has the same verbs: [`name`](Running::name), an awaited
+/// [`stop`](Running::stop) that hands every term over in the order of S6.1
 /// and resolves after the last callback has run (S7.3), a
-/// [`stop_blocking`](Handle::stop_blocking) that follows S7.5, and a
-/// [`snapshot`](Handle::snapshot) of its state. The inherent methods of the
+/// [`stop_blocking`](Running::stop_blocking) that follows S7.5, and a
+/// [`snapshot`](Running::snapshot) of its state. The inherent methods of the
 /// same names do the same; the trait lets code take any handle:
 ///
 /// ```no_run
-/// use simba_client::{Handle, Simba};
+/// use simba_client::{Running, Simba};
 ///
-/// async fn shut_down<H: Handle>(handle: &H) {
+/// async fn shut_down<H: Running>(handle: &H) {
 ///     println!("stopping {}", handle.name());
 ///     handle.stop().await;
 /// }
@@ -38,8 +38,8 @@ use std::future::Future;
 /// shut_down(&group).await;
 /// # Ok(()) }
 /// ```
-pub trait Handle {
-    /// What [`Handle::snapshot`] tells: an [`EntrySnapshot`] for an
+pub trait Running {
+    /// What [`Running::snapshot`] tells: an [`EntrySnapshot`] for an
     /// election's handles, a [`GroupSnapshot`] for a group's.
     type Snapshot;
 
@@ -52,7 +52,7 @@ pub trait Handle {
     /// client's close, resolves at once.
     fn stop(&self) -> impl Future<Output = ()> + Send + '_;
 
-    /// [`Handle::stop`], blocking the thread until it completes.
+    /// [`Running::stop`], blocking the thread until it completes.
     ///
     /// # Errors
     /// [`Error::WouldWaitOnItself`] from a callback or task (S7.5),
@@ -69,7 +69,7 @@ pub trait Handle {
 
 macro_rules! handle {
     ($ty:ty, $snapshot:ty) => {
-        impl Handle for $ty {
+        impl Running for $ty {
             type Snapshot = $snapshot;
 
             fn name(&self) -> &str {

@@ -4,7 +4,7 @@
 //! driven by the sans-IO engine of `simba-core` over a [`Backend`]. This
 //! crate holds the whole API and the one runtime-agnostic driver; the
 //! runtime adapters `simba-tokio` and `simba-async-std` only implement the
-//! small [`Runtime`] trait (spawn, spawn blocking, sleep until, now) and
+//! small [`AsyncRuntime`] trait (spawn, spawn blocking, sleep until, now) and
 //! re-export this crate. Applications normally depend on an adapter.
 //!
 //! Rule ids such as `S6.1` in these docs refer to Simba's rulebook,
@@ -33,7 +33,7 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # async fn bill_next_batch(token: u64) {}
-//! # async fn demo(runtime: Arc<dyn simba_client::Runtime>) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo(runtime: Arc<dyn simba_client::AsyncRuntime>) -> Result<(), Box<dyn std::error::Error>> {
 //! let backend = simba_client::connect("postgres://simba@db/simba").await?;
 //! let simba = simba_client::Simba::builder_dyn(backend.into())
 //!     .runtime(runtime) // simba_tokio::builder_dyn(backend.into()) does this
@@ -90,10 +90,10 @@ pub use client::{
 pub use config::{ConfigSection, Settings, BACKEND_VAR, ENV_VARS};
 pub use error::{ConfigSectionError, Error, TermError};
 pub use group::{Group, GroupBuilder, GroupListener, GroupTask};
-pub use handle::Handle;
+pub use handle::Running;
 #[cfg(feature = "mutants")]
 pub use mutant::ClientMutant;
-pub use runtime::Runtime;
+pub use runtime::AsyncRuntime;
 pub use schedule::{MissedRuns, Schedule, ScheduleBuilder, ScheduledJob, ScheduledRun};
 pub use suspend::{boottime_ns, HostSuspendClock, SuspendClock};
 pub use term::{in_callback_or_task, CancelSignal, TaskOutput, Term};

@@ -10,17 +10,17 @@ use std::time::{Instant, SystemTime};
 /// What the driver needs from an async runtime. `simba-tokio` and
 /// `simba-async-std` implement it; any executor with a timer can.
 ///
-/// The trait is dyn-compatible: a client keeps an `Arc<dyn Runtime>`, so no
+/// The trait is dyn-compatible: a client keeps an `Arc<dyn AsyncRuntime>`, so no
 /// public type of this crate is generic over the runtime.
 ///
 /// ```
-/// use simba_client::Runtime;
+/// use simba_client::AsyncRuntime;
 /// use futures::future::BoxFuture;
 /// use std::time::Instant;
 ///
 /// /// A runtime that runs everything on new threads (for illustration only).
 /// struct Threads;
-/// impl Runtime for Threads {
+/// impl AsyncRuntime for Threads {
 ///     fn spawn(&self, task: BoxFuture<'static, ()>) {
 ///         std::thread::spawn(move || futures::executor::block_on(task));
 ///     }
@@ -38,7 +38,7 @@ use std::time::{Instant, SystemTime};
 /// }
 /// # let _ = Threads.now();
 /// ```
-pub trait Runtime: Send + Sync + 'static {
+pub trait AsyncRuntime: Send + Sync + 'static {
     /// Runs `task` to completion in the background.
     fn spawn(&self, task: BoxFuture<'static, ()>);
 
@@ -46,7 +46,7 @@ pub trait Runtime: Send + Sync + 'static {
     fn spawn_blocking(&self, work: Box<dyn FnOnce() + Send>);
 
     /// A future that resolves at `at` (at once if `at` has passed), on the
-    /// same clock as [`Runtime::now`].
+    /// same clock as [`AsyncRuntime::now`].
     fn sleep_until(&self, at: Instant) -> BoxFuture<'static, ()>;
 
     /// The runtime's monotonic clock. Term validity (S3.3) and every engine

@@ -15,7 +15,7 @@ use crate::driver::Msg;
 use crate::error::Error;
 use crate::listener::ElectionListener;
 use crate::mutant::{ClientMutant, Selected};
-use crate::runtime::Runtime;
+use crate::runtime::AsyncRuntime;
 use crate::term::{TaskOutput, Term};
 use chrono::TimeZone as _;
 use croner::Cron;
@@ -441,7 +441,7 @@ struct Ctx {
     /// The driver's inbox (not the client handle: the task must not keep
     /// the client open, S1.4).
     tx: mpsc::UnboundedSender<Msg>,
-    runtime: Arc<dyn Runtime>,
+    runtime: Arc<dyn AsyncRuntime>,
     schedule: Schedule,
     hold: Duration,
     missed: MissedRuns,
@@ -454,8 +454,8 @@ struct Ctx {
 }
 
 /// Milliseconds since the Unix epoch on `runtime`'s wall clock
-/// ([`Runtime::wall_clock`]).
-fn wall_ms(runtime: &dyn Runtime) -> u64 {
+/// ([`AsyncRuntime::wall_clock`]).
+fn wall_ms(runtime: &dyn AsyncRuntime) -> u64 {
     runtime
         .wall_clock()
         .duration_since(UNIX_EPOCH)

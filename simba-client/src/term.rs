@@ -2,7 +2,7 @@
 //! and the "am I inside a callback or leader task" marker (S7.5, S7.6).
 
 use crate::error::TermError;
-use crate::runtime::Runtime;
+use crate::runtime::AsyncRuntime;
 use crate::suspend::SuspendClock;
 use futures::channel::oneshot;
 use futures::future::{AbortHandle, Abortable, BoxFuture, FutureExt, Shared};
@@ -50,7 +50,7 @@ impl SessionDeadline {
 /// suspend that outlasted it.
 #[derive(Clone)]
 pub(crate) struct Clock {
-    pub(crate) runtime: Arc<dyn Runtime>,
+    pub(crate) runtime: Arc<dyn AsyncRuntime>,
     pub(crate) base: Instant,
     suspend: Arc<dyn SuspendClock>,
     /// `suspend.suspended()` when the clock was made.
@@ -60,7 +60,7 @@ pub(crate) struct Clock {
 }
 
 impl Clock {
-    pub(crate) fn new(runtime: Arc<dyn Runtime>, suspend: Arc<dyn SuspendClock>) -> Clock {
+    pub(crate) fn new(runtime: Arc<dyn AsyncRuntime>, suspend: Arc<dyn SuspendClock>) -> Clock {
         Clock {
             base: runtime.now(),
             runtime,
@@ -124,7 +124,7 @@ impl Tracker {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn spawn(&self, runtime: &Arc<dyn Runtime>, work: BoxFuture<'static, ()>) -> bool {
+    fn spawn(&self, runtime: &Arc<dyn AsyncRuntime>, work: BoxFuture<'static, ()>) -> bool {
         let mut st = self.lock();
         if st.closed || st.aborted {
             return false;

@@ -1,5 +1,5 @@
 //! The integration suite every runtime adapter runs, written once (feature
-//! `testkit`). Each scenario is an async function of a [`Runtime`] and a
+//! `testkit`). Each scenario is an async function of an [`AsyncRuntime`] and a
 //! shared backend; [`adapter_suite!`](crate::adapter_suite) turns them into
 //! `#[test]`s per backend (in-memory, SQLite, PostgreSQL).
 //!
@@ -24,7 +24,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use crate::{
-    CallbackExecutor, ClientEvent, ElectionListener, Error, RevokeReason, Runtime, Simba,
+    AsyncRuntime, CallbackExecutor, ClientEvent, ElectionListener, Error, RevokeReason, Simba,
     SimbaBuilder, SimbaConfig, Status, TaskExitAction, TaskExitPolicy, TaskOutcome, Term,
 };
 use futures::stream::BoxStream;
@@ -133,7 +133,7 @@ pub async fn cleanup(kind: BackendKind, adapter: &str, test: &str) {
 /// Everything a scenario gets.
 #[derive(Clone)]
 pub struct Env {
-    pub runtime: Arc<dyn Runtime>,
+    pub runtime: Arc<dyn AsyncRuntime>,
     pub backend: Arc<dyn Backend>,
 }
 
@@ -1636,7 +1636,7 @@ pub async fn join_member(
     i: usize,
     log: &Arc<GroupLog>,
     stop_delay: Duration,
-    runtime: Arc<dyn Runtime>,
+    runtime: Arc<dyn AsyncRuntime>,
 ) -> crate::GroupTask {
     let l = log.clone();
     simba
@@ -2436,7 +2436,7 @@ pub async fn host_suspend_ends_terms_at_once(env: Env) {
 /// Generates the suite's `#[test]`s for one adapter:
 /// `adapter_suite!("tokio", block_on, || runtime)` where `block_on` runs a
 /// future to completion on the adapter's runtime and the closure returns an
-/// `Arc<dyn Runtime>` (called inside `block_on`).
+/// `Arc<dyn AsyncRuntime>` (called inside `block_on`).
 #[macro_export]
 macro_rules! adapter_suite {
     ($adapter:literal, $block_on:path, $runtime:expr) => {

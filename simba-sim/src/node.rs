@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_backends::{Backend, Inspection, MemoryBackend, SessionMetadata};
-use simba_client::{Runtime, Simba, SuspendClock};
+use simba_client::{AsyncRuntime, Simba, SuspendClock};
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
     SessionGrant, SessionId, SlotClaim, Token,
@@ -155,7 +155,7 @@ impl SimRuntime {
     }
 }
 
-impl Runtime for SimRuntime {
+impl AsyncRuntime for SimRuntime {
     fn spawn(&self, task: BoxFuture<'static, ()>) {
         self.cell.spawn(self.generation, task);
     }

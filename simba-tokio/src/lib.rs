@@ -2,7 +2,7 @@
 //!
 //! Leader elections, locks and leader-only tasks for processes on many
 //! machines, through a shared backend, on the tokio runtime. This crate is
-//! glue: a [`Runtime`] implementation over tokio and the API of
+//! glue: an [`AsyncRuntime`] implementation over tokio and the API of
 //! [`simba_client`], re-exported. Use backends built with sqlx's
 //! `runtime-tokio` feature (the default of `simba-backends`).
 //!
@@ -92,7 +92,7 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// [`Runtime`] over a tokio runtime handle.
+/// [`AsyncRuntime`] over a tokio runtime handle.
 #[derive(Clone, Debug)]
 pub struct TokioRuntime {
     handle: tokio::runtime::Handle,
@@ -112,7 +112,7 @@ impl TokioRuntime {
     }
 }
 
-impl Runtime for TokioRuntime {
+impl AsyncRuntime for TokioRuntime {
     fn spawn(&self, task: BoxFuture<'static, ()>) {
         drop(self.handle.spawn(task));
     }

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 async fn rebalance_after_a_crash(url: String) {
     // Its own group: runs on a shared server must not meet.
     let group = format!("real.group.{}", std::process::id());
-    let runtime: Arc<dyn simba_tokio::Runtime> = Arc::new(TokioRuntime::try_current().unwrap());
+    let runtime: Arc<dyn simba_tokio::AsyncRuntime> =
+        Arc::new(TokioRuntime::try_current().unwrap());
     let log = Arc::new(GroupLog::default());
     let mut members = Vec::new();
     let mut cuts = Vec::new();

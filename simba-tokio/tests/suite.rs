@@ -18,7 +18,7 @@ fn block_on<F: Future<Output = ()>>(f: F) {
         .block_on(f)
 }
 
-fn runtime() -> Arc<dyn simba_tokio::Runtime> {
+fn runtime() -> Arc<dyn simba_tokio::AsyncRuntime> {
     Arc::new(simba_tokio::TokioRuntime::try_current().expect("inside tokio"))
 }
 
