@@ -386,6 +386,27 @@ impl fmt::Debug for BackendConfig {
 }
 
 impl BackendConfig {
+    /// [`BackendConfig::parse`] for one backend's `connect_url`: `Rejected`
+    /// if `url` is malformed or names another kind of backend than `kind`
+    /// (`backend` is its name, for the message).
+    pub(crate) fn parse_for(
+        url: &str,
+        kind: BackendKind,
+        backend: &str,
+    ) -> Result<BackendConfig, simba_core::BackendError> {
+        let config = BackendConfig::parse(url)?;
+        if config.kind() != kind {
+            return Err(simba_core::BackendError::new(
+                simba_core::BackendErrorKind::Rejected,
+                format!(
+                    "{backend}: `{}` is not a {backend} URL",
+                    config.redacted_url()
+                ),
+            ));
+        }
+        Ok(config)
+    }
+
     /// Parses a backend URL.
     ///
     /// # Errors

@@ -115,12 +115,12 @@ use etcd_client::{
 };
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
     SessionGrant, SessionId, SlotClaim, Token,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -129,10 +129,6 @@ const NAME: &str = "etcd";
 /// The value of `P/l/NAME` once a place of `NAME` was created: a session id
 /// no session has (an older Simba reads it as a holder that never ends).
 const FENCE: &str = "00000000000000000000000000000000";
-/// How many recent deletions of places the watch remembers, and for how
-/// long, so a listing that crossed a deletion is judged without it.
-const DELETED_KEPT: usize = 65_536;
-const DELETED_FOR: Duration = Duration::from_secs(120);
 /// At most this many calls (renewals aside) in flight at once; see
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
@@ -397,40 +393,9 @@ impl Local {
     }
 }
 
-/// What the backend's one watch feeds (see [`track`]).
-#[derive(Default)]
-struct Tracker {
-    running: bool,
-    /// Release broadcasts' subscribers (S4.2).
-    subscribers: Vec<tokio::sync::mpsc::UnboundedSender<LeaseName>>,
-    /// Places seen deleted lately (full keys), oldest first, and the latest
-    /// revision each was deleted at.
-    deleted: VecDeque<(Instant, String)>,
-    deleted_at: HashMap<String, i64>,
-}
-
-impl Tracker {
-    fn note_deleted(&mut self, key: &str, rev: i64) {
-        let now = Instant::now();
-        while self.deleted.len() >= DELETED_KEPT
-            || self
-                .deleted
-                .front()
-                .is_some_and(|(at, _)| now.saturating_duration_since(*at) > DELETED_FOR)
-        {
-            if let Some((_, old)) = self.deleted.pop_front() {
-                self.deleted_at.remove(&old);
-            }
-        }
-        match self.deleted_at.get_mut(key) {
-            Some(r) => *r = (*r).max(rev),
-            None => {
-                self.deleted_at.insert(key.to_owned(), rev);
-                self.deleted.push_back((now, key.to_owned()));
-            }
-        }
-    }
-}
+/// What the backend's one watch feeds (see [`track`]): deletions are
+/// marked with the revision they happened at.
+type Tracker = crate::queue::Tracker<i64>;
 
 struct Inner {
     client: Client,
@@ -1012,10 +977,10 @@ impl EtcdBackend {
         // the record after it.
         let (judged, own_gone) = {
             let tracker = lock(&self.inner.tracker);
+            let deleted = tracker.deleted(name.as_str());
             let gone = |suffix: &str| {
-                tracker
-                    .deleted_at
-                    .get(&format!("{queue}{suffix}"))
+                deleted
+                    .and_then(|d| d.get(suffix))
                     .is_some_and(|d| *d > read_rev)
             };
             let judged = judge(&entries, &me, sid.as_bytes(), gone);
@@ -1700,10 +1665,7 @@ impl Backend for EtcdBackend {
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         async move {
             self.ensure_tracker().await?;
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<LeaseName>();
-            lock(&self.inner.tracker).subscribers.push(tx);
-            let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-            Ok(Some(stream.boxed()))
+            Ok(Some(lock(&self.inner.tracker).subscribe()))
         }
         .boxed()
     }
@@ -2042,8 +2004,7 @@ async fn track(
                             // Remembered, then struck, under the watch's lock
                             // (the order an acquire judges in).
                             let mut tracker = lock(&inner.tracker);
-                            tracker
-                                .note_deleted(&format!("{q_pre}{n}/{suffix}"), kv.mod_revision());
+                            tracker.note_deleted(n, suffix, kv.mod_revision());
                             let mut local = lock(&inner.local);
                             for (lease, l) in local.iter_mut() {
                                 let struck = match l.places.get_mut(&name) {
@@ -2074,10 +2035,7 @@ async fn track(
                         }
                     }
                     if !names.is_empty() {
-                        let mut tracker = lock(&inner.tracker);
-                        tracker
-                            .subscribers
-                            .retain(|tx| names.iter().all(|n| tx.send(n.clone()).is_ok()));
+                        lock(&inner.tracker).announce(&names);
                     }
                 }
                 // Broken: resume from the last revision seen.

@@ -20,8 +20,9 @@
 //!
 //! Features: `sqlite` (default), `postgres`, `mysql`, `redis` (with
 //! `redis-tls` / `redis-tls-async-std` for `rediss://`), `etcd` (needs
-//! `protoc` at build time), `zookeeper` (with `zookeeper-tls` for `zks://`), `testkit` (the
-//! conformance suite, [`testkit`]), and the sqlx runtimes `runtime-tokio`
+//! `protoc` at build time), `zookeeper` (with `zookeeper-tls` for `zks://`), `testkit` (test
+//! support only: the conformance suite, [`testkit`]; [`test_servers`]; and
+//! with `zookeeper` a private ZooKeeper server for tests), and the sqlx runtimes `runtime-tokio`
 //! (default) and `runtime-async-std`. The in-memory [`MemoryBackend`] is always
 //! available; it is a shell over the one sequential lease model,
 //! [`simba_core::model::LeaseModel`].
@@ -48,6 +49,7 @@ mod metadata;
 mod pool;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod sql;
+#[cfg(feature = "testkit")]
 pub mod test_servers;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -60,6 +62,8 @@ mod etcd_queue;
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+mod queue;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "sqlite")]

@@ -13,15 +13,11 @@
 
 use crate::metadata::NO_METADATA;
 use crate::sql::{
-    acquire_version, add_metadata_sql, check_shape, decide, group_views, inspection_from_rows,
-    is_legacy_sessions, malformed, map_err, micros, name_from, session_from, slot_from,
-    slot_to_i64, token_from, token_to_i64, AcquireRoutine, Judged, ACQUIRE_MARK, LEASE_COLUMNS,
-    MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    acquire_version, decide, group_views, malformed, map_err, micros, name_from, prefixed,
+    session_from, slot_from, slot_to_i64, token_from, token_to_i64, AcquireRoutine, Judged,
+    Skeleton, Tables, ACQUIRE_MARK, TABLES,
 };
-use crate::{
-    check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions, SessionMetadata,
-};
+use crate::{Backend, BackendConfig, Inspection, PoolOptions, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
@@ -39,8 +35,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const NAME: &str = "mysql";
-/// Simba's tables: sessions, leases, group members, schedule slots.
-const TABLES: usize = 4;
 /// Stands for the session id (a hex literal) in `Sql::renew`.
 const RENEW_ID: &str = "@simba_session@";
 /// Now, in microseconds since the epoch, on the server's clock.
@@ -135,11 +129,8 @@ impl Wake {
 
 #[derive(Clone, Debug)]
 struct Sql {
-    prefix: String,
-    sessions: String,
-    leases: String,
-    members: String,
-    slots: String,
+    sk: Skeleton<sqlx::MySql>,
+    t: Tables,
     open: String,
     gc: String,
     gc_members: String,
@@ -179,10 +170,8 @@ struct Sql {
 
 impl Sql {
     fn new(prefix: &str, mariadb: bool) -> Sql {
-        let s = format!("{prefix}sessions");
-        let l = format!("{prefix}leases");
-        let m = format!("{prefix}members");
-        let c = format!("{prefix}slots");
+        let t = Tables::new(prefix);
+        let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
         let sleep = format!("SELECT SLEEP({WAKER_SLEEP_S}), 'simba-waker:{prefix}'");
         // Built with CONCAT so that this statement's own text never equals
         // it; only a statement sleeping right now (never one a wake could
@@ -310,11 +299,8 @@ impl Sql {
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE LEFT(l.name, ?) = ?"
             ),
-            prefix: prefix.to_owned(),
-            sessions: s,
-            leases: l,
-            members: m,
-            slots: c,
+            sk: Skeleton::new(NAME, true),
+            t,
         }
     }
 }
@@ -327,13 +313,7 @@ impl MysqlBackend {
     /// `Rejected` if `url` names another kind of backend or is malformed;
     /// otherwise as [`MysqlBackend::connect`].
     pub async fn connect_url(url: &str) -> Result<MysqlBackend, BackendError> {
-        let config = BackendConfig::parse(url)?;
-        if config.kind() != crate::BackendKind::Mysql {
-            return Err(BackendError::new(
-                simba_core::BackendErrorKind::Rejected,
-                format!("{NAME}: `{}` is not a {NAME} URL", config.redacted_url()),
-            ));
-        }
+        let config = BackendConfig::parse_for(url, crate::BackendKind::Mysql, NAME)?;
         Self::connect(&config).await
     }
 
@@ -404,7 +384,6 @@ impl MysqlBackend {
     /// privilege (`CREATE ROUTINE`, and `ALTER ROUTINE` to replace an older
     /// procedure).
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        self.upgrade_sessions().await?;
         let state = self.acquire_proc_state().await?;
         let usable = state.usable();
         if self.check_tables().await? == TABLES && usable {
@@ -413,8 +392,8 @@ impl MysqlBackend {
         if state == AcquireRoutine::Foreign {
             return Err(self.proc_error(state));
         }
-        let prefix = &self.sql.prefix;
-        let tables = Self::base_schema_sql(prefix) + &Self::groups_schema_sql(prefix);
+        let prefix = &self.sql.t.prefix;
+        let tables = prefixed(&MIGRATIONS[..2].concat(), prefix);
         for ddl in tables.split(";\n").filter(|d| !d.trim().is_empty()) {
             sqlx::raw_sql(ddl)
                 .execute(&self.pool)
@@ -482,7 +461,7 @@ impl MysqlBackend {
             return Ok(AcquireRoutine::Missing);
         };
         let version = match body {
-            Some(body) if *body == acquire_proc_body(&self.sql.prefix) => {
+            Some(body) if *body == acquire_proc_body(&self.sql.t.prefix) => {
                 return Ok(AcquireRoutine::Current)
             }
             Some(body) => acquire_version(body, ACQUIRE_MARK),
@@ -511,112 +490,27 @@ impl MysqlBackend {
     }
 
     fn missing(&self) -> BackendError {
-        BackendError::new(
-            BackendErrorKind::Rejected,
-            format!(
-                "mysql: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
-                 (migrations/mysql/*.sql) or allow create_schema",
-                self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
-            ),
-        )
+        self.sql.t.missing(NAME, "mysql")
     }
 
-    /// Adds the `metadata` column to a sessions table of an older Simba.
-    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
-        let found: Vec<String> = sqlx::query_scalar(
-            "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
-             WHERE table_schema = DATABASE() AND table_name = ?",
-        )
-        .bind(&self.sql.sessions)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| map_err(NAME, "read schema", e))?;
-        if is_legacy_sessions(&found) {
-            // Another process may add it at the same moment: check_tables judges.
-            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
-                .execute(&self.pool)
-                .await;
-        }
-        Ok(())
-    }
-
+    /// How many of Simba's tables exist; `Rejected` on a foreign shape.
     async fn check_tables(&self) -> Result<usize, BackendError> {
-        let mut present = 0;
-        for (table, cols) in [
-            (&self.sql.sessions, SESSION_COLUMNS),
-            (&self.sql.leases, LEASE_COLUMNS),
-            (&self.sql.members, MEMBER_COLUMNS),
-            (&self.sql.slots, SLOT_COLUMNS),
-        ] {
-            let found: Vec<String> = sqlx::query_scalar(
-                "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
-                 WHERE table_schema = DATABASE() AND table_name = ?",
-            )
-            .bind(table)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| map_err(NAME, "read schema", e))?;
-            if !found.is_empty() {
-                check_shape(NAME, table, &found, cols)?;
-                present += 1;
-            }
-        }
-        Ok(present)
+        let columns = "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+                       WHERE table_schema = DATABASE() AND table_name = ?";
+        let sk = &self.sql.sk;
+        sk.check_tables(&self.pool, columns, &self.sql.t).await
     }
 
     /// The DDL that creates Simba's tables and acquire procedure under
     /// `table_prefix`: what [`MysqlBackend::migrate`] runs (it creates the
-    /// procedure only if missing or older). `simba-backends/migrations/mysql/`
-    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like,
-    /// in three files (sessions and leases; group members and schedule
-    /// slots, S10/S11; the acquire procedure), whose concatenation this is.
+    /// procedure only if missing or older), the files of
+    /// `simba-backends/migrations/mysql/` (for sqlx-migrate, Flyway and the
+    /// like) concatenated, with `simba_` replaced by `table_prefix`.
     /// The procedure's body contains `;`: send it as one multi-statement
     /// query (as sqlx-migrate does), or to the `mysql` client inside
     /// `DELIMITER //` … `//`.
     pub fn schema_sql(table_prefix: &str) -> String {
-        Self::base_schema_sql(table_prefix)
-            + &Self::groups_schema_sql(table_prefix)
-            + &acquire_drop_sql(table_prefix)
-            + &acquire_create_sql(table_prefix)
-    }
-
-    /// `0002_groups_slots.sql`: group members and schedule slots.
-    fn groups_schema_sql(table_prefix: &str) -> String {
-        let m = format!("{table_prefix}members");
-        let c = format!("{table_prefix}slots");
-        format!(
-            "CREATE TABLE IF NOT EXISTS {m} (\n\
-             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,\n\
-             \x20   session BINARY(16) NOT NULL,\n\
-             \x20   PRIMARY KEY (name, session),\n\
-             \x20   KEY {m}_session (session)\n\
-             ) ENGINE=InnoDB;\n\
-             CREATE TABLE IF NOT EXISTS {c} (\n\
-             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,\n\
-             \x20   slot BIGINT NOT NULL\n\
-             ) ENGINE=InnoDB;\n"
-        )
-    }
-
-    /// `0001_simba.sql`: sessions and leases.
-    fn base_schema_sql(table_prefix: &str) -> String {
-        let s = format!("{table_prefix}sessions");
-        let l = format!("{table_prefix}leases");
-        format!(
-            "CREATE TABLE IF NOT EXISTS {s} (\n\
-             \x20   id BINARY(16) NOT NULL PRIMARY KEY,\n\
-             \x20   lease_us BIGINT NOT NULL,\n\
-             \x20   expires_us BIGINT NOT NULL,\n\
-             \x20   metadata TEXT NULL\n\
-             ) ENGINE=InnoDB;\n\
-             CREATE TABLE IF NOT EXISTS {l} (\n\
-             \x20   name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,\n\
-             \x20   session BINARY(16) NULL,\n\
-             \x20   token BIGINT NOT NULL,\n\
-             \x20   acquired_us BIGINT NULL,\n\
-             \x20   KEY {l}_session (session)\n\
-             ) ENGINE=InnoDB;\n"
-        )
+        prefixed(&MIGRATIONS.concat(), table_prefix)
     }
     /// As [`MysqlBackend::from_pool`] with the default [`PoolOptions`] (table
     /// prefix `simba_`, tables created if missing).
@@ -693,16 +587,16 @@ impl MysqlBackend {
     /// # Errors
     /// As any call, or `Rejected` without the privilege to drop.
     pub async fn drop_tables(&self) -> Result<(), BackendError> {
-        let Sql {
+        let Tables {
             sessions,
             leases,
             members,
             slots,
             ..
-        } = &self.sql;
+        } = &self.sql.t;
         for ddl in [
             format!("DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"),
-            acquire_drop_sql(&self.sql.prefix),
+            acquire_drop_sql(&self.sql.t.prefix),
         ] {
             sqlx::raw_sql(&ddl)
                 .execute(&self.pool)
@@ -764,14 +658,14 @@ impl MysqlBackend {
         blocker.execute("BEGIN").await.map_err(err)?;
         sqlx::query(&format!(
             "SELECT 1 FROM {} WHERE id = ? FOR UPDATE",
-            self.sql.sessions
+            self.sql.t.sessions
         ))
         .bind(&session.to_bytes()[..])
         .execute(&mut blocker)
         .await
         .map_err(err)?;
         // The statement shown is the procedure's, or the CALL.
-        let pattern = format!("%{}leases l LEFT JOIN%", self.sql.prefix);
+        let pattern = format!("%{}leases l LEFT JOIN%", self.sql.t.prefix);
         let call = format!("%{}%", self.sql.acquire_proc);
         let killer = async {
             for _ in 0..250 {
@@ -891,24 +785,10 @@ async fn open_on(
     lease_duration: Duration,
     metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
-    let lease_us = check_lease_duration(lease_duration)?;
-    let session = random_session_id()?;
-    sqlx::query(&sql.open)
-        .bind(&session.to_bytes()[..])
-        .bind(lease_us)
-        .bind(lease_us)
-        .bind((!metadata.is_empty()).then(|| metadata.encode()))
-        .execute(&mut *c)
+    let gc = [sql.gc_members.as_str(), sql.gc.as_str()];
+    sql.sk
+        .open(c, &sql.open, &gc, lease_duration, metadata)
         .await
-        .map_err(|e| map_err(NAME, "open session", e))?;
-    // Housekeeping: forget expired sessions (ids are never reused, and an
-    // unknown session is an expired one). A failure changes nothing.
-    let _ = sqlx::query(&sql.gc_members).execute(&mut *c).await;
-    let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
-    Ok(SessionGrant {
-        session,
-        remaining: lease_duration,
-    })
 }
 
 /// The `COMMENT` of the acquire procedure starts with this, followed by
@@ -917,24 +797,28 @@ const COMMENT_MARK: &str = "Simba's acquire";
 /// This Simba's version of the acquire procedure.
 const ACQUIRE_VERSION: u32 = 1;
 
-/// `0003_acquire.sql`, first statement: drops an older acquire procedure.
+/// Simba's migration files for MySQL / MariaDB, in order (see
+/// [`MysqlBackend::schema_sql`]).
+const MIGRATIONS: [&str; 3] = [
+    include_str!("../migrations/mysql/0001_simba.sql"),
+    include_str!("../migrations/mysql/0002_groups_slots.sql"),
+    include_str!("../migrations/mysql/0003_acquire.sql"),
+];
+
+/// `0003_acquire.sql`, first line: drops an older acquire procedure.
 fn acquire_drop_sql(prefix: &str) -> String {
-    format!("DROP PROCEDURE IF EXISTS {prefix}acquire_lease;\n")
+    let file = prefixed(MIGRATIONS[2], prefix);
+    let end = file.find('\n').map_or(file.len(), |i| i + 1);
+    file[..end].to_owned()
 }
 
-/// `0003_acquire.sql`, second statement: creates the acquire procedure.
+/// `0003_acquire.sql` after its first line: creates the acquire procedure.
 /// `SQL SECURITY INVOKER`: it runs with the caller's privileges on the
 /// tables, whoever created it.
 fn acquire_create_sql(prefix: &str) -> String {
-    format!(
-        "CREATE PROCEDURE {prefix}acquire_lease(p_session BINARY(16),\n\
-         \x20   p_name VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin)\n\
-         MODIFIES SQL DATA SQL SECURITY INVOKER\n\
-         COMMENT '{}, version {ACQUIRE_VERSION}'\n\
-         {};\n",
-        COMMENT_MARK.replace('\'', "''"),
-        acquire_proc_body(prefix)
-    )
+    let file = prefixed(MIGRATIONS[2], prefix);
+    let start = file.find('\n').map_or(file.len(), |i| i + 1);
+    file[start..].to_owned()
 }
 
 /// The acquire procedure's body, as `information_schema.ROUTINES` shows it
@@ -958,41 +842,13 @@ fn acquire_create_sql(prefix: &str) -> String {
 /// Any error rolls the transaction back before it reaches the client
 /// (`EXIT HANDLER … RESIGNAL`), so no transaction stays open on the
 /// connection; a deadlock victim's is rolled back whole by InnoDB anyway.
+///
+/// It is `0003_acquire.sql` from its `BEGIN` line to its last `END`.
 fn acquire_proc_body(prefix: &str) -> String {
-    let l = format!("{prefix}leases");
-    let s = format!("{prefix}sessions");
-    format!(
-        "BEGIN\n\
-         \x20 {ACQUIRE_MARK}, version {ACQUIRE_VERSION} (S1.2, S3.2; see Simba's docs/BACKENDS.md, \"MySQL / MariaDB\").\n\
-         \x20 DECLARE v_own BOOLEAN DEFAULT @@autocommit = 1;\n\
-         \x20 DECLARE v_mine BIGINT;\n\
-         \x20 DECLARE v_holder BINARY(16);\n\
-         \x20 DECLARE v_token BIGINT;\n\
-         \x20 DECLARE v_theirs BIGINT;\n\
-         \x20 DECLARE EXIT HANDLER FOR SQLEXCEPTION\n\
-         \x20 BEGIN\n\
-         \x20   IF v_own THEN ROLLBACK; END IF;\n\
-         \x20   RESIGNAL;\n\
-         \x20 END;\n\
-         \x20 IF v_own THEN START TRANSACTION; END IF;\n\
-         \x20 INSERT INTO {l} (name, session, token, acquired_us) VALUES (p_name, NULL, 0, NULL)\n\
-         \x20   ON DUPLICATE KEY UPDATE token = token;\n\
-         \x20 SELECT me.expires_us - {NOW}, l.session, l.token, h.expires_us - {NOW}\n\
-         \x20   INTO v_mine, v_holder, v_token, v_theirs\n\
-         \x20   FROM {l} l LEFT JOIN {s} me ON me.id = p_session LEFT JOIN {s} h ON h.id = l.session\n\
-         \x20   WHERE l.name = p_name LOCK IN SHARE MODE;\n\
-         \x20 IF v_mine > 0 AND (v_holder IS NULL OR v_holder <> p_session)\n\
-         \x20    AND (v_theirs IS NULL OR v_theirs <= 0) AND v_token < 9223372036854775807 THEN\n\
-         \x20   UPDATE {l} SET session = p_session, token = token + 1, acquired_us = {NOW}\n\
-         \x20     WHERE name = p_name;\n\
-         \x20   SET v_holder = p_session, v_token = v_token + 1, v_theirs = v_mine;\n\
-         \x20   IF v_own THEN COMMIT; END IF;\n\
-         \x20 ELSEIF v_own THEN\n\
-         \x20   ROLLBACK;\n\
-         \x20 END IF;\n\
-         \x20 SELECT v_holder, v_token, v_mine, v_theirs;\n\
-         END"
-    )
+    let create = acquire_create_sql(prefix);
+    let start = create.find("\nBEGIN\n").map_or(0, |i| i + 1);
+    let body = create[start..].trim_end();
+    body.strip_suffix(';').unwrap_or(body).to_owned()
 }
 
 /// Whether `e` reports InnoDB's deadlock victim (error 1213, SQLSTATE
@@ -1171,29 +1027,6 @@ async fn close_on(
     Ok(())
 }
 
-/// Join (`join == true`) or leave a group: one statement. A join by a
-/// session that is not live inserts nothing (S10.1).
-async fn membership_on(
-    sql: &Sql,
-    c: &mut Conn,
-    session: SessionId,
-    group: &LeaseName,
-    join: bool,
-) -> Result<(), BackendError> {
-    let (stmt, what) = if join {
-        (&sql.join, "join group")
-    } else {
-        (&sql.leave, "leave group")
-    };
-    sqlx::query(stmt)
-        .bind(group.as_str())
-        .bind(&session.to_bytes()[..])
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, what, e))?;
-    Ok(())
-}
-
 /// Claim a schedule slot (S11.1): one InnoDB transaction of locking reads
 /// (see `docs/BACKENDS.md`).
 /// 1. Judge the holder on the latest committed lease and session rows,
@@ -1216,14 +1049,11 @@ async fn claim_on(
         return Ok(SlotClaim::NotHolder);
     };
     let mut tx = c.begin().await.map_err(get)?;
-    let holds = sqlx::query(&sql.holds)
-        .bind(name.as_str())
-        .bind(&session.to_bytes()[..])
-        .bind(token)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(get)?;
-    if holds.is_none() {
+    if !sql
+        .sk
+        .holds(&mut tx, &sql.holds, session, name, token)
+        .await?
+    {
         tx.rollback().await.map_err(get)?;
         return Ok(SlotClaim::NotHolder);
     }
@@ -1384,22 +1214,15 @@ impl Backend for MysqlBackend {
         prefix: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
         async move {
-            let prefix = prefix.unwrap_or("");
-            check_prefix(prefix)?;
-            let get = |e| map_err(NAME, "inspect", e);
-            let mut tx = self.pool.begin().await.map_err(get)?;
-            let srows = sqlx::query(&self.sql.inspect_sessions)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(get)?;
-            let lrows = sqlx::query(&self.sql.inspect_leases)
-                .bind(i64::try_from(prefix.len()).unwrap_or(0))
-                .bind(prefix)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(get)?;
-            tx.commit().await.map_err(get)?;
-            inspection_from_rows(NAME, srows, lrows, get)
+            let sql = &self.sql;
+            let sk = &sql.sk;
+            sk.inspect(
+                &self.pool,
+                &sql.inspect_sessions,
+                &sql.inspect_leases,
+                prefix,
+            )
+            .await
         }
         .boxed()
     }
@@ -1451,7 +1274,10 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("join group").await?;
-            membership_on(&self.sql, &mut c, session, group, true).await
+            let sql = &self.sql;
+            sql.sk
+                .membership(&mut c, &sql.join, "join group", session, group)
+                .await
         }
         .boxed()
     }
@@ -1463,7 +1289,10 @@ impl Backend for MysqlBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("leave group").await?;
-            membership_on(&self.sql, &mut c, session, group, false).await
+            let sql = &self.sql;
+            sql.sk
+                .membership(&mut c, &sql.leave, "leave group", session, group)
+                .await
         }
         .boxed()
     }
@@ -1751,7 +1580,7 @@ mod hold {
                     )
                     .bind(self.id)
                     .bind(self.id)
-                    .bind(format!("%{}%", self.sql.prefix))
+                    .bind(format!("%{}%", self.sql.t.prefix))
                     .fetch_one(&self.pool)
                     .await
                     .map_err(err)?;

@@ -16,15 +16,10 @@
 
 use crate::metadata::NO_METADATA;
 use crate::sql::{
-    acquire_version, add_metadata_sql, check_shape, decide, inspection_from_rows,
-    is_legacy_sessions, malformed, map_err, micros, parse_groups, parse_owned, slot_from,
-    slot_to_i64, token_to_i64, AcquireRoutine, Judged, ACQUIRE_MARK, LEASE_COLUMNS, MEMBER_COLUMNS,
-    SESSION_COLUMNS, SLOT_COLUMNS,
+    acquire_version, decide, malformed, map_err, micros, parse_groups, parse_owned, prefixed,
+    AcquireRoutine, ClaimSql, Judged, Skeleton, Tables, ACQUIRE_MARK, TABLES,
 };
-use crate::{
-    check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions, SessionAttrs, SessionMetadata,
-};
+use crate::{Backend, BackendConfig, Inspection, PoolOptions, SessionAttrs, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -41,8 +36,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NAME: &str = "postgres";
-/// Simba's tables: sessions, leases, group members, schedule slots.
-const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
 /// Turns `synchronous_commit` off for the statement's own (implicit)
@@ -75,11 +68,12 @@ const LISTENER_LOG_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 struct Sql {
-    prefix: String,
-    sessions: String,
-    leases: String,
-    members: String,
-    slots: String,
+    /// The shared calls, and whether statements are prepared under a name
+    /// and cached per connection (sqlx's default); not behind a
+    /// transaction-pooling proxy, where a named statement may be missing on
+    /// the next server connection or clash with another client's.
+    sk: Skeleton<sqlx::Postgres>,
+    t: Tables,
     channel: String,
     open: String,
     renew: String,
@@ -97,11 +91,6 @@ struct Sql {
     last_slot: String,
     inspect_sessions: String,
     inspect_leases: String,
-    /// Whether statements are prepared under a name and cached per
-    /// connection (sqlx's default); `false` behind a transaction-pooling
-    /// proxy, where a named statement may be missing on the next server
-    /// connection or clash with another client's.
-    persistent: bool,
     /// Whether each single-statement call runs inside an explicit
     /// transaction, so that its parse and its execution (two protocol
     /// round trips, each ending in `Sync`) reach one server connection
@@ -111,10 +100,8 @@ struct Sql {
 
 impl Sql {
     fn new(prefix: &str, transaction_pooling: bool) -> Sql {
-        let s = format!("{prefix}sessions");
-        let l = format!("{prefix}leases");
-        let m = format!("{prefix}members");
-        let c = format!("{prefix}slots");
+        let t = Tables::new(prefix);
+        let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
         Sql {
             open: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
@@ -122,7 +109,7 @@ impl Sql {
                         WHERE x.expires_us <= now.t LIMIT 100 FOR UPDATE OF x SKIP LOCKED) \
                         RETURNING id), \
                  gm AS (DELETE FROM {m} WHERE session IN (SELECT id FROM gc)) \
-                 INSERT INTO {s} (id, lease_us, expires_us, metadata) SELECT $1, $2, now.t + $2, $3 FROM now"
+                 INSERT INTO {s} (id, lease_us, expires_us, metadata) SELECT $1, $2, now.t + $3, $4 FROM now"
             ),
             // The live members of every group the session joined ride on the
             // renewal (S10.1): one statement, however many groups. Members
@@ -144,14 +131,14 @@ impl Sql {
             join: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
                  INSERT INTO {m} (name, session) \
-                 SELECT $2, $1 FROM {s}, now WHERE id = $1 AND expires_us > now.t \
+                 SELECT $1, $2 FROM {s}, now WHERE id = $2 AND expires_us > now.t \
                  ON CONFLICT (name, session) DO NOTHING"
             ),
-            leave: format!("DELETE FROM {m} WHERE name = $2 AND session = $1"),
+            leave: format!("DELETE FROM {m} WHERE name = $1 AND session = $2"),
             holds: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
                  SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session, now \
-                 WHERE l.name = $2 AND l.session = $1 AND l.token = $3 \
+                 WHERE l.name = $1 AND l.session = $2 AND l.token = $3 \
                    AND h.expires_us > now.t \
                  FOR SHARE OF l, h"
             ),
@@ -190,17 +177,13 @@ impl Sql {
                  SELECT l.name, l.token, h.id, h.expires_us - now.t \
                  FROM now, {l} l LEFT JOIN {s} h ON h.id = l.session \
                    AND h.expires_us > (SELECT t FROM now) \
-                 WHERE left(l.name, $1) = $2"
+                 WHERE left(l.name, $1::int) = $2"
             ),
             channel: format!("{prefix}released"),
             acquire_fn: format!("{prefix}acquire_lease"),
-            persistent: !transaction_pooling,
+            sk: Skeleton::new(NAME, !transaction_pooling),
             wrap: transaction_pooling,
-            prefix: prefix.to_owned(),
-            sessions: s,
-            leases: l,
-            members: m,
-            slots: c,
+            t,
         }
     }
 }
@@ -213,13 +196,7 @@ impl PgBackend {
     /// `Rejected` if `url` names another kind of backend or is malformed;
     /// otherwise as [`PgBackend::connect`].
     pub async fn connect_url(url: &str) -> Result<PgBackend, BackendError> {
-        let config = BackendConfig::parse(url)?;
-        if config.kind() != crate::BackendKind::Postgres {
-            return Err(BackendError::new(
-                simba_core::BackendErrorKind::Rejected,
-                format!("{NAME}: `{}` is not a {NAME} URL", config.redacted_url()),
-            ));
-        }
+        let config = BackendConfig::parse_for(url, crate::BackendKind::Postgres, NAME)?;
         Self::connect(&config).await
     }
 
@@ -320,7 +297,6 @@ impl PgBackend {
     /// # Errors
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        self.upgrade_sessions().await?;
         let state = self.acquire_fn_state().await?;
         let usable = state.usable();
         if self.check_tables().await? == TABLES && usable {
@@ -331,8 +307,7 @@ impl PgBackend {
         }
         if state == AcquireRoutine::Newer {
             // Only the tables: a newer Simba's function stays.
-            let ddl = Self::base_schema_sql(&self.sql.prefix)
-                + &Self::groups_schema_sql(&self.sql.prefix);
+            let ddl = Self::tables_sql(&self.sql.t.prefix);
             if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
                 if self.check_tables().await? < TABLES {
                     return Err(map_err(NAME, "create tables", e));
@@ -343,7 +318,7 @@ impl PgBackend {
         // Creates what is missing and replaces an older Simba's acquire
         // function (a node of that version still running keeps working:
         // the arguments and the answer's columns are the same).
-        let ddl = Self::schema_sql(&self.sql.prefix);
+        let ddl = Self::schema_sql(&self.sql.t.prefix);
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
             if self.check_tables().await? < TABLES
@@ -383,14 +358,14 @@ impl PgBackend {
              WHERE n.nspname = current_schema() AND p.proname = $1 \
                AND pg_get_function_identity_arguments(p.oid) = $2",
         )
-        .persistent(self.sql.persistent)
+        .persistent(self.sql.sk.persistent)
         .bind(&self.sql.acquire_fn)
         .bind(ACQUIRE_ARGS)
         .fetch_all(&mut *tx)
         .await
         .map_err(get)?;
         tx.commit().await.map_err(get)?;
-        let want = acquire_fn_body(&self.sql.prefix);
+        let want = acquire_fn_body(&self.sql.t.prefix);
         Ok(match found.first() {
             None => AcquireRoutine::Missing,
             Some(src) if *src == want => AcquireRoutine::Current,
@@ -414,121 +389,28 @@ impl PgBackend {
     }
 
     fn missing(&self) -> BackendError {
-        BackendError::new(
-            BackendErrorKind::Rejected,
-            format!(
-                "postgres: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
-                 (migrations/postgres/*.sql) or allow create_schema",
-                self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
-            ),
-        )
+        self.sql.t.missing(NAME, "postgres")
     }
 
-    /// Adds the `metadata` column to a sessions table of an older Simba.
-    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
-        let found = self.columns(&self.sql.sessions).await?;
-        if is_legacy_sessions(&found) {
-            // Another process may add it at the same moment: check_tables judges.
-            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
-                .execute(&self.pool)
-                .await;
-        }
-        Ok(())
-    }
-
-    /// The column names of `table`, read in a transaction of its own (so
-    /// that it also works behind a transaction-pooling proxy).
-    async fn columns(&self, table: &str) -> Result<Vec<String>, BackendError> {
-        let get = |e| map_err(NAME, "read schema", e);
-        let mut tx = self.pool.begin().await.map_err(get)?;
-        let found = sqlx::query_scalar(
-            "SELECT column_name::text FROM information_schema.columns \
-             WHERE table_schema = current_schema() AND table_name = $1",
-        )
-        .persistent(self.sql.persistent)
-        .bind(table)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(get)?;
-        tx.commit().await.map_err(get)?;
-        Ok(found)
-    }
-
+    /// How many of Simba's tables exist; `Rejected` on a foreign shape.
     async fn check_tables(&self) -> Result<usize, BackendError> {
-        let mut present = 0;
-        for (table, cols) in [
-            (&self.sql.sessions, SESSION_COLUMNS),
-            (&self.sql.leases, LEASE_COLUMNS),
-            (&self.sql.members, MEMBER_COLUMNS),
-            (&self.sql.slots, SLOT_COLUMNS),
-        ] {
-            let found = self.columns(table).await?;
-            if !found.is_empty() {
-                check_shape(NAME, table, &found, cols)?;
-                present += 1;
-            }
-        }
-        Ok(present)
+        let columns = "SELECT column_name::text FROM information_schema.columns \
+                       WHERE table_schema = current_schema() AND table_name = $1";
+        let sk = &self.sql.sk;
+        sk.check_tables(&self.pool, columns, &self.sql.t).await
     }
 
-    /// The DDL that creates Simba's tables under `table_prefix`: exactly what
-    /// [`PgBackend::migrate`] runs. `simba-backends/migrations/postgres/`
-    /// holds it for the default prefix, for sqlx-migrate, Flyway and the like,
-    /// in two files (sessions and leases; then group members and schedule
-    /// slots, S10/S11), whose concatenation this is.
+    /// The DDL that creates Simba's tables and acquire function under
+    /// `table_prefix`: what [`PgBackend::migrate`] runs, the files of
+    /// `simba-backends/migrations/postgres/` (for sqlx-migrate, Flyway and
+    /// the like) concatenated, with `simba_` replaced by `table_prefix`.
     pub fn schema_sql(table_prefix: &str) -> String {
-        Self::base_schema_sql(table_prefix)
-            + &Self::groups_schema_sql(table_prefix)
-            + &Self::acquire_schema_sql(table_prefix)
+        prefixed(&MIGRATIONS.concat(), table_prefix)
     }
 
-    /// `0003_acquire.sql`: the acquire function.
-    fn acquire_schema_sql(table_prefix: &str) -> String {
-        format!(
-            "CREATE OR REPLACE FUNCTION {table_prefix}acquire_lease({ACQUIRE_ARGS})\n\
-             RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint)\n\
-             LANGUAGE plpgsql VOLATILE AS $simba${}$simba$;\n",
-            acquire_fn_body(table_prefix)
-        )
-    }
-
-    /// `0002_groups_slots.sql`: group members and schedule slots.
-    fn groups_schema_sql(table_prefix: &str) -> String {
-        let m = format!("{table_prefix}members");
-        let c = format!("{table_prefix}slots");
-        format!(
-            "CREATE TABLE IF NOT EXISTS {m} (\n\
-             \x20   name varchar(128) NOT NULL,\n\
-             \x20   session bytea NOT NULL,\n\
-             \x20   PRIMARY KEY (name, session)\n\
-             );\n\
-             CREATE INDEX IF NOT EXISTS {m}_session ON {m} (session);\n\
-             CREATE TABLE IF NOT EXISTS {c} (\n\
-             \x20   name varchar(128) PRIMARY KEY,\n\
-             \x20   slot bigint NOT NULL CHECK (slot >= 0)\n\
-             );\n"
-        )
-    }
-
-    /// `0001_simba.sql`: sessions and leases.
-    fn base_schema_sql(table_prefix: &str) -> String {
-        let s = format!("{table_prefix}sessions");
-        let l = format!("{table_prefix}leases");
-        format!(
-            "CREATE TABLE IF NOT EXISTS {s} (\n\
-             \x20   id bytea PRIMARY KEY,\n\
-             \x20   lease_us bigint NOT NULL,\n\
-             \x20   expires_us bigint NOT NULL,\n\
-             \x20   metadata text\n\
-             );\n\
-             CREATE TABLE IF NOT EXISTS {l} (\n\
-             \x20   name varchar(128) PRIMARY KEY,\n\
-             \x20   session bytea,\n\
-             \x20   token bigint NOT NULL CHECK (token >= 0),\n\
-             \x20   acquired_us bigint\n\
-             );\n\
-             CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);\n"
-        )
+    /// `0001_simba.sql` and `0002_groups_slots.sql`: the tables alone.
+    fn tables_sql(table_prefix: &str) -> String {
+        prefixed(&MIGRATIONS[..2].concat(), table_prefix)
     }
     /// As [`PgBackend::from_pool`] with the default [`PoolOptions`] (table
     /// prefix `simba_`, tables created if missing).
@@ -597,13 +479,13 @@ impl PgBackend {
     /// # Errors
     /// As any call, or `Rejected` without the privilege to drop.
     pub async fn drop_tables(&self) -> Result<(), BackendError> {
-        let Sql {
+        let Tables {
             sessions,
             leases,
             members,
             slots,
             ..
-        } = &self.sql;
+        } = &self.sql.t;
         sqlx::raw_sql(&format!(
             "DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}; \
              DROP FUNCTION IF EXISTS {}({ACQUIRE_ARGS})",
@@ -685,7 +567,7 @@ impl PgBackend {
         sqlx::query(&format!(
             "INSERT INTO {} AS l (name, session, token) VALUES ($1, NULL, 0) \
              ON CONFLICT (name) DO UPDATE SET token = l.token",
-            self.sql.leases
+            self.sql.t.leases
         ))
         .bind(name.as_str())
         .execute(&mut blocker)
@@ -735,6 +617,14 @@ const ACQUIRE_ARGS: &str = "p_session bytea, p_name text";
 /// This Simba's version of the acquire function.
 const ACQUIRE_VERSION: u32 = 1;
 
+/// Simba's migration files for PostgreSQL, in order (see
+/// [`PgBackend::schema_sql`]).
+const MIGRATIONS: [&str; 3] = [
+    include_str!("../migrations/postgres/0001_simba.sql"),
+    include_str!("../migrations/postgres/0002_groups_slots.sql"),
+    include_str!("../migrations/postgres/0003_acquire.sql"),
+];
+
 /// The acquire function's body (PL/pgSQL), two statements (see the module
 /// docs and `docs/BACKENDS.md`, "PostgreSQL"):
 /// 1. Lock the lease row (inserting it free if new): an upsert always locks
@@ -757,31 +647,15 @@ const ACQUIRE_VERSION: u32 = 1;
 /// A function, not the same two statements sent as one simple query: its
 /// plans are kept per connection, where a simple query is parsed and
 /// planned on every call, which cost more than the round trip.
+///
+/// It is the text between the `$simba$` quotes of `0003_acquire.sql`, as
+/// `pg_proc.prosrc` shows it.
 fn acquire_fn_body(prefix: &str) -> String {
-    let l = format!("{prefix}leases");
-    let s = format!("{prefix}sessions");
-    format!(
-        "\n#variable_conflict use_column\n\
-         {ACQUIRE_MARK}, version {ACQUIRE_VERSION} (S1.2, S3.2; see Simba's docs/BACKENDS.md, \"PostgreSQL\").\n\
-         BEGIN\n\
-         \x20 INSERT INTO {l} AS l (name, session, token, acquired_us) VALUES (p_name, NULL, 0, NULL)\n\
-         \x20   ON CONFLICT (name) DO UPDATE SET token = l.token;\n\
-         \x20 RETURN QUERY\n\
-         \x20 WITH now AS (SELECT {NOW} AS t),\n\
-         \x20 j AS (SELECT (SELECT m.expires_us FROM {s} m WHERE m.id = p_session FOR SHARE OF m) AS mine,\n\
-         \x20              (SELECT h.expires_us FROM {s} h\n\
-         \x20               WHERE h.id = (SELECT x.session FROM {l} x WHERE x.name = p_name)\n\
-         \x20               FOR SHARE OF h) AS theirs),\n\
-         \x20 u AS (UPDATE {l} AS l SET session = p_session, token = l.token + 1, acquired_us = now.t\n\
-         \x20       FROM now, j\n\
-         \x20       WHERE l.name = p_name AND l.session IS DISTINCT FROM p_session\n\
-         \x20         AND j.mine > now.t AND (j.theirs IS NULL OR j.theirs <= now.t)\n\
-         \x20       RETURNING l.session, l.token)\n\
-         \x20 SELECT coalesce(u.session, l.session), coalesce(u.token, l.token), j.mine - now.t,\n\
-         \x20   CASE WHEN u.session IS NULL THEN j.theirs ELSE j.mine END - now.t\n\
-         \x20 FROM {l} l LEFT JOIN u ON true, now, j WHERE l.name = p_name;\n\
-         END\n"
-    )
+    prefixed(MIGRATIONS[2], prefix)
+        .split("$simba$")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A connection: the pool's, or a test hold's open transaction.
@@ -793,26 +667,16 @@ async fn open_on(
     lease_duration: Duration,
     metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
-    let lease_us = check_lease_duration(lease_duration)?;
-    let session = random_session_id()?;
-    sqlx::query(&sql.open)
-        .persistent(sql.persistent)
-        .bind(&session.to_bytes()[..])
-        .bind(lease_us)
-        .bind((!metadata.is_empty()).then(|| metadata.encode()))
-        .execute(&mut *c)
+    // Expired sessions are collected by the statement itself.
+    sql.sk
+        .open(c, &sql.open, &[], lease_duration, metadata)
         .await
-        .map_err(|e| map_err(NAME, "open session", e))?;
-    Ok(SessionGrant {
-        session,
-        remaining: lease_duration,
-    })
 }
 
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
     let get = |e| map_err(NAME, "renew", e);
     let row = sqlx::query(&sql.renew)
-        .persistent(sql.persistent)
+        .persistent(sql.sk.persistent)
         .bind(&session.to_bytes()[..])
         .fetch_optional(&mut *c)
         .await
@@ -886,7 +750,7 @@ async fn release_on(
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
     sqlx::query(&sql.release)
-        .persistent(sql.persistent)
+        .persistent(sql.sk.persistent)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .bind(token)
@@ -899,36 +763,12 @@ async fn release_on(
 
 async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
     sqlx::query(&sql.close)
-        .persistent(sql.persistent)
+        .persistent(sql.sk.persistent)
         .bind(&session.to_bytes()[..])
         .bind(&sql.channel)
         .execute(&mut *c)
         .await
         .map_err(|e| map_err(NAME, "close session", e))?;
-    Ok(())
-}
-
-/// Join (`join == true`) or leave a group: one statement. A join by a
-/// session that is not live inserts nothing (S10.1).
-async fn membership_on(
-    sql: &Sql,
-    c: &mut Conn,
-    session: SessionId,
-    group: &LeaseName,
-    join: bool,
-) -> Result<(), BackendError> {
-    let (stmt, what) = if join {
-        (&sql.join, "join group")
-    } else {
-        (&sql.leave, "leave group")
-    };
-    sqlx::query(stmt)
-        .persistent(sql.persistent)
-        .bind(&session.to_bytes()[..])
-        .bind(group.as_str())
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, what, e))?;
     Ok(())
 }
 
@@ -952,46 +792,13 @@ async fn claim_on(
     token: Token,
     slot: u64,
 ) -> Result<SlotClaim, BackendError> {
-    let get = |e| map_err(NAME, "claim slot", e);
-    let slot = slot_to_i64(NAME, slot)?;
-    let Some(token) = token_to_i64(token) else {
-        return Ok(SlotClaim::NotHolder);
+    let steps = ClaimSql {
+        begin: None,
+        holds: &sql.holds,
+        claim: &sql.claim,
+        last_slot: &sql.last_slot,
     };
-    let mut tx = c.begin().await.map_err(get)?;
-    let holds = sqlx::query(&sql.holds)
-        .persistent(sql.persistent)
-        .bind(&session.to_bytes()[..])
-        .bind(name.as_str())
-        .bind(token)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(get)?;
-    if holds.is_none() {
-        tx.rollback().await.map_err(get)?;
-        return Ok(SlotClaim::NotHolder);
-    }
-    let claimed = sqlx::query(&sql.claim)
-        .persistent(sql.persistent)
-        .bind(name.as_str())
-        .bind(slot)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(get)?;
-    let answer = if claimed.is_some() {
-        SlotClaim::Claimed
-    } else {
-        let last: i64 = sqlx::query_scalar(&sql.last_slot)
-            .persistent(sql.persistent)
-            .bind(name.as_str())
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(get)?;
-        SlotClaim::AlreadyClaimed {
-            last: slot_from(NAME, name, last)?,
-        }
-    };
-    tx.commit().await.map_err(get)?;
-    Ok(answer)
+    sql.sk.claim(c, &steps, session, name, token, slot).await
 }
 
 /// Runs `$body` (a future using the connection `$c`) on a pooled
@@ -1373,24 +1180,15 @@ impl Backend for PgBackend {
         prefix: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
         async move {
-            let prefix = prefix.unwrap_or("");
-            check_prefix(prefix)?;
-            let get = |e| map_err(NAME, "inspect", e);
-            let mut tx = self.pool.begin().await.map_err(get)?;
-            let srows = sqlx::query(&self.sql.inspect_sessions)
-                .persistent(self.sql.persistent)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(get)?;
-            let lrows = sqlx::query(&self.sql.inspect_leases)
-                .persistent(self.sql.persistent)
-                .bind(i32::try_from(prefix.len()).unwrap_or(0))
-                .bind(prefix)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(get)?;
-            tx.commit().await.map_err(get)?;
-            inspection_from_rows(NAME, srows, lrows, get)
+            let sql = &self.sql;
+            let sk = &sql.sk;
+            sk.inspect(
+                &self.pool,
+                &sql.inspect_sessions,
+                &sql.inspect_leases,
+                prefix,
+            )
+            .await
         }
         .boxed()
     }
@@ -1480,8 +1278,13 @@ impl Backend for PgBackend {
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            call!(self, "join group", |c| membership_on(
-                &self.sql, c, session, group, true
+            let sql = &self.sql;
+            call!(self, "join group", |c| sql.sk.membership(
+                c,
+                &sql.join,
+                "join group",
+                session,
+                group
             ))
         }
         .boxed()
@@ -1493,8 +1296,13 @@ impl Backend for PgBackend {
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            call!(self, "leave group", |c| membership_on(
-                &self.sql, c, session, group, false
+            let sql = &self.sql;
+            call!(self, "leave group", |c| sql.sk.membership(
+                c,
+                &sql.leave,
+                "leave group",
+                session,
+                group
             ))
         }
         .boxed()
@@ -1614,7 +1422,7 @@ mod hold {
         ) -> BoxFuture<'a, Result<(), BackendError>> {
             async move {
                 sqlx::query(&self.sql.lock)
-                    .persistent(self.sql.persistent)
+                    .persistent(self.sql.sk.persistent)
                     .bind(name.as_str())
                     .execute(&mut *self.tx)
                     .await
@@ -1664,7 +1472,7 @@ mod hold {
                         "SELECT count(*) FROM pg_stat_activity \
                          WHERE $1 = ANY(pg_blocking_pids(pid))",
                     )
-                    .persistent(self.sql.persistent)
+                    .persistent(self.sql.sk.persistent)
                     .bind(self.pid)
                     .fetch_one(&mut *look)
                     .await

@@ -31,7 +31,7 @@
 use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, redact, Backend, BackendConfig,
-    BackendKind, Inspection, LeaseInfo, SessionInfo, SessionMetadata,
+    Inspection, LeaseInfo, SessionInfo, SessionMetadata,
 };
 use ::redis::aio::MultiplexedConnection;
 use ::redis::{AsyncConnectionConfig, Client, ErrorKind, RedisError, Script, ScriptInvocation};
@@ -691,13 +691,7 @@ impl RedisBackend {
     /// `Rejected` if `url` names another kind of backend or is malformed;
     /// otherwise as [`RedisBackend::connect`].
     pub async fn connect_url(url: &str) -> Result<RedisBackend, BackendError> {
-        let config = BackendConfig::parse(url)?;
-        if config.kind() != BackendKind::Redis {
-            return Err(BackendError::new(
-                BackendErrorKind::Rejected,
-                format!("{NAME}: `{}` is not a {NAME} URL", config.redacted_url()),
-            ));
-        }
+        let config = BackendConfig::parse_for(url, crate::BackendKind::Redis, NAME)?;
         Self::connect(&config).await
     }
 

@@ -220,16 +220,6 @@ pub(crate) fn check_shape(
     e.sort();
     if f == e {
         Ok(())
-    } else if expected == SESSION_COLUMNS && is_legacy_sessions(found) {
-        Err(BackendError::new(
-            BackendErrorKind::Rejected,
-            format!(
-                "{backend}: table `{table}` was created by an older Simba without the \
-                 `metadata` column; let Simba migrate it (create_schema) or run \
-                 `{}`",
-                add_metadata_sql(table)
-            ),
-        ))
     } else {
         Err(BackendError::new(
             BackendErrorKind::Rejected,
@@ -245,24 +235,13 @@ pub(crate) fn check_shape(
 
 /// The columns of the sessions table.
 pub(crate) const SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us", "metadata"];
-/// The columns of a sessions table created before session metadata.
-const LEGACY_SESSION_COLUMNS: &[&str] = &["id", "lease_us", "expires_us"];
-
-/// Whether `found` are the columns of a sessions table of an older Simba,
-/// which `migrate()` upgrades with [`add_metadata_sql`].
-pub(crate) fn is_legacy_sessions(found: &[String]) -> bool {
-    let mut f: Vec<String> = found.iter().map(|c| c.to_ascii_lowercase()).collect();
-    f.sort();
-    let mut e: Vec<&str> = LEGACY_SESSION_COLUMNS.to_vec();
-    e.sort_unstable();
-    f == e
+/// One of Simba's migration files (written for the default table prefix
+/// `simba_`, see `migrations/README.md`) for `table_prefix`: the files are
+/// the only DDL; every backend runs them with the prefix replaced.
+pub(crate) fn prefixed(ddl: &str, table_prefix: &str) -> String {
+    ddl.replace(crate::DEFAULT_TABLE_PREFIX, table_prefix)
 }
 
-/// The statement that adds the `metadata` column to an older sessions table
-/// (the same on PostgreSQL, MySQL/MariaDB and SQLite).
-pub(crate) fn add_metadata_sql(table: &str) -> String {
-    format!("ALTER TABLE {table} ADD COLUMN metadata TEXT")
-}
 /// The columns of the leases table.
 pub(crate) const LEASE_COLUMNS: &[&str] = &["name", "session", "token", "acquired_us"];
 /// The columns of the group members table (S10.1).
@@ -583,4 +562,331 @@ pub(crate) fn acquire_version(src: &str, mark: &str) -> Option<u32> {
         .take_while(char::is_ascii_digit)
         .collect();
     digits.parse().ok()
+}
+
+/// The names of Simba's four tables under one table prefix.
+#[derive(Clone, Debug)]
+pub(crate) struct Tables {
+    pub(crate) prefix: String,
+    pub(crate) sessions: String,
+    pub(crate) leases: String,
+    pub(crate) members: String,
+    pub(crate) slots: String,
+}
+
+impl Tables {
+    pub(crate) fn new(prefix: &str) -> Tables {
+        Tables {
+            prefix: prefix.to_owned(),
+            sessions: format!("{prefix}sessions"),
+            leases: format!("{prefix}leases"),
+            members: format!("{prefix}members"),
+            slots: format!("{prefix}slots"),
+        }
+    }
+
+    /// Each table with the columns Simba gives it.
+    fn with_columns(&self) -> [(&str, &'static [&'static str]); 4] {
+        [
+            (&self.sessions, SESSION_COLUMNS),
+            (&self.leases, LEASE_COLUMNS),
+            (&self.members, MEMBER_COLUMNS),
+            (&self.slots, SLOT_COLUMNS),
+        ]
+    }
+
+    /// The error of a backend started without DDL whose tables are not
+    /// all there; `dir` names the backend's migration files.
+    pub(crate) fn missing(&self, backend: &str, dir: &str) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
+                 (migrations/{dir}/*.sql) or allow create_schema",
+                self.sessions, self.leases, self.members, self.slots
+            ),
+        )
+    }
+}
+
+/// How many of Simba's tables there are.
+pub(crate) const TABLES: usize = 4;
+
+/// The statements of a schedule slot's claim by an upsert (PostgreSQL,
+/// SQLite): how its transaction begins (`None`: the database's default),
+/// the holder check (binds: name, session, token), the upsert that answers a
+/// row only if the slot is later (name, slot), and the read of the last
+/// slot (name).
+pub(crate) struct ClaimSql<'a> {
+    pub(crate) begin: Option<&'static str>,
+    pub(crate) holds: &'a str,
+    pub(crate) claim: &'a str,
+    pub(crate) last_slot: &'a str,
+}
+
+/// The SQL backends' one skeleton over sqlx's database `DB`: the calls that
+/// run the same way on every SQL database, with what differs (the
+/// statements' text and placeholders, how a transaction begins) passed in.
+/// Every statement binds its values in one order, the order of the
+/// parameters named here (PostgreSQL's `$n` and SQLite's `?n` are numbered
+/// to match MySQL's positional `?`).
+pub(crate) struct Skeleton<DB> {
+    /// The backend's name, for errors.
+    pub(crate) name: &'static str,
+    /// Whether statements are prepared under a name and cached per
+    /// connection (sqlx's default; not behind a transaction-pooling proxy).
+    pub(crate) persistent: bool,
+    db: std::marker::PhantomData<fn() -> DB>,
+}
+
+impl<DB> Clone for Skeleton<DB> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<DB> Copy for Skeleton<DB> {}
+
+impl<DB> std::fmt::Debug for Skeleton<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Skeleton")
+            .field("name", &self.name)
+            .field("persistent", &self.persistent)
+            .finish()
+    }
+}
+
+impl<DB> Skeleton<DB> {
+    pub(crate) fn new(name: &'static str, persistent: bool) -> Skeleton<DB> {
+        Skeleton {
+            name,
+            persistent,
+            db: std::marker::PhantomData,
+        }
+    }
+
+    fn err(&self, what: &'static str) -> impl Fn(sqlx::Error) -> BackendError + '_ {
+        move |e| map_err(self.name, what, e)
+    }
+}
+
+impl<DB> Skeleton<DB>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q [u8]: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q, 'r> i64: sqlx::Encode<'q, DB> + sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    for<'q, 'r> String: sqlx::Encode<'q, DB> + sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    for<'q> Option<String>: sqlx::Encode<'q, DB>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+{
+    /// The column names of `table`, read by `stmt` (binds: the table) in a
+    /// transaction of its own (so that it also works behind a
+    /// transaction-pooling proxy).
+    async fn columns(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        stmt: &str,
+        table: &str,
+    ) -> Result<Vec<String>, BackendError> {
+        let get = self.err("read schema");
+        let mut tx = pool.begin().await.map_err(&get)?;
+        let rows = sqlx::query(stmt)
+            .persistent(self.persistent)
+            .bind(table)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(&get)?;
+        tx.commit().await.map_err(&get)?;
+        rows.iter()
+            .map(|r| sqlx::Row::try_get(r, 0))
+            .collect::<Result<_, _>>()
+            .map_err(&get)
+    }
+
+    /// How many of Simba's tables exist (read by `columns_stmt`, see
+    /// [`Skeleton::columns`]); `Rejected` on a table of another shape.
+    pub(crate) async fn check_tables(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        columns_stmt: &str,
+        tables: &Tables,
+    ) -> Result<usize, BackendError> {
+        let mut present = 0;
+        for (table, cols) in tables.with_columns() {
+            let found = self.columns(pool, columns_stmt, table).await?;
+            if !found.is_empty() {
+                check_shape(self.name, table, &found, cols)?;
+                present += 1;
+            }
+        }
+        Ok(present)
+    }
+
+    /// Opens a session: `stmt` (binds: id, lease µs, lease µs, metadata),
+    /// then the housekeeping statements `gc` (forget expired sessions; ids
+    /// are never reused, and an unknown session is an expired one), whose
+    /// failure changes nothing.
+    pub(crate) async fn open(
+        &self,
+        c: &mut DB::Connection,
+        stmt: &str,
+        gc: &[&str],
+        lease_duration: Duration,
+        metadata: &crate::SessionMetadata,
+    ) -> Result<simba_core::SessionGrant, BackendError> {
+        let lease_us = crate::check_lease_duration(lease_duration)?;
+        let session = crate::random_session_id()?;
+        let id = session.to_bytes();
+        sqlx::query(stmt)
+            .persistent(self.persistent)
+            .bind(&id[..])
+            .bind(lease_us)
+            .bind(lease_us)
+            .bind((!metadata.is_empty()).then(|| metadata.encode()))
+            .execute(&mut *c)
+            .await
+            .map_err(self.err("open session"))?;
+        for stmt in gc {
+            let _ = sqlx::query(stmt)
+                .persistent(self.persistent)
+                .execute(&mut *c)
+                .await;
+        }
+        Ok(simba_core::SessionGrant {
+            session,
+            remaining: lease_duration,
+        })
+    }
+
+    /// Join or leave a group: one statement (binds: group, session). A join
+    /// by a session that is not live inserts nothing (S10.1).
+    pub(crate) async fn membership(
+        &self,
+        c: &mut DB::Connection,
+        stmt: &str,
+        what: &'static str,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> Result<(), BackendError> {
+        let id = session.to_bytes();
+        sqlx::query(stmt)
+            .persistent(self.persistent)
+            .bind(group.as_str())
+            .bind(&id[..])
+            .execute(&mut *c)
+            .await
+            .map_err(self.err(what))?;
+        Ok(())
+    }
+
+    /// A schedule slot claim's first step (S11.1), in the claim's open
+    /// transaction `tx`: whether `session` holds `name` with `token` and is
+    /// live (`stmt`, binds: name, session, token), locking what it judges
+    /// where the database locks rows.
+    pub(crate) async fn holds(
+        &self,
+        tx: &mut DB::Connection,
+        stmt: &str,
+        session: SessionId,
+        name: &LeaseName,
+        token: i64,
+    ) -> Result<bool, BackendError> {
+        let id = session.to_bytes();
+        let row = sqlx::query(stmt)
+            .persistent(self.persistent)
+            .bind(name.as_str())
+            .bind(&id[..])
+            .bind(token)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.err("claim slot"))?;
+        Ok(row.is_some())
+    }
+
+    /// Claims a schedule slot (S11.1) by an upsert (see [`ClaimSql`]), in
+    /// one transaction: the holder check, the upsert if the slot is later,
+    /// else the read of the last slot.
+    pub(crate) async fn claim(
+        &self,
+        c: &mut DB::Connection,
+        sql: &ClaimSql<'_>,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+        slot: u64,
+    ) -> Result<simba_core::SlotClaim, BackendError> {
+        use simba_core::SlotClaim;
+        use sqlx::Connection as _;
+        let get = self.err("claim slot");
+        let slot = slot_to_i64(self.name, slot)?;
+        let Some(token) = token_to_i64(token) else {
+            return Ok(SlotClaim::NotHolder);
+        };
+        let mut tx = match sql.begin {
+            Some(b) => c.begin_with(b).await,
+            None => c.begin().await,
+        }
+        .map_err(&get)?;
+        if !self.holds(&mut tx, sql.holds, session, name, token).await? {
+            tx.rollback().await.map_err(&get)?;
+            return Ok(SlotClaim::NotHolder);
+        }
+        let claimed = sqlx::query(sql.claim)
+            .persistent(self.persistent)
+            .bind(name.as_str())
+            .bind(slot)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(&get)?;
+        let answer = if claimed.is_some() {
+            SlotClaim::Claimed
+        } else {
+            let row = sqlx::query(sql.last_slot)
+                .persistent(self.persistent)
+                .bind(name.as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(&get)?;
+            let last: i64 = sqlx::Row::try_get(&row, 0).map_err(&get)?;
+            SlotClaim::AlreadyClaimed {
+                last: slot_from(self.name, name, last)?,
+            }
+        };
+        tx.commit().await.map_err(&get)?;
+        Ok(answer)
+    }
+
+    /// `inspect`: the live sessions (`sessions`) and the leases whose names
+    /// start with `prefix` (`leases`, binds: the prefix's length, the
+    /// prefix), read in one transaction.
+    pub(crate) async fn inspect(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        sessions: &str,
+        leases: &str,
+        prefix: Option<&str>,
+    ) -> Result<crate::Inspection, BackendError> {
+        let prefix = prefix.unwrap_or("");
+        crate::check_prefix(prefix)?;
+        let get = self.err("inspect");
+        let mut tx = pool.begin().await.map_err(&get)?;
+        let srows = sqlx::query(sessions)
+            .persistent(self.persistent)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(&get)?;
+        let lrows = sqlx::query(leases)
+            .persistent(self.persistent)
+            .bind(i64::try_from(prefix.len()).unwrap_or(0))
+            .bind(prefix)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(&get)?;
+        tx.commit().await.map_err(&get)?;
+        inspection_from_rows(self.name, srows, lrows, &get)
+    }
 }

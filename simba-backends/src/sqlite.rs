@@ -20,14 +20,10 @@
 
 use crate::metadata::NO_METADATA;
 use crate::sql::{
-    add_metadata_sql, check_shape, held_outcome, inspection_from_rows, is_legacy_sessions,
-    malformed, map_err, micros, parse_groups, parse_owned, slot_from, slot_to_i64, token_from,
-    token_to_i64, LEASE_COLUMNS, MEMBER_COLUMNS, SESSION_COLUMNS, SLOT_COLUMNS,
+    held_outcome, malformed, map_err, micros, parse_groups, parse_owned, prefixed, token_from,
+    ClaimSql, Skeleton, Tables, TABLES,
 };
-use crate::{
-    check_lease_duration, check_prefix, random_session_id, Backend, BackendConfig, Inspection,
-    PoolOptions, SessionMetadata,
-};
+use crate::{Backend, BackendConfig, Inspection, PoolOptions, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
@@ -46,8 +42,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const NAME: &str = "sqlite";
-/// Simba's tables: sessions, leases, group members, schedule slots.
-const TABLES: usize = 4;
 /// Now, in microseconds since the epoch, on SQLite's clock.
 const NOW: &str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
 
@@ -144,10 +138,8 @@ impl HintReader {
 
 #[derive(Clone, Debug)]
 struct Sql {
-    sessions: String,
-    leases: String,
-    members: String,
-    slots: String,
+    sk: Skeleton<sqlx::Sqlite>,
+    t: Tables,
     open: String,
     gc: String,
     gc_members: String,
@@ -168,13 +160,11 @@ struct Sql {
 
 impl Sql {
     fn new(prefix: &str) -> Sql {
-        let s = format!("{prefix}sessions");
-        let l = format!("{prefix}leases");
-        let m = format!("{prefix}members");
-        let c = format!("{prefix}slots");
+        let t = Tables::new(prefix);
+        let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
         Sql {
             open: format!(
-                "INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?1, ?2, {NOW} + ?2, ?3)"
+                "INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?1, ?2, {NOW} + ?3, ?4)"
             ),
             gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW}"),
             gc_members: format!(
@@ -219,13 +209,13 @@ impl Sql {
             close_members: format!("DELETE FROM {m} WHERE session = ?1"),
             join: format!(
                 "INSERT INTO {m} (name, session) \
-                 SELECT ?2, ?1 FROM {s} WHERE id = ?1 AND expires_us > {NOW} \
+                 SELECT ?1, ?2 FROM {s} WHERE id = ?2 AND expires_us > {NOW} \
                  ON CONFLICT (name, session) DO NOTHING"
             ),
-            leave: format!("DELETE FROM {m} WHERE name = ?2 AND session = ?1"),
+            leave: format!("DELETE FROM {m} WHERE name = ?1 AND session = ?2"),
             holds: format!(
                 "SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session \
-                 WHERE l.name = ?2 AND l.session = ?1 AND l.token = ?3 AND h.expires_us > {NOW}"
+                 WHERE l.name = ?1 AND l.session = ?2 AND l.token = ?3 AND h.expires_us > {NOW}"
             ),
             claim: format!(
                 "INSERT INTO {c} (name, slot) VALUES (?1, ?2) \
@@ -241,10 +231,8 @@ impl Sql {
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE substr(l.name, 1, ?1) = ?2"
             ),
-            sessions: s,
-            leases: l,
-            members: m,
-            slots: c,
+            sk: Skeleton::new(NAME, true),
+            t,
         }
     }
 }
@@ -257,13 +245,7 @@ impl SqliteBackend {
     /// `Rejected` if `url` names another kind of backend or is malformed;
     /// otherwise as [`SqliteBackend::connect`].
     pub async fn connect_url(url: &str) -> Result<SqliteBackend, BackendError> {
-        let config = BackendConfig::parse(url)?;
-        if config.kind() != crate::BackendKind::Sqlite {
-            return Err(BackendError::new(
-                simba_core::BackendErrorKind::Rejected,
-                format!("{NAME}: `{}` is not a {NAME} URL", config.redacted_url()),
-            ));
-        }
+        let config = BackendConfig::parse_for(url, crate::BackendKind::Sqlite, NAME)?;
         Self::connect(&config).await
     }
 
@@ -328,11 +310,9 @@ impl SqliteBackend {
     /// # Errors
     /// `Rejected` naming a foreign table, or the driver's error.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        self.upgrade_sessions().await?;
         let present = self.check_tables().await?;
         if present < TABLES {
-            let prefix = self.sql.sessions.strip_suffix("sessions").unwrap_or("");
-            let ddl = Self::schema_sql(prefix);
+            let ddl = Self::schema_sql(&self.sql.t.prefix);
             sqlx::raw_sql(&ddl)
                 .execute(&self.pool)
                 .await
@@ -343,102 +323,24 @@ impl SqliteBackend {
 
     async fn check_schema(&self) -> Result<(), BackendError> {
         if self.check_tables().await? < TABLES {
-            return Err(BackendError::new(
-                simba_core::BackendErrorKind::Rejected,
-                format!(
-                    "sqlite: some of the tables `{}`, `{}`, `{}`, `{}` are missing; \
-                     run migrate() or apply migrations/sqlite/*.sql",
-                    self.sql.sessions, self.sql.leases, self.sql.members, self.sql.slots
-                ),
-            ));
+            return Err(self.sql.t.missing(NAME, "sqlite"));
         }
         Ok(())
     }
 
-    /// Adds the `metadata` column to a sessions table of an older Simba.
-    async fn upgrade_sessions(&self) -> Result<(), BackendError> {
-        let found: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
-            .bind(&self.sql.sessions)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| map_err(NAME, "read schema", e))?;
-        if is_legacy_sessions(&found) {
-            // Another process may add it at the same moment: check_tables judges.
-            let _ = sqlx::raw_sql(&add_metadata_sql(&self.sql.sessions))
-                .execute(&self.pool)
-                .await;
-        }
-        Ok(())
-    }
-
-    /// How many of Simba's tables exist; errors on a foreign shape.
+    /// How many of Simba's tables exist; `Rejected` on a foreign shape.
     async fn check_tables(&self) -> Result<usize, BackendError> {
-        let mut present = 0;
-        for (table, cols) in [
-            (&self.sql.sessions, SESSION_COLUMNS),
-            (&self.sql.leases, LEASE_COLUMNS),
-            (&self.sql.members, MEMBER_COLUMNS),
-            (&self.sql.slots, SLOT_COLUMNS),
-        ] {
-            let found: Vec<String> = sqlx::query_scalar("SELECT name FROM pragma_table_info(?1)")
-                .bind(table)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "read schema", e))?;
-            if !found.is_empty() {
-                check_shape(NAME, table, &found, cols)?;
-                present += 1;
-            }
-        }
-        Ok(present)
+        let columns = "SELECT name FROM pragma_table_info(?1)";
+        let sk = &self.sql.sk;
+        sk.check_tables(&self.pool, columns, &self.sql.t).await
     }
 
-    /// The DDL that creates Simba's tables under `table_prefix`: exactly what
-    /// [`SqliteBackend::migrate`] runs. `simba-backends/migrations/sqlite/`
-    /// holds it for the default prefix, in two files (sessions and leases;
-    /// then group members and schedule slots, S10/S11), whose concatenation
-    /// this is.
+    /// The DDL that creates Simba's tables under `table_prefix`: what
+    /// [`SqliteBackend::migrate`] runs, the files of
+    /// `simba-backends/migrations/sqlite/` concatenated, with `simba_`
+    /// replaced by `table_prefix`.
     pub fn schema_sql(table_prefix: &str) -> String {
-        Self::base_schema_sql(table_prefix) + &Self::groups_schema_sql(table_prefix)
-    }
-
-    /// `0002_groups_slots.sql`: group members and schedule slots.
-    fn groups_schema_sql(table_prefix: &str) -> String {
-        let m = format!("{table_prefix}members");
-        let c = format!("{table_prefix}slots");
-        format!(
-            "CREATE TABLE IF NOT EXISTS {m} (\n\
-             \x20   name TEXT NOT NULL,\n\
-             \x20   session BLOB NOT NULL,\n\
-             \x20   PRIMARY KEY (name, session)\n\
-             );\n\
-             CREATE INDEX IF NOT EXISTS {m}_session ON {m} (session);\n\
-             CREATE TABLE IF NOT EXISTS {c} (\n\
-             \x20   name TEXT PRIMARY KEY NOT NULL,\n\
-             \x20   slot INTEGER NOT NULL\n\
-             );\n"
-        )
-    }
-
-    /// `0001_simba.sql`: sessions and leases.
-    fn base_schema_sql(table_prefix: &str) -> String {
-        let s = format!("{table_prefix}sessions");
-        let l = format!("{table_prefix}leases");
-        format!(
-            "CREATE TABLE IF NOT EXISTS {s} (\n\
-             \x20   id BLOB PRIMARY KEY NOT NULL,\n\
-             \x20   lease_us INTEGER NOT NULL,\n\
-             \x20   expires_us INTEGER NOT NULL,\n\
-             \x20   metadata TEXT\n\
-             );\n\
-             CREATE TABLE IF NOT EXISTS {l} (\n\
-             \x20   name TEXT PRIMARY KEY NOT NULL,\n\
-             \x20   session BLOB,\n\
-             \x20   token INTEGER NOT NULL,\n\
-             \x20   acquired_us INTEGER\n\
-             );\n\
-             CREATE INDEX IF NOT EXISTS {l}_session ON {l} (session);\n"
-        )
+        prefixed(&MIGRATIONS.concat(), table_prefix)
     }
     /// As [`SqliteBackend::from_pool`] with the default [`PoolOptions`] (table
     /// prefix `simba_`, tables created if missing).
@@ -498,6 +400,13 @@ impl SqliteBackend {
     }
 }
 
+/// Simba's migration files for SQLite, in order (see
+/// [`SqliteBackend::schema_sql`]).
+const MIGRATIONS: [&str; 2] = [
+    include_str!("../migrations/sqlite/0001_simba.sql"),
+    include_str!("../migrations/sqlite/0002_groups_slots.sql"),
+];
+
 /// A connection: the pool's, or a test hold's open transaction.
 type Conn = sqlx::SqliteConnection;
 
@@ -507,24 +416,10 @@ async fn open_on(
     lease_duration: Duration,
     metadata: &SessionMetadata,
 ) -> Result<SessionGrant, BackendError> {
-    let lease_us = check_lease_duration(lease_duration)?;
-    let session = random_session_id()?;
-    sqlx::query(&sql.open)
-        .bind(&session.to_bytes()[..])
-        .bind(lease_us)
-        .bind((!metadata.is_empty()).then(|| metadata.encode()))
-        .execute(&mut *c)
+    let gc = [sql.gc_members.as_str(), sql.gc.as_str()];
+    sql.sk
+        .open(c, &sql.open, &gc, lease_duration, metadata)
         .await
-        .map_err(|e| map_err(NAME, "open session", e))?;
-    // Housekeeping: forget expired sessions (their ids are never reused, and
-    // an unknown session is an expired one). Failure here changes nothing
-    // the contract promises.
-    let _ = sqlx::query(&sql.gc_members).execute(&mut *c).await;
-    let _ = sqlx::query(&sql.gc).execute(&mut *c).await;
-    Ok(SessionGrant {
-        session,
-        remaining: lease_duration,
-    })
 }
 
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
@@ -628,81 +523,6 @@ async fn close_on(
         .unwrap_or_default())
 }
 
-/// Join (`join == true`) or leave a group: one statement. A join by a
-/// session that is not live inserts nothing (S10.1).
-async fn membership_on(
-    sql: &Sql,
-    c: &mut Conn,
-    session: SessionId,
-    group: &LeaseName,
-    join: bool,
-) -> Result<(), BackendError> {
-    let (stmt, what) = if join {
-        (&sql.join, "join group")
-    } else {
-        (&sql.leave, "leave group")
-    };
-    sqlx::query(stmt)
-        .bind(&session.to_bytes()[..])
-        .bind(group.as_str())
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, what, e))?;
-    Ok(())
-}
-
-/// Claim a schedule slot (S11.1) in one `BEGIN IMMEDIATE` transaction: it
-/// holds the database's write lock from its first statement, so the holder
-/// check, the conditional upsert and the read of the last slot see and
-/// change the database alone.
-async fn claim_on(
-    sql: &Sql,
-    c: &mut Conn,
-    session: SessionId,
-    name: &LeaseName,
-    token: Token,
-    slot: u64,
-) -> Result<SlotClaim, BackendError> {
-    use sqlx::Connection;
-    let get = |e| map_err(NAME, "claim slot", e);
-    let slot = slot_to_i64(NAME, slot)?;
-    let Some(token) = token_to_i64(token) else {
-        return Ok(SlotClaim::NotHolder);
-    };
-    let mut tx = c.begin_with("BEGIN IMMEDIATE").await.map_err(get)?;
-    let holds = sqlx::query(&sql.holds)
-        .bind(&session.to_bytes()[..])
-        .bind(name.as_str())
-        .bind(token)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(get)?;
-    if holds.is_none() {
-        tx.rollback().await.map_err(get)?;
-        return Ok(SlotClaim::NotHolder);
-    }
-    let claimed = sqlx::query(&sql.claim)
-        .bind(name.as_str())
-        .bind(slot)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(get)?;
-    let answer = if claimed.is_some() {
-        SlotClaim::Claimed
-    } else {
-        let last: i64 = sqlx::query_scalar(&sql.last_slot)
-            .bind(name.as_str())
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(get)?;
-        SlotClaim::AlreadyClaimed {
-            last: slot_from(NAME, name, last)?,
-        }
-    };
-    tx.commit().await.map_err(get)?;
-    Ok(answer)
-}
-
 impl Backend for SqliteBackend {
     fn max_concurrent_calls(&self) -> Option<usize> {
         // The pool's connections (the release listener has its own).
@@ -784,22 +604,15 @@ impl Backend for SqliteBackend {
         prefix: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
         async move {
-            let prefix = prefix.unwrap_or("");
-            check_prefix(prefix)?;
-            let get = |e| map_err(NAME, "inspect", e);
-            let mut tx = self.pool.begin().await.map_err(get)?;
-            let srows = sqlx::query(&self.sql.inspect_sessions)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(get)?;
-            let lrows = sqlx::query(&self.sql.inspect_leases)
-                .bind(i64::try_from(prefix.len()).unwrap_or(0))
-                .bind(prefix)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(get)?;
-            tx.commit().await.map_err(get)?;
-            inspection_from_rows(NAME, srows, lrows, get)
+            let sql = &self.sql;
+            let sk = &sql.sk;
+            sk.inspect(
+                &self.pool,
+                &sql.inspect_sessions,
+                &sql.inspect_leases,
+                prefix,
+            )
+            .await
         }
         .boxed()
     }
@@ -825,7 +638,10 @@ impl Backend for SqliteBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("join group").await?;
-            membership_on(&self.sql, &mut c, session, group, true).await
+            let sql = &self.sql;
+            sql.sk
+                .membership(&mut c, &sql.join, "join group", session, group)
+                .await
         }
         .boxed()
     }
@@ -837,7 +653,10 @@ impl Backend for SqliteBackend {
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
             let mut c = self.conn("leave group").await?;
-            membership_on(&self.sql, &mut c, session, group, false).await
+            let sql = &self.sql;
+            sql.sk
+                .membership(&mut c, &sql.leave, "leave group", session, group)
+                .await
         }
         .boxed()
     }
@@ -851,7 +670,19 @@ impl Backend for SqliteBackend {
     ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
         async move {
             let mut c = self.conn("claim slot").await?;
-            claim_on(&self.sql, &mut c, session, name, token, slot).await
+            let sql = &self.sql;
+            let steps = ClaimSql {
+                // The write lock from the first statement: the holder
+                // check, the conditional upsert and the read of the last
+                // slot see and change the database alone.
+                begin: Some("BEGIN IMMEDIATE"),
+                holds: &sql.holds,
+                claim: &sql.claim,
+                last_slot: &sql.last_slot,
+            };
+            sql.sk
+                .claim(&mut c, &steps, session, name, token, slot)
+                .await
         }
         .boxed()
     }

@@ -4,7 +4,8 @@
 //! `SIMBA_TEST_SKIP_SERVERS=postgres,mysql,...` (or `all`). An opted-out test
 //! passes without checking anything, so every such skip is written straight
 //! to the process's standard error (not through `eprintln!`, which the test
-//! harness captures), and `scripts/test.sh` repeats the list in its summary.
+//! harness captures), and Simba's `scripts/test.sh` repeats the list in its
+//! summary. Feature `testkit`.
 
 use std::io::Write;
 
@@ -49,7 +50,7 @@ pub fn missing_server(kind: &str, what: &str, test: &str, error: &dyn std::fmt::
     }
     panic!(
         "{test}: {what} is required but unreachable ({error}). Start it \
-         (scripts/test.sh starts every server) or opt out with \
+         (in Simba's repository scripts/test.sh starts every server) or opt out with \
          {SKIP_SERVERS_VAR}={kind}"
     );
 }

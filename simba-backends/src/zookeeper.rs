@@ -60,7 +60,7 @@ use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
     SessionGrant, SessionId, SlotClaim, Token,
 };
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use zookeeper_client as zk;
@@ -69,10 +69,6 @@ const NAME: &str = "zookeeper";
 /// At most this many calls (renewals aside) in flight at once; see
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
-/// How many recent deletions of places the watch remembers, and for how
-/// long, so a listing that crossed a deletion is read without it.
-const DELETED_KEPT: usize = 65_536;
-const DELETED_FOR: Duration = Duration::from_secs(120);
 /// The session timeout the backend's own (observer) session asks for.
 const OBSERVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -124,49 +120,9 @@ struct Inner {
     tracker_stop: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
 }
 
-/// What the backend's one watch on `<root>/leases` feeds.
-#[derive(Default)]
-struct Tracker {
-    running: bool,
-    /// Release broadcasts' subscribers (S4.2).
-    subscribers: Vec<futures::channel::mpsc::UnboundedSender<LeaseName>>,
-    /// Places seen deleted lately, oldest first: when, lease name, child.
-    deleted: VecDeque<(Instant, String, String)>,
-    /// The same places by lease name: one name's listing is judged against
-    /// that name's deletions only, whatever the backend's other names saw.
-    deleted_by_name: HashMap<String, HashSet<String>>,
-}
-
-impl Tracker {
-    fn note_deleted(&mut self, name: &str, child: &str) {
-        let now = Instant::now();
-        while self.deleted.len() >= DELETED_KEPT
-            || self
-                .deleted
-                .front()
-                .is_some_and(|(at, _, _)| now.saturating_duration_since(*at) > DELETED_FOR)
-        {
-            let Some((_, old_name, old_child)) = self.deleted.pop_front() else {
-                break;
-            };
-            if let Some(children) = self.deleted_by_name.get_mut(&old_name) {
-                children.remove(&old_child);
-                if children.is_empty() {
-                    self.deleted_by_name.remove(&old_name);
-                }
-            }
-        }
-        let fresh = self
-            .deleted_by_name
-            .entry(name.to_owned())
-            .or_default()
-            .insert(child.to_owned());
-        if fresh {
-            self.deleted
-                .push_back((now, name.to_owned(), child.to_owned()));
-        }
-    }
-}
+/// What the backend's one watch on `<root>/leases` feeds (a child's name
+/// never comes back: a deletion needs no mark).
+type Tracker = crate::queue::Tracker<()>;
 
 /// Where a session stands on one lease name, as this backend knows it.
 #[derive(Clone, Debug)]
@@ -690,9 +646,9 @@ impl ZkBackend {
     /// many deletions the backend remembers for other names.
     fn judge_listing(&self, name: &str, children: &[String], me: i64) -> Judged {
         let tracker = lock(&self.inner.tracker);
-        let gone = tracker.deleted_by_name.get(name);
+        let gone = tracker.deleted(name);
         judge(children, me, |child| {
-            gone.is_some_and(|g| g.contains(child))
+            gone.is_some_and(|g| g.contains_key(child))
         })
     }
 
@@ -1215,7 +1171,7 @@ async fn track(
                 if child.contains('/') {
                     continue;
                 }
-                lock(&inner.tracker).note_deleted(n, child);
+                lock(&inner.tracker).note_deleted(n, child, ());
                 let entries: Vec<Arc<Entry>> = lock(&inner.sessions).values().cloned().collect();
                 for e in entries {
                     if let Some(Place::Waiting { blockers, .. }) = lock(&e.places).get_mut(n) {
@@ -1223,16 +1179,12 @@ async fn track(
                     }
                 }
                 if let Ok(name) = LeaseName::new(n) {
-                    lock(&inner.tracker)
-                        .subscribers
-                        .retain(|tx| tx.unbounded_send(name.clone()).is_ok());
+                    lock(&inner.tracker).announce(&[name]);
                 }
             }
             zk::EventType::Session if event.session_state.is_terminated() => {
-                let mut t = lock(&inner.tracker);
-                t.running = false;
                 // The subscribers' streams end; they subscribe again.
-                t.subscribers.clear();
+                lock(&inner.tracker).stopped();
                 return;
             }
             _ => {}
@@ -1667,9 +1619,7 @@ impl Backend for ZkBackend {
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         async move {
             self.ensure_tracker().await?;
-            let (tx, rx) = futures::channel::mpsc::unbounded();
-            lock(&self.inner.tracker).subscribers.push(tx);
-            Ok(Some(Box::pin(rx) as BoxStream<'static, LeaseName>))
+            Ok(Some(lock(&self.inner.tracker).subscribe()))
         }
         .boxed()
     }
@@ -1800,8 +1750,16 @@ impl Backend for ZkBackend {
 }
 
 /// A private standalone ZooKeeper for tests that stop or restart a server
-/// (feature `testkit`): `scripts/zookeeper-server.sh` on a loopback port,
-/// its data in a temporary directory, killed and deleted on drop.
+/// (feature `testkit`): on a loopback port, its data in a temporary
+/// directory, killed and deleted on drop.
+///
+/// It needs a ZooKeeper server installed (3.6 or later) and `java` on the
+/// `PATH`: the class path is [`ZK_CLASSPATH_VAR`] if set, else Debian's
+/// (package `zookeeperd`: `/usr/share/java/zookeeper.jar` with
+/// `netty-codec.jar` and `slf4j-nop.jar` beside it when present). The
+/// server's `zoo.cfg` is written by [`TestServer`] itself: a 200 ms tick,
+/// sessions of 1 to 60 s, four-letter words `srvr` and `ruok`, no admin
+/// server, `forceSync=no` (test data is thrown away), then the extra lines.
 #[cfg(feature = "testkit")]
 pub struct TestServer {
     port: u16,
@@ -1809,6 +1767,11 @@ pub struct TestServer {
     extra: Vec<String>,
     child: Option<std::process::Child>,
 }
+
+/// The environment variable that, if set, is the Java class path of the
+/// ZooKeeper server a [`TestServer`] runs.
+#[cfg(feature = "testkit")]
+pub const ZK_CLASSPATH_VAR: &str = "SIMBA_ZOOKEEPER_CLASSPATH";
 
 #[cfg(feature = "testkit")]
 impl TestServer {
@@ -1854,22 +1817,26 @@ impl TestServer {
     /// A message if it never answered within 60 s.
     pub async fn resume(&mut self) -> Result<(), String> {
         self.stop();
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../scripts/zookeeper-server.sh"
-        );
         let log =
             std::fs::File::create(std::env::temp_dir().join(format!("simba-zk-{}.log", self.port)))
                 .map_err(|e| e.to_string())?;
-        let child = std::process::Command::new("bash")
-            .arg(script)
-            .arg(self.port.to_string())
-            .arg(&self.dir)
-            .args(&self.extra)
+        let cfg = self.write_config()?;
+        let classpath = zk_classpath()?;
+        let child = std::process::Command::new("java")
+            .args([
+                "-Xmx256m",
+                "-XX:+UseSerialGC",
+                "-Dzookeeper.admin.enableServer=false",
+                "-Dzookeeper.jmx.log4j.disable=true",
+                "-cp",
+                &classpath,
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+            ])
+            .arg(&cfg)
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("cannot run {script}: {e}"))?;
+            .map_err(|e| format!("cannot run java (a ZooKeeper test server needs it): {e}"))?;
         self.child = Some(child);
         let config = BackendConfig::parse(&self.url("/simba-probe"))
             .map_err(|e| e.to_string())?
@@ -1889,6 +1856,61 @@ impl TestServer {
             futures_timer::Delay::new(Duration::from_millis(300)).await;
         }
     }
+}
+
+#[cfg(feature = "testkit")]
+impl TestServer {
+    /// Writes the server's `zoo.cfg` (loopback only, data in the server's
+    /// directory) and answers its path.
+    fn write_config(&self) -> Result<std::path::PathBuf, String> {
+        use std::fmt::Write as _;
+        let data = self.dir.join("data");
+        std::fs::create_dir_all(&data)
+            .map_err(|e| format!("cannot create {}: {e}", data.display()))?;
+        let mut cfg = format!(
+            "tickTime=200\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+             maxClientCnxns=0\nminSessionTimeout=1000\nmaxSessionTimeout=60000\n\
+             admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n\
+             autopurge.purgeInterval=0\nforceSync=no\n",
+            data.display(),
+            self.port
+        );
+        for line in &self.extra {
+            let _ = writeln!(cfg, "{line}");
+        }
+        let path = self.dir.join("zoo.cfg");
+        std::fs::write(&path, cfg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(path)
+    }
+}
+
+/// The class path of the ZooKeeper server: [`ZK_CLASSPATH_VAR`], else
+/// Debian's jars. (The manifest of Debian's 3.8 `zookeeper.jar` lists
+/// netty-handler but not netty-codec, which holds the base class of
+/// netty's `SslHandler`; slf4j-nop silences logging.)
+#[cfg(feature = "testkit")]
+fn zk_classpath() -> Result<String, String> {
+    if let Ok(cp) = std::env::var(ZK_CLASSPATH_VAR) {
+        return Ok(cp);
+    }
+    let jar = "/usr/share/java/zookeeper.jar";
+    if !std::path::Path::new(jar).exists() {
+        return Err(format!(
+            "{jar} is missing: install ZooKeeper's server (Debian: zookeeperd) \
+             or set {ZK_CLASSPATH_VAR}"
+        ));
+    }
+    let mut cp = jar.to_owned();
+    for extra in [
+        "/usr/share/java/netty-codec.jar",
+        "/usr/share/java/slf4j-nop.jar",
+    ] {
+        if std::path::Path::new(extra).exists() {
+            cp.push(':');
+            cp.push_str(extra);
+        }
+    }
+    Ok(cp)
 }
 
 #[cfg(feature = "testkit")]

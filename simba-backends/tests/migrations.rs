@@ -34,7 +34,8 @@ fn files(db: &str) -> String {
 }
 
 #[test]
-fn migration_files_equal_what_the_backends_create() {
+fn the_schema_follows_the_prefix() {
+    // The files are the DDL: the default prefix gives them back as they are.
     assert_eq!(
         files("postgres"),
         PgBackend::schema_sql(DEFAULT_TABLE_PREFIX)
@@ -47,14 +48,15 @@ fn migration_files_equal_what_the_backends_create() {
         files("sqlite"),
         SqliteBackend::schema_sql(DEFAULT_TABLE_PREFIX)
     );
-}
-
-#[test]
-fn the_schema_follows_the_prefix() {
-    let ddl = PgBackend::schema_sql("jobs_");
-    assert!(ddl.contains("jobs_sessions") && ddl.contains("jobs_leases_session"));
-    assert!(ddl.contains("jobs_members_session") && ddl.contains("jobs_slots"));
-    assert!(!ddl.contains("simba_"));
+    for ddl in [
+        PgBackend::schema_sql("jobs_"),
+        MysqlBackend::schema_sql("jobs_"),
+        SqliteBackend::schema_sql("jobs_"),
+    ] {
+        assert!(ddl.contains("jobs_sessions") && ddl.contains("jobs_leases_session"));
+        assert!(ddl.contains("jobs_members_session") && ddl.contains("jobs_slots"));
+        assert!(!ddl.contains("simba_"));
+    }
 }
 
 /// The migration file applied by hand is accepted with DDL turned off, and

@@ -1,0 +1,157 @@
+//! What the etcd and ZooKeeper backends share about their waiter queues:
+//! the one watch's bookkeeping ([`Tracker`]). Each backend keeps a queue of
+//! places per lease name (etcd: keys `P/q/NAME/L` ordered by
+//! `create_revision`, see `etcd_queue`; ZooKeeper: sequential children of
+//! `<root>/leases/NAME`, see `zookeeper_queue`), and one watch per backend
+//! reports the places deleted. A listing read before a deletion that the
+//! watch has already reported must be judged without that place, so the
+//! tracker remembers recent deletions by name and place; and it hands every
+//! freed name on to the release broadcast's subscribers (S4.2).
+
+use futures::stream::BoxStream;
+use simba_core::LeaseName;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// How many recent deletions of places the watch remembers, and for how
+/// long, so a listing that crossed a deletion is judged without it.
+const DELETED_KEPT: usize = 65_536;
+const DELETED_FOR: Duration = Duration::from_secs(120);
+
+/// What a backend's one watch feeds: whether it runs, the release
+/// broadcast's subscribers, and the places seen deleted lately with a mark
+/// of each deletion `V` (etcd: the revision it happened at, the latest one
+/// kept; ZooKeeper: nothing, `()`, since a child's name never comes back).
+pub(crate) struct Tracker<V> {
+    /// Whether the watch runs.
+    pub(crate) running: bool,
+    /// Release broadcasts' subscribers (S4.2).
+    subscribers: Vec<futures::channel::mpsc::UnboundedSender<LeaseName>>,
+    /// Places seen deleted lately, oldest first: when, lease name, place.
+    order: VecDeque<(Instant, String, String)>,
+    /// The same places by lease name: one name's listing is judged against
+    /// that name's deletions only, whatever the backend's other names saw.
+    by_name: HashMap<String, HashMap<String, V>>,
+}
+
+impl<V> Default for Tracker<V> {
+    fn default() -> Self {
+        Tracker {
+            running: false,
+            subscribers: Vec::new(),
+            order: VecDeque::new(),
+            by_name: HashMap::new(),
+        }
+    }
+}
+
+impl<V: Copy + Ord> Tracker<V> {
+    /// Remembers that the place `place` of lease `name` was deleted (`mark`:
+    /// when, in the backend's terms; a place deleted again keeps the
+    /// greater), forgetting deletions older than two minutes or beyond the
+    /// 65,536 latest.
+    pub(crate) fn note_deleted(&mut self, name: &str, place: &str, mark: V) {
+        let now = Instant::now();
+        while self.order.len() >= DELETED_KEPT
+            || self
+                .order
+                .front()
+                .is_some_and(|(at, _, _)| now.saturating_duration_since(*at) > DELETED_FOR)
+        {
+            let Some((_, old_name, old_place)) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(places) = self.by_name.get_mut(&old_name) {
+                places.remove(&old_place);
+                if places.is_empty() {
+                    self.by_name.remove(&old_name);
+                }
+            }
+        }
+        let places = self.by_name.entry(name.to_owned()).or_default();
+        match places.get_mut(place) {
+            Some(m) => *m = (*m).max(mark),
+            None => {
+                places.insert(place.to_owned(), mark);
+                self.order
+                    .push_back((now, name.to_owned(), place.to_owned()));
+            }
+        }
+    }
+
+    /// The places of lease `name` seen deleted lately, with their marks:
+    /// a lookup that costs nothing for the deletions of other names.
+    pub(crate) fn deleted(&self, name: &str) -> Option<&HashMap<String, V>> {
+        self.by_name.get(name)
+    }
+}
+
+impl<V> Tracker<V> {
+    /// A new subscriber's stream of freed names.
+    pub(crate) fn subscribe(&mut self) -> BoxStream<'static, LeaseName> {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        self.subscribers.push(tx);
+        Box::pin(rx)
+    }
+
+    /// Hands `names` to every subscriber; one whose stream is gone is
+    /// dropped.
+    pub(crate) fn announce(&mut self, names: &[LeaseName]) {
+        self.subscribers
+            .retain(|tx| names.iter().all(|n| tx.unbounded_send(n.clone()).is_ok()));
+    }
+
+    /// The watch ended: the subscribers' streams end (they subscribe
+    /// again, which starts a new watch).
+    pub(crate) fn stopped(&mut self) {
+        self.running = false;
+        self.subscribers.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletions_are_kept_by_name_with_the_greatest_mark() {
+        let mut t = Tracker::<i64>::default();
+        t.note_deleted("a", "p1", 10);
+        t.note_deleted("a", "p1", 7);
+        t.note_deleted("b", "p1", 3);
+        assert_eq!(t.deleted("a").and_then(|d| d.get("p1")), Some(&10));
+        assert_eq!(t.deleted("b").and_then(|d| d.get("p1")), Some(&3));
+        assert!(t.deleted("c").is_none());
+        t.note_deleted("a", "p1", 12);
+        assert_eq!(t.deleted("a").and_then(|d| d.get("p1")), Some(&12));
+        assert_eq!(t.order.len(), 2);
+    }
+
+    #[test]
+    fn at_most_the_latest_deletions_are_kept() {
+        let mut t = Tracker::<()>::default();
+        for i in 0..=DELETED_KEPT {
+            t.note_deleted("n", &i.to_string(), ());
+        }
+        assert_eq!(t.order.len(), DELETED_KEPT);
+        let n = t.deleted("n").map_or(0, HashMap::len);
+        assert_eq!(n, DELETED_KEPT);
+        assert!(t.deleted("n").is_some_and(|d| !d.contains_key("0")));
+    }
+
+    #[test]
+    fn announcements_reach_live_subscribers_and_drop_gone_ones() {
+        use futures::StreamExt;
+        let mut t = Tracker::<()>::default();
+        let mut live = t.subscribe();
+        drop(t.subscribe());
+        let n = LeaseName::new("x").ok();
+        let names: Vec<LeaseName> = n.into_iter().collect();
+        t.announce(&names);
+        assert_eq!(t.subscribers.len(), 1);
+        let got = futures::executor::block_on(live.next());
+        assert_eq!(got.as_ref().map(LeaseName::as_str), Some("x"));
+        t.stopped();
+        assert!(futures::executor::block_on(live.next()).is_none());
+    }
+}
