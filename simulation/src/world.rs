@@ -6,16 +6,17 @@ use crate::backend::{At, SimBackend};
 use crate::clock::Clock;
 use crate::core_api::{BackendProfile, Engine, LockWait};
 use crate::params::{Direction, FaultKind, RunParams, ScriptCall};
+use queue::{Ev, Queue};
 use simba_core::{
     AcquireOutcome, ApiError, BackendError, BackendErrorKind, Command, Event, Fraction, Input,
     LeaseName, Level, Output, RevokeReason, SessionId, TaskOrder, TaskOutcome, Term, TermId,
     Timestamp, Token,
 };
-use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
+mod queue;
 mod schedule;
 
 /// A broken rule, found by a checker.
@@ -98,7 +99,7 @@ pub struct RunReport {
 }
 
 #[derive(Clone, Debug)]
-enum ApiCall {
+pub(super) enum ApiCall {
     Random,
     Start(LeaseName),
     Stop(LeaseName),
@@ -108,165 +109,10 @@ enum ApiCall {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum LockSpec {
+pub(super) enum LockSpec {
     Try,
     For(Duration),
     Forever,
-}
-
-#[derive(Clone, Debug)]
-enum Ev {
-    Timer {
-        node: usize,
-        gen: u64,
-    },
-    ToNode {
-        node: usize,
-        inc: u64,
-        input: Input,
-    },
-    ToBackend {
-        node: usize,
-        inc: u64,
-        cmd: Command,
-    },
-    BackendExpiry {
-        gen: u64,
-    },
-    Scripted {
-        node: usize,
-        call: ApiCall,
-    },
-    Api {
-        node: usize,
-        inc: u64,
-        call: ApiCall,
-    },
-    TaskWrite {
-        node: usize,
-        inc: u64,
-        term: TermId,
-    },
-    WriteSend {
-        node: usize,
-        inc: u64,
-        name: LeaseName,
-        order: u64,
-        token: Token,
-    },
-    WriteArrives {
-        name: LeaseName,
-        order: u64,
-        token: Token,
-    },
-    TaskExit {
-        node: usize,
-        inc: u64,
-        term: TermId,
-    },
-    /// The task of `term` panics on its own (S6.5).
-    TaskCrash {
-        node: usize,
-        inc: u64,
-        term: TermId,
-    },
-    FaultStart(usize),
-    FaultEnd(usize),
-    Resume {
-        node: usize,
-        inc: u64,
-    },
-    Unpartition {
-        node: usize,
-    },
-    Restart {
-        node: usize,
-        inc: u64,
-    },
-    /// A schedule slot is due on `node` for `term` (S11).
-    SlotTick {
-        node: usize,
-        inc: u64,
-        term: TermId,
-        slot: u64,
-    },
-    /// A scheduled run of `slot` ends.
-    RunEnd {
-        node: usize,
-        inc: u64,
-        term: TermId,
-        slot: u64,
-    },
-    Heal,
-    End,
-}
-
-impl Ev {
-    fn code(&self) -> u64 {
-        match self {
-            Ev::Timer { .. } => 1,
-            Ev::ToNode { .. } => 2,
-            Ev::ToBackend { .. } => 3,
-            Ev::BackendExpiry { .. } => 4,
-            Ev::Api { .. } => 5,
-            Ev::TaskWrite { .. } => 6,
-            Ev::WriteSend { .. } => 7,
-            Ev::WriteArrives { .. } => 8,
-            Ev::TaskExit { .. } => 9,
-            Ev::TaskCrash { .. } => 18,
-            Ev::FaultStart(_) => 10,
-            Ev::FaultEnd(_) => 11,
-            Ev::Resume { .. } => 12,
-            Ev::Unpartition { .. } => 17,
-            Ev::Restart { .. } => 13,
-            Ev::Heal => 14,
-            Ev::Scripted { .. } => 16,
-            Ev::End => 15,
-            Ev::SlotTick { .. } => 19,
-            Ev::RunEnd { .. } => 20,
-        }
-    }
-
-    /// The node whose process must run to handle this event, if any.
-    fn process_node(&self) -> Option<usize> {
-        match self {
-            Ev::Timer { node, .. }
-            | Ev::ToNode { node, .. }
-            | Ev::Api { node, .. }
-            | Ev::TaskWrite { node, .. }
-            | Ev::WriteSend { node, .. }
-            | Ev::TaskExit { node, .. }
-            | Ev::TaskCrash { node, .. }
-            | Ev::SlotTick { node, .. }
-            | Ev::RunEnd { node, .. }
-            | Ev::Scripted { node, .. } => Some(*node),
-            _ => None,
-        }
-    }
-}
-
-struct Entry {
-    at: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Min-heap on (time, sequence).
-        (other.at, other.seq).cmp(&(self.at, self.seq))
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -420,9 +266,8 @@ pub struct World {
     p: RunParams,
     profile: BackendProfile,
     rng: fastrand::Rng,
-    now: u64,
-    seq: u64,
-    queue: BinaryHeap<Entry>,
+    /// Event scheduling and true time.
+    queue: Queue,
     nodes: Vec<Node>,
     backend: SimBackend,
     backend_clock: Clock,
@@ -552,9 +397,7 @@ impl World {
             p: params,
             profile,
             rng,
-            now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: Queue::default(),
             nodes,
             backend_clock,
             backend_down: 0,
@@ -615,12 +458,7 @@ impl World {
     }
 
     fn push(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Entry {
-            at: at.max(self.now),
-            seq: self.seq,
-            ev,
-        });
+        self.queue.push(at, ev);
     }
 
     fn chance(&mut self, permille: u32) -> bool {
@@ -637,12 +475,12 @@ impl World {
     }
 
     fn local(&self, node: usize) -> Timestamp {
-        self.nodes[node].clock.local(self.now)
+        self.nodes[node].clock.local(self.queue.now)
     }
 
     fn violation(&mut self, checker: &'static str, message: String) {
         self.report.violations.push(Violation {
-            at: Duration::from_nanos(self.now),
+            at: Duration::from_nanos(self.queue.now),
             checker,
             message,
         });
@@ -685,8 +523,7 @@ impl World {
         // elected just within it must still be shown to stay valid for that
         // long), pushed at healing, when the bound is known (S6.5 back-offs).
         self.push(self.heal_at, Ev::Heal);
-        while let Some(Entry { at, ev, .. }) = self.queue.pop() {
-            self.now = at;
+        while let Some((at, ev)) = self.queue.pop() {
             self.report.steps += 1;
             self.mix(at);
             self.mix(ev.code());
@@ -708,7 +545,7 @@ impl World {
                 break;
             }
         }
-        self.report.simulated = Duration::from_nanos(self.now);
+        self.report.simulated = Duration::from_nanos(self.queue.now);
         self.report.trace_hash = self.hash;
         self.report
     }
@@ -721,10 +558,10 @@ impl World {
                     return;
                 }
                 n.timer_at = None;
-                if n.stuck.0 == self.now {
+                if n.stuck.0 == self.queue.now {
                     n.stuck.1 += 1;
                 } else {
-                    n.stuck = (self.now, 0);
+                    n.stuck = (self.queue.now, 0);
                 }
                 if n.stuck.1 > 1_000 {
                     self.violation(
@@ -800,7 +637,7 @@ impl World {
             Ev::BackendExpiry { gen } => {
                 if gen == self.expiry_gen {
                     self.expiry_at = None;
-                    let b = self.backend_clock.local(self.now).as_nanos();
+                    let b = self.backend_clock.local(self.queue.now).as_nanos();
                     self.backend.expire(b);
                     self.after_backend();
                 }
@@ -820,7 +657,7 @@ impl World {
             } => {
                 if self.nodes[node].inc == inc {
                     let d = self.delay();
-                    self.push(self.now + d, Ev::WriteArrives { name, order, token });
+                    self.push(self.queue.now + d, Ev::WriteArrives { name, order, token });
                 }
             }
             Ev::WriteArrives { name, order, token } => self.write_arrives(name, order, token),
@@ -926,7 +763,7 @@ impl World {
         let half_lease = self.p.lease_duration / 2;
         for name in self.p.elections.clone() {
             if self.healed || self.chance(700) {
-                let at = self.now + self.uniform(half_lease);
+                let at = self.queue.now + self.uniform(half_lease);
                 self.push(
                     at,
                     Ev::Api {
@@ -940,7 +777,7 @@ impl World {
         if !self.healed {
             let gap = self.uniform(self.p.workload.api_gap * 2);
             self.push(
-                self.now + gap,
+                self.queue.now + gap,
                 Ev::Api {
                     node,
                     inc,
@@ -987,7 +824,7 @@ impl World {
         }
         self.nodes[node].state = NodeState::Paused;
         let inc = self.nodes[node].inc;
-        self.push(self.now + nanos(d), Ev::Resume { node, inc });
+        self.push(self.queue.now + nanos(d), Ev::Resume { node, inc });
     }
 
     fn resume(&mut self, node: usize, inc: u64) {
@@ -1003,7 +840,7 @@ impl World {
             .into_iter()
             .partition(|e| matches!(e, Ev::ToNode { .. }));
         for ev in msgs.into_iter().chain(rest) {
-            self.push(self.now, ev);
+            self.push(self.queue.now, ev);
         }
     }
 
@@ -1021,7 +858,7 @@ impl World {
             let restart = self.uniform(self.p.lease_duration);
             self.crash(node);
             let inc = self.nodes[node].inc;
-            self.push(self.now + restart, Ev::Restart { node, inc });
+            self.push(self.queue.now + restart, Ev::Restart { node, inc });
             return;
         }
         while let Some(call) = self.nodes[node].fire_now.pop() {
@@ -1034,7 +871,7 @@ impl World {
     }
 
     fn rearm_timer(&mut self, node: usize) {
-        let now = self.now;
+        let now = self.queue.now;
         let n = &mut self.nodes[node];
         let want = n
             .engine
@@ -1151,7 +988,7 @@ impl World {
                 self.mix(term.token.get());
                 self.report.terms += 1;
                 self.report.elections.push((
-                    Duration::from_nanos(self.now),
+                    Duration::from_nanos(self.queue.now),
                     node,
                     term.name.clone(),
                     term.token.get(),
@@ -1260,7 +1097,7 @@ impl World {
                 self.mix(201);
                 self.mix(term.id.0);
                 self.report.revocations.push((
-                    Duration::from_nanos(self.now),
+                    Duration::from_nanos(self.queue.now),
                     node,
                     term.name.clone(),
                     format!("{reason:?}"),
@@ -1330,7 +1167,7 @@ impl World {
                         self.nodes[node].api.remove(&name);
                         let inc = self.nodes[node].inc;
                         self.push(
-                            self.now,
+                            self.queue.now,
                             Ev::Api {
                                 node,
                                 inc,
@@ -1447,7 +1284,7 @@ impl World {
         rec.revoked.is_none()
             && n.deadlines
                 .get(&rec.term.session)
-                .is_some_and(|d| n.clock.local(self.now) < *d)
+                .is_some_and(|d| n.clock.local(self.queue.now) < *d)
     }
 
     /// The call timeout (S2.4) in force at `node` now.
@@ -1650,17 +1487,17 @@ impl World {
         let period = nanos(self.p.renew_interval);
         match (self.candidates.get(name).copied(), holder) {
             (Some((since, _, n, t)), Some(h)) if (n, t) == h => {
-                if self.now.saturating_sub(since) >= period {
+                if self.queue.now.saturating_sub(since) >= period {
                     self.liveness.insert(name.clone(), Some(since));
                     self.candidates.remove(name);
                 } else {
                     self.candidates
-                        .insert(name.clone(), (since, self.now, n, t));
+                        .insert(name.clone(), (since, self.queue.now, n, t));
                 }
             }
             (_, Some((n, t))) => {
                 self.candidates
-                    .insert(name.clone(), (self.now, self.now, n, t));
+                    .insert(name.clone(), (self.queue.now, self.queue.now, n, t));
             }
             (_, None) => {
                 self.candidates.remove(name);
@@ -1725,7 +1562,7 @@ impl World {
             if n.engine.is_none() {
                 continue;
             }
-            let li = n.clock.local(self.now);
+            let li = n.clock.local(self.queue.now);
             for rec in n.terms.values() {
                 if rec.term.name == term.name
                     && rec.term.id != term.id
@@ -1758,7 +1595,7 @@ impl World {
         if is_election && !self.healed && self.chance(self.p.workload.task_crash_permille) {
             let after = self.uniform(self.p.lease_duration);
             self.push(
-                self.now + after,
+                self.queue.now + after,
                 Ev::TaskCrash {
                     node,
                     inc,
@@ -1767,7 +1604,7 @@ impl World {
             );
         }
         self.push(
-            self.now,
+            self.queue.now,
             Ev::TaskWrite {
                 node,
                 inc,
@@ -1835,7 +1672,7 @@ impl World {
         };
         let inc = self.nodes[node].inc;
         self.push(
-            self.now + delay,
+            self.queue.now + delay,
             Ev::TaskExit {
                 node,
                 inc,
@@ -1855,7 +1692,7 @@ impl World {
             return;
         }
         let next_local = self.local(node) + self.p.workload.write_period;
-        if let Some(t) = self.nodes[node].clock.true_at(next_local, self.now) {
+        if let Some(t) = self.nodes[node].clock.true_at(next_local, self.queue.now) {
             self.push(t, Ev::TaskWrite { node, inc, term });
         }
         // A careful task checks its term before each write.
@@ -1867,7 +1704,7 @@ impl World {
             self.start_pause(node, d);
         }
         self.push(
-            self.now,
+            self.queue.now,
             Ev::WriteSend {
                 node,
                 inc,
@@ -1938,7 +1775,7 @@ impl World {
         for _ in 0..copies {
             let d = self.delay();
             self.push(
-                self.now + d,
+                self.queue.now + d,
                 Ev::ToBackend {
                     node,
                     inc,
@@ -1955,7 +1792,7 @@ impl World {
         for _ in 0..copies {
             let d = self.delay() + self.uniform(slow);
             self.push(
-                self.now + d,
+                self.queue.now + d,
                 Ev::ToNode {
                     node,
                     inc,
@@ -1966,7 +1803,7 @@ impl World {
     }
 
     fn on_backend(&mut self, node: usize, inc: u64, cmd: Command) {
-        let b = self.backend_clock.local(self.now).as_nanos();
+        let b = self.backend_clock.local(self.queue.now).as_nanos();
         let down = || BackendError::new(BackendErrorKind::Unavailable, "backend restarting");
         let up = self.backend_down == 0;
         let acquired = match &cmd {
@@ -2033,9 +1870,9 @@ impl World {
                 self.partitions[node][0] += 1;
                 self.partitions[node][1] += 1;
                 let cut = nanos(self.p.lease_duration * 2);
-                self.push(self.now + cut, Ev::Unpartition { node });
+                self.push(self.queue.now + cut, Ev::Unpartition { node });
                 self.push(
-                    self.now + nanos(d),
+                    self.queue.now + nanos(d),
                     Ev::ToNode {
                         node,
                         inc,
@@ -2058,7 +1895,7 @@ impl World {
                 self.start_pause(node, d);
                 let late = nanos(d + self.p.renew_interval);
                 self.push(
-                    self.now + late,
+                    self.queue.now + late,
                     Ev::ToNode {
                         node,
                         inc,
@@ -2082,7 +1919,7 @@ impl World {
         }
         let want = self.backend.next_expiry().and_then(|x| {
             self.backend_clock
-                .true_at(Timestamp::from_nanos(x), self.now)
+                .true_at(Timestamp::from_nanos(x), self.queue.now)
         });
         if want != self.expiry_at {
             self.expiry_gen += 1;
@@ -2104,7 +1941,7 @@ impl World {
                 if !self.healed {
                     let gap = self.uniform(self.p.workload.api_gap * 2);
                     self.push(
-                        self.now + gap,
+                        self.queue.now + gap,
                         Ev::Api {
                             node,
                             inc,
@@ -2145,7 +1982,7 @@ impl World {
         if self.trace {
             eprintln!("{:>16} node {node} local {l} api {call:?}", "");
         }
-        let now = self.now;
+        let now = self.queue.now;
         let n = &mut self.nodes[node];
         let Some(e) = n.engine.as_mut() else { return };
         let result = match &call {
@@ -2200,7 +2037,8 @@ impl World {
                     } else {
                         "stop"
                     };
-                    self.pending.insert((node, name.clone()), (what, self.now));
+                    self.pending
+                        .insert((node, name.clone()), (what, self.queue.now));
                 }
                 self.nodes[node].api.insert(name, state);
             }
@@ -2342,7 +2180,7 @@ impl World {
         if self.backend_down > 0 {
             return;
         }
-        let b = self.backend_clock.local(self.now).as_nanos();
+        let b = self.backend_clock.local(self.queue.now).as_nanos();
         let Some((session, token)) = self.backend.owner(name) else {
             return;
         };
@@ -2443,7 +2281,7 @@ impl World {
                 for name in self.p.elections.clone() {
                     if !self.nodes[node].api.contains_key(&name) {
                         self.push(
-                            self.now,
+                            self.queue.now,
                             Ev::Api {
                                 node,
                                 inc,
@@ -2465,13 +2303,13 @@ impl World {
             if n.engine.is_none() {
                 continue;
             }
-            if let Some(t) = n.clock.true_at(until, self.now) {
-                extra = extra.max(t.saturating_sub(self.now));
+            if let Some(t) = n.clock.true_at(until, self.queue.now) {
+                extra = extra.max(t.saturating_sub(self.queue.now));
             }
         }
         let extra = Duration::from_nanos(extra).saturating_sub(self.p.workload.max_cooldown);
         self.report.liveness_bound = self.p.liveness_bound() + extra;
-        let end = self.now + nanos(self.report.liveness_bound) + nanos(self.p.renew_interval);
+        let end = self.queue.now + nanos(self.report.liveness_bound) + nanos(self.p.renew_interval);
         self.push(end, Ev::End);
         for name in self.p.elections.clone() {
             self.liveness.insert(name.clone(), None);

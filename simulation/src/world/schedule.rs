@@ -83,7 +83,7 @@ impl World {
         let local = u64::try_from((i128::from(wall) + offset - self.skew(node)).max(0)).ok()?;
         self.nodes[node]
             .clock
-            .true_at(Timestamp::from_nanos(local), self.now)
+            .true_at(Timestamp::from_nanos(local), self.queue.now)
     }
 
     /// A task started for `term`: its schedule begins (S11.4 for the first slot).
@@ -119,7 +119,7 @@ impl World {
             return;
         };
         if slot <= now {
-            self.sched_tick_at(node, term, slot, self.now);
+            self.sched_tick_at(node, term, slot, self.queue.now);
         } else if let Some(at) = self.true_at_wall(node, slot.saturating_mul(p)) {
             self.sched_tick_at(node, term, slot, at);
         }
@@ -128,8 +128,8 @@ impl World {
     fn sched_tick_at(&mut self, node: usize, term: TermId, slot: u64, at: u64) {
         let inc = self.nodes[node].inc;
         self.push(
-            at.max(self.now),
-            super::Ev::SlotTick {
+            at.max(self.queue.now),
+            super::queue::Ev::SlotTick {
                 node,
                 inc,
                 term,
@@ -278,11 +278,11 @@ impl World {
         }
         self.sched
             .runs
-            .insert(name, (slot, node, rec.term.token.get(), self.now));
+            .insert(name, (slot, node, rec.term.token.get(), self.queue.now));
         let inc = self.nodes[node].inc;
         self.push(
-            self.now + nanos(w.run),
-            super::Ev::RunEnd {
+            self.queue.now + nanos(w.run),
+            super::queue::Ev::RunEnd {
                 node,
                 inc,
                 term,
