@@ -30,13 +30,11 @@ impl Checker for SlotOnce {
                 name,
                 slot,
                 result,
-            } => {
-                if !matches!(result, Ok(SlotClaim::Claimed)) {
-                    out.violation(
-                        "schedule slots (S11.1)",
-                        format!("node {node}: told to run slot {slot} of {name} on {result:?}"),
-                    );
-                }
+            } if !matches!(result, Ok(SlotClaim::Claimed)) => {
+                out.violation(
+                    "schedule slots (S11.1)",
+                    format!("node {node}: told to run slot {slot} of {name} on {result:?}"),
+                );
             }
             Observed::SlotRun {
                 node,

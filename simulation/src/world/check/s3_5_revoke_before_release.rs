@@ -19,13 +19,9 @@ pub(super) fn released_term<'a>(cx: &Cx<'a>, node: usize, cmd: &Command) -> Opti
     else {
         return None;
     };
-    cx.cluster.nodes[node]
-        .terms
-        .values()
-        .filter(|rec| {
-            rec.term.session == *session && &rec.term.name == name && rec.term.token == *token
-        })
-        .last()
+    cx.cluster.nodes[node].terms.values().rfind(|rec| {
+        rec.term.session == *session && &rec.term.name == name && rec.term.token == *token
+    })
 }
 
 impl Checker for RevokeBeforeRelease {

@@ -220,19 +220,17 @@ impl Checker for ExpiryTiming {
                 token,
                 expiry,
                 remaining,
-            } => {
-                if self.enabled {
-                    if self.answers.len() >= 4096 {
-                        self.answers.pop_first();
-                    }
-                    self.answers.entry((node, op)).or_default().push((
-                        name.clone(),
-                        holder,
-                        token,
-                        expiry,
-                        remaining,
-                    ));
+            } if self.enabled => {
+                if self.answers.len() >= 4096 {
+                    self.answers.pop_first();
                 }
+                self.answers.entry((node, op)).or_default().push((
+                    name.clone(),
+                    holder,
+                    token,
+                    expiry,
+                    remaining,
+                ));
             }
             Observed::Delivered { node, input, local } => self.delivered(node, input, local, cx),
             Observed::GroupChanged {
