@@ -263,8 +263,8 @@ impl World {
         self.cluster.is_valid(node, rec, self.queue.now)
     }
 
-    /// Tells every checker what happened.
-    fn observe(&mut self, ev: &Observed<'_>) {
+    /// The checkers, what they may read, and where they report.
+    fn checkers(&mut self) -> (&mut Checks, Cx<'_>, Out<'_>) {
         let cx = Cx {
             now: self.queue.now,
             p: &self.p,
@@ -276,11 +276,17 @@ impl World {
             removal_exceptions: self.removal_exceptions,
             unjudged: &[],
         };
-        let mut out = Out {
+        let out = Out {
             report: &mut self.report,
             now: self.queue.now,
         };
-        self.checks.observe(ev, &cx, &mut out);
+        (&mut self.checks, cx, out)
+    }
+
+    /// Tells every checker what happened.
+    fn observe(&mut self, ev: &Observed<'_>) {
+        let (checks, cx, mut out) = self.checkers();
+        checks.observe(ev, &cx, &mut out);
     }
 
     /// Runs to the end of the liveness phase, or to the first violation.
@@ -733,22 +739,8 @@ impl World {
 
     /// The end of the run: the checkers judge what must have happened.
     fn finish(&mut self) {
-        let cx = Cx {
-            now: self.queue.now,
-            p: &self.p,
-            cluster: &self.cluster,
-            healed: self.healed,
-            heal_at: self.heal_at,
-            steps: self.report.steps,
-            removed_terms: &self.faults.removed_terms,
-            removal_exceptions: self.removal_exceptions,
-            unjudged: &[],
-        };
-        let mut out = Out {
-            report: &mut self.report,
-            now: self.queue.now,
-        };
-        self.checks.finish(&cx, &mut out);
+        let (checks, cx, mut out) = self.checkers();
+        checks.finish(&cx, &mut out);
     }
 }
 
