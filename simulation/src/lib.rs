@@ -14,9 +14,18 @@
 //!    reading (every node and the backend have their own clock);
 //! 3. act on every engine output: send commands through the network, record
 //!    events, start and interrupt tasks; re-arm the node's single timer;
-//! 4. run the checkers on what changed: mutual exclusion, fencing tokens,
-//!    deadlines never extended once passed, callbacks paired and ordered,
-//!    handover order, ERROR logs; and at the end, liveness and completions.
+//! 4. tell the checkers what happened (`Observed` facts, at fixed points of
+//!    the step): mutual exclusion, fencing tokens, deadlines never extended
+//!    once passed, callbacks paired and ordered, handover order, ERROR logs;
+//!    and at the end, liveness and completions. Each checker is its own
+//!    type, in its own file named by its rule (`world/check/`); checkers
+//!    read the cluster but never change it, so they do not change the run.
+//!
+//! The world is parts: event scheduling (`world/queue.rs`), the cluster of
+//! nodes and backend (`world/cluster.rs`), the network
+//! (`world/network.rs`), the faults (`world/faults.rs`), the workload
+//! (`world/workload.rs`, `world/schedule.rs`) and the checkers;
+//! `docs/SIMULATION.md` describes them.
 //!
 //! The safety phase has faults on; then everything heals, and every
 //! contended name must get a leader within [`params::RunParams::liveness_bound`]

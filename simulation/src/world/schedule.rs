@@ -14,16 +14,15 @@
 //! already due (S11.4). Runs of one term never overlap, and a run ends with
 //! its term (S11.3).
 //!
-//! The checker: the slots of a name run in strictly increasing order over
-//! the whole run, on every node and every term (S11.1: the backend records
-//! only a slot later than the last one), so a slot never runs twice; and a
-//! slot runs only on a term valid at that true instant. A backend that loses its state loses its slot records too
-//! (the documented failure mode of S9): the record restarts then.
-//!
-//! The mutant `skip_claim` runs each slot without claiming it; the checker
-//! must catch it (`simulation/tests/schedule_slots.rs`).
+//! The world tells the checkers when the engine says run and when a slot
+//! is about to run; `schedule slots (S11.1)` (`check/s11_1_slot_once.rs`)
+//! judges them. The mutant `skip_claim` runs each slot without claiming
+//! it; that checker must catch it (`simulation/tests/schedule_slots.rs`).
 
-use super::{TaskState, World};
+use super::check::Observed;
+use super::cluster::TaskState;
+use super::queue::Ev;
+use super::World;
 use simba_core::{
     BackendError, EveryPeriod, LeaseName, MissedRuns, SlotClaim, SlotPlanner, SlotRule, Term,
     TermId, Timestamp, Token,
@@ -37,8 +36,6 @@ pub(super) struct Schedules {
     /// Per node and term: the latest slot handled, and whether a run or a
     /// claim is in progress.
     terms: BTreeMap<(usize, TermId), TermSched>,
-    /// The latest slot run so far, by name: (slot, node, token, true start).
-    runs: BTreeMap<LeaseName, (u64, usize, u64, u64)>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -81,9 +78,9 @@ impl World {
     fn true_at_wall(&self, node: usize, wall: u64) -> Option<u64> {
         let offset = i128::from(self.p.node_offsets.get(node).copied().unwrap_or(0));
         let local = u64::try_from((i128::from(wall) + offset - self.skew(node)).max(0)).ok()?;
-        self.nodes[node]
+        self.cluster.nodes[node]
             .clock
-            .true_at(Timestamp::from_nanos(local), self.now)
+            .true_at(Timestamp::from_nanos(local), self.queue.now)
     }
 
     /// A task started for `term`: its schedule begins (S11.4 for the first slot).
@@ -119,17 +116,17 @@ impl World {
             return;
         };
         if slot <= now {
-            self.sched_tick_at(node, term, slot, self.now);
+            self.sched_tick_at(node, term, slot, self.queue.now);
         } else if let Some(at) = self.true_at_wall(node, slot.saturating_mul(p)) {
             self.sched_tick_at(node, term, slot, at);
         }
     }
 
     fn sched_tick_at(&mut self, node: usize, term: TermId, slot: u64, at: u64) {
-        let inc = self.nodes[node].inc;
+        let inc = self.cluster.nodes[node].inc;
         self.push(
-            at.max(self.now),
-            super::Ev::SlotTick {
+            at.max(self.queue.now),
+            Ev::SlotTick {
                 node,
                 inc,
                 term,
@@ -140,7 +137,7 @@ impl World {
 
     /// The term's rec if its task still runs and it is not revoked.
     fn sched_live(&self, node: usize, term: TermId) -> Option<(LeaseName, Token)> {
-        let rec = self.nodes[node].terms.get(&term)?;
+        let rec = self.cluster.nodes[node].terms.get(&term)?;
         (rec.revoked.is_none() && rec.task == TaskState::Running)
             .then(|| (rec.term.name.clone(), rec.term.token))
     }
@@ -148,7 +145,7 @@ impl World {
     /// Slot `slot` is due on `node` for `term`: claim it (or, the mutant,
     /// just run it).
     pub(super) fn sched_tick(&mut self, node: usize, inc: u64, term: TermId, slot: u64) {
-        if self.nodes[node].inc != inc || self.nodes[node].engine.is_none() {
+        if self.cluster.nodes[node].inc != inc || self.cluster.nodes[node].engine.is_none() {
             return;
         }
         let Some(w) = self.p.workload.schedule.clone() else {
@@ -172,7 +169,7 @@ impl World {
             return;
         }
         let l = self.local(node);
-        let claimed = match self.nodes[node].engine.as_mut() {
+        let claimed = match self.cluster.nodes[node].engine.as_mut() {
             Some(e) => e.claim_slot(l, &name, token, slot).is_ok(),
             None => false,
         };
@@ -195,7 +192,7 @@ impl World {
     ) {
         self.mix(501);
         self.mix(slot);
-        let term = self.nodes[node]
+        let term = self.cluster.nodes[node]
             .terms
             .values()
             .find(|r| &r.term.name == name && r.term.token == token)
@@ -205,12 +202,12 @@ impl World {
             return;
         }
         if run {
-            if !matches!(result, Ok(SlotClaim::Claimed)) {
-                self.violation(
-                    "schedule slots (S11.1)",
-                    format!("node {node}: told to run slot {slot} of {name} on {result:?}"),
-                );
-            }
+            self.observe(&Observed::SlotToldRun {
+                node,
+                name,
+                slot,
+                result,
+            });
             self.report.slots_claimed += 1;
             self.sched_run(node, term, slot);
             return;
@@ -225,64 +222,35 @@ impl World {
         self.sched_done(node, term, slot.max(last));
     }
 
-    /// Starts the run of `slot`: the checker looks at it here.
+    /// Starts the run of `slot`: the checker looks at it here (S11.1).
     fn sched_run(&mut self, node: usize, term: TermId, slot: u64) {
         let Some(w) = self.p.workload.schedule.clone() else {
             return;
         };
-        let Some(rec) = self.nodes[node].terms.get(&term).cloned() else {
+        let Some(rec) = self.cluster.nodes[node].terms.get(&term).cloned() else {
             return;
         };
         if !self.is_valid(node, &rec) {
-            if !w.skip_claim {
-                // The engine said run; the term must still be valid (S11.1).
-                self.violation(
-                    "schedule slots (S11.1)",
-                    format!(
-                        "node {node}: slot {slot} of {} would run on ended term {}",
-                        rec.term.name, rec.term.id
-                    ),
-                );
-            }
+            self.observe(&Observed::SlotRun {
+                node,
+                rec: &rec,
+                slot,
+                valid: false,
+            });
             self.sched_done(node, term, slot);
             return;
         }
         self.report.scheduled_runs += 1;
-        let name = rec.term.name.clone();
-        if let Some((s0, n0, t0, at0)) = self.sched.runs.get(&name).copied() {
-            // S3.4: a holder whose lease was removed from outside may
-            // still run a slot the backend let it claim before a later
-            // term claimed a later slot, the claim's reply arriving after
-            // that term's run began: the backend's record kept the slots
-            // in order (a claim is told `run` only on `Claimed`, checked
-            // above), and the fencing token protects the resource. Only a
-            // removed term, behind a greater token, is excused so.
-            let excused = slot < s0
-                && rec.term.token.get() < t0
-                && self.removed_terms.contains(&(node, term));
-            if slot <= s0 && !excused {
-                let what = if slot == s0 {
-                    "ran twice".to_owned()
-                } else {
-                    format!("ran after the later slot {s0}")
-                };
-                self.violation(
-                    "schedule slots (S11.1)",
-                    format!(
-                        "slot {slot} of {name} {what}: slot {s0} on node {n0} (token {t0}) at {:?}, now on node {node} (token {})",
-                        Duration::from_nanos(at0),
-                        rec.term.token
-                    ),
-                );
-            }
-        }
-        self.sched
-            .runs
-            .insert(name, (slot, node, rec.term.token.get(), self.now));
-        let inc = self.nodes[node].inc;
+        self.observe(&Observed::SlotRun {
+            node,
+            rec: &rec,
+            slot,
+            valid: true,
+        });
+        let inc = self.cluster.nodes[node].inc;
         self.push(
-            self.now + nanos(w.run),
-            super::Ev::RunEnd {
+            self.queue.now + nanos(w.run),
+            Ev::RunEnd {
                 node,
                 inc,
                 term,
@@ -293,7 +261,7 @@ impl World {
 
     /// A run ended (or was refused): wait for the next slot.
     pub(super) fn sched_run_end(&mut self, node: usize, inc: u64, term: TermId, slot: u64) {
-        if self.nodes[node].inc != inc {
+        if self.cluster.nodes[node].inc != inc {
             return;
         }
         self.sched_done(node, term, slot);
@@ -315,6 +283,6 @@ impl World {
     /// The backend lost its state, slot records included (S9's documented
     /// failure mode): at-most-once starts over.
     pub(super) fn sched_state_lost(&mut self) {
-        self.sched.runs.clear();
+        self.observe(&Observed::BackendStateLost);
     }
 }

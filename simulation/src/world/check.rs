@@ -1,0 +1,373 @@
+//! The checkers: one type per rule, each in its own file named by the rule
+//! it checks (`docs/RULES.md`), each a [`Checker`].
+//!
+//! The world tells the checkers what happened ([`Observed`], at fixed
+//! points of each step) and lets them read the cluster ([`Cx`]); a checker
+//! keeps what it needs to remember and reports what breaks its rule
+//! ([`Out`]). Checkers never change the cluster, the network, the queue or
+//! the random stream: a run is the same with or without them, and its
+//! trace hash does not depend on them. [`Checks`] holds one of each and
+//! hands every observation to all of them in a fixed order (the order the
+//! report lists violations of one step in).
+
+use super::cluster::{Api, Cluster, TaskState, TermRec};
+use super::{RunReport, Violation};
+use crate::params::RunParams;
+use simba_core::{
+    BackendError, Command, Input, LeaseName, Level, SessionId, SlotClaim, TaskOutcome, Term,
+    TermId, Timestamp, Token,
+};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+mod error_log;
+mod fenced_register;
+mod liveness;
+mod mutual_exclusion;
+mod s10_1_join;
+mod s10_2_group_stickiness;
+mod s10_4_group_balance;
+mod s11_1_slot_once;
+mod s1_4_close;
+mod s2_3_deadline_stays_passed;
+mod s2_4_renewal_timeout;
+mod s3_2_fencing_tokens;
+mod s3_4_taken_over;
+mod s3_5_revoke_before_release;
+mod s4_1_one_attempt;
+mod s4_3_late_acquire;
+mod s4_4_expiry_timing;
+mod s5_3_lock_one_term;
+mod s6_1_handover_order;
+mod s6_4_step_down_cooldown;
+mod s6_5_task_exit_policy;
+mod s6_task_orders;
+mod s7_1_callbacks_paired;
+mod s7_3_stop_resolves;
+mod s8_1_config;
+mod s8_4_lease_shortened;
+mod timer_moves;
+
+pub(super) use s3_4_taken_over::Removal;
+
+/// What happened, as the world tells its checkers. Each variant says at
+/// which point of a step it is observed (before or after the world acts).
+#[derive(Debug)]
+pub(super) enum Observed<'a> {
+    /// `node`'s timer fired; its engine is about to handle the timeout.
+    TimerFired { node: usize },
+    /// `node`'s engine handled a timeout at local `local`.
+    Woken { node: usize, local: Timestamp },
+    /// `input` reaches `node` at local `local`; its engine has not taken it yet.
+    Delivered {
+        node: usize,
+        input: &'a Input,
+        local: Timestamp,
+    },
+    /// `node`'s engine took the input just delivered; `fresh`: not as a
+    /// stale reply. Its outputs are not acted on yet.
+    Taken { node: usize, fresh: bool },
+    /// The outputs of the input just taken have been acted on.
+    Settled { node: usize },
+    /// `node` sends `cmd` at local `local`.
+    Sent {
+        node: usize,
+        cmd: &'a Command,
+        local: Timestamp,
+    },
+    /// Acquire `op` of `node` reaches the backend (up) at backend time `b`,
+    /// before the backend answers it.
+    AcquireArrived {
+        node: usize,
+        op: u64,
+        name: &'a LeaseName,
+        b: u64,
+    },
+    /// The backend answered acquire `op` of `node` `Held` by `holder`
+    /// (token `token`, expiring at backend time `expiry`, reported as
+    /// `remaining`).
+    HeldAnswered {
+        node: usize,
+        op: u64,
+        name: &'a LeaseName,
+        holder: SessionId,
+        token: Token,
+        expiry: u64,
+        remaining: Duration,
+    },
+    /// `node` is elected for `term` at local `local`; `api` is what the
+    /// workload had asked of the name. The world has not recorded the term.
+    Elected {
+        node: usize,
+        term: &'a Term,
+        api: Option<&'a Api>,
+        local: Timestamp,
+    },
+    /// The valid holders of `name` may have changed (a term recorded, a
+    /// deadline moved on, healing).
+    HoldersMayChange { name: &'a LeaseName },
+    /// `node`'s term `term` is revoked; the world has not recorded it.
+    Revoked { node: usize, term: &'a Term },
+    /// `node`'s session deadline moved from `old` to `new` at local `local`.
+    DeadlineChanged {
+        node: usize,
+        old: Option<Timestamp>,
+        new: Timestamp,
+        local: Timestamp,
+    },
+    /// `stop()` or `step_down()` of `name` on `node` completed.
+    Completed { node: usize, name: &'a LeaseName },
+    /// `node`'s engine said `Closed`; the world has not marked it closed.
+    Closed { node: usize },
+    /// `node`'s engine logged `message`.
+    Diagnostic {
+        node: usize,
+        level: Level,
+        message: &'a str,
+    },
+    /// `node`'s engine said `SessionLeaseShortened` for `session`.
+    LeaseShortened { node: usize, session: SessionId },
+    /// A member computed `target` for `group` from `members`.
+    GroupChanged {
+        node: usize,
+        group: &'a LeaseName,
+        members: &'a [SessionId],
+        target: &'a [u32],
+    },
+    /// An API call reaches `node`'s engine (it may reset schedules).
+    ApiCalled { node: usize },
+    /// `node`'s engine accepted `what` (`stop` or `step_down`) of `name`:
+    /// it must complete.
+    MustComplete {
+        node: usize,
+        name: &'a LeaseName,
+        what: &'static str,
+    },
+    /// `node`'s drawn configuration was refused.
+    ConfigRefused { error: String },
+    /// `node` could not join a group.
+    JoinRefused { node: usize, error: String },
+    /// `node`'s engine orders the task of `term` started; the world has
+    /// not started it.
+    TaskStart { node: usize, term: &'a Term },
+    /// The task of `term` on `node` ended on its own with `outcome`, and
+    /// the engine's outputs were acted on.
+    TaskEndedOnItsOwn {
+        node: usize,
+        term: TermId,
+        outcome: TaskOutcome,
+    },
+    /// A write of the term `order` (in election order) with `token`
+    /// reaches the registers of `name`.
+    WriteArrives {
+        name: &'a LeaseName,
+        order: u64,
+        token: Token,
+    },
+    /// An outside actor removed a live holder's lease (S3.4).
+    LeaseRemoved(&'a Removal),
+    /// `node`'s process died (crash or exit): its records go.
+    Crashed { node: usize },
+    /// The faults healed: the liveness phase starts.
+    Healed,
+    /// `node`'s engine said run slot `slot` of `name` after a claim
+    /// answered `result`.
+    SlotToldRun {
+        node: usize,
+        name: &'a LeaseName,
+        slot: u64,
+        result: &'a Result<SlotClaim, BackendError>,
+    },
+    /// `node` is about to run slot `slot` for the term `rec`; `valid`: the
+    /// term is valid now.
+    SlotRun {
+        node: usize,
+        rec: &'a TermRec,
+        slot: u64,
+        valid: bool,
+    },
+    /// The backend lost its state (slot records included).
+    BackendStateLost,
+}
+
+/// What a checker may read: the cluster and the run's facts, at the
+/// current true instant.
+#[derive(Clone, Copy)]
+pub(super) struct Cx<'a> {
+    /// True time, ns.
+    pub now: u64,
+    pub p: &'a RunParams,
+    pub cluster: &'a Cluster,
+    /// Whether the faults have healed.
+    pub healed: bool,
+    /// True time of healing, ns.
+    pub heal_at: u64,
+    /// Steps processed so far (the current one included).
+    pub steps: u64,
+    /// Every (node, term) whose lease an outside actor removed, while the
+    /// node's process lives.
+    pub removed_terms: &'a BTreeSet<(usize, TermId)>,
+    /// Whether mutual exclusion and the S6.1 handover order make their
+    /// `lease-removed` exceptions.
+    pub removal_exceptions: bool,
+    /// Removals the `taken over (S3.4)` checker has not judged yet.
+    pub unjudged: &'a [Removal],
+}
+
+impl Cx<'_> {
+    /// Whether `rec` of `node` is valid now, on the node's clock.
+    pub fn is_valid(&self, node: usize, rec: &TermRec) -> bool {
+        self.cluster.is_valid(node, rec, self.now)
+    }
+}
+
+/// Where checkers report: the run's report (violations, and figures some
+/// checkers keep).
+pub(super) struct Out<'a> {
+    pub report: &'a mut RunReport,
+    pub now: u64,
+}
+
+impl Out<'_> {
+    /// `checker` (citing its rule) found `message`.
+    pub fn violation(&mut self, checker: &'static str, message: String) {
+        self.report.violations.push(Violation {
+            at: Duration::from_nanos(self.now),
+            checker,
+            message,
+        });
+    }
+}
+
+/// A checker of one rule.
+pub(super) trait Checker {
+    /// Looks at what happened; remembers what it needs, reports what
+    /// breaks its rule.
+    fn observe(&mut self, ev: &Observed<'_>, cx: &Cx<'_>, out: &mut Out<'_>);
+
+    /// At the end of the run (past the liveness bound): judges what must
+    /// have happened by then.
+    fn finish(&mut self, _cx: &Cx<'_>, _out: &mut Out<'_>) {}
+}
+
+/// One of each checker.
+pub(super) struct Checks {
+    pub timer: timer_moves::TimerMoves,
+    config: s8_1_config::Config,
+    join: s10_1_join::Join,
+    cooldown: s6_4_step_down_cooldown::StepDownCooldown,
+    lock: s5_3_lock_one_term::LockOneTerm,
+    stop: s7_3_stop_resolves::StopResolves,
+    close: s1_4_close::Close,
+    callbacks: s7_1_callbacks_paired::CallbacksPaired,
+    late_acquire: s4_3_late_acquire::LateAcquire,
+    tokens: s3_2_fencing_tokens::FencingTokens,
+    mutex: mutual_exclusion::MutualExclusion,
+    liveness: liveness::Liveness,
+    deadline: s2_3_deadline_stays_passed::DeadlineStaysPassed,
+    renewal_timeout: s2_4_renewal_timeout::RenewalTimeout,
+    one_attempt: s4_1_one_attempt::OneAttempt,
+    expiry_timing: s4_4_expiry_timing::ExpiryTiming,
+    release: s3_5_revoke_before_release::RevokeBeforeRelease,
+    task_orders: s6_task_orders::TaskOrders,
+    handover: s6_1_handover_order::HandoverOrder,
+    task_exit: s6_5_task_exit_policy::TaskExitPolicy,
+    stickiness: s10_2_group_stickiness::GroupStickiness,
+    balance: s10_4_group_balance::GroupBalance,
+    shortened: s8_4_lease_shortened::LeaseShortened,
+    error_log: error_log::ErrorLog,
+    register: fenced_register::FencedRegister,
+    slots: s11_1_slot_once::SlotOnce,
+    taken_over: s3_4_taken_over::TakenOver,
+}
+
+impl Checks {
+    /// The checkers of a run of `p`.
+    pub fn new(p: &RunParams) -> Checks {
+        Checks {
+            timer: Default::default(),
+            config: Default::default(),
+            join: Default::default(),
+            cooldown: Default::default(),
+            lock: Default::default(),
+            stop: Default::default(),
+            close: Default::default(),
+            callbacks: Default::default(),
+            late_acquire: Default::default(),
+            tokens: Default::default(),
+            mutex: Default::default(),
+            liveness: Default::default(),
+            deadline: Default::default(),
+            renewal_timeout: Default::default(),
+            one_attempt: Default::default(),
+            expiry_timing: s4_4_expiry_timing::ExpiryTiming::new(p),
+            release: Default::default(),
+            task_orders: Default::default(),
+            handover: Default::default(),
+            task_exit: Default::default(),
+            stickiness: Default::default(),
+            balance: Default::default(),
+            shortened: Default::default(),
+            error_log: Default::default(),
+            register: Default::default(),
+            slots: Default::default(),
+            taken_over: Default::default(),
+        }
+    }
+
+    /// Hands `ev` to every checker, in a fixed order. The removals `taken
+    /// over (S3.4)` has not judged yet are lent to the others in `cx`.
+    pub fn observe(&mut self, ev: &Observed<'_>, cx: &Cx<'_>, out: &mut Out<'_>) {
+        let unjudged = self.taken_over.take_unjudged();
+        let lent = Cx {
+            unjudged: &unjudged,
+            ..*cx
+        };
+        let all: [&mut dyn Checker; 26] = [
+            &mut self.timer,
+            &mut self.config,
+            &mut self.join,
+            &mut self.cooldown,
+            &mut self.lock,
+            &mut self.stop,
+            &mut self.close,
+            &mut self.callbacks,
+            &mut self.late_acquire,
+            &mut self.tokens,
+            &mut self.mutex,
+            &mut self.liveness,
+            &mut self.deadline,
+            &mut self.renewal_timeout,
+            &mut self.one_attempt,
+            &mut self.expiry_timing,
+            &mut self.release,
+            &mut self.task_orders,
+            &mut self.handover,
+            &mut self.task_exit,
+            &mut self.stickiness,
+            &mut self.balance,
+            &mut self.shortened,
+            &mut self.error_log,
+            &mut self.register,
+            &mut self.slots,
+        ];
+        for c in all {
+            c.observe(ev, &lent, out);
+        }
+        self.taken_over.put_unjudged(unjudged);
+        self.taken_over.observe(ev, cx, out);
+    }
+
+    /// Ends the run: liveness, then group balance, then completions.
+    pub fn finish(&mut self, cx: &Cx<'_>, out: &mut Out<'_>) {
+        let all: [&mut dyn Checker; 4] = [
+            &mut self.liveness,
+            &mut self.balance,
+            &mut self.stop,
+            &mut self.close,
+        ];
+        for c in all {
+            c.finish(cx, out);
+        }
+    }
+}
