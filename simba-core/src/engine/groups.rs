@@ -516,13 +516,15 @@ impl Engine {
         }
     }
 
-    /// S4.4: a late `Held` reply to an acquire of a partition this member
-    /// gave up: a new entry of it waits for the holder's expiry all the same.
+    /// A late `Held` reply (after its call timeout, S2.4) to an acquire of a
+    /// partition: S10.2, a live member holding it marks it taken as a
+    /// timely reply does, so the member asks for another one; S4.4, a new
+    /// entry of it waits for the holder's expiry all the same.
     pub(super) fn partition_held_late(
         &mut self,
         name: &LeaseName,
         holder: Option<SessionId>,
-        until: Timestamp,
+        until: Option<Timestamp>,
     ) {
         let (Some(holder), Some((group, p))) = (holder, parse_partition_name(name.as_str())) else {
             return;
@@ -530,18 +532,32 @@ impl Engine {
         if self.session.id == Some(holder) {
             return;
         }
-        let Some(g) = self.groups.get_mut(group) else {
+        let Ok(group) = LeaseName::new(group) else {
             return;
         };
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        if p >= g.partitions {
+            return;
+        }
         g.known.insert(
             p,
             Known {
                 holder,
                 seen: g.views,
-                until: Some(until),
+                until,
                 at: self.now,
             },
         );
+        let wanted = g.target.contains(&p);
+        if g.members.contains(&holder) && wanted {
+            g.freed.remove(&p);
+            self.retarget(&group);
+        }
+        let Some(until) = until else {
+            return;
+        };
         if let Some(entry) = self.entries.get_mut(name) {
             if entry.kind == Kind::Partition
                 && entry.status == Status::Candidate
