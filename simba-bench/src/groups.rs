@@ -156,13 +156,28 @@ async fn member(
     partitions: u32,
     i: usize,
     log: &Log,
-) -> Result<(Simba, GroupTask, Arc<Severable>), String> {
+) -> Result<Running, String> {
     let backend = crate::measure::connect(url).await?;
     let sev = Severable::new(backend);
     let simba = simba_tokio::builder_dyn(sev.clone())
         .config(config(plan)?)
         .build()
         .map_err(|e| e.to_string())?;
+    let failures = Failures::default();
+    let mut events = simba.events();
+    let counts = failures.clone();
+    tokio::spawn(async move {
+        use futures::StreamExt as _;
+        while let Some(e) = events.next().await {
+            if let simba_tokio::ClientEvent::BackendFailed { command, error } = e {
+                let mut why = error.to_string();
+                why.truncate(60);
+                if let Ok(mut c) = counts.0.lock() {
+                    *c.entry(format!("{command}: {why}")).or_default() += 1;
+                }
+            }
+        }
+    });
     let task = simba
         .group(group, partitions)
         .listener(Member(i, log.clone()))
@@ -171,7 +186,26 @@ async fn member(
         })
         .await
         .map_err(|e| e.to_string())?;
-    Ok((simba, task, sev))
+    Ok((simba, task, sev, failures))
+}
+
+/// A member's failed backend calls, by command and error.
+#[derive(Clone, Default)]
+struct Failures(Arc<Mutex<std::collections::BTreeMap<String, usize>>>);
+
+impl Failures {
+    fn summary(&self) -> String {
+        self.0
+            .lock()
+            .map(|c| {
+                c.iter()
+                    .take(3)
+                    .map(|(k, n)| format!("{n}× {k}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// The groups section for one backend: 3 members settle; a fourth joins;
@@ -191,40 +225,160 @@ pub async fn rows(t: &Target, plan: &Plan) -> Vec<Row> {
     out
 }
 
+/// What each member's engine says of the group, for a run that did not
+/// balance: its members, target and owned partitions, the first
+/// partitions it wants but does not own (with its entry's state of each),
+/// and the partitions no member owns nor targets.
+async fn views(members: &[&Running], group: &str, partitions: u32) -> String {
+    let mut out = Vec::new();
+    let mut targeted = std::collections::BTreeSet::new();
+    let mut owned = std::collections::BTreeSet::new();
+    let mut states = Vec::new();
+    for (i, (simba, task, _, failures)) in members.iter().enumerate() {
+        let entries: std::collections::BTreeMap<String, String> = match simba.snapshot().await {
+            Ok(s) => s
+                .entries
+                .into_iter()
+                .map(|e| (e.name.to_string(), format!("{:?}", e.status)))
+                .collect(),
+            Err(_) => Default::default(),
+        };
+        let state = move |p: u32| {
+            entries
+                .get(&format!("{group}:p{p}"))
+                .cloned()
+                .unwrap_or_else(|| "none".into())
+        };
+        match task.snapshot().await {
+            Ok(Some(s)) => {
+                targeted.extend(s.target.iter().copied());
+                owned.extend(s.owned.iter().copied());
+                let wanted: Vec<String> = s
+                    .target
+                    .iter()
+                    .filter(|p| !s.owned.contains(p))
+                    .take(4)
+                    .map(|&p| format!("{p} {}", state(p)))
+                    .collect();
+                out.push(format!(
+                    "m{i}: {} members, target {}, owned {}, wants [{}], failed [{}]",
+                    s.members.len(),
+                    s.target.len(),
+                    s.owned.len(),
+                    wanted.join(", "),
+                    failures.summary()
+                ));
+            }
+            Ok(None) => out.push(format!("m{i}: left")),
+            Err(e) => out.push(format!("m{i}: {e}")),
+        }
+        states.push(state);
+    }
+    let unowned: Vec<u32> = (0..partitions).filter(|p| !owned.contains(p)).collect();
+    let untargeted = unowned.iter().filter(|p| !targeted.contains(p)).count();
+    let shown: Vec<String> = unowned
+        .iter()
+        .take(4)
+        .map(|&p| {
+            let at: Vec<String> = states.iter().map(|st| st(p)).collect();
+            format!("{p} [{}]", at.join(" "))
+        })
+        .collect();
+    out.push(format!(
+        "{} unowned ({}{}), {untargeted} of them in no target",
+        unowned.len(),
+        shown.join(", "),
+        if unowned.len() > 4 { " …" } else { "" }
+    ));
+    out.join("; ")
+}
+
+/// [`balanced`], and on failure what the members' engines say.
+async fn settle(
+    log: &Log,
+    live: &[usize],
+    partitions: u32,
+    limit: Duration,
+    members: &[&Running],
+    group: &str,
+) -> Result<(), String> {
+    match balanced(log, live, partitions, limit).await {
+        Ok(()) => Ok(()),
+        Err(why) => Err(format!(
+            "{why} ({})",
+            views(members, group, partitions).await
+        )),
+    }
+}
+
+/// A member: its client, its group and the switch that cuts it off.
+type Running = (Simba, GroupTask, Arc<Severable>, Failures);
+
 async fn scenario(t: &Target, plan: &Plan, partitions: u32) -> Result<Vec<Row>, String> {
     let group = format!("bench.group.{partitions}.{}", crate::tag());
     let log = Log::default();
-    let limit = plan.lease * 10 + Duration::from_secs(30);
     let mut members = Vec::new();
+    let mut result = Ok(Vec::new());
     for i in 0..3 {
-        members.push(member(&t.url, plan, &group, partitions, i, &log).await?);
+        match member(&t.url, plan, &group, partitions, i, &log).await {
+            Ok(m) => members.push(m),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
     }
-    balanced(&log, &[0, 1, 2], partitions, limit).await?;
+    if result.is_ok() {
+        result = changes(t, plan, partitions, &group, &log, &members).await;
+    }
+    // Closed whatever happened: members left running would load the
+    // backends and the machine under the runs that follow.
+    for (simba, task, _, _) in members {
+        task.stop().await;
+        simba.close().await;
+    }
+    result
+}
+
+/// The three changes, once `members` (three of them) are running.
+async fn changes(
+    t: &Target,
+    plan: &Plan,
+    partitions: u32,
+    group: &str,
+    log: &Log,
+    members: &[Running],
+) -> Result<Vec<Row>, String> {
+    let limit = plan.lease * 10 + Duration::from_secs(30);
+    let three: Vec<&Running> = members.iter().collect();
+    settle(log, &[0, 1, 2], partitions, limit, &three, group).await?;
     let mut rows = Vec::new();
     // Join.
     let t0 = Instant::now();
-    let joiner = member(&t.url, plan, &group, partitions, 3, &log).await?;
-    let r = balanced(&log, &[0, 1, 2, 3], partitions, limit)
+    let joiner = member(&t.url, plan, group, partitions, 3, log).await?;
+    let mut four = three.clone();
+    four.push(&joiner);
+    let r = settle(log, &[0, 1, 2, 3], partitions, limit, &four, group)
         .await
-        .map(|()| moves(&log, t0, None));
+        .map(|()| moves(log, t0, None));
     let min = log.owned(4)[3];
     rows.push(row(t, partitions, "join 3 → 4", min, r));
     // Graceful leave of the joiner.
     let min = log.owned(4)[3];
     let t0 = Instant::now();
     joiner.1.stop().await;
-    let r = balanced(&log, &[0, 1, 2], partitions, limit)
+    let r = settle(log, &[0, 1, 2], partitions, limit, &three, group)
         .await
-        .map(|()| moves(&log, t0, None));
+        .map(|()| moves(log, t0, None));
     rows.push(row(t, partitions, "graceful leave 4 → 3", min, r));
     joiner.0.close().await;
     // Crash of member 2: its backend is cut, nothing is released.
     let min = log.owned(4)[2];
     let t0 = Instant::now();
     members[2].2.cut();
-    let r = balanced(&log, &[0, 1], partitions, limit)
+    let r = settle(log, &[0, 1], partitions, limit, &three[..2], group)
         .await
-        .map(|()| moves(&log, t0, Some(2)));
+        .map(|()| moves(log, t0, Some(2)));
     rows.push(row(
         t,
         partitions,
@@ -232,9 +386,5 @@ async fn scenario(t: &Target, plan: &Plan, partitions: u32) -> Result<Vec<Row>, 
         min,
         r,
     ));
-    for (simba, task, _) in members {
-        task.stop().await;
-        simba.close().await;
-    }
     Ok(rows)
 }

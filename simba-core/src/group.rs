@@ -77,13 +77,21 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// How much member `session` wants partition `index` (higher first).
-fn affinity(session: SessionId, index: u32) -> u64 {
+/// The part of a member's affinity for a partition ([`affinity_of`]) that
+/// depends on the member alone: computed once
+/// per member, not once per partition.
+fn affinity_seed(session: SessionId) -> u64 {
     let bits = session.as_u128();
     // Truncations are the point: both halves of the id feed the mix.
     #[allow(clippy::cast_possible_truncation)]
     let (hi, lo) = ((bits >> 64) as u64, bits as u64);
-    mix(mix(hi ^ mix(lo)) ^ u64::from(index))
+    mix(hi ^ mix(lo))
+}
+
+/// How much the member of [`affinity_seed`] `seed` wants partition `index`
+/// (higher first).
+fn affinity_of(seed: u64, index: u32) -> u64 {
+    mix(seed ^ u64::from(index))
 }
 
 /// The assignment rule (S10.2): the member every partition of a group should
@@ -121,8 +129,9 @@ pub fn assign_partitions(partitions: u32, members: &[SessionId]) -> Vec<usize> {
     let mut capacity: Vec<u32> = (0..m).map(|r| fair_share(partitions, m, r)).collect();
     let mut pairs: Vec<(u64, u32, usize)> = Vec::with_capacity(m * partitions as usize);
     for (r, session) in sorted.iter().enumerate() {
+        let seed = affinity_seed(*session);
         for p in 0..partitions {
-            pairs.push((affinity(*session, p), p, r));
+            pairs.push((affinity_of(seed, p), p, r));
         }
     }
     pairs.sort_unstable_by(|a, b| b.cmp(a));
@@ -228,6 +237,36 @@ pub fn sticky_target(
     me: SessionId,
     known: &StickyInput,
 ) -> BTreeSet<u32> {
+    let base: BTreeSet<u32> = target_partitions(partitions, members, me)
+        .into_iter()
+        .collect();
+    sticky_target_from_base(partitions, members, me, &base, known)
+}
+
+/// [`sticky_target`] given `base`, the partitions [`target_partitions`]
+/// gives `me` among `members`: a caller that computes many targets for one
+/// membership (one per acquire reply, S10.2) computes the base rule, the
+/// costly part with many partitions, once per membership.
+///
+/// ```
+/// use simba_core::{sticky_target, sticky_target_from_base, target_partitions};
+/// use simba_core::{SessionId, StickyInput};
+/// let members = [SessionId::from_u128(1), SessionId::from_u128(2)];
+/// let me = members[0];
+/// let base = target_partitions(100, &members, me).into_iter().collect();
+/// let known = StickyInput::default();
+/// assert_eq!(
+///     sticky_target_from_base(100, &members, me, &base, &known),
+///     sticky_target(100, &members, me, &known),
+/// );
+/// ```
+pub fn sticky_target_from_base(
+    partitions: u32,
+    members: &[SessionId],
+    me: SessionId,
+    base: &BTreeSet<u32>,
+    known: &StickyInput,
+) -> BTreeSet<u32> {
     let mut sorted: Vec<SessionId> = members.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
@@ -235,19 +274,24 @@ pub fn sticky_target(
         return BTreeSet::new();
     };
     let share = fair_share(partitions, sorted.len(), rank) as usize;
-    let base: BTreeSet<u32> = target_partitions(partitions, &sorted, me)
-        .into_iter()
-        .collect();
     // Higher first: partitions the base rule gives this member, then by
     // affinity, then by index (a total order, the same on every platform).
-    let key = |p: u32| (base.contains(&p), affinity(me, p), std::cmp::Reverse(p));
+    // Each key is computed once per partition, not once per comparison.
+    let seed = affinity_seed(me);
+    let key = |p: u32| {
+        (
+            base.contains(&p),
+            affinity_of(seed, p),
+            std::cmp::Reverse(p),
+        )
+    };
     let mut held: Vec<u32> = known
         .held
         .iter()
         .copied()
         .filter(|&p| p < partitions)
         .collect();
-    held.sort_unstable_by_key(|&p| std::cmp::Reverse(key(p)));
+    held.sort_by_cached_key(|&p| std::cmp::Reverse(key(p)));
     held.truncate(share);
     let need = share - held.len();
     let mut target: BTreeSet<u32> = held.into_iter().collect();
@@ -256,7 +300,7 @@ pub fn sticky_target(
         let mut free: Vec<u32> = (0..partitions)
             .filter(|p| !known.held.contains(p) && !known.taken.contains(p) && !tried.contains(p))
             .collect();
-        free.sort_unstable_by_key(|&p| std::cmp::Reverse((known.likely_free.contains(&p), key(p))));
+        free.sort_by_cached_key(|&p| std::cmp::Reverse((known.likely_free.contains(&p), key(p))));
         let again =
             known.tried.iter().copied().filter(|&p| {
                 p < partitions && !known.held.contains(&p) && !known.taken.contains(&p)

@@ -415,13 +415,18 @@ impl Engine {
             self.stats.stale_replies += 1;
             if let Ok(AcquireOutcome::Held {
                 holder,
-                holder_remaining: Some(r),
+                holder_remaining,
                 ..
             }) = &result
             {
                 // S4.4 for a partition given up and asked for again: the late
-                // answer still times its holder's expiry.
-                let until = retry_after_holder_expiry(self.now, *r, self.config.drift());
+                // answer still times its holder's expiry. S10.2: it still
+                // says who holds the partition (a backend whose acquires all
+                // answer after their call timeout would otherwise leave the
+                // member asking for a partition another member holds, for
+                // good).
+                let until = holder_remaining
+                    .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
                 self.partition_held_late(&name, *holder, until);
             }
             match result {
