@@ -1184,9 +1184,13 @@ impl Backend for MysqlBackend {
         async move {
             let mut c = self.conn("close session").await?;
             close_on(&self.sql, &mut c, session, Some((&self.wake, self.mariadb))).await?;
-            // The waker's connection goes with the backend's last session: its
-            // sleep is interrupted and it closes instead of sleeping again
-            // (best effort: a sleep left running ends on its own).
+            // The waker's connection goes with the backend's last session:
+            // the server ends the connection itself (`KILL` of its id), so a
+            // sleep that starts just after `closed` is set cannot outlive the
+            // node (a `KILL QUERY` that arrived before the waker's `SLEEP`
+            // left a server thread sleeping for up to `WAKER_SLEEP_S`, over
+            // the connection budget). The waker then delivers the freed
+            // names and holds no connection until a session opens again.
             let before = self
                 .wake
                 .open
@@ -1199,9 +1203,9 @@ impl Backend for MysqlBackend {
             self.wake.closed.store(true, Ordering::Relaxed);
             let sleeper = self.wake.sleeper.load(Ordering::Relaxed);
             if sleeper != 0 {
-                let kill = format!("KILL QUERY {sleeper}");
+                let kill = format!("KILL {sleeper}");
                 if let Err(e) = sqlx::Executor::execute(&mut *c, kill.as_str()).await {
-                    tracing::debug!(backend = NAME, error = %e, "cannot interrupt the release waker");
+                    tracing::debug!(backend = NAME, error = %e, "cannot end the release waker's connection");
                 }
             }
             Ok(())

@@ -34,6 +34,12 @@ use std::time::{Duration, Instant};
 /// clients of the server.
 pub const LOAD_DB: &str = "simba_load";
 
+/// How long a run waits for an earlier run's server connections to end
+/// before it starts counting its own: a MySQL/MariaDB release waker's
+/// `SELECT SLEEP` lasts 10 s, and a server notices a dropped connection
+/// within that and a few seconds more.
+const LEFTOVER_WAIT: Duration = Duration::from_secs(15);
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct LoadOpts {
@@ -89,6 +95,10 @@ pub struct LoadReport {
     pub connections_max: Option<usize>,
     /// The same at the end of the measured window.
     pub connections_end: Option<usize>,
+    /// Connections of the run's database user still open from an earlier
+    /// run when this one started (after waiting for them to go), not
+    /// counted in `connections_max`/`connections_end`.
+    pub connections_before: usize,
     /// Server-side calls per second during the window, and their unit.
     pub calls_per_sec: Option<(f64, &'static str)>,
     /// Client CPU per node, in milliseconds per second.
@@ -134,11 +144,19 @@ impl fmt::Display for LoadReport {
         )?;
         writeln!(
             f,
-            "server connections       max {} / end {} (budget {} per node = {})",
+            "server connections       max {} / end {} (budget {} per node = {}){}",
             opt(self.connections_max),
             opt(self.connections_end),
             self.budget_per_node,
-            self.budget_per_node * self.nodes
+            self.budget_per_node * self.nodes,
+            if self.connections_before > 0 {
+                format!(
+                    "; {} of an earlier run still open at the start, not counted",
+                    self.connections_before
+                )
+            } else {
+                String::new()
+            }
         )?;
         match self.calls_per_sec {
             Some((v, unit)) => writeln!(
@@ -656,6 +674,22 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
         renew_interval: interval,
         ..LoadReport::default()
     };
+    // Connections an earlier run left (MySQL counts by database user, which
+    // every run shares) are let go first: a closed node's server threads
+    // may take a moment to end. What is left after that is not this run's.
+    if let Some(cc) = &s.conns {
+        let waited = Instant::now();
+        loop {
+            match cc.read().await {
+                Ok(0) | Err(_) => break,
+                Ok(c) if waited.elapsed() >= LEFTOVER_WAIT => {
+                    report.connections_before = c;
+                    break;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
     let grants: Grants = Arc::new(Mutex::new(Vec::new()));
     let base = format!("load.{tag}.");
     let lease_names: Vec<String> = (0..o.names).map(|j| format!("{base}{j}")).collect();
@@ -768,6 +802,7 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
             if Instant::now() >= next_conn {
                 next_conn = Instant::now() + Duration::from_secs(1);
                 if let Ok(c) = cc.read().await {
+                    let c = c.saturating_sub(report.connections_before);
                     conns_max = Some(conns_max.map_or(c, |m| m.max(c)));
                 }
             }
@@ -787,7 +822,11 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
         report.cpu_ms_per_node_sec = Some((b - a) * 1000.0 / secs / n.max(1) as f64);
     }
     if let Some(cc) = &s.conns {
-        report.connections_end = cc.read().await.ok();
+        report.connections_end = cc
+            .read()
+            .await
+            .ok()
+            .map(|c| c.saturating_sub(report.connections_before));
         report.connections_max = match (conns_max, report.connections_end) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
