@@ -1,9 +1,9 @@
 //! Partitioned groups (S10.2, S10.3): 3 → 4 → 3 members and a crash, on one
 //! backend. For each change, how many partitions moved against the minimum
 //! (the joiner's share; the partitions of the member who went), and how long
-//! each moved partition was unowned: from its old owner's `on_lost` to its
-//! new owner's `on_gained` (a join, a graceful leave), or from the cut to
-//! `on_gained` (a crash, bounded by the lease).
+//! each moved partition was unowned: from its old owner's `on_revoked` to its
+//! new owner's `on_elected` (a join, a graceful leave), or from the cut to
+//! `on_elected` (a crash, bounded by the lease).
 
 use crate::measure::config;
 use crate::report::{Figure, Row};
@@ -60,10 +60,10 @@ impl Log {
 struct Member(usize, Log);
 
 impl GroupListener for Member {
-    fn on_gained(&self, partition: u32, _term: &Term) {
+    fn on_elected(&self, partition: u32, _term: &Term) {
         self.1.push((Instant::now(), self.0, partition, true));
     }
-    fn on_lost(&self, partition: u32, _term: &Term, _reason: RevokeReason) {
+    fn on_revoked(&self, partition: u32, _term: &Term, _reason: RevokeReason) {
         self.1.push((Instant::now(), self.0, partition, false));
     }
 }

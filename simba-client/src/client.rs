@@ -772,6 +772,28 @@ impl Election {
         current.as_ref().filter(|t| t.is_valid()).cloned()
     }
 
+    /// The client's events that concern this election, from now on: its
+    /// terms' `Elected` and `Revoked`, its leader task's `TaskExited`, and
+    /// the stream's `Lagged` and `Closed` ([`Simba::events`], filtered).
+    ///
+    /// ```no_run
+    /// use futures::StreamExt;
+    /// # async fn demo(simba: simba_client::Simba) -> Result<(), simba_client::Error> {
+    /// let election = simba.election("billing").start(simba_client::NoListener).await?;
+    /// let mut events = election.events();
+    /// while let Some(event) = events.next().await {
+    ///     println!("billing: {event:?}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> BoxStream<'static, ClientEvent> {
+        let name = self.name.as_str().to_owned();
+        self.client
+            .events()
+            .filter(move |e| std::future::ready(e.concerns_lease(&name)))
+            .boxed()
+    }
+
     /// Ends the election (S6.1, S6.4): revokes any term, interrupts its
     /// task, releases the lease once the task has exited, and resolves after
     /// the last `on_revoked` has run (S7.3). After that the listener receives
@@ -858,6 +880,12 @@ impl LeaderTask {
     /// The election behind the task.
     pub fn election(&self) -> &Election {
         &self.election
+    }
+
+    /// The client's events that concern the task's election
+    /// ([`Election::events`]).
+    pub fn events(&self) -> BoxStream<'static, ClientEvent> {
+        self.election.events()
     }
 
     /// Stops the task's election in the handover order of S6.1.

@@ -17,8 +17,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// What a group member tells the application (S10.3). Every
-/// `on_gained(partition, term)` is followed by exactly one
-/// `on_lost(partition, term, reason)` for the same term (S7.1); the
+/// `on_elected(partition, term)` is followed by exactly one
+/// `on_revoked(partition, term, reason)` for the same term (S7.1); the
 /// callbacks of one group run one at a time, in order (S7.2).
 ///
 /// ```no_run
@@ -26,10 +26,10 @@ use std::sync::Arc;
 ///
 /// struct Log;
 /// impl GroupListener for Log {
-///     fn on_gained(&self, partition: u32, term: &Term) {
+///     fn on_elected(&self, partition: u32, term: &Term) {
 ///         println!("partition {partition} is mine (token {})", term.token());
 ///     }
-///     fn on_lost(&self, partition: u32, _term: &Term, reason: RevokeReason) {
+///     fn on_revoked(&self, partition: u32, _term: &Term, reason: RevokeReason) {
 ///         println!("partition {partition} is gone ({reason})");
 ///     }
 /// }
@@ -42,14 +42,14 @@ use std::sync::Arc;
 /// ```
 pub trait GroupListener: Send + Sync + 'static {
     /// This client now owns `partition`, for `term` (its own fencing token).
-    fn on_gained(&self, partition: u32, term: &Term) {
+    fn on_elected(&self, partition: u32, term: &Term) {
         let _ = (partition, term);
     }
     /// The term of `partition` ended for `reason`: `Rebalanced` when the
     /// partition moves to another member, `Stopped` when this member leaves
     /// or closes, the session's end (`SessionExpired`, `DeadlinePassed`)
     /// when it was cut off (S10.3); it is already invalid.
-    fn on_lost(&self, partition: u32, term: &Term, reason: RevokeReason) {
+    fn on_revoked(&self, partition: u32, term: &Term, reason: RevokeReason) {
         let _ = (partition, term, reason);
     }
 }
@@ -75,12 +75,12 @@ struct PartitionCallbacks(Arc<dyn GroupListener>);
 impl ElectionListener for PartitionCallbacks {
     fn on_elected(&self, term: &Term) {
         if let Some(p) = partition_of(term) {
-            self.0.on_gained(p, term);
+            self.0.on_elected(p, term);
         }
     }
     fn on_revoked(&self, term: &Term, reason: RevokeReason) {
         if let Some(p) = partition_of(term) {
-            self.0.on_lost(p, term, reason);
+            self.0.on_revoked(p, term, reason);
         }
     }
 }
@@ -298,10 +298,39 @@ impl Group {
         self.name.as_str()
     }
 
+    /// The client's events that concern this group, from now on: its
+    /// partitions' `Elected` and `Revoked`, their tasks' `TaskExited`, its
+    /// `GroupChanged`, and the stream's `Lagged` and `Closed`
+    /// ([`Simba::events`], filtered).
+    ///
+    /// ```no_run
+    /// use futures::StreamExt;
+    /// use simba_client::{ClientEvent, GroupListener, Simba};
+    /// # struct Log;
+    /// # impl GroupListener for Log {}
+    /// # async fn demo(simba: Simba) -> Result<(), simba_client::Error> {
+    /// let group = simba.group("orders", 12).join(Log).await?;
+    /// let mut events = group.events();
+    /// while let Some(event) = events.next().await {
+    ///     if let ClientEvent::GroupChanged { members, target, .. } = event {
+    ///         println!("{members} members; mine: {target:?}");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn events(&self) -> futures::stream::BoxStream<'static, crate::ClientEvent> {
+        use futures::StreamExt;
+        let group = self.name.as_str().to_owned();
+        self.client
+            .events()
+            .filter(move |e| std::future::ready(e.concerns_group(&group)))
+            .boxed()
+    }
+
     /// Leaves the group (S10.3): the membership ends at once, every
     /// partition is handed over in the order of S6.1 (its task interrupted
     /// and awaited before the release), and the future resolves after the
-    /// last `on_lost` has run (S7.3). Leaving twice, or after close,
+    /// last `on_revoked` has run (S7.3). Leaving twice, or after close,
     /// resolves at once. See [`GroupListener`] for an example.
     pub async fn stop(&self) {
         let (done, rx) = oneshot::channel();
@@ -395,6 +424,11 @@ impl GroupTask {
         &self.group
     }
 
+    /// The client's events that concern the group ([`Group::events`]).
+    pub fn events(&self) -> futures::stream::BoxStream<'static, crate::ClientEvent> {
+        self.group.events()
+    }
+
     /// Leaves the group: every partition task is interrupted and awaited
     /// before its partition is released (S6.1, S10.3). See [`Simba::group`]
     /// for an example.
@@ -466,10 +500,10 @@ mod tests {
     #[derive(Default)]
     struct Seen(Mutex<Vec<String>>);
     impl GroupListener for Seen {
-        fn on_gained(&self, partition: u32, _: &Term) {
+        fn on_elected(&self, partition: u32, _: &Term) {
             self.0.lock().unwrap().push(format!("gained {partition}"));
         }
-        fn on_lost(&self, partition: u32, _: &Term, _: RevokeReason) {
+        fn on_revoked(&self, partition: u32, _: &Term, _: RevokeReason) {
             self.0.lock().unwrap().push(format!("lost {partition}"));
         }
     }

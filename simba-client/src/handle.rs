@@ -2,8 +2,10 @@
 
 use crate::error::Error;
 use crate::group::{Group, GroupTask};
+use crate::listener::ClientEvent;
 use crate::schedule::ScheduledJob;
 use crate::{Election, LeaderTask};
+use futures::stream::BoxStream;
 use simba_core::{EntrySnapshot, GroupSnapshot};
 use std::future::Future;
 
@@ -13,8 +15,9 @@ use std::future::Future;
 /// Each has the same verbs: [`name`](Running::name), an awaited
 /// [`stop`](Running::stop) that hands every term over in the order of S6.1
 /// and resolves after the last callback has run (S7.3), a
-/// [`stop_blocking`](Running::stop_blocking) that follows S7.5, and a
-/// [`snapshot`](Running::snapshot) of its state. The inherent methods of the
+/// [`stop_blocking`](Running::stop_blocking) that follows S7.5, a
+/// [`snapshot`](Running::snapshot) of its state and the stream of its
+/// [`events`](Running::events). The inherent methods of the
 /// same names do the same; the trait lets code take any handle:
 ///
 /// ```no_run
@@ -48,7 +51,7 @@ pub trait Running {
 
     /// Ends it: revokes every term it holds, interrupts and awaits their
     /// tasks, releases the leases (S6.1, S10.3), and resolves after the
-    /// last `on_revoked`/`on_lost` has run (S7.3). Twice, or after the
+    /// last `on_revoked` has run (S7.3). Twice, or after the
     /// client's close, resolves at once.
     fn stop(&self) -> impl Future<Output = ()> + Send + '_;
 
@@ -59,6 +62,11 @@ pub trait Running {
     /// [`Error::WouldBlockRuntime`] on an async runtime thread: the stop is
     /// started but not awaited.
     fn stop_blocking(&self) -> Result<(), Error>;
+
+    /// The client's events that concern this handle, from now on: its
+    /// terms' `Elected`/`Revoked`, its tasks' `TaskExited`, a group's
+    /// `GroupChanged`, and the stream's `Lagged` and `Closed`.
+    fn events(&self) -> BoxStream<'static, ClientEvent>;
 
     /// Its state now, or `None` once stopped.
     ///
@@ -82,6 +90,10 @@ macro_rules! handle {
 
             fn stop_blocking(&self) -> Result<(), Error> {
                 <$ty>::stop_blocking(self)
+            }
+
+            fn events(&self) -> BoxStream<'static, ClientEvent> {
+                <$ty>::events(self)
             }
 
             fn snapshot(

@@ -109,6 +109,37 @@ pub enum ClientEvent {
     Closed,
 }
 
+impl ClientEvent {
+    /// Whether the event concerns the election (or leader task, or
+    /// schedule) of lease `name`: its terms, its task's exit, and the
+    /// stream's own `Lagged` and `Closed`.
+    pub(crate) fn concerns_lease(&self, name: &str) -> bool {
+        match self {
+            ClientEvent::Elected { name: n, .. }
+            | ClientEvent::Revoked { name: n, .. }
+            | ClientEvent::TaskExited { name: n, .. } => n == name,
+            ClientEvent::Lagged { .. } | ClientEvent::Closed => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the event concerns the partitioned group `group`: its
+    /// partitions' terms and tasks, its membership, and the stream's own
+    /// `Lagged` and `Closed`.
+    pub(crate) fn concerns_group(&self, group: &str) -> bool {
+        let partition_of_group =
+            |n: &str| simba_core::parse_partition_name(n).is_some_and(|(g, _)| g == group);
+        match self {
+            ClientEvent::Elected { name, .. }
+            | ClientEvent::Revoked { name, .. }
+            | ClientEvent::TaskExited { name, .. } => partition_of_group(name),
+            ClientEvent::GroupChanged { group: g, .. } => g == group,
+            ClientEvent::Lagged { .. } | ClientEvent::Closed => true,
+            _ => false,
+        }
+    }
+}
+
 /// What an election tells the application (S7.1): every `on_elected(term)`
 /// is followed by exactly one `on_revoked(term, reason)` for the same term.
 /// Callbacks of one election run one at a time on the callback executor (S7.2).

@@ -390,6 +390,12 @@ impl ScheduledJob {
         self.task.election()
     }
 
+    /// The client's events that concern the schedule's election
+    /// ([`crate::Election::events`]).
+    pub fn events(&self) -> futures::stream::BoxStream<'static, crate::ClientEvent> {
+        self.task.events()
+    }
+
     /// Stops the schedule: revoke, interrupt a run in progress, keep the
     /// term for the minimum hold (S11.5), release (S6.1).
     pub async fn stop(&self) {

@@ -1577,7 +1577,7 @@ impl GroupLog {
 pub struct Member(pub usize, pub Arc<GroupLog>);
 
 impl crate::GroupListener for Member {
-    fn on_gained(&self, partition: u32, term: &Term) {
+    fn on_elected(&self, partition: u32, term: &Term) {
         *self.1.owned.lock().unwrap().entry(self.0).or_default() += 1;
         self.1.push(
             partition,
@@ -1587,7 +1587,7 @@ impl crate::GroupListener for Member {
             },
         );
     }
-    fn on_lost(&self, partition: u32, term: &Term, reason: RevokeReason) {
+    fn on_revoked(&self, partition: u32, term: &Term, reason: RevokeReason) {
         *self.1.owned.lock().unwrap().entry(self.0).or_default() -= 1;
         self.1.push(
             partition,
@@ -1722,7 +1722,7 @@ pub async fn group_rebalance_on_graceful_leave(env: Env) {
     assert_eq!(
         log.counts(&[2]),
         [0],
-        "leave resolves after the last on_lost"
+        "leave resolves after the last on_revoked"
     );
     wait_counts(&env, &log, &[0, 1], &[6, 6]).await;
     log.assert_consistent();
