@@ -1,5 +1,5 @@
 //! The application API's composition rules, on the in-memory backend.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use simba_tokio::{ElectionListener, MemoryBackend, RevokeReason, Term};
 use std::sync::{Arc, Mutex};
