@@ -68,7 +68,12 @@ fn a_real_thread_in_the_app_is_reported_as_an_escape() {
             Ok::<(), String>(())
         });
     match r {
-        Err(e @ SimError::Escaped { .. }) => assert!(e.to_string().contains("thread"), "{e}"),
+        Err(
+            e @ SimError::Escaped {
+                kind: Escape::Thread,
+                ..
+            },
+        ) => assert!(e.to_string().contains("thread"), "{e}"),
         other => panic!("{other:?}"),
     }
 }
