@@ -644,8 +644,17 @@ impl Sim {
         let real = std::time::Instant::now();
         let mut run = rt.block_on(self.world(seed, keep, app.clone()));
         let after = escapes::snapshot();
+        let elapsed = real.elapsed();
         if run.escaped.is_none() {
-            run.escaped = escapes::compare(before, after, real.elapsed(), self.duration);
+            run.escaped = escapes::compare(before, after, elapsed, self.duration);
+        }
+        if matches!(run.escaped, Some((Escape::Thread, _))) {
+            // Seen once in about 20,000 runs of two workers: a thread of
+            // the worker's name that was gone a moment later. A thread the
+            // code under test started is still there after a short wait
+            // (real time, only on suspicion), a passing one is not.
+            std::thread::sleep(Duration::from_millis(100));
+            run.escaped = escapes::compare(before, escapes::snapshot(), elapsed, self.duration);
         }
         drop(rt);
         Ok(run)
