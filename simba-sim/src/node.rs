@@ -2,6 +2,7 @@
 //! runtime (tokio's paused clock, drifted) and its faulty view of the
 //! backend.
 
+use crate::panic_message;
 use crate::rng::Rng;
 use crate::world::WorldInner;
 use futures::future::BoxFuture;
@@ -14,9 +15,10 @@ use simba_core::{
     SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -47,10 +49,129 @@ impl Gate {
     }
 }
 
+/// A task spawned on the run's runtime around the harness (a bare
+/// `tokio::spawn`, `tokio::task::spawn`, `Handle::spawn`): the first one
+/// seen, and who was running when it appeared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BareSpawn {
+    /// The node whose task was being polled, if it was a node's.
+    pub(crate) node: Option<usize>,
+    /// Simulated time since the start of the run.
+    pub(crate) at: Duration,
+    /// Tasks alive that the harness does not own.
+    pub(crate) count: usize,
+}
+
+/// The tasks the harness owns on a run's runtime: the nodes' (spawned
+/// through [`NodeCell::spawn`]: the client's, the application's, those of
+/// `Node::spawn`) and its own (the fault plan's timers). Any other task
+/// alive on the runtime was spawned around the harness: it is neither
+/// paused with its node nor dropped at its crash, so the run would not
+/// model those faults for it. tokio counts the runtime's live tasks
+/// (`RuntimeMetrics::num_alive_tasks`); the harness counts its own, and
+/// compares the two after every poll of a node's task (naming the node
+/// that spawned it) and every simulated second.
+pub(crate) struct Tasks {
+    owned: AtomicUsize,
+    start: tokio::time::Instant,
+    allow_bare: bool,
+    bare: Mutex<Option<BareSpawn>>,
+    /// Where a node task's panic is reported (set once the world exists).
+    world: OnceLock<Weak<WorldInner>>,
+    /// The run's runtime's counts (`None` outside a runtime).
+    metrics: Option<tokio::runtime::RuntimeMetrics>,
+}
+
+impl Tasks {
+    /// Called inside the run's runtime.
+    pub(crate) fn new(start: tokio::time::Instant, allow_bare: bool) -> Tasks {
+        Tasks {
+            owned: AtomicUsize::new(0),
+            start,
+            allow_bare,
+            bare: Mutex::new(None),
+            world: OnceLock::new(),
+            metrics: tokio::runtime::Handle::try_current()
+                .ok()
+                .map(|h| h.metrics()),
+        }
+    }
+
+    pub(crate) fn report_to(&self, world: &Arc<WorldInner>) {
+        let _ = self.world.set(Arc::downgrade(world));
+    }
+
+    /// A node's task panicked (tokio would swallow it): a violation.
+    fn panicked(&self, node: usize, message: &str) {
+        if let Some(w) = self.world.get().and_then(Weak::upgrade) {
+            w.violate(
+                Some(node),
+                format!("a task of node {node} panicked: {message}"),
+            );
+        }
+    }
+
+    /// Counts one more owned task until the returned guard is dropped (with
+    /// the task's future: when it ends or is aborted).
+    fn own(self: &Arc<Self>) -> Owned {
+        let _ = self.owned.fetch_add(1, Ordering::SeqCst);
+        Owned(self.clone())
+    }
+
+    /// Spawns one of the harness's own tasks.
+    pub(crate) fn spawn(self: &Arc<Self>, task: impl Future<Output = ()> + Send + 'static) {
+        let owned = self.own();
+        drop(tokio::spawn(async move {
+            let _owned = owned;
+            task.await;
+        }));
+    }
+
+    /// Compares the runtime's live tasks with the harness's; `node`: whose
+    /// task has just been polled (or `None`).
+    pub(crate) fn check(&self, node: Option<usize>) {
+        if self.allow_bare {
+            return;
+        }
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let alive = metrics.num_alive_tasks();
+        let owned = self.owned.load(Ordering::SeqCst);
+        if alive > owned {
+            let mut bare = lock(&self.bare);
+            if bare.is_none() {
+                *bare = Some(BareSpawn {
+                    node,
+                    at: tokio::time::Instant::now() - self.start,
+                    count: alive - owned,
+                });
+            }
+        }
+    }
+
+    /// The first task spawned around the harness, if any was.
+    pub(crate) fn bare(&self) -> Option<BareSpawn> {
+        lock(&self.bare).clone()
+    }
+}
+
+/// One owned task, counted while its future lives.
+struct Owned(Arc<Tasks>);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let _ = self.0.owned.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A task of a node: not polled while the node is paused.
 struct Pausable {
     gate: Arc<Gate>,
     task: BoxFuture<'static, ()>,
+    node: usize,
+    tasks: Arc<Tasks>,
+    _owned: Owned,
 }
 
 impl Future for Pausable {
@@ -60,7 +181,18 @@ impl Future for Pausable {
             lock(&self.gate.waiting).push(cx.waker().clone());
             return Poll::Pending;
         }
-        self.task.as_mut().poll(cx)
+        let polled =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| self.task.as_mut().poll(cx))) {
+                Ok(p) => p,
+                Err(panic) => {
+                    self.tasks.panicked(self.node, &panic_message(&*panic));
+                    Poll::Ready(())
+                }
+            };
+        // Only this task ran since the last check: a task that appeared
+        // meanwhile was spawned by it.
+        self.tasks.check(Some(self.node));
+        polled
     }
 }
 
@@ -86,11 +218,13 @@ pub(crate) struct NodeCell {
     pub(crate) conditions: Mutex<Conditions>,
     pub(crate) rng: Mutex<Rng>,
     pub(crate) client: Mutex<Option<Simba>>,
+    tasks_of_run: Arc<Tasks>,
 }
 
 impl NodeCell {
-    pub(crate) fn new(id: usize, rng: Rng) -> NodeCell {
+    pub(crate) fn new(id: usize, rng: Rng, tasks_of_run: Arc<Tasks>) -> NodeCell {
         NodeCell {
+            tasks_of_run,
             id,
             generation: AtomicU64::new(0),
             gate: Arc::default(),
@@ -118,6 +252,9 @@ impl NodeCell {
         let join = handle.spawn(Pausable {
             gate: self.gate.clone(),
             task,
+            node: self.id,
+            tasks: self.tasks_of_run.clone(),
+            _owned: self.tasks_of_run.own(),
         });
         let mut tasks = lock(&self.tasks);
         if tasks.len() >= 256 {

@@ -1,7 +1,7 @@
 //! The shared world of one run: the backend, the trace, the fenced
 //! resources and the checkers that watch them.
 
-use crate::node::{lock, NodeCell};
+use crate::node::{lock, NodeCell, Tasks};
 use crate::trace::Trace;
 use simba_backends::MemoryBackend;
 use simba_client::Term;
@@ -30,6 +30,8 @@ pub(crate) struct WorldInner {
     pub(crate) violations: Mutex<Vec<Violation>>,
     pub(crate) backend_down: AtomicBool,
     pub(crate) nodes: Vec<Arc<NodeCell>>,
+    /// The tasks the harness owns on the run's runtime.
+    pub(crate) tasks: Arc<Tasks>,
     registers: Mutex<BTreeMap<String, Arc<Mutex<Resource>>>>,
     maps: Mutex<BTreeMap<String, Arc<Mutex<Resource>>>>,
     /// The last won term per lease: (token, session), for the token check.
@@ -43,10 +45,12 @@ impl WorldInner {
         start: tokio::time::Instant,
         backend: MemoryBackend,
         nodes: Vec<Arc<NodeCell>>,
+        tasks: Arc<Tasks>,
     ) -> WorldInner {
         WorldInner {
             start,
             backend,
+            tasks,
             trace: Mutex::default(),
             violations: Mutex::default(),
             backend_down: AtomicBool::new(false),

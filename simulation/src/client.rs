@@ -28,7 +28,8 @@
 
 use futures::StreamExt;
 use simba_client::{
-    ClientEvent, ClientMutant, MissedRuns, Schedule, ScheduledRun, Simba, SimbaConfig, Term,
+    CancelSignal, ClientEvent, ClientMutant, MissedRuns, Schedule, ScheduledRun, Simba,
+    SimbaConfig, TaskExitPolicy, Term,
 };
 use simba_core::Mutant;
 use simba_sim::{Faults, Fence, Node, Sim, SimError, Summary};
@@ -83,6 +84,9 @@ pub struct Workloads {
     pub elections: u8,
     /// Leader tasks may return, fail or panic on their own (S6.5).
     pub exits: bool,
+    /// An election whose leader task is a blocking one
+    /// (`run_blocking_while_leader`), with this exit policy (S6.5).
+    pub blocking: Option<TaskExitPolicy>,
     /// A lock taken and released in turn.
     pub locks: bool,
     /// A schedule (every second), with its missed-runs policy.
@@ -104,6 +108,9 @@ impl fmt::Display for Workloads {
         }
         if self.exits {
             on.push("task exits".to_owned());
+        }
+        if let Some(policy) = self.blocking {
+            on.push(format!("blocking election ({policy:?})"));
         }
         if self.locks {
             on.push("locks".to_owned());
@@ -142,6 +149,7 @@ pub fn draw(seed: u64) -> Workloads {
         group: (rng.f64() < 0.4).then(|| rng.u32(2..=6)),
         finish: Duration::from_millis(rng.u64(2..=12) * 50),
         moves: Duration::from_millis(rng.u64(2..=8) * 1000),
+        blocking: None,
     };
     if w.elections == 0 && w.schedule.is_none() && w.group.is_none() {
         match rng.u8(0..3) {
@@ -149,6 +157,15 @@ pub fn draw(seed: u64) -> Workloads {
             1 => w.schedule = Some(MissedRuns::RunOnce),
             _ => w.group = Some(4),
         }
+    }
+    // Drawn last, so the rest of seed S is what it was before blocking
+    // tasks joined the swarm.
+    if rng.f64() < 0.3 {
+        w.blocking = Some(if rng.bool() {
+            TaskExitPolicy::GiveUpTerm
+        } else {
+            TaskExitPolicy::KeepTerm
+        });
     }
     w
 }
@@ -158,6 +175,7 @@ pub fn everything() -> Workloads {
     Workloads {
         elections: 2,
         exits: true,
+        blocking: Some(TaskExitPolicy::GiveUpTerm),
         locks: true,
         schedule: Some(MissedRuns::RunOnce),
         group: Some(4),
@@ -319,6 +337,44 @@ async fn leader_task(
     Ok(())
 }
 
+/// One term's blocking leader task (`run_blocking_while_leader`): a few
+/// steps of CPU-bound work, each a fenced write while the term is valid,
+/// then it returns, fails or panics (S6.5). The simulation runs blocking
+/// work inline on its one thread (`simba-sim`'s runtime), so the task
+/// cannot wait (no `CancelSignal::sleep`, which would block real time): it
+/// checks its signal between steps, as CPU-bound work does.
+fn blocking_task(
+    node: &Node,
+    checks: &Checks,
+    term: &Term,
+    cancel: &CancelSignal,
+    steps: u32,
+    how: Exit,
+) -> Result<(), String> {
+    let (name, token) = (term.name().to_owned(), term.token());
+    checks.started(&name, token);
+    node.log(format!(
+        "blocking task of {name} token {token} starts: {steps} steps, then {how:?}"
+    ));
+    let register = node.register(&name);
+    for step in 0..steps {
+        if cancel.is_cancelled() {
+            node.log(format!("blocking task of {name} token {token} cancelled"));
+            return Ok(());
+        }
+        checks.step(node, term);
+        if term.is_valid() {
+            let _ = register.write(&Fence::from(term), format!("{}:b{step}", node.id()));
+        }
+    }
+    match how {
+        Exit::Return => Ok(()),
+        Exit::Fail => Err("simulated blocking task failure".to_owned()),
+        #[allow(clippy::panic)]
+        Exit::Panic => panic!("{PANIC}"),
+    }
+}
+
 fn node_rng(node: &Node, stream: u64) -> fastrand::Rng {
     let mix = node
         .seed()
@@ -364,6 +420,15 @@ pub async fn node_run(node: Node, w: Workloads) -> Result<(), String> {
             w.clone(),
             format!("job{i}"),
             u64::from(i),
+        ));
+    }
+    if let Some(policy) = w.blocking {
+        node.spawn(blocking_election(
+            node.clone(),
+            simba.clone(),
+            checks.clone(),
+            w.clone(),
+            policy,
         ));
     }
     if w.locks {
@@ -434,6 +499,58 @@ async fn election(
                 node.log(format!("steps down from {name} for {cooldown:?}"));
             }
             let _ = task.step_down(cooldown).await;
+        }
+    }
+}
+
+/// An election with a blocking leader task, under `policy` (S6.5), and
+/// the same voluntary moves as [`election`]'s.
+async fn blocking_election(
+    node: Node,
+    simba: Simba,
+    checks: Arc<Checks>,
+    w: Arc<Workloads>,
+    policy: TaskExitPolicy,
+) {
+    let name = "blocking";
+    let mut rng = node_rng(&node, 60);
+    loop {
+        let task_rng = Mutex::new(node_rng(&node, 61));
+        let (n, c) = (node.clone(), checks.clone());
+        let task = simba
+            .election(name)
+            .on_task_exit(policy)
+            .run_blocking_while_leader(move |term, cancel| {
+                let (steps, how) = {
+                    let mut r = task_rng.lock().unwrap_or_else(|p| p.into_inner());
+                    let how = match r.u8(0..3) {
+                        0 => Exit::Return,
+                        1 => Exit::Fail,
+                        _ => Exit::Panic,
+                    };
+                    (r.u32(1..=5), how)
+                };
+                blocking_task(&n, &c, &term, &cancel, steps, how)
+            })
+            .await;
+        let task = match task {
+            Ok(t) => t,
+            Err(e) => {
+                node.log(format!("election {name} did not start: {e}"));
+                return;
+            }
+        };
+        loop {
+            tokio::time::sleep(pause_for(&mut rng, w.moves)).await;
+            if rng.u8(0..4) == 0 {
+                node.log(format!("stops election {name}"));
+                task.stop().await;
+                tokio::time::sleep(pause_for(&mut rng, Duration::from_secs(1))).await;
+                break;
+            }
+            let _ = task
+                .step_down(Duration::from_millis(rng.u64(0..=1500)))
+                .await;
         }
     }
 }
@@ -564,6 +681,7 @@ fn quiet_panics() {
 /// drawn swarm-style from every kind a correct client must survive
 /// ([`Faults::default`]), `broken` selected, on `threads` threads.
 pub fn sim(broken: Option<Broken>, threads: usize) -> Sim {
+    quiet_panics();
     let core = match broken {
         Some(Broken::Core(m)) => Some(m),
         _ => None,

@@ -24,7 +24,8 @@
 //! The world is parts: event scheduling (`world/queue.rs`), the cluster of
 //! nodes and backend (`world/cluster.rs`), the network
 //! (`world/network.rs`), the faults (`world/faults.rs`), the workload
-//! (`world/workload.rs`, `world/schedule.rs`) and the checkers;
+//! (`world/workload.rs`; schedules run through the real client in the
+//! client campaign, `client.rs`) and the checkers;
 //! `docs/SIMULATION.md` describes them.
 //!
 //! The safety phase has faults on; then everything heals, and every

@@ -250,24 +250,6 @@ pub struct WorkloadParams {
     /// How such a task ends, drawn uniformly from this list (returns, fails
     /// or panics); empty means it panics.
     pub task_end_outcomes: Vec<TaskOutcome>,
-    /// Every election task also runs a leader-only schedule (S11).
-    pub schedule: Option<ScheduleWorkload>,
-}
-
-/// The schedule workload (S11): slots every `period` of each node's own
-/// clock, claimed by the leader, each run lasting `run`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScheduleWorkload {
-    /// The slot period (fixed rate, S11.2).
-    pub period: Duration,
-    /// How long a run lasts (true time), unless its term ends first.
-    pub run: Duration,
-    /// A new term first runs the latest slot already due (`MissedRuns::RunOnce`, S11.4).
-    pub run_once: bool,
-    /// The mutant: run each slot without claiming it (S11.1).
-    pub skip_claim: bool,
-    /// Node wall clocks differ from true time by a fixed skew within ± this.
-    pub max_skew: Duration,
 }
 
 /// An API call of a hand-written scenario.
@@ -357,9 +339,6 @@ impl RunParams {
         if self.workload.task_crash_permille > 0 {
             on.push("tasks ending on their own (S6.5)");
         }
-        if self.workload.schedule.is_some() {
-            on.push("schedules (S11)");
-        }
         if !self.groups.is_empty() {
             on.push("groups (S10)");
         }
@@ -375,7 +354,7 @@ impl RunParams {
 
     /// One line naming the workloads and faults this run has on (the swarm
     /// drawn from its seed), e.g. `nodes 3, elections 2, locks 1, tasks end
-    /// on their own 150‰ (panicked), schedule every 1s, group grp/8;
+    /// on their own 150‰ (panicked), group grp/8;
     /// faults: lease removed ×4, pause ×2`.
     pub fn swarm(&self) -> String {
         let mut on = vec![
@@ -397,9 +376,6 @@ impl RunParams {
                 w.task_crash_permille,
                 how.join("/")
             ));
-        }
-        if let Some(s) = &w.schedule {
-            on.push(format!("schedule every {:?}", s.period));
         }
         for (g, n) in &self.groups {
             on.push(format!("group {g}/{n}"));
@@ -628,7 +604,6 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         slow_exit_max: lease_duration * 2,
         task_crash_permille: 0,
         task_end_outcomes: Vec::new(),
-        schedule: None,
     };
 
     let leases = match mode {
@@ -690,8 +665,8 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
 /// The default mode's swarm (TigerBeetle's VOPR): each of these workloads
 /// and faults is on in a fraction of the runs, in any combination, and
 /// every checker must pass under all of them. Each is what some mutant
-/// needs to be caught: tasks ending on their own (S6.5), leader-only
-/// schedules (S11), a partitioned group (S10), leases removed from live
+/// needs to be caught: tasks ending on their own (S6.5), a partitioned
+/// group (S10), leases removed from live
 /// holders from outside (S3.4). Elections, locks and the other faults are
 /// drawn in every mode by [`draw`].
 fn draw_swarm(d: &mut Draw, p: &mut RunParams) {
@@ -707,15 +682,12 @@ fn draw_swarm(d: &mut Draw, p: &mut RunParams) {
         ];
         p.workload.task_end_outcomes = d.pick(outcomes).to_vec();
     }
+    // Schedules (S11) are not drawn here: they run through the real
+    // client's schedule loop in the client campaign (`client.rs`). Their
+    // draws are kept, unused, so the rest of seed S stays as it was.
     if d.chance(250) {
-        let period = p.renew_interval.mul_f64(d.pick(&[0.5, 1.0, 2.0]));
-        p.workload.schedule = Some(ScheduleWorkload {
-            period,
-            run: period / 3,
-            run_once: d.chance(500),
-            skip_claim: false,
-            max_skew: p.renew_interval / 2,
-        });
+        let _ = d.pick(&[0.5, 1.0, 2.0]);
+        let _ = d.chance(500);
     }
     if d.chance(300) {
         p.groups = vec![(name("grp"), d.pick(&[1, 2, 3, 5, 8, 12]))];
@@ -945,7 +917,6 @@ pub fn scenario(seed: u64, nodes: usize) -> RunParams {
         slow_exit_max: Duration::ZERO,
         task_crash_permille: 0,
         task_end_outcomes: Vec::new(),
-        schedule: None,
     };
     p.faults = Vec::new();
     p.groups = Vec::new();

@@ -25,7 +25,6 @@ mod cluster;
 mod faults;
 mod network;
 mod queue;
-mod schedule;
 mod workload;
 
 /// A broken rule, found by a checker.
@@ -88,12 +87,6 @@ pub struct RunReport {
     pub liveness_bound: Duration,
     /// The longest time from healing to a leader, over the contended names.
     pub max_time_to_leader: Option<Duration>,
-    /// Scheduled runs started (S11).
-    pub scheduled_runs: u64,
-    /// Slot claims answered `Claimed` with `run` (S11.1).
-    pub slots_claimed: u64,
-    /// Slot claims answered `AlreadyClaimed` (S11.1, S11.2).
-    pub slots_already_claimed: u64,
     /// Leases an outside actor removed from a live, elected holder
     /// (`lease removed` faults that found one, S3.4).
     pub leases_removed: u64,
@@ -135,7 +128,6 @@ pub struct World {
     /// `lease-removed` exceptions (see [`World::without_removal_exceptions`]).
     removal_exceptions: bool,
     trace: bool,
-    sched: schedule::Schedules,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -213,7 +205,6 @@ impl World {
             stop_on_violation: true,
             removal_exceptions: true,
             trace: false,
-            sched: schedule::Schedules::default(),
         }
     }
 
@@ -471,18 +462,6 @@ impl World {
                     self.api(node, call);
                 }
             }
-            Ev::SlotTick {
-                node,
-                inc,
-                term,
-                slot,
-            } => self.sched_tick(node, inc, term, slot),
-            Ev::RunEnd {
-                node,
-                inc,
-                term,
-                slot,
-            } => self.sched_run_end(node, inc, term, slot),
             Ev::Heal => self.heal(),
             Ev::End => {}
         }
@@ -712,13 +691,9 @@ impl World {
                 self.report.leases_shortened += 1;
                 self.observe(&Observed::LeaseShortened { node, session });
             }
-            Event::SlotClaimed {
-                name,
-                token,
-                slot,
-                result,
-                run,
-            } => self.sched_claimed(node, &name, token, slot, &result, run),
+            // No workload here claims schedule slots: schedules run through
+            // the real client, in the client campaign (`client.rs`).
+            Event::SlotClaimed { .. } => self.mix(208),
             Event::SessionStateChanged { .. } | Event::BackendFailed { .. } => self.mix(206),
             Event::GroupChanged {
                 group,

@@ -9,9 +9,12 @@
 //!
 //! The storage is abstracted by [`Store`] so the service runs against
 //! `simba-sim`'s fenced resources in tests and a real database in
-//! production.
+//! production; starting a task of its own, by [`Spawn`] (`tokio::spawn` in
+//! production, the simulated node's `spawn` in tests).
 
 use simba_client::{Schedule, Simba, Term};
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 /// The ledger's lease (and the fence of its writes).
@@ -52,15 +55,39 @@ pub trait Store: Clone + Send + Sync + 'static {
     fn set_interest(&self, lease: &str, token: u64, record: (u64, u64, u64)) -> bool;
 }
 
+/// How the service starts a task of its own: `tokio::spawn` in
+/// production ([`Tokio`]), the simulated node's `spawn` under `simba-sim`
+/// (a task paused with its node and dropped at its crash; the harness
+/// reports a bare `tokio::spawn` as an escape).
+pub trait Spawn: Clone + Send + Sync + 'static {
+    /// Starts `task`, detached.
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send>>);
+}
+
+/// [`Spawn`] on the current tokio runtime.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tokio;
+
+impl Spawn for Tokio {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        drop(tokio::spawn(task));
+    }
+}
+
 /// Runs the ledger service on `simba` until the client closes.
 ///
 /// # Errors
 /// A message if the leader job or the schedule could not start.
-pub async fn serve<S: Store>(simba: Simba, store: S, variant: Variant) -> Result<(), String> {
+pub async fn serve<S: Store, P: Spawn>(
+    simba: Simba,
+    store: S,
+    spawner: P,
+    variant: Variant,
+) -> Result<(), String> {
     let appender = store.clone();
     let _ledger = simba
         .run_while_leader(LEDGER, move |term| {
-            append_loop(term, appender.clone(), variant)
+            append_loop(term, appender.clone(), spawner.clone(), variant)
         })
         .await
         .map_err(|e| format!("ledger job: {e}"))?;
@@ -81,12 +108,13 @@ fn prepare_time(seq: usize) -> Duration {
     Duration::from_millis(20 + (seq as u64 * 37) % 60)
 }
 
-async fn append_loop<S: Store>(term: Term, store: S, variant: Variant) {
+async fn append_loop<S: Store, P: Spawn>(term: Term, store: S, spawner: P, variant: Variant) {
     if variant == Variant::IgnoresTermEnd {
-        // The bug: a task of its own, which the term's end does not stop.
+        // The bug: a task of its own, which the term's end does not stop
+        // (`Term::spawn` would have tied it to the term, S6.1).
         let token = term.token();
         let store = store.clone();
-        drop(tokio::spawn(async move {
+        spawner.spawn(Box::pin(async move {
             loop {
                 let seq = store.entries();
                 tokio::time::sleep(prepare_time(seq)).await;

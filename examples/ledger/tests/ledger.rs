@@ -4,9 +4,13 @@
 //! 10,000 seeds: `LEDGER_SEEDS=10000 cargo test -p ledger --release --test ledger correct`.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
-use ledger::{check_interest, parse_interest, serve, Store, Variant, INTEREST, LEDGER};
-use simba_sim::{Fence, FencedMap, FencedRegister, Node, Sim, SimError, World};
+use ledger::{
+    check_interest, parse_interest, serve, Spawn, Store, Tokio, Variant, INTEREST, LEDGER,
+};
+use simba_sim::{Escape, Fence, FencedMap, FencedRegister, Node, Sim, SimError, World};
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 #[derive(Clone)]
@@ -38,12 +42,29 @@ impl Store for SimStore {
     }
 }
 
+/// The service's own tasks are the node's: paused with it, dropped at its
+/// crash (a bare `tokio::spawn` is reported as an escape).
+#[derive(Clone)]
+struct NodeSpawn(Node);
+
+impl Spawn for NodeSpawn {
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        self.0.spawn(task);
+    }
+}
+
 async fn node(node: Node, variant: Variant) -> Result<(), String> {
     let store = SimStore {
         ledger: node.map(LEDGER),
         interest: node.register(INTEREST),
     };
-    serve(node.simba().clone(), store, variant).await
+    serve(
+        node.simba().clone(),
+        store,
+        NodeSpawn(node.clone()),
+        variant,
+    )
+    .await
 }
 
 /// Every sequence number was appended once: a second accepted append
@@ -132,5 +153,37 @@ fn backend_state_loss_is_caught() {
             assert!(f.violation.what.contains("went backwards"), "{f}");
         }
         other => panic!("state loss not caught: {other:?}"),
+    }
+}
+
+/// The production spawner, a bare `tokio::spawn`, is not the node's: its
+/// task would go on through the node's pauses and after its crash, so the
+/// harness reports it instead of passing or failing on a run that does not
+/// model those faults.
+#[test]
+fn a_bare_tokio_spawn_under_the_simulator_is_reported_as_an_escape() {
+    let r = sim().run(0..100, |n| async move {
+        let store = SimStore {
+            ledger: n.map(LEDGER),
+            interest: n.register(INTEREST),
+        };
+        serve(n.simba().clone(), store, Tokio, Variant::IgnoresTermEnd).await
+    });
+    match r {
+        Err(e @ SimError::Escaped { .. }) => {
+            let text = e.to_string();
+            assert!(
+                matches!(
+                    e,
+                    SimError::Escaped {
+                        kind: Escape::BareSpawn { node: Some(_), .. },
+                        ..
+                    }
+                ),
+                "{text}"
+            );
+            println!("{text}");
+        }
+        other => panic!("{other:?}"),
     }
 }

@@ -14,8 +14,7 @@ use super::cluster::{Api, Cluster, TaskState, TermRec};
 use super::{RunReport, Violation};
 use crate::params::RunParams;
 use simba_core::{
-    BackendError, Command, Input, LeaseName, Level, SessionId, SlotClaim, TaskOutcome, Term,
-    TermId, Timestamp, Token,
+    Command, Input, LeaseName, Level, SessionId, TaskOutcome, Term, TermId, Timestamp, Token,
 };
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -27,7 +26,6 @@ mod mutual_exclusion;
 mod s10_1_join;
 mod s10_2_group_stickiness;
 mod s10_4_group_balance;
-mod s11_1_slot_once;
 mod s1_4_close;
 mod s2_3_deadline_stays_passed;
 mod s2_4_renewal_timeout;
@@ -170,24 +168,6 @@ pub(super) enum Observed<'a> {
     Crashed { node: usize },
     /// The faults healed: the liveness phase starts.
     Healed,
-    /// `node`'s engine said run slot `slot` of `name` after a claim
-    /// answered `result`.
-    SlotToldRun {
-        node: usize,
-        name: &'a LeaseName,
-        slot: u64,
-        result: &'a Result<SlotClaim, BackendError>,
-    },
-    /// `node` is about to run slot `slot` for the term `rec`; `valid`: the
-    /// term is valid now.
-    SlotRun {
-        node: usize,
-        rec: &'a TermRec,
-        slot: u64,
-        valid: bool,
-    },
-    /// The backend lost its state (slot records included).
-    BackendStateLost,
 }
 
 /// What a checker may read: the cluster and the run's facts, at the
@@ -277,7 +257,6 @@ pub(super) struct Checks {
     shortened: s8_4_lease_shortened::LeaseShortened,
     error_log: error_log::ErrorLog,
     register: fenced_register::FencedRegister,
-    slots: s11_1_slot_once::SlotOnce,
     taken_over: s3_4_taken_over::TakenOver,
 }
 
@@ -310,7 +289,6 @@ impl Checks {
             shortened: Default::default(),
             error_log: Default::default(),
             register: Default::default(),
-            slots: Default::default(),
             taken_over: Default::default(),
         }
     }
@@ -323,7 +301,7 @@ impl Checks {
             unjudged: &unjudged,
             ..*cx
         };
-        let all: [&mut dyn Checker; 26] = [
+        let all: [&mut dyn Checker; 25] = [
             &mut self.timer,
             &mut self.config,
             &mut self.join,
@@ -349,7 +327,6 @@ impl Checks {
             &mut self.shortened,
             &mut self.error_log,
             &mut self.register,
-            &mut self.slots,
         ];
         for c in all {
             c.observe(ev, &lent, out);

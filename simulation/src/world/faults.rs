@@ -96,9 +96,6 @@ impl World {
                 if start {
                     self.faults.backend_down += 1;
                     self.cluster.backend.restart(keep_state);
-                    if !keep_state {
-                        self.sched_state_lost();
-                    }
                 } else {
                     self.faults.backend_down = self.faults.backend_down.saturating_sub(1);
                 }

@@ -76,20 +76,6 @@ pub(super) enum Ev {
         node: usize,
         inc: u64,
     },
-    /// A schedule slot is due on `node` for `term` (S11).
-    SlotTick {
-        node: usize,
-        inc: u64,
-        term: TermId,
-        slot: u64,
-    },
-    /// A scheduled run of `slot` ends.
-    RunEnd {
-        node: usize,
-        inc: u64,
-        term: TermId,
-        slot: u64,
-    },
     Heal,
     End,
 }
@@ -116,8 +102,6 @@ impl Ev {
             Ev::Heal => 14,
             Ev::Scripted { .. } => 16,
             Ev::End => 15,
-            Ev::SlotTick { .. } => 19,
-            Ev::RunEnd { .. } => 20,
         }
     }
 
@@ -131,8 +115,6 @@ impl Ev {
             | Ev::WriteSend { node, .. }
             | Ev::TaskExit { node, .. }
             | Ev::TaskCrash { node, .. }
-            | Ev::SlotTick { node, .. }
-            | Ev::RunEnd { node, .. }
             | Ev::Scripted { node, .. } => Some(*node),
             _ => None,
         }

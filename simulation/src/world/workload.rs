@@ -225,7 +225,6 @@ impl World {
                 term: term.id,
             },
         );
-        self.sched_term_started(node, &term);
     }
 
     /// S6.5: an election task ends on its own (returns, fails or panics,
