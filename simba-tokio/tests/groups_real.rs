@@ -1,5 +1,5 @@
-//! Partitioned groups (S10) on real backends, SQLite, PostgreSQL and Redis
-//! (through `simba_backends::connect`): 3 members share 12 partitions
+//! Partitioned groups (S10) on real backends, SQLite, PostgreSQL,
+//! MySQL/MariaDB and Redis (through `simba_backends::connect`): 3 members share 12 partitions
 //! 4/4/4; a fourth joins (3/3/3/3: only partitions that go to it move,
 //! S10.2) and closes again (4/4/4: only its partitions move, revoked as
 //! `Stopped`); then one is cut off from the backend as a crashed process
@@ -80,7 +80,18 @@ async fn rebalance_after_a_crash(url: String) {
         }
         members.push((simba, task));
     }
-    wait(&log, &[0, 1, 2], &[4, 4, 4]).await;
+    let inspector: Arc<dyn Backend> = Arc::from(simba_backends::connect(&url).await.unwrap());
+    let tasks = |ms: &[usize]| -> Vec<&simba_tokio::GroupTask> {
+        ms.iter().map(|&m| &members[m].1).collect()
+    };
+    wait(
+        &log,
+        &[0, 1, 2],
+        &[4, 4, 4],
+        &tasks(&[0, 1, 2]),
+        &*inspector,
+    )
+    .await;
     // A fourth member joins, then closes.
     let settled = log.lengths();
     let joined_at = Instant::now();
@@ -99,20 +110,29 @@ async fn rebalance_after_a_crash(url: String) {
         runtime.clone(),
     )
     .await;
-    wait(&log, &[0, 1, 2, 3], &[3, 3, 3, 3]).await;
+    let mut all = tasks(&[0, 1, 2]);
+    all.push(&task);
+    wait(&log, &[0, 1, 2, 3], &[3, 3, 3, 3], &all, &*inspector).await;
     let join_took = joined_at.elapsed();
     log.assert_only_moved_to(&settled, 3);
     let settled = log.lengths();
     let left_at = Instant::now();
     task.stop().await;
-    wait(&log, &[0, 1, 2], &[4, 4, 4]).await;
+    wait(
+        &log,
+        &[0, 1, 2],
+        &[4, 4, 4],
+        &tasks(&[0, 1, 2]),
+        &*inspector,
+    )
+    .await;
     let leave_took = left_at.elapsed();
     log.assert_only_moved_from(&settled, 3);
     simba.close().await;
     let settled = log.lengths();
     let cut_at = Instant::now();
     cuts[2].cut();
-    wait(&log, &[0, 1], &[6, 6]).await;
+    wait(&log, &[0, 1], &[6, 6], &tasks(&[0, 1]), &*inspector).await;
     log.assert_only_moved_from(&settled, 2);
     let took = cut_at.elapsed();
     assert!(
@@ -153,17 +173,47 @@ async fn futures_next(
     s.next().await
 }
 
-async fn wait(log: &GroupLog, members: &[usize], want: &[usize]) {
+/// Waits until the members own `want` partitions each; past
+/// [`testkit::PATIENCE`] fails with what each member and the backend say.
+async fn wait(
+    log: &GroupLog,
+    members: &[usize],
+    want: &[usize],
+    tasks: &[&simba_tokio::GroupTask],
+    backend: &dyn Backend,
+) {
     let start = Instant::now();
     loop {
         let counts = log.counts(members);
         if counts == want {
             return;
         }
-        assert!(
-            start.elapsed() < testkit::PATIENCE,
-            "partitions per member {counts:?}, want {want:?}"
-        );
+        if start.elapsed() >= testkit::PATIENCE {
+            let mut seen = String::new();
+            for (i, t) in tasks.iter().enumerate() {
+                let snap = t.snapshot().await;
+                seen.push_str(&format!("\n member {i}: {snap:?}"));
+            }
+            let group = tasks
+                .first()
+                .map(|t| t.name().to_owned())
+                .unwrap_or_default();
+            match backend.inspect(Some(&group)).await {
+                Ok(ins) => {
+                    for l in ins.leases {
+                        seen.push_str(&format!(
+                            "\n lease {}: holder {:?} token {:?}",
+                            l.name.as_str(),
+                            l.holder,
+                            l.token
+                        ));
+                    }
+                    seen.push_str(&format!("\n sessions: {:?}", ins.sessions));
+                }
+                Err(e) => seen.push_str(&format!("\n inspect failed: {e}")),
+            }
+            panic!("partitions per member {counts:?}, want {want:?}; {seen}");
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -210,4 +260,21 @@ fn redis_three_members_twelve_partitions_join_leave_crash() {
     let url = std::env::var("SIMBA_TEST_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned());
     block_on(rebalance_after_a_crash(url));
+}
+
+#[test]
+fn mysql_three_members_twelve_partitions_join_leave_crash() {
+    let base = std::env::var("SIMBA_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let prefix = format!("sg{}_", std::process::id());
+    let url = format!("{base}{sep}simba_table_prefix={prefix}");
+    block_on(rebalance_after_a_crash(url.clone()));
+    // The suite leaves no tables behind.
+    block_on(async {
+        let config = simba_tokio::BackendConfig::parse(&url).unwrap();
+        if let Ok(b) = simba_tokio::backends::mysql::MysqlBackend::connect(&config).await {
+            b.drop_tables().await.unwrap();
+        }
+    });
 }
