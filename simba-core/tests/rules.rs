@@ -1065,6 +1065,29 @@ fn s4_6_at_most_the_backends_slots_of_acquires_are_in_flight_and_the_rest_go_in_
     assert_eq!(pending_acquires(&h), ["b"]);
 }
 
+/// S4.6 with S4.2: a candidate whose lease a release broadcast named takes
+/// the next free slot ahead of candidates that waited longer for leases
+/// still held (with the queue first come first served alone, `b` and `c`
+/// went first).
+#[test]
+fn s4_6_a_candidate_a_release_broadcast_named_takes_the_next_slot_first() {
+    let mut h = with_slots(Some(1));
+    for n in ["a", "b", "c", "d"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["a"]);
+    // `d` waits behind `b` and `c`; its lease is released meanwhile.
+    h.input(Input::ReleaseBroadcast { name: name("d") });
+    assert_eq!(pending_acquires(&h), ["a"], "the slot is still a's");
+    h.acquire_reply("a", held_by_another());
+    assert_eq!(pending_acquires(&h), ["d"]);
+    h.won("d", 4);
+    assert_eq!(pending_acquires(&h), ["b"]);
+    h.acquire_reply("b", held_by_another());
+    assert_eq!(pending_acquires(&h), ["c"]);
+}
+
 #[test]
 fn s4_6_an_unanswered_acquire_frees_its_slot_at_its_call_timeout_and_the_next_attempts_time_starts_when_sent(
 ) {
