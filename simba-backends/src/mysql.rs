@@ -58,11 +58,6 @@ const WAKER_SLEEP_S: u64 = 10;
 /// At most this many names freed by a node wait for its own stream.
 const FREED_MAX: usize = 10_000;
 
-/// At most this many free partitions of one group are read per wake: each
-/// is a hint (S4.2), and a group whose partitions nobody holds would
-/// otherwise yield all of them at every release.
-const FREE_PARTITIONS_MAX: usize = 4096;
-
 /// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
 /// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
 /// recognisable by its text; a release or close that frees a lease
@@ -75,13 +70,6 @@ struct Wake {
     listen: bool,
     /// Names whose latest acquire by this node found them held.
     waited: Mutex<BTreeSet<String>>,
-    /// Groups this node joined and has not left: a woken node also reads
-    /// which of their partitions are free (S10.3). A member does not wait
-    /// for the partitions of a member that leaves (they are not in its
-    /// target until it learns the leave), yet their releases must reach it
-    /// as other backends' broadcasts do, or it learns the leave only at its
-    /// next renewal.
-    groups: Mutex<BTreeSet<String>>,
     /// Names this node freed itself, for its own stream (its own release
     /// wakes its waker too, as a `NOTIFY` reaches its own listener); kept
     /// only while a waker runs, and at most [`FREED_MAX`].
@@ -124,23 +112,6 @@ impl Wake {
     fn waited(&self) -> Vec<String> {
         let waited = self.waited.lock().unwrap_or_else(|p| p.into_inner());
         waited.iter().cloned().collect()
-    }
-
-    fn group(&self, group: &LeaseName, joined: bool) {
-        if !self.listen {
-            return;
-        }
-        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        if joined {
-            groups.insert(group.as_str().to_owned());
-        } else {
-            groups.remove(group.as_str());
-        }
-    }
-
-    fn groups(&self) -> Vec<String> {
-        let groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        groups.iter().cloned().collect()
     }
 
     fn freed(&self, names: impl IntoIterator<Item = String>) {
@@ -187,9 +158,6 @@ struct Sql {
     close_wake: String,
     /// The waited names that are free now (`@names@`: a quoted list).
     free: String,
-    /// The lease names in `[?, ?)` that are free now (a group's
-    /// partitions, by their name's prefix), at most [`FREE_PARTITIONS_MAX`].
-    free_range: String,
     join: String,
     leave: String,
     holds: String,
@@ -268,12 +236,6 @@ impl Sql {
                 "SELECT CAST(l.name AS CHAR) FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE l.name IN (@names@) AND h.id IS NULL"
-            ),
-            free_range: format!(
-                "SELECT CAST(l.name AS CHAR) FROM {l} l \
-                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
-                 WHERE l.name >= ? AND l.name < ? AND h.id IS NULL \
-                 LIMIT {FREE_PARTITIONS_MAX}"
             ),
             sleep,
             open: format!("INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?, ?, {NOW} + ?, ?)"),
@@ -369,7 +331,6 @@ impl MysqlBackend {
         let wake = Arc::new(Wake {
             listen: config.listen(),
             waited: Mutex::new(BTreeSet::new()),
-            groups: Mutex::new(BTreeSet::new()),
             freed: Mutex::new(Vec::new()),
             subscribed: AtomicBool::new(false),
             lock_wait_s: AtomicU64::new(0),
@@ -598,7 +559,6 @@ impl MysqlBackend {
             wake: Arc::new(Wake {
                 listen: true,
                 waited: Mutex::new(BTreeSet::new()),
-                groups: Mutex::new(BTreeSet::new()),
                 freed: Mutex::new(Vec::new()),
                 subscribed: AtomicBool::new(false),
                 lock_wait_s: AtomicU64::new(0),
@@ -1317,9 +1277,7 @@ impl Backend for MysqlBackend {
             let sql = &self.sql;
             sql.sk
                 .membership(&mut c, &sql.join, "join group", session, group)
-                .await?;
-            self.wake.group(group, true);
-            Ok(())
+                .await
         }
         .boxed()
     }
@@ -1334,9 +1292,7 @@ impl Backend for MysqlBackend {
             let sql = &self.sql;
             sql.sk
                 .membership(&mut c, &sql.leave, "leave group", session, group)
-                .await?;
-            self.wake.group(group, false);
-            Ok(())
+                .await
         }
         .boxed()
     }
@@ -1383,53 +1339,6 @@ struct Waker {
 }
 
 impl Waker {
-    /// After a wake: which waited names are free now, and which partitions
-    /// of the groups this node joined (S10.3), queued to be yielded.
-    async fn read_free(&mut self) -> Result<(), sqlx::Error> {
-        let Some(conn) = self.conn.as_mut() else {
-            return Ok(());
-        };
-        let mut found: BTreeSet<String> = BTreeSet::new();
-        let waited = self.wake.waited();
-        if !waited.is_empty() {
-            // The names' checked characters hold no quote (S3.1).
-            let list = waited
-                .iter()
-                .map(|n| format!("'{n}'"))
-                .collect::<Vec<_>>()
-                .join(",");
-            let stmt = self.sql.free.replace("@names@", &list);
-            for r in sqlx::Executor::fetch_all(&mut *conn, stmt.as_str()).await? {
-                found.extend(r.try_get::<String, _>(0).ok());
-            }
-        }
-        for group in self.wake.groups() {
-            // `{group}:p…` is the range ["{group}:p", "{group}:q") in the
-            // names' binary collation (the separator ends in an ASCII
-            // letter, so the next character exists).
-            let from = format!("{group}{}", simba_core::PARTITION_SEPARATOR);
-            let mut to = from.clone();
-            let last = to.pop().map_or(0, |c| u32::from(c) + 1);
-            to.extend(char::from_u32(last));
-            let rows = sqlx::query(self.sql.free_range.as_str())
-                .bind(from.as_str())
-                .bind(to.as_str())
-                .fetch_all(&mut *conn)
-                .await?;
-            for r in rows {
-                let Ok(name) = r.try_get::<String, _>(0) else {
-                    continue;
-                };
-                if simba_core::parse_partition_name(&name).is_some_and(|(g, _)| g == group) {
-                    found.insert(name);
-                }
-            }
-        }
-        self.pending
-            .extend(found.iter().filter_map(|n| LeaseName::new(n).ok()));
-        Ok(())
-    }
-
     /// The connection is presumed broken: dropped, reconnected next round.
     fn lose_conn(&mut self) {
         self.conn = None;
@@ -1474,9 +1383,33 @@ impl Waker {
             return;
         };
         if std::mem::take(&mut self.woken) {
-            if let Err(e) = self.read_free().await {
-                tracing::debug!(backend = NAME, error = %e, "release waker failed");
-                self.lose_conn();
+            let waited = self.wake.waited();
+            if waited.is_empty() {
+                return;
+            }
+            // The names' checked characters hold no quote (S3.1).
+            let list = waited
+                .iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let stmt = self.sql.free.replace("@names@", &list);
+            match sqlx::Executor::fetch_all(&mut *conn, stmt.as_str()).await {
+                Ok(rows) => {
+                    for r in rows {
+                        if let Some(name) = r
+                            .try_get::<String, _>(0)
+                            .ok()
+                            .and_then(|n| LeaseName::new(&n).ok())
+                        {
+                            self.pending.push_back(name);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(backend = NAME, error = %e, "release waker failed");
+                    self.lose_conn();
+                }
             }
             return;
         }
