@@ -125,6 +125,10 @@ pub(crate) struct Entry {
     /// Due, but every acquire slot is taken: the name waits in the engine's
     /// queue and no timer of its own wakes it (S4.6).
     pub(crate) parked: bool,
+    /// A release broadcast named the lease since the last attempt (S4.2):
+    /// the next attempt takes the next free acquire slot ahead of those
+    /// that are not (S4.6).
+    pub(crate) hinted: bool,
 }
 
 impl Entry {
@@ -145,6 +149,7 @@ impl Entry {
             task_failures: 0,
             asked: false,
             parked: false,
+            hinted: false,
         }
     }
 

@@ -113,6 +113,13 @@ pub struct Engine {
     /// (S4.6). An entry is here while its `parked` flag is set; a name whose
     /// entry is gone or no longer waits is skipped when it comes up.
     parked: VecDeque<LeaseName>,
+    /// Due candidates that a release broadcast named since their last
+    /// attempt (S4.2), waiting for a slot: they take the next free slots
+    /// ahead of `parked`, first come first served among themselves (S4.6).
+    /// An acquire of a name just freed is likely to win; the others mostly
+    /// ask for leases still held. An entry is here while its `parked` and
+    /// `hinted` flags are both set.
+    parked_first: VecDeque<LeaseName>,
 }
 
 impl Engine {
@@ -160,6 +167,7 @@ impl Engine {
             withdraws: BTreeMap::new(),
             withdraw_again: BTreeSet::new(),
             parked: VecDeque::new(),
+            parked_first: VecDeque::new(),
         };
         engine.emit(Event::SessionStateChanged {
             state: SessionState::Opening,

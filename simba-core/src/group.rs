@@ -194,8 +194,19 @@ pub struct StickyInput {
     pub taken: BTreeSet<u32>,
     /// Partitions likely free: their last known holder, or their owner by
     /// [`assign_partitions`] in the previous membership, is no member any
-    /// more. Tried first.
+    /// more. Tried first (after `released`).
     pub likely_free: BTreeSet<u32>,
+    /// Partitions the last membership change hands to this member
+    /// ([`planned_by_change`]): tried before every other one, so members
+    /// that take over from one that went ask for different partitions.
+    pub planned: BTreeSet<u32>,
+    /// Partitions a release broadcast named since a live member was last
+    /// known to hold them (S4.2): free a moment ago, so tried before every
+    /// other one. With a member leaving, the partitions it has released
+    /// already come before those it still holds: asking for those first
+    /// only met `Held`, while the released ones waited in no member's
+    /// target (S10.3).
+    pub released: BTreeSet<u32>,
     /// Partitions another live member held when this member tried them,
     /// long enough ago to be worth trying again (its holder may have
     /// released them without a broadcast reaching this member), oldest try
@@ -213,7 +224,9 @@ pub struct StickyInput {
 /// partitions it holds, up to its share (those [`assign_partitions`] gives
 /// it first, then by a fixed affinity), and adds exactly as many partitions
 /// as it lacks, from those it does not hold and does not know to be taken,
-/// likely free ones first, those tried before last. So a member never gives up a partition unless it
+/// those the last membership change hands to it first
+/// ([`planned_by_change`]), then those a release broadcast named, then
+/// likely free ones, those tried before last. So a member never gives up a partition unless it
 /// holds more than its share (which happens only when a member joins), and
 /// never asks for more than it lacks: only the partitions of a member that
 /// left, and the surplus that goes to a member that joined, move.
@@ -300,7 +313,14 @@ pub fn sticky_target_from_base(
         let mut free: Vec<u32> = (0..partitions)
             .filter(|p| !known.held.contains(p) && !known.taken.contains(p) && !tried.contains(p))
             .collect();
-        free.sort_by_cached_key(|&p| std::cmp::Reverse((known.likely_free.contains(&p), key(p))));
+        free.sort_by_cached_key(|&p| {
+            std::cmp::Reverse((
+                known.planned.contains(&p),
+                known.released.contains(&p),
+                known.likely_free.contains(&p),
+                key(p),
+            ))
+        });
         let again =
             known.tried.iter().copied().filter(|&p| {
                 p < partitions && !known.held.contains(&p) && !known.taken.contains(&p)
@@ -333,6 +353,79 @@ pub fn freed_by_change(
         .filter(|(owner, _)| before.get(*owner).is_some_and(|m| !after.contains(m)))
         .map(|(_, p)| p)
         .collect()
+}
+
+/// The partitions of [`freed_by_change`] that `me` should take, by a split
+/// every member that saw the same change computes alike (S10.2): each
+/// member in both `before` and `after` takes as many as its fair share grew
+/// by, pairs (member, partition) taken greedily from the highest affinity
+/// down. When the members held their shares of `before`, the parts are
+/// disjoint and cover what the members who went held, so each freed
+/// partition is wanted by exactly one member and no two ask for the same
+/// one. Otherwise they are only a good first guess.
+///
+/// ```
+/// use simba_core::{freed_by_change, planned_by_change, SessionId};
+/// let [a, b, c] = [1, 2, 3].map(SessionId::from_u128);
+/// let freed = freed_by_change(12, &[a, b, c], &[a, b]);
+/// let (pa, pb) = (
+///     planned_by_change(12, &[a, b, c], &[a, b], a),
+///     planned_by_change(12, &[a, b, c], &[a, b], b),
+/// );
+/// assert_eq!((pa.len(), pb.len()), (2, 2));
+/// assert!(pa.is_disjoint(&pb));
+/// assert_eq!(pa.union(&pb).copied().collect::<std::collections::BTreeSet<u32>>(), freed);
+/// ```
+pub fn planned_by_change(
+    partitions: u32,
+    before: &[SessionId],
+    after: &[SessionId],
+    me: SessionId,
+) -> BTreeSet<u32> {
+    let rank = |members: &[SessionId], s: SessionId| {
+        let mut sorted = members.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let n = sorted.len();
+        sorted.binary_search(&s).ok().map(|r| (n, r))
+    };
+    let mut stayers: Vec<(SessionId, u32)> = Vec::new();
+    let mut sorted_after = after.to_vec();
+    sorted_after.sort_unstable();
+    sorted_after.dedup();
+    for &s in &sorted_after {
+        let (Some((na, ra)), Some((nb, rb))) = (rank(after, s), rank(before, s)) else {
+            continue;
+        };
+        let grew = fair_share(partitions, na, ra).saturating_sub(fair_share(partitions, nb, rb));
+        if grew > 0 {
+            stayers.push((s, grew));
+        }
+    }
+    if !stayers.iter().any(|(s, _)| *s == me) {
+        return BTreeSet::new();
+    }
+    let freed = freed_by_change(partitions, before, after);
+    let mut pairs: Vec<(u64, u32, usize)> = Vec::with_capacity(freed.len() * stayers.len());
+    for (i, (s, _)) in stayers.iter().enumerate() {
+        let seed = affinity_seed(*s);
+        pairs.extend(freed.iter().map(|&p| (affinity_of(seed, p), p, i)));
+    }
+    pairs.sort_unstable_by(|a, b| b.cmp(a));
+    let mut taken: BTreeSet<u32> = BTreeSet::new();
+    let mut mine = BTreeSet::new();
+    for (_, p, i) in pairs {
+        let (s, left) = &mut stayers[i];
+        if *left == 0 || taken.contains(&p) {
+            continue;
+        }
+        *left -= 1;
+        taken.insert(p);
+        if *s == me {
+            mine.insert(p);
+        }
+    }
+    mine
 }
 
 /// What [`Engine::group`](crate::Engine::group) reports of one partitioned

@@ -136,8 +136,8 @@ pub use engine::{BackendProfile, Engine, Stats};
 pub use error::{ApiError, BackendError, BackendErrorKind};
 pub use group::{
     assign_partitions, fair_share, freed_by_change, parse_partition_name, partition_name,
-    sticky_target, sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
-    PARTITION_SEPARATOR,
+    planned_by_change, sticky_target, sticky_target_from_base, target_partitions, GroupSnapshot,
+    StickyInput, PARTITION_SEPARATOR,
 };
 pub use ids::{OpId, ParseSessionIdError, SessionId, TermId, Token};
 pub use lease::{

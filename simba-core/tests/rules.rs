@@ -1065,6 +1065,29 @@ fn s4_6_at_most_the_backends_slots_of_acquires_are_in_flight_and_the_rest_go_in_
     assert_eq!(pending_acquires(&h), ["b"]);
 }
 
+/// S4.6 with S4.2: a candidate whose lease a release broadcast named takes
+/// the next free slot ahead of candidates that waited longer for leases
+/// still held (with the queue first come first served alone, `b` and `c`
+/// went first).
+#[test]
+fn s4_6_a_candidate_a_release_broadcast_named_takes_the_next_slot_first() {
+    let mut h = with_slots(Some(1));
+    for n in ["a", "b", "c", "d"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["a"]);
+    // `d` waits behind `b` and `c`; its lease is released meanwhile.
+    h.input(Input::ReleaseBroadcast { name: name("d") });
+    assert_eq!(pending_acquires(&h), ["a"], "the slot is still a's");
+    h.acquire_reply("a", held_by_another());
+    assert_eq!(pending_acquires(&h), ["d"]);
+    h.won("d", 4);
+    assert_eq!(pending_acquires(&h), ["b"]);
+    h.acquire_reply("b", held_by_another());
+    assert_eq!(pending_acquires(&h), ["c"]);
+}
+
 #[test]
 fn s4_6_an_unanswered_acquire_frees_its_slot_at_its_call_timeout_and_the_next_attempts_time_starts_when_sent(
 ) {
@@ -2125,4 +2148,126 @@ fn s4_1_mutant_acquire_while_in_flight_is_caught() {
         .unwrap();
     let err = one_attempt_in_flight(config).unwrap_err();
     assert!(err.contains("second acquire"), "{err}");
+}
+
+// ----- S10.2 the assignment rule ------------------------------------------
+
+/// Answers the pending renewal: it lists `members` in `group`.
+fn renew_listing(h: &mut H, group: &LeaseName, members: &[SessionId]) -> Vec<Output> {
+    let op = h.take_renew();
+    let lease = h.engine.config().lease_duration();
+    let owned = h.held();
+    h.input(Input::RenewReplied {
+        op,
+        result: Ok(Renewal {
+            remaining: lease,
+            owned,
+            groups: vec![GroupView {
+                group: group.clone(),
+                members: members.to_vec(),
+            }],
+        }),
+    })
+}
+
+/// Joins `group` of `n` partitions; the join is confirmed and the renewal
+/// it brings lists `members`.
+fn join_listed(h: &mut H, group: &LeaseName, n: u32, members: &[SessionId]) {
+    h.engine
+        .join_group(h.now, group.clone(), n, false, TaskExitPolicy::default())
+        .unwrap();
+    h.drain();
+    let join = h.take(|c| matches!(c, Command::JoinGroup { .. })).op();
+    h.input(Input::GroupJoined {
+        op: join,
+        result: Ok(()),
+    });
+    renew_listing(h, group, members);
+}
+
+fn target(h: &H, group: &LeaseName) -> Vec<u32> {
+    h.engine.group(group).map(|g| g.target).unwrap_or_default()
+}
+
+/// S10.2: the base rule is computed once per membership and kept for the
+/// targets computed at later replies; a new membership computes it again.
+/// A member that holds nothing and knows nothing of the others' partitions
+/// targets exactly what the base rule gives it, in each membership: a base
+/// kept from the membership before (the cache not renewed) made it target
+/// part of its old, larger base instead.
+#[test]
+fn s10_2_the_base_rule_is_computed_again_for_each_membership() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let [b, c, d] = [0x52, 0x53, 0x54].map(SessionId::from_u128);
+    let views = [
+        vec![SID, b],
+        vec![SID, b, c],
+        vec![SID, b, c, d],
+        vec![SID, c],
+    ];
+    join_listed(&mut h, &group, 40, &views[0]);
+    for (i, members) in views.iter().enumerate() {
+        if i > 0 {
+            h.advance(secs(1));
+            if !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+                h.step();
+            }
+            renew_listing(&mut h, &group, members);
+        }
+        // Joins only, then a leave of two members whose partitions this
+        // member expects free: those come first, then its base.
+        let want = target_partitions(40, members, SID);
+        if i < 3 {
+            assert_eq!(target(&h, &group), want, "membership {i}: {members:?}");
+        } else {
+            assert_eq!(target(&h, &group).len(), want.len());
+        }
+    }
+}
+
+/// S10.2 with S2.4: a `Held` reply that comes after its acquire's call
+/// timeout still says a live member holds the partition: the member stops
+/// targeting it and asks for another one. Before, the late reply was only
+/// counted stale, and on a backend whose replies all came late (etcd under
+/// load) a member kept asking, for good, for a partition another member
+/// held.
+#[test]
+fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let other = SessionId::from_u128(0x52);
+    join_listed(&mut h, &group, 8, &[SID, other]);
+    let before = target(&h, &group);
+    assert_eq!(before.len(), 4);
+    let p = before[0];
+    let pname = partition_name(&group, p).unwrap();
+    let op = h.take_acquire(pname.as_str());
+    // The acquire reaches its call timeout unanswered.
+    let timeout = h.engine.call_timeout();
+    let start = h.now;
+    while h.now < start + timeout {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            renew_listing(&mut h, &group, &[SID, other]);
+        }
+    }
+    assert!(
+        target(&h, &group).contains(&p),
+        "no reply yet: still wanted"
+    );
+    h.input(Input::AcquireReplied {
+        op,
+        result: Ok(AcquireOutcome::Held {
+            holder: Some(other),
+            token: Some(tok(3)),
+            holder_remaining: None,
+        }),
+    });
+    let after = target(&h, &group);
+    assert!(
+        !after.contains(&p),
+        "{p} is held by a live member: {after:?}"
+    );
+    assert_eq!(after.len(), 4, "it asks for another one instead");
 }

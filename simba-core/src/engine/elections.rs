@@ -198,7 +198,8 @@ impl Engine {
     pub(super) fn on_entry_wake(&mut self, name: &LeaseName) {
         let now = self.now;
         let can_acquire = self.can_acquire();
-        let slot_free = self.acquire_slot_free();
+        let slot_free = self.acquire_slot_free(false);
+        let first_slot_free = self.acquire_slot_free(true);
         let timeout = self.call_timeout();
         let resend_early = self.mutant_is(MutantKind::AcquireWhileInFlight);
         if self
@@ -252,12 +253,18 @@ impl Engine {
                 } else if can_acquire && entry.next_attempt.is_some_and(|t| t <= now) {
                     if let Some(t) = busy_until.filter(|_| entry.kind == Kind::Partition) {
                         entry.next_attempt = Some(t);
-                    } else if slot_free {
+                    } else if slot_free || (entry.hinted && first_slot_free) {
                         self.send_acquire(name);
                     } else if !entry.parked {
-                        // S4.6: wait for a slot, behind those already waiting.
+                        // S4.6: wait for a slot, behind those already waiting
+                        // (a name a broadcast freed, only behind others so
+                        // freed).
                         entry.parked = true;
-                        self.parked.push_back(name.clone());
+                        if entry.hinted {
+                            self.parked_first.push_back(name.clone());
+                        } else {
+                            self.parked.push_back(name.clone());
+                        }
                     }
                 }
             }
@@ -292,6 +299,7 @@ impl Engine {
         });
         entry.next_attempt = None;
         entry.asked = true;
+        entry.hinted = false;
         self.acquires.insert(
             op,
             AcquireOp {
@@ -322,29 +330,49 @@ impl Engine {
             .take_while(move |a| a.sent_at + timeout > now)
     }
 
-    /// S4.6: an acquire may be sent now without passing a waiting one.
-    fn acquire_slot_free(&self) -> bool {
+    /// S4.6: an acquire may be sent now without passing a waiting one; with
+    /// `hinted` (a release broadcast named it, S4.2), it passes those that
+    /// were not.
+    fn acquire_slot_free(&self, hinted: bool) -> bool {
         match self.profile.acquire_slots {
             None => true,
-            Some(max) => self.parked.is_empty() && self.live_acquires().count() < max.max(1),
+            Some(max) => {
+                self.parked_first.is_empty()
+                    && (hinted || self.parked.is_empty())
+                    && self.live_acquires().count() < max.max(1)
+            }
         }
     }
 
-    /// S4.6: sends the acquires of waiting candidates, oldest first, while
-    /// slots are free. A name that no longer waits (stopped, elected by a
-    /// late reply, cooling down, or a new entry of the same name) is
-    /// dropped from the queue.
+    /// S4.2, S4.6: a release broadcast named a due candidate waiting for a
+    /// slot: it moves to the queue served first.
+    fn park_first(&mut self, name: &LeaseName) {
+        if let Some(at) = self.parked.iter().position(|n| n == name) {
+            self.parked.remove(at);
+            self.parked_first.push_back(name.clone());
+        }
+    }
+
+    /// S4.6: sends the acquires of waiting candidates, oldest first (those
+    /// a release broadcast named before the others, S4.2), while slots are
+    /// free. A name that no longer waits (stopped, elected by a late reply,
+    /// cooling down, or a new entry of the same name) is dropped from the
+    /// queue.
     pub(super) fn fill_acquire_slots(&mut self) {
         let Some(max) = self.profile.acquire_slots else {
             return;
         };
-        if self.parked.is_empty() || !self.can_acquire() {
+        if (self.parked.is_empty() && self.parked_first.is_empty()) || !self.can_acquire() {
             return;
         }
         let mut free = max.max(1).saturating_sub(self.live_acquires().count());
         let now = self.now;
         while free > 0 {
-            let Some(name) = self.parked.pop_front() else {
+            let Some(name) = self
+                .parked_first
+                .pop_front()
+                .or_else(|| self.parked.pop_front())
+            else {
                 break;
             };
             let Some(entry) = self.entries.get_mut(&name) else {
@@ -368,7 +396,9 @@ impl Engine {
     /// When the oldest acquire in flight reaches its call timeout, while
     /// candidates wait for a slot (S4.6).
     pub(super) fn slots_wake(&self) -> Option<Timestamp> {
-        if self.profile.acquire_slots.is_none() || self.parked.is_empty() {
+        if self.profile.acquire_slots.is_none()
+            || (self.parked.is_empty() && self.parked_first.is_empty())
+        {
             return None;
         }
         let timeout = self.call_timeout();
@@ -474,6 +504,7 @@ impl Engine {
                 if let Some(entry) = self.entries.get_mut(&name) {
                     if entry.status == Status::Candidate {
                         entry.next_attempt = Some(now);
+                        entry.hinted = true;
                     }
                 }
             }
@@ -648,7 +679,13 @@ impl Engine {
                 match entry.attempt.as_mut() {
                     None => {
                         entry.next_attempt = Some(now);
+                        // S4.6: its attempt goes ahead of those not freed.
+                        let parked = entry.parked && !entry.hinted;
+                        entry.hinted = true;
                         self.dirty.push(name.clone());
+                        if parked {
+                            self.park_first(name);
+                        }
                     }
                     Some(attempt) => attempt.freed = true,
                 }

@@ -11,8 +11,8 @@ use super::{Engine, MutantKind};
 use crate::election::{Entry, Kind, LockWait, Status};
 use crate::error::{ApiError, BackendError, BackendErrorKind};
 use crate::group::{
-    freed_by_change, parse_partition_name, partition_name, sticky_target_from_base,
-    target_partitions, GroupSnapshot, StickyInput,
+    freed_by_change, parse_partition_name, partition_name, planned_by_change,
+    sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
 };
 use crate::ids::{OpId, SessionId};
 use crate::name::LeaseName;
@@ -82,6 +82,13 @@ pub(super) struct Group {
     pub(super) known: BTreeMap<u32, Known>,
     /// The partitions the last membership change freed, by the base rule.
     pub(super) freed: BTreeSet<u32>,
+    /// The partitions a release broadcast named since a live member was
+    /// last known to hold them: a new entry of one takes the next free
+    /// acquire slot ahead of the others (S4.6, S10.3).
+    pub(super) released: BTreeSet<u32>,
+    /// The partitions the last membership change hands to this member
+    /// ([`planned_by_change`], S10.2).
+    pub(super) planned: BTreeSet<u32>,
     /// The members the last `GroupChanged` named.
     pub(super) announced: Vec<SessionId>,
     /// The base rule's partitions for this member (S10.2), and the member
@@ -184,6 +191,8 @@ impl Engine {
                 views: 0,
                 known: BTreeMap::new(),
                 freed: BTreeSet::new(),
+                released: BTreeSet::new(),
+                planned: BTreeSet::new(),
                 announced: Vec::new(),
                 base: None,
             },
@@ -369,6 +378,7 @@ impl Engine {
                 if !g.members.is_empty() {
                     let freed = freed_by_change(g.partitions, &g.members, &members);
                     g.freed.extend(freed);
+                    g.planned = planned_by_change(g.partitions, &g.members, &members, me);
                 }
                 g.members = members;
             }
@@ -411,6 +421,8 @@ impl Engine {
             held,
             taken: BTreeSet::new(),
             likely_free: g.freed.clone(),
+            planned: g.planned.clone(),
+            released: g.released.clone(),
             tried: Vec::new(),
         };
         let mut tried: Vec<(Timestamp, u32)> = Vec::new();
@@ -512,6 +524,7 @@ impl Engine {
         if member {
             // A live member won it since it was released: not free.
             g.freed.remove(&p);
+            g.released.remove(&p);
             self.retarget(&group);
         }
     }
@@ -551,6 +564,9 @@ impl Engine {
             },
         );
         let wanted = g.target.contains(&p);
+        if g.members.contains(&holder) {
+            g.released.remove(&p);
+        }
         if g.members.contains(&holder) && wanted {
             g.freed.remove(&p);
             self.retarget(&group);
@@ -578,6 +594,7 @@ impl Engine {
         if let Some(g) = self.groups.get_mut(group) {
             g.known.remove(&p);
             g.freed.remove(&p);
+            g.released.remove(&p);
         }
     }
 
@@ -590,6 +607,7 @@ impl Engine {
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
                 g.known.remove(&p);
                 g.freed.insert(p);
+                g.released.insert(p);
                 // A partition this member does not want was released: its
                 // holder left or holds more than its share, so the
                 // membership may have changed. Renew now to learn it (S10.3)
@@ -772,6 +790,10 @@ impl Engine {
             if !self.entries.contains_key(&name) {
                 let mut entry = Entry::new(Kind::Partition, runs_task, LockWait::Forever, self.now);
                 entry.exit_policy = policy;
+                entry.hinted = self
+                    .groups
+                    .get(group)
+                    .is_some_and(|g| g.released.contains(&p));
                 if let Some(at) = self.not_before(group, p) {
                     entry.next_attempt = Some(at);
                 }
@@ -864,6 +886,7 @@ impl Engine {
         if wanted && !self.entries.contains_key(name) {
             let mut entry = Entry::new(Kind::Partition, g.runs_task, LockWait::Forever, self.now);
             entry.exit_policy = g.policy;
+            entry.hinted = g.released.contains(&p);
             if let Some(at) = self.not_before(group, p) {
                 entry.next_attempt = Some(at);
             }

@@ -133,6 +133,11 @@ pub enum Happening {
         node: usize,
         token: Token,
     },
+    /// The backend ran a release that freed the partition (after its
+    /// command waited for a connection, [`Cluster::connections`]).
+    Freed {
+        node: usize,
+    },
 }
 
 pub struct Cluster {
@@ -159,6 +164,15 @@ pub struct Cluster {
     shuffle: Option<fastrand::Rng>,
     /// The backend profile of nodes added from now on (S4.6's slots).
     pub profile: BackendProfile,
+    /// Connections per node, as a driver over a pool of that many
+    /// (`simba-client`'s call queue): each round a node's backend calls
+    /// other than renewals, openings and withdraws run at most this many, oldest
+    /// first; the rest wait, and an acquire that waited past its call
+    /// timeout is not sent (its attempt was abandoned, S2.4). `None`: every
+    /// call runs in the round after it was sent.
+    pub connections: Option<usize>,
+    /// Calls waiting for a connection: (node, round sent, command).
+    queued: Vec<(usize, u64, Command)>,
 }
 
 impl Cluster {
@@ -181,6 +195,8 @@ impl Cluster {
             violations: Vec::new(),
             shuffle: None,
             profile: BackendProfile::default(),
+            connections: None,
+            queued: Vec::new(),
         }
     }
 
@@ -240,6 +256,7 @@ impl Cluster {
         }
         self.nodes[i].held.clear();
         self.inflight.retain(|(n, _)| *n != i);
+        self.queued.retain(|(n, _, _)| *n != i);
     }
 
     fn log(&mut self, name: &LeaseName, h: Happening) {
@@ -331,11 +348,19 @@ impl Cluster {
         self.now = self.now + self.rtt;
         let now = self.now;
         let mut batch = std::mem::take(&mut self.inflight);
+        if let Some(max) = self.connections {
+            batch = self.through_connections(batch, max);
+        }
         if let Some(rng) = self.shuffle.as_mut() {
             rng.shuffle(&mut batch);
         }
         for (i, cmd) in batch {
             let (reply, casts) = self.model.execute(&cmd, now);
+            if let Command::Release { name, .. } = &cmd {
+                if casts.contains(name) {
+                    self.log(name, Happening::Freed { node: i });
+                }
+            }
             if let Some(reply) = reply {
                 if self.nodes[i].alive {
                     self.nodes[i].inbox.push(reply);
@@ -379,6 +404,47 @@ impl Cluster {
             self.drain(i);
         }
         self.check_instant();
+    }
+
+    /// The calls of `batch` that get a connection this round (see
+    /// [`Cluster::connections`]); the others wait in `queued`.
+    fn through_connections(
+        &mut self,
+        batch: Vec<(usize, Command)>,
+        max: usize,
+    ) -> Vec<(usize, Command)> {
+        let round = self.round;
+        let mut run = Vec::new();
+        for (i, cmd) in batch {
+            // Renewals and openings never wait (the driver's rule); a
+            // withdraw costs no call here: this model, like the SQL and
+            // Redis backends, keeps nothing for a `Held` acquire (S4.5).
+            if matches!(
+                cmd,
+                Command::Renew { .. } | Command::OpenSession { .. } | Command::Withdraw { .. }
+            ) {
+                run.push((i, cmd));
+            } else {
+                self.queued.push((i, round, cmd));
+            }
+        }
+        let mut used = vec![0usize; self.nodes.len()];
+        let mut left = Vec::new();
+        for (i, sent, cmd) in std::mem::take(&mut self.queued) {
+            let waited = self.rtt * u32::try_from(round - sent).unwrap_or(u32::MAX);
+            let timeout = self.nodes[i].engine.call_timeout();
+            if matches!(cmd, Command::Acquire { .. }) && waited >= timeout {
+                continue;
+            }
+            if used[i] < max {
+                used[i] += 1;
+                run.push((i, cmd));
+            } else {
+                left.push((i, sent, cmd));
+            }
+        }
+        self.queued = left;
+        run
     }
 
     pub fn run(&mut self, rounds: u64) {
