@@ -201,7 +201,7 @@ impl SimbaBuilder {
         let clock = Clock::new(runtime.clone(), self.suspend);
         let profile = BackendProfile {
             renewal_proves: self.backend.renewal_proves(),
-            acquire_slots: self.backend.max_concurrent_calls(),
+            call_slots: self.backend.max_concurrent_calls(),
         };
         let config = with_process_seed(self.config, &*runtime);
         let engine = Engine::new(config, profile, clock.now());

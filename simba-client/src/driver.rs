@@ -23,7 +23,7 @@ use simba_core::{
     SessionState, SlotClaim, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
     TermId, Timestamp, Token,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -262,17 +262,9 @@ pub(crate) struct Driver {
     claims: BTreeMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
     /// Backend calls in flight, polled by the driver task itself (no task
     /// spawned per call: one wake-up less per renewal): each ends with its
-    /// reply, or with none when dropped at its call timeout, and says
-    /// whether it counted against [`Driver::call_limit`].
-    calls: FuturesUnordered<BoxFuture<'static, (Option<Input>, bool)>>,
-    /// Calls waiting for one of the backend's connections
-    /// ([`Backend::max_concurrent_calls`]), oldest first. Renewals and
-    /// session openings never wait here.
-    queued: VecDeque<Queued>,
-    /// How many calls that count against the limit are in flight.
-    limited_in_flight: usize,
-    /// [`Backend::max_concurrent_calls`], read once.
-    call_limit: Option<usize>,
+    /// reply, or with none when dropped at its call timeout. How many run
+    /// at once is the engine's to decide (S4.6).
+    calls: FuturesUnordered<BoxFuture<'static, Option<Input>>>,
     /// Attached to every session this client opens.
     metadata: Arc<SessionMetadata>,
     /// The kind of the last backend failure, until a call succeeds again
@@ -289,14 +281,6 @@ pub(crate) struct Driver {
     _exit: oneshot::Sender<()>,
 }
 
-/// A call waiting for a connection (see [`Driver::queued`]).
-struct Queued {
-    call: BoxFuture<'static, Input>,
-    /// For an acquire: when the engine abandons the attempt (S2.4), counted
-    /// from when it was asked for; it is not sent after that.
-    abandoned_at: Option<std::time::Instant>,
-}
-
 impl Driver {
     pub(crate) fn new(
         engine: Engine,
@@ -308,7 +292,6 @@ impl Driver {
         metadata: Arc<SessionMetadata>,
     ) -> Driver {
         let span = tracing::info_span!("simba_client", backend = backend.name());
-        let call_limit = backend.max_concurrent_calls().map(|n| n.max(1));
         Driver {
             engine,
             backend,
@@ -328,9 +311,6 @@ impl Driver {
             closed: false,
             claims: BTreeMap::new(),
             calls: FuturesUnordered::new(),
-            queued: VecDeque::new(),
-            limited_in_flight: 0,
-            call_limit,
             metadata,
             backend_down: None,
             span,
@@ -373,8 +353,8 @@ impl Driver {
                 if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
                     return Poll::Ready(Either::Left(msg));
                 }
-                if let Poll::Ready(Some((input, limited))) = calls.poll_next_unpin(cx) {
-                    return Poll::Ready(Either::Right(Some((input, limited))));
+                if let Poll::Ready(Some(input)) = calls.poll_next_unpin(cx) {
+                    return Poll::Ready(Either::Right(Some(input)));
                 }
                 if let Some((_, s)) = sleep.as_mut() {
                     if s.as_mut().poll(cx).is_ready() {
@@ -395,7 +375,11 @@ impl Driver {
                     }
                 }
                 Either::Left(None) => break,
-                Either::Right(Some((input, limited))) => self.call_ended(input, limited),
+                Either::Right(Some(input)) => {
+                    if let Some(input) = input {
+                        self.engine.handle(self.clock.now(), input);
+                    }
+                }
                 Either::Right(None) => {
                     sleep = None;
                     self.engine.handle_timeout(self.clock.now());
@@ -403,19 +387,10 @@ impl Driver {
             }
         }
         // Calls still in flight (say, the release of an orphan grant) run to
-        // their end on their own; nobody waits for their replies. Queued
-        // ones follow, one after the other.
+        // their end on their own; nobody waits for their replies.
         for call in std::mem::take(&mut self.calls) {
             runtime.spawn(Box::pin(async move {
                 let _ = call.await;
-            }));
-        }
-        let queued = std::mem::take(&mut self.queued);
-        if !queued.is_empty() {
-            runtime.spawn(Box::pin(async move {
-                for q in queued {
-                    let _ = q.call.await;
-                }
             }));
         }
         tracing::debug!(parent: &self.span, "simba driver stopped");
@@ -697,9 +672,8 @@ impl Driver {
     /// Runs one backend command ([`Backend::execute`]) as its own future,
     /// dropped after `call_timeout()` (S2.4) from when it is sent: the
     /// engine times the call out on its own clock, so nothing stands in for
-    /// a reply that never came. Beyond the backend's
-    /// [`Backend::max_concurrent_calls`], a call other than a renewal or an
-    /// opening waits in a local queue first.
+    /// a reply that never came. The engine emits no more calls at once than
+    /// the backend serves (S4.6).
     fn run_command(&mut self, cmd: Command) {
         let backend = self.backend.clone();
         let metadata = self.metadata.clone();
@@ -713,62 +687,15 @@ impl Driver {
             Command::CloseSession { .. } => self.drop_tasks(|_| true),
             _ => {}
         }
-        // Renewals (S1.1) and openings go out at once; the rest wait their
-        // turn for a connection here, where no call timeout runs down.
-        let limited = !matches!(cmd, Command::Renew { .. } | Command::OpenSession { .. })
-            && self.call_limit.is_some();
-        let is_acquire = matches!(cmd, Command::Acquire { .. });
-        let call: BoxFuture<'static, Input> =
-            Box::pin(async move { backend.execute(cmd, &metadata).await });
-        if limited
-            && self
-                .call_limit
-                .is_some_and(|max| self.limited_in_flight >= max)
-        {
-            let timeout = self.engine.call_timeout();
-            self.queued.push_back(Queued {
-                call,
-                abandoned_at: is_acquire.then(|| self.clock.runtime.now() + timeout),
-            });
-            return;
-        }
-        self.dispatch(call, limited);
-    }
-
-    /// Sends one call, dropped after the call timeout (S2.4) from now.
-    fn dispatch(&mut self, call: BoxFuture<'static, Input>, limited: bool) {
         let runtime = &self.clock.runtime;
         let sleep = runtime.sleep_until(runtime.now() + self.engine.call_timeout());
-        if limited {
-            self.limited_in_flight += 1;
-        }
         self.calls.push(Box::pin(async move {
+            let call = backend.execute(cmd, &metadata);
             match futures::future::select(call, sleep).await {
-                Either::Left((input, _)) => (Some(input), limited),
-                Either::Right(((), _)) => (None, limited),
+                Either::Left((input, _)) => Some(input),
+                Either::Right(((), _)) => None,
             }
         }));
-    }
-
-    /// A call ended with its reply, or with none at its timeout. If it was
-    /// limited, the oldest queued call takes its connection; an acquire
-    /// that waited past its call timeout is not sent: the engine has
-    /// abandoned that attempt (S2.4) and will try again.
-    fn call_ended(&mut self, input: Option<Input>, limited: bool) {
-        if limited {
-            self.limited_in_flight = self.limited_in_flight.saturating_sub(1);
-            let now = self.clock.runtime.now();
-            while let Some(q) = self.queued.pop_front() {
-                if q.abandoned_at.is_some_and(|at| at <= now) {
-                    continue;
-                }
-                self.dispatch(q.call, true);
-                break;
-            }
-        }
-        if let Some(input) = input {
-            self.engine.handle(self.clock.now(), input);
-        }
     }
 
     fn publish(&mut self, event: ClientEvent) {

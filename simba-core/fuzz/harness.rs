@@ -34,7 +34,7 @@ pub struct Setup {
     /// `Mutant::ALL[n - 1]`, to show that the checks catch it.
     pub mutant: u8,
     /// The backend serves this many acquires at once (S4.6); `None`: any.
-    pub acquire_slots: Option<usize>,
+    pub call_slots: Option<usize>,
 }
 
 /// How a lock waits (`LockWait`), with `Until` relative to the current time.
@@ -373,7 +373,7 @@ impl Harness {
             } else {
                 Fraction::ONE
             },
-            acquire_slots: setup.acquire_slots,
+            call_slots: setup.call_slots,
         };
         let lease = config.lease_duration();
         let engine = Engine::new(config, profile, Timestamp::ZERO);
@@ -400,7 +400,7 @@ impl Harness {
             ended: BTreeSet::new(),
             session: None,
             inflight: BTreeMap::new(),
-            slots: setup.acquire_slots,
+            slots: setup.call_slots,
             slot_ops: BTreeMap::new(),
             acquire_names: BTreeMap::new(),
             session_ops: BTreeMap::new(),

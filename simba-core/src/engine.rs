@@ -33,11 +33,12 @@ pub struct BackendProfile {
     /// The fraction of the granted session timeout that one renewal proves
     /// (S8.5): [`Fraction::ONE`] for SQL, Redis and etcd; 5/12 for ZooKeeper.
     pub renewal_proves: Fraction,
-    /// How many acquires the backend serves at once (`simba-backends`'
-    /// `Backend::max_concurrent_calls`):
-    /// the engine keeps at most this many in flight and lets the other due
-    /// candidates wait their turn, oldest first (S4.6). `None`: no limit.
-    pub acquire_slots: Option<usize>,
+    /// How many calls the backend serves at once (`simba-backends`'
+    /// `Backend::max_concurrent_calls`): the engine keeps at most this many
+    /// calls other than renewals and session openings in flight, holds the
+    /// other commands back and lets the other due candidates wait their
+    /// turn, oldest first (S4.6). `None`: no limit.
+    pub call_slots: Option<usize>,
 }
 
 /// Counters for observability; they never influence behaviour.
@@ -109,10 +110,25 @@ pub struct Engine {
     /// after its next successful renewal, unless the name competes again by
     /// then (S4.5). Emptied when the session ends.
     withdraw_again: BTreeSet<LeaseName>,
-    /// Due candidates waiting for an acquire slot, first come first served
-    /// (S4.6). An entry is here while its `parked` flag is set; a name whose
-    /// entry is gone or no longer waits is skipped when it comes up.
-    parked: VecDeque<LeaseName>,
+    /// Commands and due candidates waiting for a slot of the backend, first
+    /// come first served (S4.6). A candidate's entry is here while its
+    /// `parked` flag is set; a name whose entry is gone or no longer waits
+    /// is skipped when it comes up.
+    waiting: VecDeque<Waiting>,
+    /// Calls other than acquires, renewals and session openings that were
+    /// sent and are neither answered nor known past their call timeout,
+    /// with when each was sent: they take a slot (S4.6). Kept only with a
+    /// slot limit.
+    calls_out: BTreeMap<OpId, Timestamp>,
+}
+
+/// What waits for a slot of the backend (S4.6).
+#[derive(Debug)]
+enum Waiting {
+    /// A command other than an acquire, a renewal or a session opening.
+    Command(Command),
+    /// A due candidate, whose acquire is built when it is sent.
+    Candidate(LeaseName),
 }
 
 impl Engine {
@@ -159,7 +175,8 @@ impl Engine {
             claims: BTreeMap::new(),
             withdraws: BTreeMap::new(),
             withdraw_again: BTreeSet::new(),
-            parked: VecDeque::new(),
+            waiting: VecDeque::new(),
+            calls_out: BTreeMap::new(),
         };
         engine.emit(Event::SessionStateChanged {
             state: SessionState::Opening,
@@ -245,6 +262,10 @@ impl Engine {
     /// and no input (stale, duplicated, malformed) can make the engine panic.
     pub fn handle(&mut self, now: Timestamp, input: Input) {
         self.advance(now);
+        if let Some(op) = input.op() {
+            // Its call is over: its slot is free (S4.6).
+            self.calls_out.remove(&op);
+        }
         match input {
             Input::SessionOpened { op, result } => self.on_session_opened(op, result),
             Input::RenewReplied { op, result } => self.on_renew_replied(op, result),
@@ -287,7 +308,23 @@ impl Engine {
         self.out.push_back(Output::Event(event));
     }
 
+    /// Emits `command`, or holds it back while every slot of the backend
+    /// is taken (S4.6). Renewals and session openings never wait (S1.1);
+    /// acquires are only sent when a slot is free (their candidates wait
+    /// in the same queue, see `fill_call_slots`).
     fn command(&mut self, command: Command) {
+        let takes_slot = self.profile.call_slots.is_some()
+            && !matches!(
+                command,
+                Command::Renew { .. } | Command::OpenSession { .. } | Command::Acquire { .. }
+            );
+        if takes_slot {
+            if !self.waiting.is_empty() || self.free_slots() == 0 {
+                self.waiting.push_back(Waiting::Command(command));
+                return;
+            }
+            self.calls_out.insert(command.op(), self.now);
+        }
         self.out.push_back(Output::Command(command));
     }
 
@@ -316,7 +353,7 @@ impl Engine {
     fn finish(&mut self) {
         let limit = 64 + 8 * self.entries.len();
         for _ in 0..limit {
-            self.fill_acquire_slots();
+            self.fill_call_slots();
             self.rearm();
             // The session first: a passed deadline must end terms before
             // any entry acts on them. Then the earliest due entry, one at a

@@ -302,6 +302,36 @@ pub enum Input {
     },
 }
 
+impl Input {
+    /// The id of the command this input answers; `None` for a fact that
+    /// answers no command (a release broadcast, a task exit, a refused
+    /// callback).
+    ///
+    /// ```
+    /// use simba_core::{Input, LeaseName, OpId};
+    /// let broadcast = Input::ReleaseBroadcast { name: LeaseName::new("a").unwrap() };
+    /// assert_eq!(broadcast.op(), None);
+    /// let released = Input::ReleaseReplied { op: OpId(3), result: Ok(()) };
+    /// assert_eq!(released.op(), Some(OpId(3)));
+    /// ```
+    pub fn op(&self) -> Option<OpId> {
+        match self {
+            Input::SessionOpened { op, .. }
+            | Input::RenewReplied { op, .. }
+            | Input::AcquireReplied { op, .. }
+            | Input::ReleaseReplied { op, .. }
+            | Input::WithdrawReplied { op, .. }
+            | Input::SessionClosed { op, .. }
+            | Input::GroupJoined { op, .. }
+            | Input::GroupLeft { op, .. }
+            | Input::SlotClaimed { op, .. } => Some(*op),
+            Input::ReleaseBroadcast { .. }
+            | Input::TaskExited { .. }
+            | Input::ElectedRejected { .. } => None,
+        }
+    }
+}
+
 /// How a leader task ended (S6.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TaskOutcome {

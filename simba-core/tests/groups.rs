@@ -730,7 +730,7 @@ proptest! {
 fn s10_2_a_member_short_of_its_share_finds_every_free_partition() {
     for (first, second) in [(1, 1), (50, 3)] {
         let mut c = Cluster::new("orders", 1000, config(), ms(10));
-        c.profile.acquire_slots = Some(1);
+        c.profile.call_slots = Some(1);
         c.add_node();
         c.run(first);
         c.add_node();

@@ -29,12 +29,12 @@ fn setup() -> impl Strategy<Value = Setup> {
         any::<u64>(),
         prop::option::of(1usize..3),
     )
-        .prop_map(|(config, zookeeper, seed, acquire_slots)| Setup {
+        .prop_map(|(config, zookeeper, seed, call_slots)| Setup {
             config,
             zookeeper,
             seed,
             mutant: 0,
-            acquire_slots,
+            call_slots,
         })
 }
 
@@ -158,7 +158,7 @@ fn a_truthful_stream_elects_and_revokes() {
         zookeeper: false,
         seed: 1,
         mutant: 0,
-        acquire_slots: None,
+        call_slots: None,
     };
     let reply = Action::Reply {
         pick: 0,
@@ -233,7 +233,7 @@ fn regression_taken_over_token_is_not_reused() {
         zookeeper: false,
         seed: 0,
         mutant: 0,
-        acquire_slots: None,
+        call_slots: None,
     };
     let actions = [
         reply(Answer::Held), // the session opens
@@ -263,7 +263,7 @@ fn regression_cooldown_ending_during_handover_does_not_spin() {
         zookeeper: false,
         seed: 0,
         mutant: 0,
-        acquire_slots: None,
+        call_slots: None,
     };
     let actions = [
         Action::Start {
@@ -364,7 +364,7 @@ fn regression_failed_api_call_still_runs_due_deadlines() {
         zookeeper: false,
         seed: 0,
         mutant: 0,
-        acquire_slots: None,
+        call_slots: None,
     };
     let start = Action::Start {
         name: 1,

@@ -1006,7 +1006,7 @@ fn with_slots(slots: Option<usize>) -> H {
     let config = fast_config();
     let lease = config.lease_duration();
     let profile = BackendProfile {
-        acquire_slots: slots,
+        call_slots: slots,
         ..BackendProfile::default()
     };
     let mut h = H::with_profile(config, profile);
@@ -1138,6 +1138,69 @@ fn s4_6_a_stopped_elections_unanswered_acquire_still_holds_its_slot_until_its_ca
     }
     assert_eq!(pending_acquires(&h), ["a", "b"]);
     assert_eq!(h.now, a_sent + timeout, "b is sent when a's call timed out");
+}
+
+fn pending_releases(h: &H) -> Vec<String> {
+    h.pending
+        .iter()
+        .filter_map(|c| match c {
+            Command::Release { name, .. } => Some(name.as_str().to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn answer_release(h: &mut H, n: &str) -> Vec<Output> {
+    let op = h
+        .take(|c| matches!(c, Command::Release { name, .. } if name.as_str() == n))
+        .op();
+    h.input(Input::ReleaseReplied { op, result: Ok(()) })
+}
+
+#[test]
+fn s4_6_releases_take_slots_too_and_wait_in_turn_but_renewals_never_wait() {
+    let mut h = with_slots(Some(1));
+    let timeout = h.engine.call_timeout();
+    // Off the renewal's beat, so that the renewal falls inside a call.
+    h.advance(ms(300));
+    for (n, token) in [("a", 1), ("b", 2)] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+        h.drain();
+        h.won(n, token);
+    }
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.engine.stop(h.now, &name("b")).unwrap();
+    h.engine.start_election(h.now, name("c"), false).unwrap();
+    h.drain();
+    let a_sent = h.now;
+    // One slot: a's release holds it; b's release and c's acquire wait.
+    assert_eq!(pending_releases(&h), ["a"]);
+    assert!(pending_acquires(&h).is_empty());
+    // S1.1: the renewal goes out while every slot is taken.
+    while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.step();
+    }
+    assert!(h.now < a_sent + timeout);
+    assert_eq!(pending_releases(&h), ["a"]);
+    h.renew_truthfully();
+    // The answer frees the slot for b's release, which waited before c.
+    answer_release(&mut h, "a");
+    assert_eq!(pending_releases(&h), ["b"]);
+    assert!(pending_acquires(&h).is_empty());
+    let b_sent = h.now;
+    // b's release is never answered: its call timeout frees the slot (S2.4).
+    while pending_acquires(&h).is_empty() {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert_eq!(
+        h.now,
+        b_sent + timeout,
+        "c is sent when b's release timed out"
+    );
+    assert_eq!(pending_acquires(&h), ["c"]);
 }
 
 #[test]
@@ -1615,7 +1678,7 @@ fn s8_4_a_short_grant_renews_every_third_and_reports_it_once_per_session() {
 fn s8_5_the_backend_supplies_the_fraction_a_renewal_proves() {
     let zk = BackendProfile {
         renewal_proves: Fraction::new(5, 12).unwrap(),
-        acquire_slots: None,
+        call_slots: None,
     };
     let mut h = H::with_profile(SimbaConfig::default(), zk);
     let sent = h.now;

@@ -185,7 +185,7 @@ impl World {
             } else {
                 Fraction::ONE
             },
-            acquire_slots: None,
+            call_slots: None,
         };
         let backend = SimBackend::new(params.backend.clone(), params.seed ^ 0xB4C0);
         let heal_at = nanos(params.safety_phase);

@@ -1,7 +1,7 @@
 //! Elections and locks (S4, S5, S6, S7.7): the API that starts and stops
 //! them, acquire attempts, terms, the hand-over order and task exits.
 
-use super::{Engine, MutantKind, TimerKey};
+use super::{Engine, MutantKind, TimerKey, Waiting};
 use crate::election::{Attempt, Entry, Handover, Held, Kind, LockWait, Status};
 use crate::error::ApiError;
 use crate::error::{BackendError, BackendErrorKind};
@@ -257,7 +257,7 @@ impl Engine {
                     } else if !entry.parked {
                         // S4.6: wait for a slot, behind those already waiting.
                         entry.parked = true;
-                        self.parked.push_back(name.clone());
+                        self.waiting.push_back(Waiting::Candidate(name.clone()));
                     }
                 }
             }
@@ -322,57 +322,104 @@ impl Engine {
             .take_while(move |a| a.sent_at + timeout > now)
     }
 
-    /// S4.6: an acquire may be sent now without passing a waiting one.
+    /// Calls other than acquires that hold a slot (S4.6): sent, unanswered
+    /// and not yet past their call timeout.
+    fn live_calls(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        let (now, timeout) = (self.now, self.call_timeout());
+        self.calls_out
+            .values()
+            .map(move |sent_at| *sent_at + timeout)
+            .filter(move |t| *t > now)
+    }
+
+    /// S4.6: how many more calls the backend may serve now (`usize::MAX`
+    /// without a limit).
+    pub(super) fn free_slots(&self) -> usize {
+        match self.profile.call_slots {
+            None => usize::MAX,
+            Some(max) => max
+                .max(1)
+                .saturating_sub(self.live_acquires().count() + self.live_calls().count()),
+        }
+    }
+
+    /// S4.6: an acquire may be sent now without passing a waiting call or
+    /// candidate.
     fn acquire_slot_free(&self) -> bool {
-        match self.profile.acquire_slots {
-            None => true,
-            Some(max) => self.parked.is_empty() && self.live_acquires().count() < max.max(1),
+        self.profile.call_slots.is_none() || (self.waiting.is_empty() && self.free_slots() > 0)
+    }
+
+    /// S4.6: while slots are free, sends what waits for one, oldest first:
+    /// a command as it is, a candidate's acquire if it is still due. A name
+    /// that no longer waits (stopped, elected by a late reply, cooling down,
+    /// or a new entry of the same name) is dropped from the queue. While no
+    /// acquire may be sent (no live session), commands pass the candidates.
+    pub(super) fn fill_call_slots(&mut self) {
+        if self.profile.call_slots.is_none() || self.waiting.is_empty() {
+            return;
+        }
+        let (now, timeout) = (self.now, self.call_timeout());
+        self.calls_out.retain(|_, sent_at| *sent_at + timeout > now);
+        let mut free = self.free_slots();
+        let can_acquire = self.can_acquire();
+        let mut i = 0;
+        while free > 0 && i < self.waiting.len() {
+            if !can_acquire && matches!(self.waiting[i], Waiting::Candidate(_)) {
+                i += 1;
+                continue;
+            }
+            match self.waiting.remove(i) {
+                Some(Waiting::Command(command)) => {
+                    self.calls_out.insert(command.op(), now);
+                    self.out.push_back(Output::Command(command));
+                    free -= 1;
+                }
+                Some(Waiting::Candidate(name)) => {
+                    let Some(entry) = self.entries.get_mut(&name) else {
+                        continue;
+                    };
+                    if !entry.parked {
+                        continue;
+                    }
+                    entry.parked = false;
+                    self.dirty.push(name.clone());
+                    let due = entry.status == Status::Candidate
+                        && entry.attempt.is_none()
+                        && entry.next_attempt.is_some_and(|t| t <= now);
+                    if due {
+                        self.send_acquire(&name);
+                        free -= 1;
+                    }
+                }
+                None => break,
+            }
         }
     }
 
-    /// S4.6: sends the acquires of waiting candidates, oldest first, while
-    /// slots are free. A name that no longer waits (stopped, elected by a
-    /// late reply, cooling down, or a new entry of the same name) is
-    /// dropped from the queue.
-    pub(super) fn fill_acquire_slots(&mut self) {
-        let Some(max) = self.profile.acquire_slots else {
-            return;
-        };
-        if self.parked.is_empty() || !self.can_acquire() {
-            return;
-        }
-        let mut free = max.max(1).saturating_sub(self.live_acquires().count());
-        let now = self.now;
-        while free > 0 {
-            let Some(name) = self.parked.pop_front() else {
-                break;
-            };
-            let Some(entry) = self.entries.get_mut(&name) else {
-                continue;
-            };
-            if !entry.parked {
-                continue;
-            }
-            entry.parked = false;
-            self.dirty.push(name.clone());
-            let due = entry.status == Status::Candidate
-                && entry.attempt.is_none()
-                && entry.next_attempt.is_some_and(|t| t <= now);
-            if due {
-                self.send_acquire(&name);
-                free -= 1;
-            }
-        }
-    }
-
-    /// When the oldest acquire in flight reaches its call timeout, while
-    /// candidates wait for a slot (S4.6).
+    /// When the oldest call in flight reaches its call timeout, while
+    /// commands or candidates wait for a slot (S4.6).
     pub(super) fn slots_wake(&self) -> Option<Timestamp> {
-        if self.profile.acquire_slots.is_none() || self.parked.is_empty() {
+        if self.profile.call_slots.is_none() || self.waiting.is_empty() {
             return None;
         }
         let timeout = self.call_timeout();
-        self.live_acquires().last().map(|a| a.sent_at + timeout)
+        let acquire = self.live_acquires().last().map(|a| a.sent_at + timeout);
+        let call = self.live_calls().min();
+        match (acquire, call) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        }
+    }
+
+    /// Sends every command still waiting for a slot, slot or not: the
+    /// client is closed and waits for no reply, and the calls still run
+    /// (S1.4).
+    pub(super) fn send_held(&mut self) {
+        for waiting in std::mem::take(&mut self.waiting) {
+            if let Waiting::Command(command) = waiting {
+                self.out.push_back(Output::Command(command));
+            }
+        }
     }
 
     /// Forgets abandoned acquires whose replies can no longer matter.

@@ -577,6 +577,7 @@ impl Engine {
         self.session.id = None;
         self.withdraw_again.clear();
         self.session.deadline = None;
+        self.send_held();
         self.emit(Event::Closed);
     }
 }
