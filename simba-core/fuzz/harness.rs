@@ -309,7 +309,7 @@ pub struct Harness {
     ended: BTreeSet<SessionId>,
     session: Option<SessionId>,
     inflight: BTreeMap<LeaseName, (OpId, Timestamp)>,
-    /// The backend's acquire slots (S4.6), and the acquires that may take
+    /// The backend's call slots (S4.6), and the calls that may take
     /// one: sent, unanswered, and not past their call timeout.
     slots: Option<usize>,
     slot_ops: BTreeMap<OpId, Timestamp>,
@@ -319,7 +319,9 @@ pub struct Harness {
     /// The driver step in which each Renew was sent.
     renew_steps: BTreeMap<OpId, usize>,
     zookeeper: bool,
-    last_op: u64,
+    /// Every op id sent: none is sent twice. (A command that waited for a
+    /// slot, S4.6, goes out after newer ones: ids are unique, not ordered.)
+    sent_ops: BTreeSet<OpId>,
     closed: bool,
     ctx: StepCtx,
     /// Counters for the curious (how interesting the streams are).
@@ -406,7 +408,7 @@ impl Harness {
             session_ops: BTreeMap::new(),
             renew_steps: BTreeMap::new(),
             zookeeper: setup.zookeeper,
-            last_op: 0,
+            sent_ops: BTreeSet::new(),
             closed: false,
             ctx: StepCtx::default(),
             stats: HarnessStats::default(),
@@ -630,9 +632,11 @@ impl Harness {
     fn deliver(&mut self, input: Input) -> Result<(), String> {
         let t = self.ts();
         self.now = self.now.max(t);
+        if let Some(op) = input.op() {
+            self.slot_ops.remove(&op);
+        }
         match &input {
             Input::AcquireReplied { op, .. } => {
-                self.slot_ops.remove(op);
                 if let Some(name) = self.acquire_names.get(op) {
                     if self.inflight.get(name).is_some_and(|(o, _)| o == op) {
                         let name = name.clone();
@@ -927,11 +931,26 @@ impl Harness {
         match output {
             Output::Command(cmd) => {
                 let op = cmd.op();
-                if op.0 <= self.last_op {
-                    return self
-                        .violation(&format!("op id {op} not fresh (last {})", self.last_op));
+                if !self.sent_ops.insert(op) {
+                    return self.violation(&format!("op id {op} sent twice"));
                 }
-                self.last_op = op.0;
+                let takes_slot =
+                    !matches!(cmd, Command::Renew { .. } | Command::OpenSession { .. });
+                // Commands still waiting when the client closes go out at once.
+                let closed = self.engine.session_state() == SessionState::Closed;
+                if let (Some(max), true, false) = (self.slots, takes_slot, closed) {
+                    // S4.6: never more calls out than the backend serves.
+                    let timeout = self.engine.call_timeout();
+                    self.slot_ops.retain(|_, sent| now < *sent + timeout);
+                    if self.slot_ops.len() >= max.max(1) {
+                        return self.violation(&format!(
+                            "{} {op} while {} calls are out, the backend's {max} slots (S4.6)",
+                            cmd.label(),
+                            self.slot_ops.len()
+                        ));
+                    }
+                    self.slot_ops.insert(op, now);
+                }
                 match &cmd {
                     Command::Acquire { op, session, name } => {
                         // S4.1: at most one attempt in flight per election.
@@ -945,18 +964,6 @@ impl Harness {
                                 "acquire for {session:?}, not the current session {:?}",
                                 self.session
                             ));
-                        }
-                        if let Some(max) = self.slots {
-                            // S4.6: never more acquires out than the backend serves.
-                            let timeout = self.engine.call_timeout();
-                            self.slot_ops.retain(|_, sent| now < *sent + timeout);
-                            if self.slot_ops.len() >= max.max(1) {
-                                return self.violation(&format!(
-                                    "acquire {op} for {name} while {} acquires are out, the backend's {max} slots (S4.6)",
-                                    self.slot_ops.len()
-                                ));
-                            }
-                            self.slot_ops.insert(*op, now);
                         }
                         self.inflight.insert(name.clone(), (*op, now));
                         self.acquire_names.insert(*op, name.clone());
@@ -1088,7 +1095,7 @@ impl Harness {
                         self.session = session;
                     }
                 }
-                Event::LockFailed { name } => {
+                Event::LockFailed { name, .. } => {
                     self.inflight.remove(&name);
                 }
                 Event::Closed => self.closed = true,

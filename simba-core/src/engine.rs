@@ -19,7 +19,7 @@ use self::groups::Group;
 use self::session::Session;
 use crate::config::{Fraction, SimbaConfig};
 use crate::election::{Entry, EntrySnapshot, SessionSnapshot, Snapshot};
-use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
 use crate::protocol::{Command, Event, Input, Level, Output, SessionState};
 use crate::time::Timestamp;
@@ -85,6 +85,7 @@ pub struct Engine {
     seq: u64,
     next_op: u64,
     next_term: u64,
+    next_entry: u64,
     session: Session,
     entries: BTreeMap<LeaseName, Entry>,
     /// Partitioned groups joined, by name (S10).
@@ -162,6 +163,7 @@ impl Engine {
             seq: 0,
             next_op: 0,
             next_term: 0,
+            next_entry: 0,
             entries: BTreeMap::new(),
             groups: BTreeMap::new(),
             acquires: BTreeMap::new(),
@@ -326,6 +328,12 @@ impl Engine {
             self.calls_out.insert(command.op(), self.now);
         }
         self.out.push_back(Output::Command(command));
+    }
+
+    /// A new id for an election, lock or group started now.
+    fn next_entry_id(&mut self) -> EntryId {
+        self.next_entry += 1;
+        EntryId(self.next_entry)
     }
 
     fn op(&mut self) -> OpId {

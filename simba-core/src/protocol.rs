@@ -2,7 +2,7 @@
 //! application events and task orders.
 
 use crate::error::BackendError;
-use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
 use crate::time::Timestamp;
 use std::fmt;
@@ -423,6 +423,9 @@ impl TaskExitAction {
 pub struct Term {
     /// Unique for the engine's lifetime.
     pub id: TermId,
+    /// The election or lock this term belongs to, or the group of the
+    /// partition: the id its start returned.
+    pub entry: EntryId,
     /// The lease name.
     pub name: LeaseName,
     /// The fencing token, constant within the term.
@@ -555,8 +558,19 @@ pub enum Event {
     /// A `stop`, `step_down`, lock release or failed lock attempt finished:
     /// the lease is released (or was never held). Resolve the API future.
     Completed {
-        /// The election or lock.
+        /// The election, lock or group.
         name: LeaseName,
+        /// Its id, as its start returned it.
+        entry: EntryId,
+    },
+    /// The engine forgot an election, lock or group (stopped, a lock that
+    /// failed or was lost for good, S5.3, a group left or failed): nothing
+    /// more comes for `entry`; whatever still waits on it resolves.
+    Ended {
+        /// The name it had.
+        name: LeaseName,
+        /// Its id, as its start returned it.
+        entry: EntryId,
     },
     /// The answer to an [`Engine::claim_slot`](crate::Engine::claim_slot)
     /// (S11.1): exactly one per accepted claim, the backend's reply or a
@@ -580,6 +594,12 @@ pub enum Event {
     LockFailed {
         /// The lock.
         name: LeaseName,
+        /// Its id, as `acquire_lock` returned it.
+        entry: EntryId,
+        /// It was a try ([`LockWait::Try`](crate::LockWait::Try)) and found
+        /// the lock held; otherwise its wait ran out (or its term was
+        /// refused, S7.7).
+        tried: bool,
     },
     /// A backend call failed (for observability; the engine already reacted).
     BackendFailed {

@@ -643,7 +643,7 @@ impl World {
                     }
                 }
             }
-            Event::Completed { name } => {
+            Event::Completed { name, .. } => {
                 self.mix(203);
                 self.observe(&Observed::Completed { node, name: &name });
                 match self.cluster.nodes[node].api.get(&name).cloned() {
@@ -674,7 +674,7 @@ impl World {
                     }
                 }
             }
-            Event::LockFailed { name } => {
+            Event::LockFailed { name, .. } => {
                 self.mix(204);
                 let api = &mut self.cluster.nodes[node].api;
                 if matches!(api.get(&name), Some(Api::Lock { .. })) {
@@ -734,6 +734,9 @@ impl World {
                 });
             }
             Event::GroupFailed { .. } => self.mix(207),
+            // Said by `Completed`, `LockFailed` or `GroupFailed` just before,
+            // or by the lock's involuntary `Revoked` (S5.3).
+            Event::Ended { .. } => {}
         }
     }
 

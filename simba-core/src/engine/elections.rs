@@ -5,7 +5,7 @@ use super::{Engine, MutantKind, TimerKey, Waiting};
 use crate::election::{Attempt, Entry, Handover, Held, Kind, LockWait, Status};
 use crate::error::ApiError;
 use crate::error::{BackendError, BackendErrorKind};
-use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::lease::{local_deadline, retry_after_holder_expiry, task_failure_backoff};
 use crate::name::LeaseName;
 use crate::protocol::{
@@ -37,7 +37,7 @@ impl Engine {
         now: Timestamp,
         name: LeaseName,
         runs_task: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         self.insert(
             now,
             name,
@@ -58,7 +58,7 @@ impl Engine {
         now: Timestamp,
         name: LeaseName,
         policy: TaskExitPolicy,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         self.insert(now, name, Kind::Election, true, LockWait::Forever, policy)
     }
 
@@ -72,7 +72,7 @@ impl Engine {
         name: LeaseName,
         wait: LockWait,
         runs_task: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         let wait = match wait {
             LockWait::For(d) => LockWait::Until(now + d),
             wait => wait,
@@ -95,7 +95,7 @@ impl Engine {
         runs_task: bool,
         wait: LockWait,
         policy: TaskExitPolicy,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         self.advance(now);
         // Every path runs `finish`, errors too: the deadlines due at `now`
         // fire, so `poll_timeout` stays later than `now`.
@@ -107,12 +107,13 @@ impl Engine {
             self.finish();
             return Err(ApiError::AlreadyStarted(name));
         }
-        let mut entry = Entry::new(kind, runs_task, wait, self.now);
+        let id = self.next_entry_id();
+        let mut entry = Entry::new(id, kind, runs_task, wait, self.now);
         entry.exit_policy = policy;
         self.entries.insert(name.clone(), entry);
         self.dirty.push(name);
         self.finish();
-        Ok(())
+        Ok(id)
     }
 
     /// Stops an election or releases a lock (S6.1): revokes the term,
@@ -596,6 +597,7 @@ impl Engine {
         self.next_term += 1;
         let term = Term {
             id: TermId(self.next_term),
+            entry: entry.id,
             name: name.clone(),
             token,
             session,
@@ -681,9 +683,17 @@ impl Engine {
 
     pub(super) fn lock_failed(&mut self, name: &LeaseName) {
         self.give_up(name);
-        if self.entries.remove(name).is_some() {
+        if let Some(entry) = self.entries.remove(name) {
             self.dirty.push(name.clone());
-            self.emit(Event::LockFailed { name: name.clone() });
+            self.emit(Event::LockFailed {
+                name: name.clone(),
+                entry: entry.id,
+                tried: entry.wait == LockWait::Try,
+            });
+            self.emit(Event::Ended {
+                name: name.clone(),
+                entry: entry.id,
+            });
             self.maybe_finish_close();
         }
     }
@@ -793,7 +803,12 @@ impl Engine {
             return;
         }
         if entry.kind == Kind::Lock {
+            let entry = entry.id;
             self.entries.remove(name);
+            self.emit(Event::Ended {
+                name: name.clone(),
+                entry,
+            });
             self.maybe_finish_close();
         } else if entry.status == Status::Candidate {
             entry.attempt = None;
@@ -818,17 +833,29 @@ impl Engine {
             self.partition_removed(name);
             self.maybe_finish_close();
         } else if entry.stopping {
+            let entry = entry.id;
             self.entries.remove(name);
             self.dirty.push(name.clone());
             if !forget {
-                self.emit(Event::Completed { name: name.clone() });
+                self.emit(Event::Completed {
+                    name: name.clone(),
+                    entry,
+                });
+                self.emit(Event::Ended {
+                    name: name.clone(),
+                    entry,
+                });
             }
             self.maybe_finish_close();
         } else if entry.pending_completion {
             entry.pending_completion = false;
+            let entry = entry.id;
             self.dirty.push(name.clone());
             if !forget {
-                self.emit(Event::Completed { name: name.clone() });
+                self.emit(Event::Completed {
+                    name: name.clone(),
+                    entry,
+                });
             }
         }
     }
