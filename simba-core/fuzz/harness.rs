@@ -309,8 +309,8 @@ pub struct Harness {
     ended: BTreeSet<SessionId>,
     session: Option<SessionId>,
     inflight: BTreeMap<LeaseName, (OpId, Timestamp)>,
-    /// The backend's call slots (S4.6), and the calls that may take
-    /// one: sent, unanswered, and not past their call timeout.
+    /// The backend's call slots (S4.6), and the acquires that take one:
+    /// sent, unanswered, and not past their call timeout.
     slots: Option<usize>,
     slot_ops: BTreeMap<OpId, Timestamp>,
     acquire_names: BTreeMap<OpId, LeaseName>,
@@ -934,23 +934,6 @@ impl Harness {
                 if !self.sent_ops.insert(op) {
                     return self.violation(&format!("op id {op} sent twice"));
                 }
-                let takes_slot =
-                    !matches!(cmd, Command::Renew { .. } | Command::OpenSession { .. });
-                // Commands still waiting when the client closes go out at once.
-                let closed = self.engine.session_state() == SessionState::Closed;
-                if let (Some(max), true, false) = (self.slots, takes_slot, closed) {
-                    // S4.6: never more calls out than the backend serves.
-                    let timeout = self.engine.call_timeout();
-                    self.slot_ops.retain(|_, sent| now < *sent + timeout);
-                    if self.slot_ops.len() >= max.max(1) {
-                        return self.violation(&format!(
-                            "{} {op} while {} calls are out, the backend's {max} slots (S4.6)",
-                            cmd.label(),
-                            self.slot_ops.len()
-                        ));
-                    }
-                    self.slot_ops.insert(op, now);
-                }
                 match &cmd {
                     Command::Acquire { op, session, name } => {
                         // S4.1: at most one attempt in flight per election.
@@ -964,6 +947,19 @@ impl Harness {
                                 "acquire for {session:?}, not the current session {:?}",
                                 self.session
                             ));
+                        }
+                        if let Some(max) = self.slots {
+                            // S4.6: never more acquires out than the backend
+                            // serves (other calls take slots too, so fewer).
+                            let timeout = self.engine.call_timeout();
+                            self.slot_ops.retain(|_, sent| now < *sent + timeout);
+                            if self.slot_ops.len() >= max.max(1) {
+                                return self.violation(&format!(
+                                    "acquire {op} for {name} while {} acquires are out, the backend's {max} slots (S4.6)",
+                                    self.slot_ops.len()
+                                ));
+                            }
+                            self.slot_ops.insert(*op, now);
                         }
                         self.inflight.insert(name.clone(), (*op, now));
                         self.acquire_names.insert(*op, name.clone());

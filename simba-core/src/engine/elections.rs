@@ -371,6 +371,13 @@ impl Engine {
             }
             match self.waiting.remove(i) {
                 Some(Waiting::Command(command)) => {
+                    if let Command::Withdraw { op, name, .. } = &command {
+                        if self.competes(name) {
+                            // It competes again since: nothing to withdraw (S4.5).
+                            self.withdraws.remove(op);
+                            continue;
+                        }
+                    }
                     self.calls_out.insert(command.op(), now);
                     self.out.push_back(Output::Command(command));
                     free -= 1;
@@ -1040,6 +1047,32 @@ impl Engine {
         self.command(Command::Withdraw { op, session, name });
     }
 
+    /// Whether `name` competes (again): a withdraw decided before must not
+    /// go out now (S4.5).
+    fn competes(&self, name: &LeaseName) -> bool {
+        self.entries.get(name).is_some_and(|e| {
+            matches!(e.status, Status::Candidate | Status::Leader)
+                || e.held.is_some()
+                || e.handover.is_some()
+        })
+    }
+
+    /// The session's end removes its places (S4.5): withdraws still waiting
+    /// for a slot (S4.6) are not sent.
+    pub(super) fn drop_waiting_withdraws(&mut self) {
+        let mut dropped = Vec::new();
+        self.waiting.retain(|w| match w {
+            Waiting::Command(Command::Withdraw { op, .. }) => {
+                dropped.push(*op);
+                false
+            }
+            _ => true,
+        });
+        for op in dropped {
+            self.withdraws.remove(&op);
+        }
+    }
+
     /// Forgets withdraws whose replies can no longer arrive (the driver
     /// drops every call at its call timeout, S2.4).
     fn prune_withdraws(&mut self) {
@@ -1064,12 +1097,7 @@ impl Engine {
         }
         let again = std::mem::take(&mut self.withdraw_again);
         for name in again {
-            let competing = self.entries.get(&name).is_some_and(|e| {
-                matches!(e.status, Status::Candidate | Status::Leader)
-                    || e.held.is_some()
-                    || e.handover.is_some()
-            });
-            if !competing {
+            if !self.competes(&name) {
                 self.withdraw(session, name);
             }
         }
