@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let profile = BackendProfile {
         renewal_proves: backend.renewal_proves(),
-        acquire_slots: backend.max_concurrent_calls(),
+        call_slots: backend.max_concurrent_calls(),
     };
     let mut engine = Engine::new(config, profile, clock());
     let name = LeaseName::new("thread-loop.demo")?;

@@ -17,12 +17,11 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use simba_backends::{Backend, LeaseHolder, MetadataError, SessionMetadata};
 use simba_core::{
-    ApiError, BackendProfile, Engine, EntrySnapshot, LeaseName, LockWait, SimbaConfig, Snapshot,
-    TaskExitPolicy,
+    ApiError, BackendProfile, Engine, EntryId, EntrySnapshot, LeaseName, LockWait, SimbaConfig,
+    Snapshot, TaskExitPolicy,
 };
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -41,7 +40,6 @@ impl ElectionListener for BothListeners {
 }
 pub(crate) struct ClientInner {
     tx: mpsc::UnboundedSender<Msg>,
-    next_entry: AtomicU64,
     runtime: Arc<dyn AsyncRuntime>,
     event_queue: usize,
     /// For leader observation, which reads the backend directly.
@@ -201,7 +199,7 @@ impl SimbaBuilder {
         let clock = Clock::new(runtime.clone(), self.suspend);
         let profile = BackendProfile {
             renewal_proves: self.backend.renewal_proves(),
-            acquire_slots: self.backend.max_concurrent_calls(),
+            call_slots: self.backend.max_concurrent_calls(),
         };
         let config = with_process_seed(self.config, &*runtime);
         let engine = Engine::new(config, profile, clock.now());
@@ -226,7 +224,6 @@ impl SimbaBuilder {
         Ok(Simba {
             inner: Arc::new(ClientInner {
                 tx,
-                next_entry: AtomicU64::new(1),
                 runtime,
                 event_queue: self.event_queue,
                 backend: self.backend,
@@ -475,10 +472,6 @@ impl Simba {
         Ok(())
     }
 
-    fn next_entry(&self) -> u64 {
-        self.inner.next_entry.fetch_add(1, Ordering::Relaxed)
-    }
-
     pub(crate) fn send(&self, msg: Msg) -> bool {
         self.inner.send(msg)
     }
@@ -490,19 +483,15 @@ impl Simba {
             .map(|r| matches!(r, BlockRefusal::OnItself))
     }
 
-    pub(crate) async fn start(&self, name: LeaseName, spec: Spec) -> Result<u64, ApiError> {
-        let entry = self.next_entry();
+    /// Starts `spec` on `name`; the engine's id of the new entry, which
+    /// the handle names in what it asks later.
+    pub(crate) async fn start(&self, name: LeaseName, spec: Spec) -> Result<EntryId, ApiError> {
         let (reply, rx) = oneshot::channel();
-        if !self.inner.send(Msg::Start {
-            name,
-            entry,
-            spec,
-            reply,
-        }) {
+        if !self.inner.send(Msg::Start { name, spec, reply }) {
             return Err(ApiError::Closed);
         }
         match rx.await {
-            Ok(Ok(())) => Ok(entry),
+            Ok(Ok(entry)) => Ok(entry),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(ApiError::Closed),
         }
@@ -740,7 +729,7 @@ impl ElectionBuilder {
 pub struct Election {
     client: Simba,
     name: LeaseName,
-    entry: u64,
+    entry: EntryId,
     current: CurrentTerm,
 }
 
@@ -929,7 +918,7 @@ pub struct Lock {
 struct StopOnDrop<'a> {
     client: &'a Simba,
     name: LeaseName,
-    entry: Option<u64>,
+    entry: Option<EntryId>,
     turn: Option<Turn>,
 }
 
@@ -944,7 +933,7 @@ impl Drop for StopOnDrop<'_> {
 /// Stops lock `entry` of `name` without waiting, and hands the name's turn
 /// to the next same-name lock of this client only once the driver has
 /// forgotten the entry (so the next one never meets `AlreadyStarted`).
-fn stop_then_pass(client: &Simba, name: &LeaseName, entry: u64, turn: Option<Turn>) {
+fn stop_then_pass(client: &Simba, name: &LeaseName, entry: EntryId, turn: Option<Turn>) {
     let (done, rx) = oneshot::channel();
     let sent = client.inner.send(Msg::Stop {
         name: name.clone(),
@@ -1078,7 +1067,7 @@ impl Lock {
 pub struct LockTerm {
     client: Simba,
     name: LeaseName,
-    entry: u64,
+    entry: EntryId,
     term: Term,
     released: bool,
     /// This client's turn for the name, passed on once the lock is gone.

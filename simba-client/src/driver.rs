@@ -18,12 +18,11 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use simba_backends::{Backend, SessionMetadata};
 use simba_core::{
-    parse_partition_name, ApiError, BackendError, BackendErrorKind, Command, Engine, Event,
-    GroupSnapshot, Input, Kind, LeaseName, Level, LockWait, Output, RevokeReason, SessionId,
-    SessionState, SlotClaim, Snapshot, TaskExitAction, TaskExitPolicy, TaskOrder, TaskOutcome,
-    TermId, Timestamp, Token,
+    ApiError, BackendError, BackendErrorKind, Command, Engine, EntryId, Event, GroupSnapshot,
+    Input, Kind, LeaseName, Level, LockWait, Output, RevokeReason, SessionId, SessionState,
+    SlotClaim, Snapshot, TaskExitPolicy, TaskOrder, TaskOutcome, TermId, Timestamp, Token,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -102,20 +101,20 @@ pub(crate) type ClaimWaiter = oneshot::Sender<Result<ClaimReply, ApiError>>;
 
 /// What the API handles and the spawned calls send to the driver.
 pub(crate) enum Msg {
+    /// Starts an election, lock or group; the reply is the engine's id of it.
     Start {
         name: LeaseName,
-        entry: u64,
         spec: Spec,
-        reply: oneshot::Sender<Result<(), ApiError>>,
+        reply: oneshot::Sender<Result<EntryId, ApiError>>,
     },
     Stop {
         name: LeaseName,
-        entry: u64,
+        entry: EntryId,
         done: Option<oneshot::Sender<()>>,
     },
     StepDown {
         name: LeaseName,
-        entry: u64,
+        entry: EntryId,
         cooldown: Duration,
         done: oneshot::Sender<Result<(), ApiError>>,
     },
@@ -202,18 +201,16 @@ struct Queue {
 }
 
 /// What the application handed in for one engine entry (an election, a
-/// lock or a group): its callbacks, its task factory and who waits on it.
-/// The entry's state is the engine's.
+/// lock or a group): what it started, its callbacks, its task factory and
+/// who waits on it. The entry's state is the engine's; the engine's
+/// [`EntryId`] finds this.
 struct AppEntry {
-    id: u64,
     kind: Kind,
     listener: Option<Arc<dyn ElectionListener>>,
     queue: Option<Queue>,
     task: Option<TaskFactory>,
     lock_reply: Option<oneshot::Sender<Result<Term, LockFailure>>>,
-    lock_try: bool,
     waiters: Vec<oneshot::Sender<()>>,
-    stopping: bool,
     /// An election's latest term, for `Election::is_leader`.
     current: Option<CurrentTerm>,
 }
@@ -246,7 +243,7 @@ pub(crate) struct Driver {
     clock: Clock,
     tx: mpsc::UnboundedSender<Msg>,
     executor: CallbackExecutor,
-    entries: BTreeMap<LeaseName, AppEntry>,
+    entries: BTreeMap<EntryId, AppEntry>,
     terms: BTreeMap<TermId, TermControl>,
     tasks: BTreeMap<TermId, Running>,
     elected_at: BTreeMap<TermId, Instant>,
@@ -262,17 +259,9 @@ pub(crate) struct Driver {
     claims: BTreeMap<(LeaseName, Token, u64), Vec<ClaimWaiter>>,
     /// Backend calls in flight, polled by the driver task itself (no task
     /// spawned per call: one wake-up less per renewal): each ends with its
-    /// reply, or with none when dropped at its call timeout, and says
-    /// whether it counted against [`Driver::call_limit`].
-    calls: FuturesUnordered<BoxFuture<'static, (Option<Input>, bool)>>,
-    /// Calls waiting for one of the backend's connections
-    /// ([`Backend::max_concurrent_calls`]), oldest first. Renewals and
-    /// session openings never wait here.
-    queued: VecDeque<Queued>,
-    /// How many calls that count against the limit are in flight.
-    limited_in_flight: usize,
-    /// [`Backend::max_concurrent_calls`], read once.
-    call_limit: Option<usize>,
+    /// reply, or with none when dropped at its call timeout. How many run
+    /// at once is the engine's to decide (S4.6).
+    calls: FuturesUnordered<BoxFuture<'static, Option<Input>>>,
     /// Attached to every session this client opens.
     metadata: Arc<SessionMetadata>,
     /// The kind of the last backend failure, until a call succeeds again
@@ -289,14 +278,6 @@ pub(crate) struct Driver {
     _exit: oneshot::Sender<()>,
 }
 
-/// A call waiting for a connection (see [`Driver::queued`]).
-struct Queued {
-    call: BoxFuture<'static, Input>,
-    /// For an acquire: when the engine abandons the attempt (S2.4), counted
-    /// from when it was asked for; it is not sent after that.
-    abandoned_at: Option<std::time::Instant>,
-}
-
 impl Driver {
     pub(crate) fn new(
         engine: Engine,
@@ -308,7 +289,6 @@ impl Driver {
         metadata: Arc<SessionMetadata>,
     ) -> Driver {
         let span = tracing::info_span!("simba_client", backend = backend.name());
-        let call_limit = backend.max_concurrent_calls().map(|n| n.max(1));
         Driver {
             engine,
             backend,
@@ -328,9 +308,6 @@ impl Driver {
             closed: false,
             claims: BTreeMap::new(),
             calls: FuturesUnordered::new(),
-            queued: VecDeque::new(),
-            limited_in_flight: 0,
-            call_limit,
             metadata,
             backend_down: None,
             span,
@@ -373,8 +350,8 @@ impl Driver {
                 if let Poll::Ready(msg) = rx.poll_next_unpin(cx) {
                     return Poll::Ready(Either::Left(msg));
                 }
-                if let Poll::Ready(Some((input, limited))) = calls.poll_next_unpin(cx) {
-                    return Poll::Ready(Either::Right(Some((input, limited))));
+                if let Poll::Ready(Some(input)) = calls.poll_next_unpin(cx) {
+                    return Poll::Ready(Either::Right(Some(input)));
                 }
                 if let Some((_, s)) = sleep.as_mut() {
                     if s.as_mut().poll(cx).is_ready() {
@@ -395,7 +372,11 @@ impl Driver {
                     }
                 }
                 Either::Left(None) => break,
-                Either::Right(Some((input, limited))) => self.call_ended(input, limited),
+                Either::Right(Some(input)) => {
+                    if let Some(input) = input {
+                        self.engine.handle(self.clock.now(), input);
+                    }
+                }
                 Either::Right(None) => {
                     sleep = None;
                     self.engine.handle_timeout(self.clock.now());
@@ -403,19 +384,10 @@ impl Driver {
             }
         }
         // Calls still in flight (say, the release of an orphan grant) run to
-        // their end on their own; nobody waits for their replies. Queued
-        // ones follow, one after the other.
+        // their end on their own; nobody waits for their replies.
         for call in std::mem::take(&mut self.calls) {
             runtime.spawn(Box::pin(async move {
                 let _ = call.await;
-            }));
-        }
-        let queued = std::mem::take(&mut self.queued);
-        if !queued.is_empty() {
-            runtime.spawn(Box::pin(async move {
-                for q in queued {
-                    let _ = q.call.await;
-                }
             }));
         }
         tracing::debug!(parent: &self.span, "simba driver stopped");
@@ -434,20 +406,14 @@ impl Driver {
                 self.last_task_error = error.map(|e| (term, e));
                 self.engine.handle(now, Input::TaskExited { term, outcome });
             }
-            Msg::Start {
-                name,
-                entry,
-                spec,
-                reply,
-            } => self.start(now, name, entry, spec, reply),
+            Msg::Start { name, spec, reply } => self.start(now, name, spec, reply),
             Msg::Stop { name, entry, done } => {
-                let Some(e) = self.entries.get_mut(&name).filter(|e| e.id == entry) else {
+                let Some(e) = self.entries.get_mut(&entry) else {
                     if let Some(done) = done {
                         let _ = done.send(());
                     }
                     return;
                 };
-                e.stopping = true;
                 e.waiters.extend(done);
                 let result = if e.kind == Kind::Partition {
                     self.engine.leave_group(now, &name)
@@ -455,7 +421,7 @@ impl Driver {
                     self.engine.stop(now, &name)
                 };
                 if result.is_err() {
-                    self.remove_entry(&name);
+                    self.remove_entry(entry);
                 }
             }
             Msg::StepDown {
@@ -464,7 +430,7 @@ impl Driver {
                 cooldown,
                 done,
             } => {
-                let Some(e) = self.entries.get_mut(&name).filter(|e| e.id == entry) else {
+                let Some(e) = self.entries.get_mut(&entry) else {
                     let _ = done.send(Err(ApiError::NotStarted(name)));
                     return;
                 };
@@ -524,9 +490,8 @@ impl Driver {
         &mut self,
         now: Timestamp,
         name: LeaseName,
-        entry: u64,
         spec: Spec,
-        reply: oneshot::Sender<Result<(), ApiError>>,
+        reply: oneshot::Sender<Result<EntryId, ApiError>>,
     ) {
         let result = match &spec {
             Spec::Election { task, policy, .. } => {
@@ -546,10 +511,13 @@ impl Driver {
                 .engine
                 .join_group(now, name.clone(), *partitions, task.is_some(), *policy),
         };
-        if let Err(err) = result {
-            let _ = reply.send(Err(err));
-            return;
-        }
+        let entry = match result {
+            Ok(entry) => entry,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return;
+            }
+        };
         let d = match spec {
             Spec::Election {
                 listener,
@@ -559,50 +527,41 @@ impl Driver {
             } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
                 AppEntry {
-                    id: entry,
                     kind: Kind::Election,
                     listener,
                     queue,
                     task,
                     lock_reply: None,
-                    lock_try: false,
                     waiters: Vec::new(),
-                    stopping: false,
                     current: Some(current),
                 }
             }
             Spec::Group { listener, task, .. } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
                 AppEntry {
-                    id: entry,
                     kind: Kind::Partition,
                     listener,
                     queue,
                     task,
                     lock_reply: None,
-                    lock_try: false,
                     waiters: Vec::new(),
-                    stopping: false,
                     // A group holds many terms at once, not one.
                     current: None,
                 }
             }
-            Spec::Lock { wait, reply } => AppEntry {
-                id: entry,
+            Spec::Lock { reply, .. } => AppEntry {
                 kind: Kind::Lock,
                 listener: None,
                 queue: None,
                 task: None,
                 lock_reply: Some(reply),
-                lock_try: wait == LockWait::Try,
                 waiters: Vec::new(),
-                stopping: false,
                 current: None,
             },
         };
-        tracing::info!(name = %name, kind = ?d.kind, "started");
-        self.entries.insert(name, d);
-        let _ = reply.send(Ok(()));
+        tracing::info!(name = %name, %entry, kind = ?d.kind, "started");
+        self.entries.insert(entry, d);
+        let _ = reply.send(Ok(entry));
     }
 
     /// A serial callback worker for one election (S7.2), unless inline.
@@ -630,26 +589,10 @@ impl Driver {
         Some(Queue { tx, pending })
     }
 
-    /// The entry a term's lease name belongs to: the election or lock of
-    /// that name, or the group whose partition it is (S10).
-    fn key(&self, name: &LeaseName) -> LeaseName {
-        if self.entries.contains_key(name) {
-            return name.clone();
-        }
-        parse_partition_name(name.as_str())
-            .and_then(|(group, _)| LeaseName::new(group).ok())
-            .filter(|g| {
-                self.entries
-                    .get(g)
-                    .is_some_and(|e| e.kind == Kind::Partition)
-            })
-            .unwrap_or_else(|| name.clone())
-    }
-
-    /// Queues (or, inline, runs) one callback of `name`'s election.
-    fn push(&mut self, name: &LeaseName, what: What) {
-        let name = &self.key(name);
-        let Some(e) = self.entries.get(name) else {
+    /// Queues (or, inline, runs) one callback of `entry`'s election (or
+    /// group).
+    fn push(&mut self, entry: EntryId, what: What) {
+        let Some(e) = self.entries.get(&entry) else {
             if let What::Notify(tx) = what {
                 let _ = tx.send(());
             }
@@ -697,9 +640,8 @@ impl Driver {
     /// Runs one backend command ([`Backend::execute`]) as its own future,
     /// dropped after `call_timeout()` (S2.4) from when it is sent: the
     /// engine times the call out on its own clock, so nothing stands in for
-    /// a reply that never came. Beyond the backend's
-    /// [`Backend::max_concurrent_calls`], a call other than a renewal or an
-    /// opening waits in a local queue first.
+    /// a reply that never came. The engine emits no more calls at once than
+    /// the backend serves (S4.6).
     fn run_command(&mut self, cmd: Command) {
         let backend = self.backend.clone();
         let metadata = self.metadata.clone();
@@ -713,62 +655,15 @@ impl Driver {
             Command::CloseSession { .. } => self.drop_tasks(|_| true),
             _ => {}
         }
-        // Renewals (S1.1) and openings go out at once; the rest wait their
-        // turn for a connection here, where no call timeout runs down.
-        let limited = !matches!(cmd, Command::Renew { .. } | Command::OpenSession { .. })
-            && self.call_limit.is_some();
-        let is_acquire = matches!(cmd, Command::Acquire { .. });
-        let call: BoxFuture<'static, Input> =
-            Box::pin(async move { backend.execute(cmd, &metadata).await });
-        if limited
-            && self
-                .call_limit
-                .is_some_and(|max| self.limited_in_flight >= max)
-        {
-            let timeout = self.engine.call_timeout();
-            self.queued.push_back(Queued {
-                call,
-                abandoned_at: is_acquire.then(|| self.clock.runtime.now() + timeout),
-            });
-            return;
-        }
-        self.dispatch(call, limited);
-    }
-
-    /// Sends one call, dropped after the call timeout (S2.4) from now.
-    fn dispatch(&mut self, call: BoxFuture<'static, Input>, limited: bool) {
         let runtime = &self.clock.runtime;
         let sleep = runtime.sleep_until(runtime.now() + self.engine.call_timeout());
-        if limited {
-            self.limited_in_flight += 1;
-        }
         self.calls.push(Box::pin(async move {
+            let call = backend.execute(cmd, &metadata);
             match futures::future::select(call, sleep).await {
-                Either::Left((input, _)) => (Some(input), limited),
-                Either::Right(((), _)) => (None, limited),
+                Either::Left((input, _)) => Some(input),
+                Either::Right(((), _)) => None,
             }
         }));
-    }
-
-    /// A call ended with its reply, or with none at its timeout. If it was
-    /// limited, the oldest queued call takes its connection; an acquire
-    /// that waited past its call timeout is not sent: the engine has
-    /// abandoned that attempt (S2.4) and will try again.
-    fn call_ended(&mut self, input: Option<Input>, limited: bool) {
-        if limited {
-            self.limited_in_flight = self.limited_in_flight.saturating_sub(1);
-            let now = self.clock.runtime.now();
-            while let Some(q) = self.queued.pop_front() {
-                if q.abandoned_at.is_some_and(|at| at <= now) {
-                    continue;
-                }
-                self.dispatch(q.call, true);
-                break;
-            }
-        }
-        if let Some(input) = input {
-            self.engine.handle(self.clock.now(), input);
-        }
     }
 
     fn publish(&mut self, event: ClientEvent) {
@@ -780,7 +675,6 @@ impl Driver {
             Event::Elected { term } => self.on_elected(term),
             Event::Revoked { term, reason } => {
                 let now = self.clock.runtime.now();
-                let kind = self.entries.get(&self.key(&term.name)).map(|e| e.kind);
                 tracing::info!(name = %term.name, token = %term.token, %reason, "term revoked");
                 observe::term_ended(term.name.as_str(), reason);
                 if let Some(since) = self.elected_at.remove(&term.id) {
@@ -802,7 +696,7 @@ impl Driver {
                 });
                 if let Some(current) = self
                     .entries
-                    .get(&term.name)
+                    .get(&term.entry)
                     .and_then(|e| e.current.as_ref())
                 {
                     let mut current = current.lock().unwrap_or_else(|p| p.into_inner());
@@ -825,53 +719,42 @@ impl Driver {
                     reason,
                 });
                 if let Some(handle) = handle {
-                    self.push(&term.name, What::Revoked(handle, reason));
-                }
-                if kind == Some(Kind::Lock) && !reason.is_voluntary() {
-                    // S5.3: a lock lost involuntarily is gone for good.
-                    if self.entries.get(&term.name).is_some_and(|e| !e.stopping) {
-                        self.remove_entry(&term.name);
-                    }
+                    self.push(term.entry, What::Revoked(handle, reason));
                 }
             }
-            Event::Completed { name } => {
+            Event::Completed { name, entry } => {
                 if let Some(from) = self.handover_from.remove(&name) {
                     let took = self.clock.runtime.now().saturating_duration_since(from);
                     observe::handover(name.as_str(), took);
                     tracing::debug!(name = %name, ?took, "handover complete");
                 }
-                let Some(e) = self.entries.get_mut(&name) else {
+                let Some(e) = self.entries.get_mut(&entry) else {
                     return;
                 };
                 let waiters = std::mem::take(&mut e.waiters);
-                let stopping = e.stopping;
                 // S6.1 step 5: resolve after the last on_revoked has run.
                 for w in waiters {
-                    self.push(&name, What::Notify(w));
-                }
-                if stopping {
-                    self.remove_entry(&name);
+                    self.push(entry, What::Notify(w));
                 }
             }
-            Event::LockFailed { name } => {
-                if let Some(e) = self.entries.remove(&name) {
-                    let failure = if e.lock_try {
+            Event::Ended { name, entry } => {
+                tracing::debug!(name = %name, %entry, "ended");
+                self.remove_entry(entry);
+            }
+            Event::LockFailed { entry, tried, .. } => {
+                let reply = self
+                    .entries
+                    .get_mut(&entry)
+                    .and_then(|e| e.lock_reply.take());
+                if let Some(reply) = reply {
+                    let failure = if self.engine.session_state() == SessionState::Closed {
+                        LockFailure::Closed
+                    } else if tried {
                         LockFailure::Held
                     } else {
                         LockFailure::TimedOut
                     };
-                    if let Some(reply) = e.lock_reply {
-                        let _ = reply.send(Err(
-                            if self.engine.session_state() == simba_core::SessionState::Closed {
-                                LockFailure::Closed
-                            } else {
-                                failure
-                            },
-                        ));
-                    }
-                    for w in e.waiters {
-                        let _ = w.send(());
-                    }
+                    let _ = reply.send(Err(failure));
                 }
             }
             Event::SessionStateChanged { state, session } => {
@@ -944,9 +827,9 @@ impl Driver {
                 self.publish(ClientEvent::Closed);
                 self.closed = true;
                 // Lock attempts still waiting can never succeed now.
-                let names: Vec<LeaseName> = self.entries.keys().cloned().collect();
-                for name in names {
-                    self.remove_entry(&name);
+                let entries: Vec<EntryId> = self.entries.keys().copied().collect();
+                for entry in entries {
+                    self.remove_entry(entry);
                 }
                 let waiters = std::mem::take(&mut self.close_waiters);
                 let workers = std::mem::take(&mut self.workers_done);
@@ -979,11 +862,6 @@ impl Driver {
                     "leader task ended while leader (S6.5)"
                 );
                 observe::task_exit(term.name.as_str(), outcome, action);
-                if action == TaskExitAction::Stopped {
-                    if let Some(e) = self.entries.get_mut(&term.name) {
-                        e.stopping = true;
-                    }
-                }
                 self.publish(ClientEvent::TaskExited {
                     name: term.name.to_string(),
                     token: term.token.get(),
@@ -1006,7 +884,6 @@ impl Driver {
             }
             Event::GroupFailed { group, error } => {
                 tracing::error!(group = %group, %error, "cannot join the group");
-                self.remove_entry(&group);
             }
             Event::Diagnostic { level, message } => match level {
                 Level::Warn => tracing::warn!("{message}"),
@@ -1024,8 +901,7 @@ impl Driver {
         };
         let control = Term::create(term.name.clone(), term.token, deadline, self.clock.clone());
         let handle = control.term.clone();
-        let key = self.key(&term.name);
-        let Some(e) = self.entries.get_mut(&key) else {
+        let Some(e) = self.entries.get_mut(&term.entry) else {
             return;
         };
         // S7.7: a callback queue that is full refuses the on_elected;
@@ -1053,7 +929,6 @@ impl Driver {
             };
             if !delivered {
                 // Whoever asked is gone: give the lock straight back.
-                e.stopping = true;
                 let now = self.clock.now();
                 let _ = self.engine.stop(now, &term.name);
             }
@@ -1069,16 +944,13 @@ impl Driver {
             name: term.name.to_string(),
             token: term.token.get(),
         });
-        self.push(&term.name, What::Elected(handle));
+        self.push(term.entry, What::Elected(handle));
     }
 
     fn on_task(&mut self, order: TaskOrder) {
         match order {
             TaskOrder::Start { term } => {
-                let factory = self
-                    .entries
-                    .get(&self.key(&term.name))
-                    .and_then(|e| e.task.clone());
+                let factory = self.entries.get(&term.entry).and_then(|e| e.task.clone());
                 let handle = self.terms.get(&term.id).map(|c| c.term.clone());
                 let (Some(factory), Some(handle)) = (factory, handle) else {
                     // Nothing to run: report the exit so a handover never waits.
@@ -1181,7 +1053,7 @@ impl Driver {
                 }
                 let partition = self
                     .entries
-                    .get(&self.key(&term.name))
+                    .get(&term.entry)
                     .is_some_and(|e| e.kind == Kind::Partition);
                 let Some(running) = self.tasks.get(&term.id) else {
                     return;
@@ -1228,8 +1100,8 @@ impl Driver {
     }
 
     /// Forgets an entry the engine no longer has, resolving what waits on it.
-    fn remove_entry(&mut self, name: &LeaseName) {
-        if let Some(e) = self.entries.remove(name) {
+    fn remove_entry(&mut self, entry: EntryId) {
+        if let Some(e) = self.entries.remove(&entry) {
             if let Some(reply) = e.lock_reply {
                 let _ = reply.send(Err(LockFailure::Closed));
             }

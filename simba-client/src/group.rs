@@ -10,7 +10,7 @@ use crate::term::{TaskOutput, Term};
 use futures::channel::oneshot;
 use futures::future::BoxFuture;
 use simba_core::{
-    parse_partition_name, ApiError, GroupSnapshot, LeaseName, RevokeReason, TaskExitPolicy,
+    parse_partition_name, ApiError, EntryId, GroupSnapshot, LeaseName, RevokeReason, TaskExitPolicy,
 };
 use std::fmt;
 use std::future::Future;
@@ -271,7 +271,7 @@ impl GroupBuilder {
 pub struct Group {
     client: Simba,
     name: LeaseName,
-    entry: u64,
+    entry: EntryId,
 }
 
 impl fmt::Debug for Group {

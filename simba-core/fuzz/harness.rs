@@ -34,7 +34,7 @@ pub struct Setup {
     /// `Mutant::ALL[n - 1]`, to show that the checks catch it.
     pub mutant: u8,
     /// The backend serves this many acquires at once (S4.6); `None`: any.
-    pub acquire_slots: Option<usize>,
+    pub call_slots: Option<usize>,
 }
 
 /// How a lock waits (`LockWait`), with `Until` relative to the current time.
@@ -309,8 +309,8 @@ pub struct Harness {
     ended: BTreeSet<SessionId>,
     session: Option<SessionId>,
     inflight: BTreeMap<LeaseName, (OpId, Timestamp)>,
-    /// The backend's acquire slots (S4.6), and the acquires that may take
-    /// one: sent, unanswered, and not past their call timeout.
+    /// The backend's call slots (S4.6), and the acquires that take one:
+    /// sent, unanswered, and not past their call timeout.
     slots: Option<usize>,
     slot_ops: BTreeMap<OpId, Timestamp>,
     acquire_names: BTreeMap<OpId, LeaseName>,
@@ -319,7 +319,9 @@ pub struct Harness {
     /// The driver step in which each Renew was sent.
     renew_steps: BTreeMap<OpId, usize>,
     zookeeper: bool,
-    last_op: u64,
+    /// Every op id sent: none is sent twice. (A command that waited for a
+    /// slot, S4.6, goes out after newer ones: ids are unique, not ordered.)
+    sent_ops: BTreeSet<OpId>,
     closed: bool,
     ctx: StepCtx,
     /// Counters for the curious (how interesting the streams are).
@@ -373,7 +375,7 @@ impl Harness {
             } else {
                 Fraction::ONE
             },
-            acquire_slots: setup.acquire_slots,
+            call_slots: setup.call_slots,
         };
         let lease = config.lease_duration();
         let engine = Engine::new(config, profile, Timestamp::ZERO);
@@ -400,13 +402,13 @@ impl Harness {
             ended: BTreeSet::new(),
             session: None,
             inflight: BTreeMap::new(),
-            slots: setup.acquire_slots,
+            slots: setup.call_slots,
             slot_ops: BTreeMap::new(),
             acquire_names: BTreeMap::new(),
             session_ops: BTreeMap::new(),
             renew_steps: BTreeMap::new(),
             zookeeper: setup.zookeeper,
-            last_op: 0,
+            sent_ops: BTreeSet::new(),
             closed: false,
             ctx: StepCtx::default(),
             stats: HarnessStats::default(),
@@ -630,9 +632,11 @@ impl Harness {
     fn deliver(&mut self, input: Input) -> Result<(), String> {
         let t = self.ts();
         self.now = self.now.max(t);
+        if let Some(op) = input.op() {
+            self.slot_ops.remove(&op);
+        }
         match &input {
             Input::AcquireReplied { op, .. } => {
-                self.slot_ops.remove(op);
                 if let Some(name) = self.acquire_names.get(op) {
                     if self.inflight.get(name).is_some_and(|(o, _)| o == op) {
                         let name = name.clone();
@@ -927,11 +931,9 @@ impl Harness {
         match output {
             Output::Command(cmd) => {
                 let op = cmd.op();
-                if op.0 <= self.last_op {
-                    return self
-                        .violation(&format!("op id {op} not fresh (last {})", self.last_op));
+                if !self.sent_ops.insert(op) {
+                    return self.violation(&format!("op id {op} sent twice"));
                 }
-                self.last_op = op.0;
                 match &cmd {
                     Command::Acquire { op, session, name } => {
                         // S4.1: at most one attempt in flight per election.
@@ -947,7 +949,8 @@ impl Harness {
                             ));
                         }
                         if let Some(max) = self.slots {
-                            // S4.6: never more acquires out than the backend serves.
+                            // S4.6: never more acquires out than the backend
+                            // serves (other calls take slots too, so fewer).
                             let timeout = self.engine.call_timeout();
                             self.slot_ops.retain(|_, sent| now < *sent + timeout);
                             if self.slot_ops.len() >= max.max(1) {
@@ -1088,7 +1091,7 @@ impl Harness {
                         self.session = session;
                     }
                 }
-                Event::LockFailed { name } => {
+                Event::LockFailed { name, .. } => {
                     self.inflight.remove(&name);
                 }
                 Event::Closed => self.closed = true,

@@ -1,6 +1,6 @@
 //! Elections and locks: the per-name state (S4, S5, S6) and its snapshot.
 
-use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
 use crate::protocol::{TaskExitPolicy, Term};
 use crate::time::Timestamp;
@@ -102,6 +102,9 @@ pub(crate) struct Handover {
 /// One election or lock of the engine.
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
+    /// What the application started: this election or lock, or the group
+    /// this partition belongs to.
+    pub(crate) id: EntryId,
     pub(crate) kind: Kind,
     pub(crate) runs_task: bool,
     pub(crate) wait: LockWait,
@@ -132,8 +135,15 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub(crate) fn new(kind: Kind, runs_task: bool, wait: LockWait, now: Timestamp) -> Self {
+    pub(crate) fn new(
+        id: EntryId,
+        kind: Kind,
+        runs_task: bool,
+        wait: LockWait,
+        now: Timestamp,
+    ) -> Self {
         Entry {
+            id,
             kind,
             runs_task,
             wait,

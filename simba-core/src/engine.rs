@@ -19,7 +19,7 @@ use self::groups::Group;
 use self::session::Session;
 use crate::config::{Fraction, SimbaConfig};
 use crate::election::{Entry, EntrySnapshot, SessionSnapshot, Snapshot};
-use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
 use crate::protocol::{Command, Event, Input, Level, Output, SessionState};
 use crate::time::Timestamp;
@@ -33,11 +33,12 @@ pub struct BackendProfile {
     /// The fraction of the granted session timeout that one renewal proves
     /// (S8.5): [`Fraction::ONE`] for SQL, Redis and etcd; 5/12 for ZooKeeper.
     pub renewal_proves: Fraction,
-    /// How many acquires the backend serves at once (`simba-backends`'
-    /// `Backend::max_concurrent_calls`):
-    /// the engine keeps at most this many in flight and lets the other due
-    /// candidates wait their turn, oldest first (S4.6). `None`: no limit.
-    pub acquire_slots: Option<usize>,
+    /// How many calls the backend serves at once (`simba-backends`'
+    /// `Backend::max_concurrent_calls`): the engine keeps at most this many
+    /// calls other than renewals and session openings in flight, holds the
+    /// other commands back and lets the other due candidates wait their
+    /// turn, oldest first (S4.6). `None`: no limit.
+    pub call_slots: Option<usize>,
 }
 
 /// Counters for observability; they never influence behaviour.
@@ -84,6 +85,7 @@ pub struct Engine {
     seq: u64,
     next_op: u64,
     next_term: u64,
+    next_entry: u64,
     session: Session,
     entries: BTreeMap<LeaseName, Entry>,
     /// Partitioned groups joined, by name (S10).
@@ -109,17 +111,32 @@ pub struct Engine {
     /// after its next successful renewal, unless the name competes again by
     /// then (S4.5). Emptied when the session ends.
     withdraw_again: BTreeSet<LeaseName>,
-    /// Due candidates waiting for an acquire slot, first come first served
-    /// (S4.6). An entry is here while its `parked` flag is set; a name whose
-    /// entry is gone or no longer waits is skipped when it comes up.
-    parked: VecDeque<LeaseName>,
     /// Due candidates that a release broadcast named since their last
     /// attempt (S4.2), waiting for a slot: they take the next free slots
-    /// ahead of `parked`, first come first served among themselves (S4.6).
+    /// ahead of `waiting`, first come first served among themselves (S4.6).
     /// An acquire of a name just freed is likely to win; the others mostly
     /// ask for leases still held. An entry is here while its `parked` and
     /// `hinted` flags are both set.
-    parked_first: VecDeque<LeaseName>,
+    waiting_first: VecDeque<LeaseName>,
+    /// Commands and due candidates waiting for a slot of the backend, first
+    /// come first served (S4.6). A candidate's entry is here while its
+    /// `parked` flag is set; a name whose entry is gone or no longer waits
+    /// is skipped when it comes up.
+    waiting: VecDeque<Waiting>,
+    /// Calls other than acquires, renewals and session openings that were
+    /// sent and are neither answered nor known past their call timeout,
+    /// with when each was sent: they take a slot (S4.6). Kept only with a
+    /// slot limit.
+    calls_out: BTreeMap<OpId, Timestamp>,
+}
+
+/// What waits for a slot of the backend (S4.6).
+#[derive(Debug)]
+enum Waiting {
+    /// A command other than an acquire, a renewal or a session opening.
+    Command(Command),
+    /// A due candidate, whose acquire is built when it is sent.
+    Candidate(LeaseName),
 }
 
 impl Engine {
@@ -153,6 +170,7 @@ impl Engine {
             seq: 0,
             next_op: 0,
             next_term: 0,
+            next_entry: 0,
             entries: BTreeMap::new(),
             groups: BTreeMap::new(),
             acquires: BTreeMap::new(),
@@ -166,8 +184,9 @@ impl Engine {
             claims: BTreeMap::new(),
             withdraws: BTreeMap::new(),
             withdraw_again: BTreeSet::new(),
-            parked: VecDeque::new(),
-            parked_first: VecDeque::new(),
+            waiting_first: VecDeque::new(),
+            waiting: VecDeque::new(),
+            calls_out: BTreeMap::new(),
         };
         engine.emit(Event::SessionStateChanged {
             state: SessionState::Opening,
@@ -253,6 +272,10 @@ impl Engine {
     /// and no input (stale, duplicated, malformed) can make the engine panic.
     pub fn handle(&mut self, now: Timestamp, input: Input) {
         self.advance(now);
+        if let Some(op) = input.op() {
+            // Its call is over: its slot is free (S4.6).
+            self.calls_out.remove(&op);
+        }
         match input {
             Input::SessionOpened { op, result } => self.on_session_opened(op, result),
             Input::RenewReplied { op, result } => self.on_renew_replied(op, result),
@@ -295,8 +318,30 @@ impl Engine {
         self.out.push_back(Output::Event(event));
     }
 
+    /// Emits `command`, or holds it back while every slot of the backend
+    /// is taken (S4.6). Renewals and session openings never wait (S1.1);
+    /// acquires are only sent when a slot is free (their candidates wait
+    /// in the same queue, see `fill_call_slots`).
     fn command(&mut self, command: Command) {
+        let takes_slot = self.profile.call_slots.is_some()
+            && !matches!(
+                command,
+                Command::Renew { .. } | Command::OpenSession { .. } | Command::Acquire { .. }
+            );
+        if takes_slot {
+            if !self.waiting.is_empty() || self.free_slots() == 0 {
+                self.waiting.push_back(Waiting::Command(command));
+                return;
+            }
+            self.calls_out.insert(command.op(), self.now);
+        }
         self.out.push_back(Output::Command(command));
+    }
+
+    /// A new id for an election, lock or group started now.
+    fn next_entry_id(&mut self) -> EntryId {
+        self.next_entry += 1;
+        EntryId(self.next_entry)
     }
 
     fn op(&mut self) -> OpId {
@@ -324,7 +369,7 @@ impl Engine {
     fn finish(&mut self) {
         let limit = 64 + 8 * self.entries.len();
         for _ in 0..limit {
-            self.fill_acquire_slots();
+            self.fill_call_slots();
             self.rearm();
             // The session first: a passed deadline must end terms before
             // any entry acts on them. Then the earliest due entry, one at a

@@ -125,3 +125,17 @@ impl fmt::Display for TermId {
         write!(f, "term#{}", self.0)
     }
 }
+
+/// One election, lock or group started on this engine, unique for the
+/// engine's lifetime: a name stopped and started again is a new entry. The
+/// start call returns it, and every term, event and task order of the entry
+/// carries it (a partition's, its group's), so a driver finds what the
+/// application handed in for it without keeping any state of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EntryId(pub u64);
+
+impl fmt::Display for EntryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "entry#{}", self.0)
+    }
+}

@@ -139,7 +139,7 @@ pub use group::{
     planned_by_change, sticky_target, sticky_target_from_base, target_partitions, GroupSnapshot,
     StickyInput, PARTITION_SEPARATOR,
 };
-pub use ids::{OpId, ParseSessionIdError, SessionId, TermId, Token};
+pub use ids::{EntryId, OpId, ParseSessionIdError, SessionId, TermId, Token};
 pub use lease::{
     local_deadline, local_validity, renew_period, renewal_backoff, retry_after_holder_expiry,
     task_failure_backoff, term_is_valid, term_remaining, TASK_BACKOFF_MAX_INTERVALS,

@@ -2,7 +2,7 @@
 //! application events and task orders.
 
 use crate::error::BackendError;
-use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
 use crate::time::Timestamp;
 use std::fmt;
@@ -302,6 +302,36 @@ pub enum Input {
     },
 }
 
+impl Input {
+    /// The id of the command this input answers; `None` for a fact that
+    /// answers no command (a release broadcast, a task exit, a refused
+    /// callback).
+    ///
+    /// ```
+    /// use simba_core::{Input, LeaseName, OpId};
+    /// let broadcast = Input::ReleaseBroadcast { name: LeaseName::new("a").unwrap() };
+    /// assert_eq!(broadcast.op(), None);
+    /// let released = Input::ReleaseReplied { op: OpId(3), result: Ok(()) };
+    /// assert_eq!(released.op(), Some(OpId(3)));
+    /// ```
+    pub fn op(&self) -> Option<OpId> {
+        match self {
+            Input::SessionOpened { op, .. }
+            | Input::RenewReplied { op, .. }
+            | Input::AcquireReplied { op, .. }
+            | Input::ReleaseReplied { op, .. }
+            | Input::WithdrawReplied { op, .. }
+            | Input::SessionClosed { op, .. }
+            | Input::GroupJoined { op, .. }
+            | Input::GroupLeft { op, .. }
+            | Input::SlotClaimed { op, .. } => Some(*op),
+            Input::ReleaseBroadcast { .. }
+            | Input::TaskExited { .. }
+            | Input::ElectedRejected { .. } => None,
+        }
+    }
+}
+
 /// How a leader task ended (S6.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TaskOutcome {
@@ -393,6 +423,9 @@ impl TaskExitAction {
 pub struct Term {
     /// Unique for the engine's lifetime.
     pub id: TermId,
+    /// The election or lock this term belongs to, or the group of the
+    /// partition: the id its start returned.
+    pub entry: EntryId,
     /// The lease name.
     pub name: LeaseName,
     /// The fencing token, constant within the term.
@@ -525,8 +558,19 @@ pub enum Event {
     /// A `stop`, `step_down`, lock release or failed lock attempt finished:
     /// the lease is released (or was never held). Resolve the API future.
     Completed {
-        /// The election or lock.
+        /// The election, lock or group.
         name: LeaseName,
+        /// Its id, as its start returned it.
+        entry: EntryId,
+    },
+    /// The engine forgot an election, lock or group (stopped, a lock that
+    /// failed or was lost for good, S5.3, a group left or failed): nothing
+    /// more comes for `entry`; whatever still waits on it resolves.
+    Ended {
+        /// The name it had.
+        name: LeaseName,
+        /// Its id, as its start returned it.
+        entry: EntryId,
     },
     /// The answer to an [`Engine::claim_slot`](crate::Engine::claim_slot)
     /// (S11.1): exactly one per accepted claim, the backend's reply or a
@@ -550,6 +594,12 @@ pub enum Event {
     LockFailed {
         /// The lock.
         name: LeaseName,
+        /// Its id, as `acquire_lock` returned it.
+        entry: EntryId,
+        /// It was a try ([`LockWait::Try`](crate::LockWait::Try)) and found
+        /// the lock held; otherwise its wait ran out (or its term was
+        /// refused, S7.7).
+        tried: bool,
     },
     /// A backend call failed (for observability; the engine already reacted).
     BackendFailed {

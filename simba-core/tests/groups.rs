@@ -730,7 +730,7 @@ proptest! {
 fn s10_2_a_member_short_of_its_share_finds_every_free_partition() {
     for (first, second) in [(1, 1), (50, 3)] {
         let mut c = Cluster::new("orders", 1000, config(), ms(10));
-        c.profile.acquire_slots = Some(1);
+        c.profile.call_slots = Some(1);
         c.add_node();
         c.run(first);
         c.add_node();
@@ -779,7 +779,7 @@ fn p50_p99_max(v: &[u64]) -> (u64, u64, u64) {
 fn thousand_partition_leave() -> (Vec<u64>, Vec<u64>) {
     let mut c = Cluster::new("orders", 1000, config(), ms(10));
     c.model.quiet_groups = true;
-    c.profile.acquire_slots = Some(1);
+    c.profile.call_slots = Some(1);
     c.connections = Some(1);
     for _ in 0..4 {
         c.add_node();

@@ -609,7 +609,9 @@ fn s4_5_stopping_a_candidate_after_a_held_reply_withdraws_once() {
     assert_eq!(withdrawals(&out), vec![(SID, name("a"))]);
     answer_withdraw(&mut h);
     assert!(releases(&out).is_empty(), "no term, nothing to release");
-    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::Completed { name: n, .. } if n.as_str() == "a")));
     // Stopping again, and time passing, withdraw nothing more.
     assert!(h.engine.stop(h.now, &name("a")).is_err());
     let out = pass_live(&mut h, secs(5));
@@ -702,7 +704,9 @@ fn s4_5_an_election_stopped_before_any_acquire_withdraws_nothing() {
     h.drain();
     h.engine.stop(h.now, &name("a")).unwrap();
     let out = h.drain();
-    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::Completed { name: n, .. } if n.as_str() == "a")));
     h.grant_open(secs(3));
     let out = pass_live(&mut h, secs(2));
     assert_eq!(count(&out, is_acquire), 0);
@@ -1006,7 +1010,7 @@ fn with_slots(slots: Option<usize>) -> H {
     let config = fast_config();
     let lease = config.lease_duration();
     let profile = BackendProfile {
-        acquire_slots: slots,
+        call_slots: slots,
         ..BackendProfile::default()
     };
     let mut h = H::with_profile(config, profile);
@@ -1163,6 +1167,69 @@ fn s4_6_a_stopped_elections_unanswered_acquire_still_holds_its_slot_until_its_ca
     assert_eq!(h.now, a_sent + timeout, "b is sent when a's call timed out");
 }
 
+fn pending_releases(h: &H) -> Vec<String> {
+    h.pending
+        .iter()
+        .filter_map(|c| match c {
+            Command::Release { name, .. } => Some(name.as_str().to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn answer_release(h: &mut H, n: &str) -> Vec<Output> {
+    let op = h
+        .take(|c| matches!(c, Command::Release { name, .. } if name.as_str() == n))
+        .op();
+    h.input(Input::ReleaseReplied { op, result: Ok(()) })
+}
+
+#[test]
+fn s4_6_releases_take_slots_too_and_wait_in_turn_but_renewals_never_wait() {
+    let mut h = with_slots(Some(1));
+    let timeout = h.engine.call_timeout();
+    // Off the renewal's beat, so that the renewal falls inside a call.
+    h.advance(ms(300));
+    for (n, token) in [("a", 1), ("b", 2)] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+        h.drain();
+        h.won(n, token);
+    }
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.engine.stop(h.now, &name("b")).unwrap();
+    h.engine.start_election(h.now, name("c"), false).unwrap();
+    h.drain();
+    let a_sent = h.now;
+    // One slot: a's release holds it; b's release and c's acquire wait.
+    assert_eq!(pending_releases(&h), ["a"]);
+    assert!(pending_acquires(&h).is_empty());
+    // S1.1: the renewal goes out while every slot is taken.
+    while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.step();
+    }
+    assert!(h.now < a_sent + timeout);
+    assert_eq!(pending_releases(&h), ["a"]);
+    h.renew_truthfully();
+    // The answer frees the slot for b's release, which waited before c.
+    answer_release(&mut h, "a");
+    assert_eq!(pending_releases(&h), ["b"]);
+    assert!(pending_acquires(&h).is_empty());
+    let b_sent = h.now;
+    // b's release is never answered: its call timeout frees the slot (S2.4).
+    while pending_acquires(&h).is_empty() {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+    }
+    assert_eq!(
+        h.now,
+        b_sent + timeout,
+        "c is sent when b's release timed out"
+    );
+    assert_eq!(pending_acquires(&h), ["c"]);
+}
+
 #[test]
 fn s4_6_without_a_limit_every_due_candidate_asks_at_once() {
     let mut h = with_slots(None);
@@ -1240,7 +1307,9 @@ fn s5_3_try_and_timed_locks_give_up() {
             holder_remaining: None,
         },
     );
-    assert!(events(&out).contains(&Event::LockFailed { name: name("t") }));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::LockFailed { name: n, .. } if n.as_str() == "t")));
     let until = h.now + ms(1500);
     h.engine
         .acquire_lock(h.now, name("u"), LockWait::Until(until), false)
@@ -1270,12 +1339,63 @@ fn s5_3_try_and_timed_locks_give_up() {
                 },
             );
         }
-        failed = events(&out).contains(&Event::LockFailed { name: name("u") });
+        failed = events(&out)
+            .iter()
+            .any(|e| matches!(e, Event::LockFailed { name: n, .. } if n.as_str() == "u"));
         if failed {
             assert_eq!(h.now, until);
         }
     }
     assert!(failed);
+}
+
+#[test]
+fn s5_3_a_lock_lost_involuntarily_ends_after_its_revocation_and_a_failed_one_says_how() {
+    let mut h = H::live(fast_config());
+    let lock = h
+        .engine
+        .acquire_lock(h.now, name("l"), LockWait::Forever, false)
+        .unwrap();
+    h.drain();
+    let term = elected(&h.won("l", 1)).unwrap();
+    assert_eq!(term.entry, lock, "the term names the entry that asked");
+    h.advance(secs(1));
+    let out = h.renew_ok(secs(3), vec![]);
+    let ev = events(&out);
+    let revoked_at = ev
+        .iter()
+        .position(|e| matches!(e, Event::Revoked { term: t, .. } if t.id == term.id));
+    let ended_at = ev.iter().position(|e| {
+        *e == Event::Ended {
+            name: name("l"),
+            entry: lock,
+        }
+    });
+    assert!(revoked_at.is_some() && ended_at > revoked_at, "{ev:?}");
+    // A try finds the lock held: it fails, says it tried, and ends.
+    let tried = h
+        .engine
+        .acquire_lock(h.now, name("t"), LockWait::Try, false)
+        .unwrap();
+    h.drain();
+    let out = h.acquire_reply("t", held_by_another());
+    assert_eq!(
+        events(&out)
+            .into_iter()
+            .filter(|e| matches!(e, Event::LockFailed { .. } | Event::Ended { .. }))
+            .collect::<Vec<_>>(),
+        [
+            Event::LockFailed {
+                name: name("t"),
+                entry: tried,
+                tried: true,
+            },
+            Event::Ended {
+                name: name("t"),
+                entry: tried,
+            },
+        ]
+    );
 }
 
 // ----- S6 handover order --------------------------------------------------
@@ -1339,7 +1459,9 @@ fn s6_2_a_task_ignoring_interruption_delays_handover_by_at_most_the_remaining_ti
         }
     }
     assert_eq!(released_at, Some(deadline_at_stop));
-    assert!(events(&h.log).contains(&Event::Completed { name: name("a") }));
+    assert!(events(&h.log)
+        .iter()
+        .any(|e| matches!(e, Event::Completed { name: n, .. } if n.as_str() == "a")));
     let _ = t;
 }
 
@@ -1350,7 +1472,9 @@ fn s6_2_a_term_without_task_is_released_at_once() {
     h.engine.stop(h.now, &name("a")).unwrap();
     let out = h.drain();
     assert_eq!(releases(&out), vec![(t.name, t.token)]);
-    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::Completed { name: n, .. } if n.as_str() == "a")));
 }
 
 #[test]
@@ -1501,6 +1625,47 @@ fn s7_4_a_name_started_twice_is_refused() {
     );
 }
 
+#[test]
+fn s7_4_a_name_started_again_is_a_new_entry_and_its_terms_and_events_say_which() {
+    let mut h = H::live(fast_config());
+    let first = h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    assert_eq!(elected(&h.won("a", 1)).map(|t| t.entry), Some(first));
+    h.engine.stop(h.now, &name("a")).unwrap();
+    let out = h.drain();
+    let ends: Vec<Event> = events(&out)
+        .into_iter()
+        .filter(|e| matches!(e, Event::Completed { .. } | Event::Ended { .. }))
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            Event::Completed {
+                name: name("a"),
+                entry: first,
+            },
+            Event::Ended {
+                name: name("a"),
+                entry: first,
+            },
+        ]
+    );
+    let second = h.engine.start_election(h.now, name("a"), false).unwrap();
+    assert_ne!(second, first);
+    h.drain();
+    assert_eq!(elected(&h.won("a", 2)).map(|t| t.entry), Some(second));
+    // A step-down completes but does not end the election.
+    h.engine.step_down(h.now, &name("a"), secs(1)).unwrap();
+    let out = h.drain();
+    assert!(events(&out).contains(&Event::Completed {
+        name: name("a"),
+        entry: second,
+    }));
+    assert!(!events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::Ended { .. })));
+}
+
 // ----- S8 timing -------------------------------------------------------------
 
 #[test]
@@ -1638,7 +1803,7 @@ fn s8_4_a_short_grant_renews_every_third_and_reports_it_once_per_session() {
 fn s8_5_the_backend_supplies_the_fraction_a_renewal_proves() {
     let zk = BackendProfile {
         renewal_proves: Fraction::new(5, 12).unwrap(),
-        acquire_slots: None,
+        call_slots: None,
     };
     let mut h = H::with_profile(SimbaConfig::default(), zk);
     let sent = h.now;
@@ -1951,7 +2116,9 @@ fn s6_5_keeping_the_term_is_an_explicit_opt_in() {
     h.engine.stop(h.now, &name("a")).unwrap();
     let out = h.drain();
     assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
-    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::Completed { name: n, .. } if n.as_str() == "a")));
 }
 
 #[test]
@@ -1969,7 +2136,9 @@ fn s6_5_stop_election_policy_ends_the_election() {
     );
     assert_eq!(revoked(&out), vec![(t, RevokeReason::Stopped)]);
     assert_eq!(releases(&out), vec![(name("a"), tok(1))]);
-    assert!(events(&out).contains(&Event::Completed { name: name("a") }));
+    assert!(events(&out)
+        .iter()
+        .any(|e| matches!(e, Event::Completed { name: n, .. } if n.as_str() == "a")));
     assert_eq!(h.status("a"), None, "the name is free");
     let later = pass_live(&mut h, secs(5));
     assert_eq!(count(&later, is_acquire), 0);

@@ -177,7 +177,7 @@ impl World {
             } else {
                 Fraction::ONE
             },
-            acquire_slots: None,
+            call_slots: None,
         };
         let backend = SimBackend::new(params.backend.clone(), params.seed ^ 0xB4C0);
         let heal_at = nanos(params.safety_phase);
@@ -622,7 +622,7 @@ impl World {
                     }
                 }
             }
-            Event::Completed { name } => {
+            Event::Completed { name, .. } => {
                 self.mix(203);
                 self.observe(&Observed::Completed { node, name: &name });
                 match self.cluster.nodes[node].api.get(&name).cloned() {
@@ -653,7 +653,7 @@ impl World {
                     }
                 }
             }
-            Event::LockFailed { name } => {
+            Event::LockFailed { name, .. } => {
                 self.mix(204);
                 let api = &mut self.cluster.nodes[node].api;
                 if matches!(api.get(&name), Some(Api::Lock { .. })) {
@@ -709,6 +709,9 @@ impl World {
                 });
             }
             Event::GroupFailed { .. } => self.mix(207),
+            // Said by `Completed`, `LockFailed` or `GroupFailed` just before,
+            // or by the lock's involuntary `Revoked` (S5.3).
+            Event::Ended { .. } => {}
         }
     }
 

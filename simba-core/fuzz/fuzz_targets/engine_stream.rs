@@ -111,7 +111,7 @@ fn stream(data: &[u8]) -> Result<(Setup, Vec<Action>)> {
         zookeeper: u.arbitrary()?,
         seed: u.arbitrary()?,
         mutant: 0,
-        acquire_slots: if u.arbitrary()? {
+        call_slots: if u.arbitrary()? {
             Some(u.int_in_range(1usize..=2)?)
         } else {
             None

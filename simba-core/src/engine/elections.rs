@@ -1,11 +1,11 @@
 //! Elections and locks (S4, S5, S6, S7.7): the API that starts and stops
 //! them, acquire attempts, terms, the hand-over order and task exits.
 
-use super::{Engine, MutantKind, TimerKey};
+use super::{Engine, MutantKind, TimerKey, Waiting};
 use crate::election::{Attempt, Entry, Handover, Held, Kind, LockWait, Status};
 use crate::error::ApiError;
 use crate::error::{BackendError, BackendErrorKind};
-use crate::ids::{OpId, SessionId, TermId, Token};
+use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::lease::{local_deadline, retry_after_holder_expiry, task_failure_backoff};
 use crate::name::LeaseName;
 use crate::protocol::{
@@ -37,7 +37,7 @@ impl Engine {
         now: Timestamp,
         name: LeaseName,
         runs_task: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         self.insert(
             now,
             name,
@@ -58,7 +58,7 @@ impl Engine {
         now: Timestamp,
         name: LeaseName,
         policy: TaskExitPolicy,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         self.insert(now, name, Kind::Election, true, LockWait::Forever, policy)
     }
 
@@ -72,7 +72,7 @@ impl Engine {
         name: LeaseName,
         wait: LockWait,
         runs_task: bool,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         let wait = match wait {
             LockWait::For(d) => LockWait::Until(now + d),
             wait => wait,
@@ -95,7 +95,7 @@ impl Engine {
         runs_task: bool,
         wait: LockWait,
         policy: TaskExitPolicy,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         self.advance(now);
         // Every path runs `finish`, errors too: the deadlines due at `now`
         // fire, so `poll_timeout` stays later than `now`.
@@ -107,12 +107,13 @@ impl Engine {
             self.finish();
             return Err(ApiError::AlreadyStarted(name));
         }
-        let mut entry = Entry::new(kind, runs_task, wait, self.now);
+        let id = self.next_entry_id();
+        let mut entry = Entry::new(id, kind, runs_task, wait, self.now);
         entry.exit_policy = policy;
         self.entries.insert(name.clone(), entry);
         self.dirty.push(name);
         self.finish();
-        Ok(())
+        Ok(id)
     }
 
     /// Stops an election or releases a lock (S6.1): revokes the term,
@@ -261,9 +262,9 @@ impl Engine {
                         // freed).
                         entry.parked = true;
                         if entry.hinted {
-                            self.parked_first.push_back(name.clone());
+                            self.waiting_first.push_back(name.clone());
                         } else {
-                            self.parked.push_back(name.clone());
+                            self.waiting.push_back(Waiting::Candidate(name.clone()));
                         }
                     }
                 }
@@ -330,79 +331,151 @@ impl Engine {
             .take_while(move |a| a.sent_at + timeout > now)
     }
 
-    /// S4.6: an acquire may be sent now without passing a waiting one; with
-    /// `hinted` (a release broadcast named it, S4.2), it passes those that
-    /// were not.
-    fn acquire_slot_free(&self, hinted: bool) -> bool {
-        match self.profile.acquire_slots {
-            None => true,
-            Some(max) => {
-                self.parked_first.is_empty()
-                    && (hinted || self.parked.is_empty())
-                    && self.live_acquires().count() < max.max(1)
-            }
+    /// Calls other than acquires that hold a slot (S4.6): sent, unanswered
+    /// and not yet past their call timeout.
+    fn live_calls(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        let (now, timeout) = (self.now, self.call_timeout());
+        self.calls_out
+            .values()
+            .map(move |sent_at| *sent_at + timeout)
+            .filter(move |t| *t > now)
+    }
+
+    /// S4.6: how many more calls the backend may serve now (`usize::MAX`
+    /// without a limit).
+    pub(super) fn free_slots(&self) -> usize {
+        match self.profile.call_slots {
+            None => usize::MAX,
+            Some(max) => max
+                .max(1)
+                .saturating_sub(self.live_acquires().count() + self.live_calls().count()),
         }
+    }
+
+    /// S4.6: an acquire may be sent now without passing a waiting call or
+    /// candidate; with `hinted` (a release broadcast named it, S4.2), it
+    /// passes those that were not.
+    fn acquire_slot_free(&self, hinted: bool) -> bool {
+        self.profile.call_slots.is_none()
+            || (self.waiting_first.is_empty()
+                && (hinted || self.waiting.is_empty())
+                && self.free_slots() > 0)
     }
 
     /// S4.2, S4.6: a release broadcast named a due candidate waiting for a
     /// slot: it moves to the queue served first.
     fn park_first(&mut self, name: &LeaseName) {
-        if let Some(at) = self.parked.iter().position(|n| n == name) {
-            self.parked.remove(at);
-            self.parked_first.push_back(name.clone());
+        let at = self
+            .waiting
+            .iter()
+            .position(|w| matches!(w, Waiting::Candidate(n) if n == name));
+        if let Some(at) = at {
+            self.waiting.remove(at);
+            self.waiting_first.push_back(name.clone());
         }
     }
 
-    /// S4.6: sends the acquires of waiting candidates, oldest first (those
-    /// a release broadcast named before the others, S4.2), while slots are
-    /// free. A name that no longer waits (stopped, elected by a late reply,
+    /// S4.6: while slots are free, sends what waits for one, oldest first
+    /// (the candidates a release broadcast named before everything else,
+    /// S4.2): a command as it is, a candidate's acquire if it is still due.
+    /// A name that no longer waits (stopped, elected by a late reply,
     /// cooling down, or a new entry of the same name) is dropped from the
-    /// queue.
-    pub(super) fn fill_acquire_slots(&mut self) {
-        let Some(max) = self.profile.acquire_slots else {
-            return;
-        };
-        if (self.parked.is_empty() && self.parked_first.is_empty()) || !self.can_acquire() {
+    /// queue. While no acquire may be sent (no live session), commands pass
+    /// the candidates.
+    pub(super) fn fill_call_slots(&mut self) {
+        if self.profile.call_slots.is_none()
+            || (self.waiting.is_empty() && self.waiting_first.is_empty())
+        {
             return;
         }
-        let mut free = max.max(1).saturating_sub(self.live_acquires().count());
-        let now = self.now;
-        while free > 0 {
-            let Some(name) = self
-                .parked_first
-                .pop_front()
-                .or_else(|| self.parked.pop_front())
-            else {
+        let (now, timeout) = (self.now, self.call_timeout());
+        self.calls_out.retain(|_, sent_at| *sent_at + timeout > now);
+        let mut free = self.free_slots();
+        let can_acquire = self.can_acquire();
+        while free > 0 && can_acquire {
+            let Some(name) = self.waiting_first.pop_front() else {
                 break;
             };
-            let Some(entry) = self.entries.get_mut(&name) else {
-                continue;
-            };
-            if !entry.parked {
-                continue;
-            }
-            entry.parked = false;
-            self.dirty.push(name.clone());
-            let due = entry.status == Status::Candidate
-                && entry.attempt.is_none()
-                && entry.next_attempt.is_some_and(|t| t <= now);
-            if due {
-                self.send_acquire(&name);
+            if self.send_parked(&name) {
                 free -= 1;
             }
         }
+        let mut i = 0;
+        while free > 0 && i < self.waiting.len() {
+            if !can_acquire && matches!(self.waiting[i], Waiting::Candidate(_)) {
+                i += 1;
+                continue;
+            }
+            match self.waiting.remove(i) {
+                Some(Waiting::Command(command)) => {
+                    if let Command::Withdraw { op, name, .. } = &command {
+                        if self.competes(name) {
+                            // It competes again since: nothing to withdraw (S4.5).
+                            self.withdraws.remove(op);
+                            continue;
+                        }
+                    }
+                    self.calls_out.insert(command.op(), now);
+                    self.out.push_back(Output::Command(command));
+                    free -= 1;
+                }
+                Some(Waiting::Candidate(name)) => {
+                    if self.send_parked(&name) {
+                        free -= 1;
+                    }
+                }
+                None => break,
+            }
+        }
     }
 
-    /// When the oldest acquire in flight reaches its call timeout, while
-    /// candidates wait for a slot (S4.6).
+    /// S4.6: a candidate that waited for a slot leaves the queue; its
+    /// acquire is sent if it is still due. Whether an acquire went out.
+    fn send_parked(&mut self, name: &LeaseName) -> bool {
+        let now = self.now;
+        let Some(entry) = self.entries.get_mut(name) else {
+            return false;
+        };
+        if !entry.parked {
+            return false;
+        }
+        entry.parked = false;
+        self.dirty.push(name.clone());
+        let due = entry.status == Status::Candidate
+            && entry.attempt.is_none()
+            && entry.next_attempt.is_some_and(|t| t <= now);
+        if due {
+            self.send_acquire(name);
+        }
+        due
+    }
+
+    /// When the oldest call in flight reaches its call timeout, while
+    /// commands or candidates wait for a slot (S4.6).
     pub(super) fn slots_wake(&self) -> Option<Timestamp> {
-        if self.profile.acquire_slots.is_none()
-            || (self.parked.is_empty() && self.parked_first.is_empty())
+        if self.profile.call_slots.is_none()
+            || (self.waiting.is_empty() && self.waiting_first.is_empty())
         {
             return None;
         }
         let timeout = self.call_timeout();
-        self.live_acquires().last().map(|a| a.sent_at + timeout)
+        let acquire = self.live_acquires().last().map(|a| a.sent_at + timeout);
+        let call = self.live_calls().min();
+        match (acquire, call) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        }
+    }
+
+    /// Sends every command still waiting for a slot, slot or not: the
+    /// client is closed and waits for no reply, and the calls still run
+    /// (S1.4).
+    pub(super) fn send_held(&mut self) {
+        for waiting in std::mem::take(&mut self.waiting) {
+            if let Waiting::Command(command) = waiting {
+                self.out.push_back(Output::Command(command));
+            }
+        }
     }
 
     /// Forgets abandoned acquires whose replies can no longer matter.
@@ -580,6 +653,7 @@ impl Engine {
         self.next_term += 1;
         let term = Term {
             id: TermId(self.next_term),
+            entry: entry.id,
             name: name.clone(),
             token,
             session,
@@ -665,9 +739,17 @@ impl Engine {
 
     pub(super) fn lock_failed(&mut self, name: &LeaseName) {
         self.give_up(name);
-        if self.entries.remove(name).is_some() {
+        if let Some(entry) = self.entries.remove(name) {
             self.dirty.push(name.clone());
-            self.emit(Event::LockFailed { name: name.clone() });
+            self.emit(Event::LockFailed {
+                name: name.clone(),
+                entry: entry.id,
+                tried: entry.wait == LockWait::Try,
+            });
+            self.emit(Event::Ended {
+                name: name.clone(),
+                entry: entry.id,
+            });
             self.maybe_finish_close();
         }
     }
@@ -783,7 +865,12 @@ impl Engine {
             return;
         }
         if entry.kind == Kind::Lock {
+            let entry = entry.id;
             self.entries.remove(name);
+            self.emit(Event::Ended {
+                name: name.clone(),
+                entry,
+            });
             self.maybe_finish_close();
         } else if entry.status == Status::Candidate {
             entry.attempt = None;
@@ -808,17 +895,29 @@ impl Engine {
             self.partition_removed(name);
             self.maybe_finish_close();
         } else if entry.stopping {
+            let entry = entry.id;
             self.entries.remove(name);
             self.dirty.push(name.clone());
             if !forget {
-                self.emit(Event::Completed { name: name.clone() });
+                self.emit(Event::Completed {
+                    name: name.clone(),
+                    entry,
+                });
+                self.emit(Event::Ended {
+                    name: name.clone(),
+                    entry,
+                });
             }
             self.maybe_finish_close();
         } else if entry.pending_completion {
             entry.pending_completion = false;
+            let entry = entry.id;
             self.dirty.push(name.clone());
             if !forget {
-                self.emit(Event::Completed { name: name.clone() });
+                self.emit(Event::Completed {
+                    name: name.clone(),
+                    entry,
+                });
             }
         }
     }
@@ -1003,6 +1102,32 @@ impl Engine {
         self.command(Command::Withdraw { op, session, name });
     }
 
+    /// Whether `name` competes (again): a withdraw decided before must not
+    /// go out now (S4.5).
+    fn competes(&self, name: &LeaseName) -> bool {
+        self.entries.get(name).is_some_and(|e| {
+            matches!(e.status, Status::Candidate | Status::Leader)
+                || e.held.is_some()
+                || e.handover.is_some()
+        })
+    }
+
+    /// The session's end removes its places (S4.5): withdraws still waiting
+    /// for a slot (S4.6) are not sent.
+    pub(super) fn drop_waiting_withdraws(&mut self) {
+        let mut dropped = Vec::new();
+        self.waiting.retain(|w| match w {
+            Waiting::Command(Command::Withdraw { op, .. }) => {
+                dropped.push(*op);
+                false
+            }
+            _ => true,
+        });
+        for op in dropped {
+            self.withdraws.remove(&op);
+        }
+    }
+
     /// Forgets withdraws whose replies can no longer arrive (the driver
     /// drops every call at its call timeout, S2.4).
     fn prune_withdraws(&mut self) {
@@ -1027,12 +1152,7 @@ impl Engine {
         }
         let again = std::mem::take(&mut self.withdraw_again);
         for name in again {
-            let competing = self.entries.get(&name).is_some_and(|e| {
-                matches!(e.status, Status::Candidate | Status::Leader)
-                    || e.held.is_some()
-                    || e.handover.is_some()
-            });
-            if !competing {
+            if !self.competes(&name) {
                 self.withdraw(session, name);
             }
         }

@@ -14,7 +14,7 @@ use crate::group::{
     freed_by_change, parse_partition_name, partition_name, planned_by_change,
     sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
 };
-use crate::ids::{OpId, SessionId};
+use crate::ids::{EntryId, OpId, SessionId};
 use crate::name::LeaseName;
 use crate::protocol::{Command, Event, GroupView, RevokeReason, TaskExitPolicy};
 use crate::time::Timestamp;
@@ -67,6 +67,8 @@ pub(super) enum Leave {
 /// One partitioned group this engine has joined.
 #[derive(Clone, Debug)]
 pub(super) struct Group {
+    /// The id `join_group` returned; every partition's entry carries it.
+    pub(super) id: EntryId,
     pub(super) partitions: u32,
     pub(super) runs_task: bool,
     pub(super) policy: TaskExitPolicy,
@@ -133,7 +135,7 @@ impl Engine {
         partitions: u32,
         runs_task: bool,
         policy: TaskExitPolicy,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         self.advance(now);
         let result = self.try_join(group, partitions, runs_task, policy);
         self.finish();
@@ -146,7 +148,7 @@ impl Engine {
         partitions: u32,
         runs_task: bool,
         policy: TaskExitPolicy,
-    ) -> Result<(), ApiError> {
+    ) -> Result<EntryId, ApiError> {
         if self.closing {
             return Err(ApiError::Closed);
         }
@@ -178,9 +180,11 @@ impl Engine {
         if let Some(taken) = taken {
             return Err(ApiError::AlreadyStarted(taken));
         }
+        let id = self.next_entry_id();
         self.groups.insert(
             group.clone(),
             Group {
+                id,
                 partitions,
                 runs_task,
                 policy,
@@ -198,7 +202,7 @@ impl Engine {
             },
         );
         self.send_joins();
-        Ok(())
+        Ok(id)
     }
 
     /// Leaves `group` (S10.3): the membership ends at once (the other
@@ -291,8 +295,13 @@ impl Engine {
                 });
                 if unsupported {
                     // It can never succeed: the group is gone.
-                    self.groups.remove(&name);
-                    self.emit(Event::GroupFailed { group: name, error });
+                    if let Some(g) = self.groups.remove(&name) {
+                        self.emit(Event::GroupFailed {
+                            group: name.clone(),
+                            error,
+                        });
+                        self.emit(Event::Ended { name, entry: g.id });
+                    }
                 } else if let Some(g) = self.groups.get_mut(&name) {
                     // Tried again after the next renewal.
                     g.join = Join::Needed;
@@ -774,7 +783,7 @@ impl Engine {
         } else {
             g.target.iter().copied().collect()
         };
-        let (runs_task, policy) = (g.runs_task, g.policy);
+        let (id, runs_task, policy) = (g.id, g.runs_task, g.policy);
         let existing = self.partition_entries(group);
         for name in existing {
             let keep = parse_partition_name(name.as_str())
@@ -788,7 +797,8 @@ impl Engine {
                 continue;
             };
             if !self.entries.contains_key(&name) {
-                let mut entry = Entry::new(Kind::Partition, runs_task, LockWait::Forever, self.now);
+                let mut entry =
+                    Entry::new(id, Kind::Partition, runs_task, LockWait::Forever, self.now);
                 entry.exit_policy = policy;
                 entry.hinted = self
                     .groups
@@ -884,7 +894,13 @@ impl Engine {
         };
         let wanted = !self.closing && g.leave == Leave::No && g.target.contains(&p);
         if wanted && !self.entries.contains_key(name) {
-            let mut entry = Entry::new(Kind::Partition, g.runs_task, LockWait::Forever, self.now);
+            let mut entry = Entry::new(
+                g.id,
+                Kind::Partition,
+                g.runs_task,
+                LockWait::Forever,
+                self.now,
+            );
             entry.exit_policy = g.policy;
             entry.hinted = g.released.contains(&p);
             if let Some(at) = self.not_before(group, p) {
@@ -904,10 +920,16 @@ impl Engine {
             .is_some_and(|g| g.leave == Leave::Left)
             && self.partition_entries(group).is_empty();
         if done {
-            self.groups.remove(group);
-            self.emit(Event::Completed {
-                name: group.clone(),
-            });
+            if let Some(g) = self.groups.remove(group) {
+                self.emit(Event::Completed {
+                    name: group.clone(),
+                    entry: g.id,
+                });
+                self.emit(Event::Ended {
+                    name: group.clone(),
+                    entry: g.id,
+                });
+            }
         }
     }
 }

@@ -507,6 +507,7 @@ impl Engine {
         self.session.id = None;
         // The session's end removes its places: nothing to withdraw again.
         self.withdraw_again.clear();
+        self.drop_waiting_withdraws();
         self.session.deadline = None;
         self.session.call = None;
         self.session.period = self.config.renew_interval();
@@ -576,7 +577,9 @@ impl Engine {
         self.set_state(SessionState::Closed);
         self.session.id = None;
         self.withdraw_again.clear();
+        self.drop_waiting_withdraws();
         self.session.deadline = None;
+        self.send_held();
         self.emit(Event::Closed);
     }
 }

@@ -77,7 +77,7 @@ impl World {
         let n = &mut self.cluster.nodes[node];
         let Some(e) = n.engine.as_mut() else { return };
         let result = match &call {
-            ApiCall::Start(name) => e.start_election(l, name.clone(), runs_task).map(|()| {
+            ApiCall::Start(name) => e.start_election(l, name.clone(), runs_task).map(|_| {
                 Some(Api::Election {
                     cooldown_until: None,
                 })
@@ -101,7 +101,7 @@ impl World {
                     LockSpec::Forever => LockWait::Forever,
                 };
                 e.acquire_lock(l, name.clone(), wait, *runs_task)
-                    .map(|()| Some(Api::Lock { had_term: false }))
+                    .map(|_| Some(Api::Lock { had_term: false }))
             }
             ApiCall::Close => {
                 e.close(l);
