@@ -1,5 +1,5 @@
-//! Partitioned groups (S10) on real backends, SQLite, PostgreSQL,
-//! MySQL/MariaDB and Redis (through `simba_backends::connect`): 3 members share 12 partitions
+//! Partitioned groups (S10) on real backends, SQLite, PostgreSQL and Redis
+//! (through `simba_backends::connect`): 3 members share 12 partitions
 //! 4/4/4; a fourth joins (3/3/3/3: only partitions that go to it move,
 //! S10.2) and closes again (4/4/4: only its partitions move, revoked as
 //! `Stopped`); then one is cut off from the backend as a crashed process
@@ -260,21 +260,4 @@ fn redis_three_members_twelve_partitions_join_leave_crash() {
     let url = std::env::var("SIMBA_TEST_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned());
     block_on(rebalance_after_a_crash(url));
-}
-
-#[test]
-fn mysql_three_members_twelve_partitions_join_leave_crash() {
-    let base = std::env::var("SIMBA_TEST_MYSQL_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let prefix = format!("sg{}_", std::process::id());
-    let url = format!("{base}{sep}simba_table_prefix={prefix}");
-    block_on(rebalance_after_a_crash(url.clone()));
-    // The suite leaves no tables behind.
-    block_on(async {
-        let config = simba_tokio::BackendConfig::parse(&url).unwrap();
-        if let Ok(b) = simba_tokio::backends::mysql::MysqlBackend::connect(&config).await {
-            b.drop_tables().await.unwrap();
-        }
-    });
 }
