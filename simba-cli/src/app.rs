@@ -329,7 +329,7 @@ async fn connect_retrying(url: &str, retry: ConnectRetry) -> Result<Box<dyn Back
             note(&format!(
                 "cannot connect ({}); retrying with back-off up to every {} (--fail-fast to exit instead)",
                 simba_backends::redact(&e.to_string()),
-                settings::human(RETRY_MAX)
+                crate::style::human(RETRY_MAX)
             ));
             said = Some(e.kind);
         }

@@ -11,9 +11,9 @@
 
 use crate::child::{exit_code, ChildSpec, TermEnv};
 use crate::error::CliError;
-use crate::settings::human;
 use crate::signals::StopSignals;
 use crate::style;
+use crate::style::human;
 use simba_tokio::{MissedRuns, Schedule, ScheduledRun, Simba};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

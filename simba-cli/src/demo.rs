@@ -10,9 +10,9 @@
 //! term is revoked and the lease released at once (S6.1, S6.2).
 
 use crate::error::CliError;
-use crate::settings::human;
 use crate::status::render_table;
 use crate::style;
+use crate::style::human;
 use simba_backends::Backend;
 use simba_core::{RevokeReason, SimbaConfig};
 use simba_tokio::{Election, ElectionListener, Simba, Term};

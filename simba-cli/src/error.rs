@@ -93,7 +93,7 @@ pub enum CliError {
         message: String,
     },
     /// `simba lock --wait` gave up.
-    #[error("lock `{name}` not acquired within {}", crate::settings::human(*.waited))]
+    #[error("lock `{name}` not acquired within {}", crate::style::human(*.waited))]
     NotAcquired {
         /// The lease name.
         name: String,

@@ -23,6 +23,8 @@
 
 use crate::cli::TimingArgs;
 use crate::error::CliError;
+#[cfg(test)]
+use crate::style::human;
 use serde::Deserialize;
 use simba_core::SimbaConfig;
 use simba_tokio::ConfigSection;
@@ -91,28 +93,6 @@ pub fn read_file(path: &Path) -> Result<FileConfig, CliError> {
 pub fn parse_duration(setting: &str, text: &str) -> Result<Duration, CliError> {
     humantime::parse_duration(text.trim())
         .map_err(|e| CliError::InvalidTiming(format!("{setting} = {text:?}: {e}")))
-}
-
-/// Formats a duration humanely with three significant digits at most:
-/// `2s`, `2.95s`, `950ms`, `1m 30s`, `12ms`, `0s`. A `--wait 2s` prints
-/// as `2s` (never as `1s 996ms 863us 846ns`).
-pub fn human(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".to_owned();
-    }
-    if ms < 1_000 {
-        return format!("{ms}ms");
-    }
-    if ms < 60_000 {
-        // Seconds with at most two decimals, trailing zeros dropped.
-        let centis = (ms + 5) / 10;
-        let text = format!("{}.{:02}", centis / 100, centis % 100);
-        let text = text.trim_end_matches('0').trim_end_matches('.');
-        return format!("{text}s");
-    }
-    let secs = u64::try_from((ms + 500) / 1_000).unwrap_or(u64::MAX);
-    humantime::format_duration(Duration::from_secs(secs)).to_string()
 }
 
 /// Creates the directory of the default backend's file when `url` is that

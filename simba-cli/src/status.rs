@@ -1,9 +1,9 @@
 //! `simba status` and `simba watch`: what [`Backend::inspect`] sees.
 
 use crate::error::CliError;
-use crate::settings::human;
 use crate::status_json::to_json;
 use crate::style;
+use crate::style::human;
 use simba_backends::{Backend, Inspection};
 use std::io::Write;
 use std::time::Duration;

@@ -23,9 +23,9 @@
 use crate::child::{exit_code, ChildSpec, Running, TermEnv};
 use crate::error::CliError;
 use crate::events::{self, Event, To};
-use crate::settings::human;
 use crate::signals::StopSignals;
 use crate::style;
+use crate::style::human;
 use simba_core::RevokeReason;
 use simba_tokio::{ElectionListener, LeaderTask, Simba, TaskExitPolicy, Term};
 use std::io::Write;
@@ -610,6 +610,6 @@ pub(crate) async fn say_who_holds(simba: &Simba, name: &str) {
         "waiting: `{name}` is held by {} (token {}, {} left unless renewed)",
         holder.metadata,
         holder.token,
-        crate::settings::human(holder.remaining)
+        human(holder.remaining)
     ));
 }
