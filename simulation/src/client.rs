@@ -28,7 +28,7 @@
 
 use futures::StreamExt;
 use simba_client::{
-    CancelSignal, ClientEvent, ClientMutant, MissedRuns, Schedule, ScheduledRun, Simba,
+    CancelSignal, ClientEvent, ClientMutant, LeaderTask, MissedRuns, Schedule, ScheduledRun, Simba,
     SimbaConfig, TaskExitPolicy, Term,
 };
 use simba_core::Mutant;
@@ -486,20 +486,33 @@ async fn election(
                 return;
             }
         };
-        loop {
-            tokio::time::sleep(pause_for(&mut rng, w.moves)).await;
-            if rng.u8(0..4) == 0 {
-                node.log(format!("stops election {name}"));
-                task.stop().await;
-                tokio::time::sleep(pause_for(&mut rng, Duration::from_secs(1))).await;
-                break;
-            }
-            let cooldown = Duration::from_millis(rng.u64(0..=1500));
-            if task.election().is_leader() {
-                node.log(format!("steps down from {name} for {cooldown:?}"));
-            }
-            let _ = task.step_down(cooldown).await;
+        moves_until_stopped(&node, &mut rng, w.moves, &name, &task).await;
+    }
+}
+
+/// An election's voluntary moves until it stops its task: after a pause
+/// (mean `moves`), a stop (one time in four, then a pause) or a step-down
+/// for up to 1.5 s.
+async fn moves_until_stopped(
+    node: &Node,
+    rng: &mut fastrand::Rng,
+    moves: Duration,
+    name: &str,
+    task: &LeaderTask,
+) {
+    loop {
+        tokio::time::sleep(pause_for(rng, moves)).await;
+        if rng.u8(0..4) == 0 {
+            node.log(format!("stops election {name}"));
+            task.stop().await;
+            tokio::time::sleep(pause_for(rng, Duration::from_secs(1))).await;
+            return;
         }
+        let cooldown = Duration::from_millis(rng.u64(0..=1500));
+        if task.election().is_leader() {
+            node.log(format!("steps down from {name} for {cooldown:?}"));
+        }
+        let _ = task.step_down(cooldown).await;
     }
 }
 
@@ -540,18 +553,7 @@ async fn blocking_election(
                 return;
             }
         };
-        loop {
-            tokio::time::sleep(pause_for(&mut rng, w.moves)).await;
-            if rng.u8(0..4) == 0 {
-                node.log(format!("stops election {name}"));
-                task.stop().await;
-                tokio::time::sleep(pause_for(&mut rng, Duration::from_secs(1))).await;
-                break;
-            }
-            let _ = task
-                .step_down(Duration::from_millis(rng.u64(0..=1500)))
-                .await;
-        }
+        moves_until_stopped(&node, &mut rng, w.moves, name, &task).await;
     }
 }
 
