@@ -771,14 +771,29 @@ impl BackendConfig {
     /// any failed call (a renewal is retried after a short back-off, S2.4).
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn sqlx_pool<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
+        self.sqlx_pool_keeping(|_| true)
+    }
+
+    /// [`BackendConfig::sqlx_pool`], whose connections are also closed (and
+    /// replaced by new ones) when `keep(age)` says a connection of that age
+    /// may no longer be used: a backend whose `after_connect` settings
+    /// changed drops the connections made before the change.
+    pub(crate) fn sqlx_pool_keeping<DB: sqlx::Database>(
+        &self,
+        keep: impl Fn(Duration) -> bool + Send + Sync + 'static,
+    ) -> sqlx::pool::PoolOptions<DB> {
         use sqlx::Connection as _;
         let off = |d: Duration| (!d.is_zero()).then_some(d);
         let mut o = sqlx::pool::PoolOptions::<DB>::new()
             .max_connections(self.max_connections)
             .acquire_timeout(self.pool.acquire_timeout)
             .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
+            .before_acquire(move |conn, meta| {
+                let keep = keep(meta.age);
                 Box::pin(async move {
+                    if !keep {
+                        return Ok(false);
+                    }
                     if meta.idle_for >= PING_IDLE_AFTER {
                         conn.ping().await?;
                     }

@@ -32,7 +32,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const NAME: &str = "mysql";
 /// Stands for the session id (a hex literal) in `Sql::renew`.
@@ -80,6 +80,9 @@ struct Wake {
     /// once a session's lease is known (0: the server's default; a pool
     /// passed to `from_pool` is never changed).
     lock_wait_s: AtomicU64,
+    /// When `lock_wait_s` last changed: a pooled connection made before
+    /// then has the old bound and is replaced at its next use.
+    lock_wait_changed: Mutex<Option<Instant>>,
     own_pool: bool,
     /// Set by a session close, cleared by a session open: with no session
     /// open, the waker holds no connection (its sleep would otherwise keep
@@ -93,6 +96,19 @@ struct Wake {
 }
 
 impl Wake {
+    /// Whether a pooled connection of age `age` was made after the lock
+    /// wait bound last changed (so it has the current bound).
+    fn made_after_change(&self, age: Duration) -> bool {
+        match *self
+            .lock_wait_changed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            Some(at) => age < at.elapsed(),
+            None => true,
+        }
+    }
+
     fn note(&self, name: &LeaseName, outcome: &Result<AcquireOutcome, BackendError>) {
         if !self.listen {
             return;
@@ -334,6 +350,7 @@ impl MysqlBackend {
             freed: Mutex::new(Vec::new()),
             subscribed: AtomicBool::new(false),
             lock_wait_s: AtomicU64::new(0),
+            lock_wait_changed: Mutex::new(None),
             own_pool: true,
             closed: AtomicBool::new(false),
             open: AtomicU64::new(0),
@@ -343,9 +360,11 @@ impl MysqlBackend {
         // connection until the server ends it: a new connection waits for
         // row locks no longer than a call may last (`lock_wait_sql`).
         let shared = Arc::clone(&wake);
-        // At most `max_connections` (default 1) for all calls.
+        let changed = Arc::clone(&wake);
+        // At most `max_connections` (default 1) for all calls; a connection
+        // made before the bound last changed is replaced.
         let pool = config
-            .sqlx_pool::<sqlx::MySql>()
+            .sqlx_pool_keeping::<sqlx::MySql>(move |age| changed.made_after_change(age))
             .after_connect(move |c, _| {
                 let set = lock_wait_sql(shared.lock_wait_s.load(Ordering::Relaxed));
                 Box::pin(async move {
@@ -562,6 +581,7 @@ impl MysqlBackend {
                 freed: Mutex::new(Vec::new()),
                 subscribed: AtomicBool::new(false),
                 lock_wait_s: AtomicU64::new(0),
+                lock_wait_changed: Mutex::new(None),
                 own_pool: false,
                 closed: AtomicBool::new(false),
                 open: AtomicU64::new(0),
@@ -1111,11 +1131,18 @@ impl Backend for MysqlBackend {
                 let secs = (secs.ceil() as u64).max(1);
                 let old = self.wake.lock_wait_s.swap(secs, Ordering::Relaxed);
                 if old != secs {
-                    if let Some(set) = lock_wait_sql(secs) {
-                        sqlx::Executor::execute(&mut *c, set.as_str())
-                            .await
-                            .map_err(|e| map_err(NAME, "open session", e))?;
-                    }
+                    // Every pooled connection made before now has the old
+                    // bound: each is replaced at its next use, this one now
+                    // (a new connection's `after_connect` sets the bound).
+                    *self
+                        .wake
+                        .lock_wait_changed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                    // Closing only ends a connection nobody will use again:
+                    // its failure costs nothing.
+                    let _ = c.close().await;
+                    c = self.conn("open session").await?;
                 }
             }
             let grant = open_on(&self.sql, &mut c, lease_duration, metadata).await?;

@@ -374,3 +374,57 @@ async fn sqlite_cancelled_call_leaves_nothing_behind() {
     .await;
     remove_db(&path);
 }
+
+/// A call abandoned at its call timeout (S2.4) must not keep the node's only
+/// connection waiting on the server for InnoDB's default 50 s: the backend
+/// sets each connection's lock wait bound to the call timeout, a renewal
+/// period (a third of the lease, rounded up to whole seconds). Here another
+/// connection holds the lease row's lock in an open transaction while the
+/// holder releases: with a 3 s lease the release must end with a typed
+/// `Timeout` after about 1 s. The bound asserted, 30 s, is the server's own
+/// default (50 s) less a wide margin for a loaded machine, so the test fails
+/// exactly when the per-session bound is not in place; the same backend's
+/// next call must then succeed on the connection the wait gave back.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_lock_wait_ends_at_the_call_timeout_not_the_server_default() {
+    use sqlx::{Connection, Executor};
+    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let b = simba_backends::mysql::MysqlBackend::connect(&config(MYSQL_URL, &tag, "x"))
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(3);
+    let h = b.open_session(lease).await.unwrap().session;
+    let n = LeaseName::new("row-locked").unwrap();
+    let AcquireOutcome::Won { token, .. } = b.acquire(h, &n).await.unwrap() else {
+        panic!("a free name was not won");
+    };
+    let mut other = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    sqlx::query(&format!(
+        "SELECT name FROM {tag}_x_leases WHERE name = ? FOR UPDATE"
+    ))
+    .bind(n.as_str())
+    .fetch_all(&mut other)
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let released = tokio::time::timeout(Duration::from_secs(30), b.release(h, &n, token)).await;
+    let waited = started.elapsed();
+    eprintln!("release behind a row lock ended after {waited:?}: {released:?}");
+    let Ok(released) = released else {
+        panic!("the release waited {waited:?} for a row lock: the lock wait bound is not the call timeout");
+    };
+    let e = released.expect_err("the release passed a row lock held by another transaction");
+    assert_eq!(e.kind, simba_core::BackendErrorKind::Timeout, "{e}");
+    // The connection is free again: the next call runs (the row lock is
+    // still held, so a renewal, which does not touch the lease row).
+    let r = b.renew(h).await.unwrap();
+    assert!(r.owned.iter().any(|(x, _)| x == &n), "holder lost {n}");
+    other.execute("ROLLBACK").await.unwrap();
+    b.release(h, &n, token).await.unwrap();
+    drop_mysql_tables(&tag).await;
+}

@@ -110,6 +110,12 @@ pub struct LoadReport {
     /// Renewals per node in the window: least, most, and the most one
     /// renewal per period allows.
     pub renewals: (u64, u64, u64),
+    /// Renewals the backend confirmed per node in the window: the least,
+    /// and the least one per period asks for.
+    pub renewals_confirmed: (u64, u64),
+    /// Sessions lost over the whole run (a renewal answered `Expired`, or
+    /// a session opened again).
+    pub sessions_lost: u64,
     /// The renewal period.
     pub renew_interval: Duration,
     /// Grants (terms won) over the whole run.
@@ -188,6 +194,12 @@ impl fmt::Display for LoadReport {
         )?;
         writeln!(
             f,
+            "renewals confirmed       least {} per node (at least {} expected)",
+            self.renewals_confirmed.0, self.renewals_confirmed.1
+        )?;
+        writeln!(f, "sessions lost            {}", self.sessions_lost)?;
+        writeln!(
+            f,
             "grants                   {} (double-grant samples: {})",
             self.grants, self.samples
         )?;
@@ -221,6 +233,12 @@ struct CallStats {
     acquire_us: Mutex<Vec<u64>>,
     renew_us: Mutex<Vec<u64>>,
     renews: AtomicU64,
+    /// Renewals the backend confirmed (the session was still live).
+    renews_ok: AtomicU64,
+    /// Renewals answered `Expired`: the session was gone (S1.2).
+    expired: AtomicU64,
+    /// Sessions opened; more than one means a session was lost.
+    opened: AtomicU64,
     errors: AtomicU64,
     first_errors: Mutex<Vec<String>>,
 }
@@ -261,8 +279,11 @@ impl Backend for Timed {
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
             let r = self.inner.open_session_with(lease_duration, metadata).await;
-            if let Err(e) = &r {
-                self.stats.error(e);
+            match &r {
+                Ok(_) => {
+                    self.stats.opened.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => self.stats.error(e),
             }
             r
         }
@@ -280,8 +301,15 @@ impl Backend for Timed {
             let r = self.inner.renew(session).await;
             push(&self.stats.renew_us, t);
             self.stats.renews.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = &r {
-                self.stats.error(e);
+            match &r {
+                Ok(_) => {
+                    self.stats.renews_ok.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(RenewError::Expired) => {
+                    self.stats.expired.fetch_add(1, Ordering::Relaxed);
+                    self.stats.error(&RenewError::Expired);
+                }
+                Err(e) => self.stats.error(e),
             }
             r
         }
@@ -774,6 +802,10 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
         .iter()
         .map(|x| x.stats.renews.load(Ordering::Relaxed))
         .collect();
+    let renews_ok0: Vec<u64> = nodes
+        .iter()
+        .map(|x| x.stats.renews_ok.load(Ordering::Relaxed))
+        .collect();
     for x in &nodes {
         for v in [&x.stats.acquire_us, &x.stats.renew_us] {
             if let Ok(mut v) = v.lock() {
@@ -851,6 +883,36 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
             report.renewals.1
         ));
     }
+    // Liveness: every node renews every period (a renewal in flight at each
+    // end of the window is allowed for), no session is lost, and renewals
+    // take less than a period (S2.4: a slower one is cancelled).
+    let confirmed = nodes
+        .iter()
+        .zip(&renews_ok0)
+        .map(|(x, r0)| x.stats.renews_ok.load(Ordering::Relaxed) - r0)
+        .min()
+        .unwrap_or(0);
+    let expected = ((secs / interval.as_secs_f64()).floor() as u64).saturating_sub(1);
+    report.renewals_confirmed = (confirmed, expected);
+    report.sessions_lost = nodes
+        .iter()
+        .map(|x| {
+            let reopened = x.stats.opened.load(Ordering::Relaxed).saturating_sub(1);
+            reopened.max(x.stats.expired.load(Ordering::Relaxed))
+        })
+        .sum();
+    if confirmed < expected {
+        report.shortfalls.push(format!(
+            "a node had only {confirmed} renewals confirmed in {secs:.1} s: \
+             at least {expected} expected (one per {interval:?})"
+        ));
+    }
+    if report.sessions_lost > 0 {
+        report.shortfalls.push(format!(
+            "{} session(s) lost (answered Expired or opened again)",
+            report.sessions_lost
+        ));
+    }
     if secs >= 3.0 * interval.as_secs_f64() && report.renewals.0 == 0 {
         report.shortfalls.push(format!(
             "a node never renewed during the window (a renewal slower than its call \
@@ -889,6 +951,12 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
             })
             .collect(),
     );
+    if report.renew.count > 0 && report.renew.p99 >= interval.as_secs_f64() * 1000.0 {
+        report.shortfalls.push(format!(
+            "renewal p99 {:.1} ms is not below the renewal period {interval:?}",
+            report.renew.p99
+        ));
+    }
     for x in &nodes {
         report.call_errors.0 += x.stats.errors.load(Ordering::Relaxed);
         if let Ok(v) = x.stats.first_errors.lock() {
