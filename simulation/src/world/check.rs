@@ -13,7 +13,7 @@
 use super::cluster::Cluster;
 use super::observed::Observed;
 use super::report::{RunReport, Violation};
-use super::types::{Api, Removal, TaskState, TermRec};
+use super::types::{nanos, Api, Removal, TaskState, TermRec};
 use crate::params::RunParams;
 use simba_core::TermId;
 use std::collections::BTreeSet;
