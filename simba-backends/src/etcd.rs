@@ -17,7 +17,7 @@
 //! | `P/s/L` | the 128-bit session id (32 hex digits) | `L` |
 //! | `P/s/L/NAME` | empty: "session `L` has a place of `NAME`" (same `create_revision` as the place) | `L` |
 //! | `P/q/NAME/L` | the session id: the session's **place** in the queue of `NAME` | `L` |
-//! | `P/l/NAME` | the fence, 32 zeros: "a place of `NAME` was created"; its `mod_revision` is the latest place's `create_revision` | none |
+//! | `P/l/NAME` | empty: "a place of `NAME` was created"; its `mod_revision` is the latest place's `create_revision` | none |
 //! | `P/g/GROUP/ID` | empty: "session `ID` (32 hex digits) is a member of `GROUP`" (S10.1) | `L` |
 //! | `P/j/L/GROUP` | empty: "session `L` joined `GROUP`" | `L` |
 //! | `P/c/NAME` | the last claimed schedule slot of `NAME`, 20 decimal digits (S11.1) | none |
@@ -50,16 +50,14 @@
 //! * **acquire**: if the watch struck every place before the session's
 //!   waiting place, `Won` at once with no call (the session live by this
 //!   client's count from its last renewal). Otherwise one transaction: if
-//!   `P/s/L` holds this session id and `P/l/NAME` has no lease (absent, or
-//!   the fence), a nested transaction creates `P/q/NAME/L`, `P/s/L/NAME` (on
-//!   lease `L`) and the fence, unless the place exists; then it reads the
-//!   queue `P/q/NAME/` sorted by `create_revision` (a transaction's
-//!   operations apply in order at one revision, so the read sees the
-//!   place). First → `Won`; else `Held` by the first place's session with
-//!   its revision as the token, and the place stays, with the places before
-//!   it recorded. Otherwise it reads `P/s/L` and `P/l/NAME`: `Expired`, or
-//!   `Held` by an older Simba's holder key.
-//! * **the watch** (one per backend, on `P/l/` to `P/q/`, deletes only)
+//!   `P/s/L` holds this session id, a nested transaction creates
+//!   `P/q/NAME/L`, `P/s/L/NAME` (on lease `L`) and puts `P/l/NAME`, unless
+//!   the place exists; then it reads the queue `P/q/NAME/` sorted by
+//!   `create_revision` (a transaction's operations apply in order at one
+//!   revision, so the read sees the place). First → `Won`; else `Held` by
+//!   the first place's session with its revision as the token, and the
+//!   place stays, with the places before it recorded. Otherwise `Expired`.
+//! * **the watch** (one per backend, on `P/q/`, deletes only)
 //!   strikes every deleted place from the waiting places this client
 //!   records, and only then announces the name to the release broadcast's
 //!   subscribers (S4.2), so the woken candidate's acquire answers `Won`
@@ -89,13 +87,6 @@
 //!   nested transaction writes `P/c/NAME` if it is missing or smaller
 //!   (zero-padded decimals compare as numbers), else reads it.
 //! * **expiry**: etcd revokes the lease, deleting its keys atomically.
-//! * **upgrade** from a Simba that held a name with one key `P/l/NAME` on its
-//!   lease (and `P/t/NAME`): an acquire writes no place while such a key
-//!   exists (it is `Held` by that holder), and the first place of a name
-//!   writes the fence at `P/l/NAME`, which an older Simba's acquire (create
-//!   `P/l/NAME` if absent) can never pass: the two never hold a name at
-//!   once. An older client reads the fence as a holder that never ends, so
-//!   it never wins a name a newer one has used; replace every older client.
 //!
 //! # Runtimes
 //!
@@ -126,9 +117,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "etcd";
-/// The value of `P/l/NAME` once a place of `NAME` was created: a session id
-/// no session has (an older Simba reads it as a holder that never ends).
-const FENCE: &str = "00000000000000000000000000000000";
 /// At most this many calls (renewals aside) in flight at once; see
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
@@ -404,7 +392,7 @@ struct Inner {
     redacted: String,
     timeout: Duration,
     local: Mutex<HashMap<i64, Local>>,
-    /// The watch on places (and older Simba's holder keys), see [`track`].
+    /// The watch on places, see [`track`].
     tracker: Mutex<Tracker>,
     /// Serializes starting the watch.
     tracker_start: tokio::sync::Mutex<()>,
@@ -677,7 +665,9 @@ impl EtcdBackend {
     fn key_owned(&self, lease: i64, name: &LeaseName) -> String {
         format!("{}/s/{lease:016x}/{name}", self.inner.prefix)
     }
-    /// `P/l/NAME`: an older Simba's holder key, or (no lease) the fence.
+    /// `P/l/NAME`: put with every place of `NAME`, so its `mod_revision` is
+    /// the latest place's `create_revision` (`inspect` shows it as a free
+    /// name's latest token).
     fn key_lease(&self, name: &LeaseName) -> String {
         format!("{}/l/{name}", self.inner.prefix)
     }
@@ -893,57 +883,26 @@ impl EtcdBackend {
             .and_then([
                 TxnOp::put(place, sid.clone(), on_lease()),
                 TxnOp::put(self.key_owned(lease, name), "", on_lease()),
-                TxnOp::put(lkey.clone(), FENCE, None),
+                TxnOp::put(lkey, "", None),
             ]);
         let queue = self.key_queue(name);
         let listing = GetOptions::new()
             .with_prefix()
             .with_sort(SortTarget::Create, SortOrder::Ascend);
-        // Live session, and no older Simba's holder key (one on a lease):
-        // then the ranges after the nested write see it (etcd applies a
-        // transaction's operations in order, at one revision).
+        // Live session: then the range after the nested write sees it
+        // (etcd applies a transaction's operations in order, at one
+        // revision).
         let txn = Txn::new()
-            .when([
-                Compare::value(skey.clone(), CompareOp::Equal, sid.clone()),
-                Compare::lease(lkey.clone(), CompareOp::Equal, 0),
-            ])
-            .and_then([TxnOp::txn(create), TxnOp::get(queue.clone(), Some(listing))])
-            .or_else([TxnOp::get(skey, None), TxnOp::get(lkey, None)]);
+            .when([Compare::value(skey, CompareOp::Equal, sid.clone())])
+            .and_then([TxnOp::txn(create), TxnOp::get(queue.clone(), Some(listing))]);
         let mut c = self.client();
         let resp = self.run("acquire", async move { c.txn(txn).await }).await?;
         let gets = gets_of(&resp);
         let bad = |what: String| malformed(format!("acquire of `{name}`: {what}"));
         if !resp.succeeded() {
-            let [me, old] = gets.as_slice() else {
-                return Err(bad(format!(
-                    "{} reads in the reply, expected 2",
-                    gets.len()
-                )));
-            };
-            let alive = me
-                .kvs()
-                .first()
-                .is_some_and(|kv| kv.value() == sid.as_bytes());
-            if !alive {
-                self.forget(lease);
-                return Ok(AcquireOutcome::Expired);
-            }
-            // An older Simba holds the name (its key is on its session's
-            // lease): it stands first, and no place is written until it is
-            // gone.
-            self.set_place(lease, session, name, None);
-            let Some(kv) = old.kvs().first() else {
-                return Ok(AcquireOutcome::Held {
-                    holder: None,
-                    token: None,
-                    holder_remaining: None,
-                });
-            };
-            return Ok(AcquireOutcome::Held {
-                holder: Some(session_from(kv.value())?),
-                token: Some(token_from(name.as_str(), kv.create_revision())?),
-                holder_remaining: None,
-            });
+            // `P/s/L` is gone or holds another session id.
+            self.forget(lease);
+            return Ok(AcquireOutcome::Expired);
         }
         let [listed] = gets.as_slice() else {
             return Err(bad(format!(
@@ -1521,11 +1480,7 @@ impl Backend for EtcdBackend {
                         .take_kvs())
                 })
                 .await?;
-            let (s_pre, l_pre, t_pre) = (
-                format!("{root}s/"),
-                format!("{root}l/"),
-                format!("{root}t/"),
-            );
+            let (s_pre, l_pre) = (format!("{root}s/"), format!("{root}l/"));
             // Session metadata: P/m/L, on the session's lease.
             let m_pre = format!("{root}m/");
             let metadata_of: HashMap<i64, String> = kvs
@@ -1588,29 +1543,20 @@ impl Backend for EtcdBackend {
                     .and_then(|n| LeaseName::new(n).ok())
                     .ok_or_else(|| malformed("a bad lease name in a key".into()))
             };
-            // Per name: the latest revision any term of it may have (the
-            // fence's and an older Simba's `P/t/NAME` mod_revision), an older
-            // Simba's holder key, and the places in revision order.
+            // Per name: the latest revision any term of it may have
+            // (`P/l/NAME`'s mod_revision), and the places in revision order.
             #[derive(Default)]
             struct Seen {
                 latest: i64,
-                old_holder: Option<(SessionId, i64)>,
                 places: Vec<(i64, SessionId)>,
             }
             let mut seen: std::collections::BTreeMap<LeaseName, Seen> =
                 std::collections::BTreeMap::new();
             for kv in &kvs {
                 let key = kv.key();
-                if let Some(n) = key.strip_prefix(t_pre.as_bytes()) {
+                if let Some(n) = key.strip_prefix(l_pre.as_bytes()) {
                     let s = seen.entry(parse_name(n)?).or_default();
                     s.latest = s.latest.max(kv.mod_revision());
-                } else if let Some(n) = key.strip_prefix(l_pre.as_bytes()) {
-                    let s = seen.entry(parse_name(n)?).or_default();
-                    if kv.lease() == 0 {
-                        s.latest = s.latest.max(kv.mod_revision());
-                    } else {
-                        s.old_holder = Some((session_from(kv.value())?, kv.create_revision()));
-                    }
                 } else if let Some(rest) = key.strip_prefix(q_pre.as_bytes()) {
                     let (n, _) =
                         split_place(rest).ok_or_else(|| malformed("a bad place key".into()))?;
@@ -1623,18 +1569,14 @@ impl Backend for EtcdBackend {
                 if !name.as_str().starts_with(filter) {
                     continue;
                 }
-                // The first place holds the name (an older Simba's holder
-                // key and a place never exist at once).
+                // The first place holds the name.
                 let first = s.places.iter().min_by_key(|(rev, _)| *rev).copied();
                 let latest = s
                     .places
                     .iter()
                     .map(|(rev, _)| *rev)
-                    .chain(s.old_holder.map(|(_, rev)| rev))
                     .fold(s.latest, i64::max);
-                let live = first
-                    .or(s.old_holder.map(|(h, rev)| (rev, h)))
-                    .and_then(|(rev, h)| remaining.get(&h).map(|r| (rev, h, *r)));
+                let live = first.and_then(|(rev, h)| remaining.get(&h).map(|r| (rev, h, *r)));
                 let info = match live {
                     Some((rev, holder, rem)) => crate::LeaseInfo {
                         holder: Some(holder),
@@ -1887,11 +1829,10 @@ async fn clean_up(
     }
 }
 
-/// The backend's one watch, on `P/l/` to `P/q/` (deletes only): every
-/// deleted place is remembered for a while (a listing that crossed it is
-/// judged without it), struck from the waiting places this client records,
-/// and only then announced to the release broadcast's subscribers (S4.2);
-/// an older Simba's deleted holder key is announced too. The watch starts at
+/// The backend's one watch, on `P/q/` (deletes only): every deleted place
+/// is remembered for a while (a listing that crossed it is judged without
+/// it), struck from the waiting places this client records, and only then
+/// announced to the release broadcast's subscribers (S4.2). The watch starts at
 /// a revision read just before it (so a watch created while nothing changed
 /// is in sync at once, and nothing deleted after that read is missed), and
 /// after a broken stream resumes from the last revision seen. Ends with the
@@ -1904,8 +1845,8 @@ async fn track(
     ready: tokio::sync::oneshot::Sender<Result<(), etcd_client::Error>>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let (l_pre, q_pre) = (format!("{prefix}/l/"), format!("{prefix}/q/"));
-    // Just past `P/q/`: the range holds `P/l/`, `P/m/` and `P/q/` keys.
+    let q_pre = format!("{prefix}/q/");
+    // Just past `P/q/`: the range holds the places.
     let end = format!("{prefix}/q0");
     let mut ready = Some(ready);
     let mut next_rev: Option<i64> = None;
@@ -1918,7 +1859,7 @@ async fn track(
                 Some(r) => r,
                 None => {
                     let r = client
-                        .get(l_pre.clone(), Some(GetOptions::new().with_count_only()))
+                        .get(q_pre.clone(), Some(GetOptions::new().with_count_only()))
                         .await?;
                     r.header().map(|h| h.revision()).unwrap_or(0) + 1
                 }
@@ -1927,7 +1868,7 @@ async fn track(
                 .with_range(end.clone())
                 .with_start_revision(from)
                 .with_filters([WatchFilterType::NoPut]);
-            let mut stream = client.watch(l_pre.clone(), Some(opts)).await?;
+            let mut stream = client.watch(q_pre.clone(), Some(opts)).await?;
             // Wait for the "created" reply: from here on, no delete is missed.
             loop {
                 match stream.message().await? {
@@ -2021,12 +1962,6 @@ async fn track(
                                 }
                             }
                             name
-                        } else if let Some(rest) = key.strip_prefix(l_pre.as_bytes()) {
-                            // An older Simba's holder key.
-                            match std::str::from_utf8(rest).ok().map(LeaseName::new) {
-                                Some(Ok(name)) => name,
-                                _ => continue,
-                            }
                         } else {
                             continue;
                         };

@@ -205,7 +205,6 @@ struct Queue {
 /// who waits on it. The entry's state is the engine's; the engine's
 /// [`EntryId`] finds this.
 struct AppEntry {
-    kind: Kind,
     listener: Option<Arc<dyn ElectionListener>>,
     queue: Option<Queue>,
     task: Option<TaskFactory>,
@@ -246,7 +245,6 @@ pub(crate) struct Driver {
     entries: BTreeMap<EntryId, AppEntry>,
     terms: BTreeMap<TermId, TermControl>,
     tasks: BTreeMap<TermId, Running>,
-    elected_at: BTreeMap<TermId, Instant>,
     handover_from: BTreeMap<LeaseName, Instant>,
     deadline: Option<(SessionId, Arc<SessionDeadline>)>,
     subscribers: Vec<Subscriber>,
@@ -298,7 +296,6 @@ impl Driver {
             entries: BTreeMap::new(),
             terms: BTreeMap::new(),
             tasks: BTreeMap::new(),
-            elected_at: BTreeMap::new(),
             handover_from: BTreeMap::new(),
             deadline: None,
             subscribers: Vec::new(),
@@ -415,7 +412,7 @@ impl Driver {
                     return;
                 };
                 e.waiters.extend(done);
-                let result = if e.kind == Kind::Partition {
+                let result = if self.engine.kind_of(entry) == Some(Kind::Partition) {
                     self.engine.leave_group(now, &name)
                 } else {
                     self.engine.stop(now, &name)
@@ -527,7 +524,6 @@ impl Driver {
             } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
                 AppEntry {
-                    kind: Kind::Election,
                     listener,
                     queue,
                     task,
@@ -539,7 +535,6 @@ impl Driver {
             Spec::Group { listener, task, .. } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
                 AppEntry {
-                    kind: Kind::Partition,
                     listener,
                     queue,
                     task,
@@ -550,7 +545,6 @@ impl Driver {
                 }
             }
             Spec::Lock { reply, .. } => AppEntry {
-                kind: Kind::Lock,
                 listener: None,
                 queue: None,
                 task: None,
@@ -559,7 +553,7 @@ impl Driver {
                 current: None,
             },
         };
-        tracing::info!(name = %name, %entry, kind = ?d.kind, "started");
+        tracing::info!(name = %name, %entry, kind = ?self.engine.kind_of(entry), "started");
         self.entries.insert(entry, d);
         let _ = reply.send(Ok(entry));
     }
@@ -677,8 +671,9 @@ impl Driver {
                 let now = self.clock.runtime.now();
                 tracing::info!(name = %term.name, token = %term.token, %reason, "term revoked");
                 observe::term_ended(term.name.as_str(), reason);
-                if let Some(since) = self.elected_at.remove(&term.id) {
-                    observe::leader_time(term.name.as_str(), now.saturating_duration_since(since));
+                if self.terms.contains_key(&term.id) {
+                    let held = self.clock.now() - term.elected_at;
+                    observe::leader_time(term.name.as_str(), held);
                 }
                 if reason.is_voluntary() {
                     self.handover_from.insert(term.name.clone(), now);
@@ -922,7 +917,7 @@ impl Driver {
                 return;
             }
         }
-        if e.kind == Kind::Lock {
+        if term.kind == Kind::Lock {
             let delivered = match e.lock_reply.take() {
                 Some(reply) => reply.send(Ok(handle.clone())).is_ok(),
                 None => false,
@@ -938,7 +933,6 @@ impl Driver {
         }
         tracing::info!(name = %term.name, token = %term.token, "elected");
         observe::term_started(term.name.as_str());
-        self.elected_at.insert(term.id, self.clock.runtime.now());
         self.terms.insert(term.id, control);
         self.publish(ClientEvent::Elected {
             name: term.name.to_string(),
@@ -1051,10 +1045,7 @@ impl Driver {
                     // The mutant: the task is neither cancelled nor dropped.
                     return;
                 }
-                let partition = self
-                    .entries
-                    .get(&term.entry)
-                    .is_some_and(|e| e.kind == Kind::Partition);
+                let partition = term.kind == Kind::Partition;
                 let Some(running) = self.tasks.get(&term.id) else {
                     return;
                 };

@@ -2,34 +2,11 @@
 
 use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
+pub use crate::protocol::Kind;
 use crate::protocol::{TaskExitPolicy, Term};
 use crate::time::Timestamp;
 use std::fmt;
 use std::time::Duration;
-
-/// Whether a name is an election (competes again after losing a term) or a
-/// lock (one term only, S5.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    /// An election: competes for term after term until stopped.
-    Election,
-    /// A lock: takes one term; when it ends the lock is gone (S5.3).
-    Lock,
-    /// A partition of a partitioned group (S10): competes like an election
-    /// while it is in this member's target, and is handed over when it
-    /// leaves it (S10.3).
-    Partition,
-}
-
-impl Kind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Kind::Election => "election",
-            Kind::Lock => "lock",
-            Kind::Partition => "partition",
-        }
-    }
-}
 
 /// How long a lock keeps trying to acquire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +63,6 @@ pub(crate) struct Held {
     /// Input sequence number at which the term was created (see `TakenOver`).
     pub(crate) created_seq: u64,
     pub(crate) task_running: bool,
-    /// When the term began (engine time), to tell a long-lived task (S6.5).
-    pub(crate) started_at: Timestamp,
 }
 
 /// A voluntarily ended term whose lease is kept until its task exits (S6.1 step 3).

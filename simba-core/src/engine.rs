@@ -21,7 +21,7 @@ use crate::config::{Fraction, SimbaConfig};
 use crate::election::{Entry, EntrySnapshot, SessionSnapshot, Snapshot};
 use crate::ids::{EntryId, OpId, SessionId, TermId, Token};
 use crate::name::LeaseName;
-use crate::protocol::{Command, Event, Input, Level, Output, SessionState};
+use crate::protocol::{Command, Event, Input, Kind, Level, Output, SessionState};
 use crate::time::Timestamp;
 use crate::timers::Timers;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -217,6 +217,30 @@ impl Engine {
     /// The session state (S1.5).
     pub fn session_state(&self) -> SessionState {
         self.session.state
+    }
+
+    /// What the application started with the id `entry` (as its start
+    /// returned it), while the engine has it: an election, a lock, or a
+    /// group ([`Kind::Partition`]).
+    ///
+    /// ```
+    /// use simba_core::{BackendProfile, Engine, Kind, LeaseName, SimbaConfig, Timestamp};
+    /// let now = Timestamp::ZERO;
+    /// let mut engine = Engine::new(SimbaConfig::default(), BackendProfile::default(), now);
+    /// let entry = engine.start_election(now, LeaseName::new("reports")?, false)?;
+    /// assert_eq!(engine.kind_of(entry), Some(Kind::Election));
+    /// engine.stop(now, &LeaseName::new("reports")?)?;
+    /// assert_eq!(engine.kind_of(entry), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn kind_of(&self, entry: EntryId) -> Option<Kind> {
+        if self.groups.values().any(|g| g.id == entry) {
+            return Some(Kind::Partition);
+        }
+        self.entries
+            .values()
+            .find(|e| e.id == entry)
+            .map(|e| e.kind)
     }
 
     /// Counters for observability.

@@ -418,6 +418,30 @@ impl TaskExitAction {
     }
 }
 
+/// Whether a name is an election (competes again after losing a term) or a
+/// lock (one term only, S5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// An election: competes for term after term until stopped.
+    Election,
+    /// A lock: takes one term; when it ends the lock is gone (S5.3).
+    Lock,
+    /// A partition of a partitioned group (S10): competes like an election
+    /// while it is in this member's target, and is handed over when it
+    /// leaves it (S10.3).
+    Partition,
+}
+
+impl Kind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Election => "election",
+            Kind::Lock => "lock",
+            Kind::Partition => "partition",
+        }
+    }
+}
+
 /// One term (S3.2): a period in which this node owns a lease.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Term {
@@ -432,6 +456,12 @@ pub struct Term {
     pub token: Token,
     /// The session that owns the lease.
     pub session: SessionId,
+    /// What the term's entry is: an election, a lock or a group's partition.
+    pub kind: Kind,
+    /// When the engine elected it, on the engine's clock: with the `now` of
+    /// a later output, how long the term was held (S6.5 counts a task's run
+    /// from here too).
+    pub elected_at: Timestamp,
 }
 
 /// Why a term ended (S3.4).

@@ -50,18 +50,21 @@
 #![forbid(unsafe_code)]
 
 mod faults;
+mod journal;
 mod node;
 mod rng;
 mod trace;
 mod world;
 
 pub use faults::{Fault, FaultKind, Faults};
+pub use journal::Violation;
 pub use trace::Event;
-pub use world::{Fence, FencedMap, FencedRegister, StaleFence, Violation, World, Write};
+pub use world::{Fence, FencedMap, FencedRegister, StaleFence, World, Write};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use node::{lock, NoSuspend, NodeCell, SimBackend, SimRuntime, Tasks};
+use journal::{lock, Journal};
+use node::{NoSuspend, NodeCell, SimBackend, SimRuntime, Tasks};
 use rng::Rng;
 use simba_backends::MemoryBackend;
 use simba_client::{Simba, SimbaBuilder, SimbaConfig};
@@ -669,7 +672,8 @@ impl Sim {
         let start = tokio::time::Instant::now();
         let backend = MemoryBackend::with_clock(move || tokio::time::Instant::now() - start)
             .session_ids_from(seed);
-        let tasks = Arc::new(Tasks::new(start, self.allow_bare_spawns));
+        let journal = Arc::new(Journal::new(start));
+        let tasks = Arc::new(Tasks::new(journal.clone(), self.allow_bare_spawns));
         let cells: Vec<Arc<NodeCell>> = (0..self.nodes)
             .map(|i| {
                 Arc::new(NodeCell::new(
@@ -679,8 +683,7 @@ impl Sim {
                 ))
             })
             .collect();
-        let world = Arc::new(WorldInner::new(start, backend, cells, tasks));
-        world.tasks.report_to(&world);
+        let world = Arc::new(WorldInner::new(journal, backend, cells, tasks));
         let mut plan_rng = Rng::new(seed, 0);
         let mut faults = faults::draw(
             &self.faults,
@@ -735,15 +738,18 @@ impl Sim {
                 break;
             }
             world.tasks.check(None);
-            if !lock(&world.violations).is_empty() || world.tasks.bare().is_some() || step >= end {
+            if !lock(&world.journal.violations).is_empty()
+                || world.tasks.bare().is_some()
+                || step >= end
+            {
                 break;
             }
         }
         for cell in &world.nodes {
             cell.crash();
         }
-        let trace = std::mem::take(&mut *lock(&world.trace));
-        let violation = lock(&world.violations).first().cloned();
+        let trace = std::mem::take(&mut *lock(&world.journal.trace));
+        let violation = lock(&world.journal.violations).first().cloned();
         let escaped = world.tasks.bare().map(|b| {
             let who = b.node.map_or_else(
                 || "an invariant".to_owned(),
@@ -906,7 +912,8 @@ fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app
         inner: world.backend.clone(),
         cell: cell.clone(),
         generation,
-        world: world.clone(),
+        journal: world.journal.clone(),
+        backend_down: world.backend_down.clone(),
         hang: sim.config.lease_duration(),
     };
     let config = sim

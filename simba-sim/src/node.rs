@@ -2,9 +2,9 @@
 //! runtime (tokio's paused clock, drifted) and its faulty view of the
 //! backend.
 
+use crate::journal::{lock, Journal};
 use crate::panic_message;
 use crate::rng::Rng;
-use crate::world::WorldInner;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -18,16 +18,12 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The wall clock's origin in every run: 2026-01-01T00:00:00Z.
 const WALL_ORIGIN_SECS: u64 = 1_767_225_600;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A node's pause switch: while paused, none of its tasks is polled.
 #[derive(Default)]
@@ -76,39 +72,33 @@ pub(crate) struct Tasks {
     start: tokio::time::Instant,
     allow_bare: bool,
     bare: Mutex<Option<BareSpawn>>,
-    /// Where a node task's panic is reported (set once the world exists).
-    world: OnceLock<Weak<WorldInner>>,
+    /// Where a node task's panic is reported.
+    journal: Arc<Journal>,
     /// The run's runtime's counts (`None` outside a runtime).
     metrics: Option<tokio::runtime::RuntimeMetrics>,
 }
 
 impl Tasks {
     /// Called inside the run's runtime.
-    pub(crate) fn new(start: tokio::time::Instant, allow_bare: bool) -> Tasks {
+    pub(crate) fn new(journal: Arc<Journal>, allow_bare: bool) -> Tasks {
         Tasks {
             owned: AtomicUsize::new(0),
-            start,
+            start: journal.start,
             allow_bare,
             bare: Mutex::new(None),
-            world: OnceLock::new(),
+            journal,
             metrics: tokio::runtime::Handle::try_current()
                 .ok()
                 .map(|h| h.metrics()),
         }
     }
 
-    pub(crate) fn report_to(&self, world: &Arc<WorldInner>) {
-        let _ = self.world.set(Arc::downgrade(world));
-    }
-
     /// A node's task panicked (tokio would swallow it): a violation.
     fn panicked(&self, node: usize, message: &str) {
-        if let Some(w) = self.world.get().and_then(Weak::upgrade) {
-            w.violate(
-                Some(node),
-                format!("a task of node {node} panicked: {message}"),
-            );
-        }
+        self.journal.violate(
+            Some(node),
+            format!("a task of node {node} panicked: {message}"),
+        );
     }
 
     /// Counts one more owned task until the returned guard is dropped (with
@@ -356,7 +346,10 @@ pub(crate) struct SimBackend {
     pub(crate) inner: MemoryBackend,
     pub(crate) cell: Arc<NodeCell>,
     pub(crate) generation: u64,
-    pub(crate) world: Arc<WorldInner>,
+    /// Where the calls are recorded and the token check runs.
+    pub(crate) journal: Arc<Journal>,
+    /// Whether the backend is restarting (it refuses every call meanwhile).
+    pub(crate) backend_down: Arc<AtomicBool>,
     /// How long a lost call hangs before it fails (longer than the client's
     /// call timeout, which cancels it first).
     pub(crate) hang: Duration,
@@ -411,20 +404,20 @@ impl SimBackend {
         }
         let (there, back, fate) = self.draw();
         tokio::time::sleep(there).await;
-        if self.world.backend_down.load(Ordering::SeqCst) {
-            self.world
+        if self.backend_down.load(Ordering::SeqCst) {
+            self.journal
                 .record(node, format!("{what} → refused (backend restarting)"));
             return Err(unavailable("backend restarting").into());
         }
         if self.cut_off() || matches!(fate, Fate::LoseRequest | Fate::Hang) {
-            self.world.record(node, format!("{what} → request lost"));
+            self.journal.record(node, format!("{what} → request lost"));
             return Err(self.lost().await.into());
         }
         let result = op().await;
-        self.world
+        self.journal
             .record(node, format!("{what} → {}", show(&result)));
         if matches!(fate, Fate::LoseReply) {
-            self.world.record(node, format!("{what}: reply lost"));
+            self.journal.record(node, format!("{what}: reply lost"));
             return Err(self.lost().await.into());
         }
         tokio::time::sleep(back).await;
@@ -513,7 +506,7 @@ impl Backend for SimBackend {
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         let inner = self.inner.clone();
         let n = name.clone();
-        let world = self.world.clone();
+        let journal = self.journal.clone();
         let won_name = name.clone();
         // The token check runs when the backend decides, not when (or
         // whether) the reply arrives.
@@ -522,7 +515,7 @@ impl Backend for SimBackend {
             move || async move { inner.acquire(session, &n).await }.boxed(),
             move |r| match r {
                 Ok(AcquireOutcome::Won { token, .. }) => {
-                    world.token_won(&won_name, session, *token);
+                    journal.token_won(&won_name, session, *token);
                     format!("won, token {token}")
                 }
                 Ok(AcquireOutcome::Held { token, .. }) => {

@@ -1,74 +1,59 @@
 //! The shared world of one run: the backend, the trace, the fenced
 //! resources and the checkers that watch them.
 
-use crate::node::{lock, NodeCell, Tasks};
-use crate::trace::Trace;
+use crate::journal::{lock, Journal};
+use crate::node::{NodeCell, Tasks};
 use simba_backends::MemoryBackend;
 use simba_client::Term;
-use simba_core::{LeaseName, SessionId, Token};
 use std::any::{Any, TypeId};
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A broken invariant or checker finding.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// Simulated time it was found at.
-    pub at: Duration,
-    /// The node whose action broke it, if one.
-    pub node: Option<usize>,
-    /// Which check, and what it saw.
-    pub what: String,
-}
-
 pub(crate) struct WorldInner {
     pub(crate) start: tokio::time::Instant,
     pub(crate) backend: MemoryBackend,
-    pub(crate) trace: Mutex<Trace>,
-    pub(crate) violations: Mutex<Vec<Violation>>,
-    pub(crate) backend_down: AtomicBool,
+    /// The trace and the violations found (shared with the nodes' tasks and
+    /// their view of the backend).
+    pub(crate) journal: Arc<Journal>,
+    /// Whether the backend is restarting (shared with the nodes' view of it).
+    pub(crate) backend_down: Arc<AtomicBool>,
     pub(crate) nodes: Vec<Arc<NodeCell>>,
     /// The tasks the harness owns on the run's runtime.
     pub(crate) tasks: Arc<Tasks>,
     registers: Mutex<BTreeMap<String, Arc<Mutex<Resource>>>>,
     maps: Mutex<BTreeMap<String, Arc<Mutex<Resource>>>>,
-    /// The last won term per lease: (token, session), for the token check.
-    won: Mutex<BTreeMap<LeaseName, (Token, SessionId)>>,
     /// The application's shared state ([`crate::Node::shared`]), by type.
     shared: Mutex<BTreeMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl WorldInner {
     pub(crate) fn new(
-        start: tokio::time::Instant,
+        journal: Arc<Journal>,
         backend: MemoryBackend,
         nodes: Vec<Arc<NodeCell>>,
         tasks: Arc<Tasks>,
     ) -> WorldInner {
         WorldInner {
-            start,
+            start: journal.start,
             backend,
             tasks,
-            trace: Mutex::default(),
-            violations: Mutex::default(),
-            backend_down: AtomicBool::new(false),
+            journal,
+            backend_down: Arc::default(),
             nodes,
             registers: Mutex::default(),
             maps: Mutex::default(),
-            won: Mutex::default(),
             shared: Mutex::default(),
         }
     }
 
     pub(crate) fn now(&self) -> Duration {
-        tokio::time::Instant::now() - self.start
+        self.journal.now()
     }
 
     pub(crate) fn record(&self, node: Option<usize>, text: String) {
-        let at = self.now();
-        lock(&self.trace).record(at, node, text);
+        self.journal.record(node, text);
     }
 
     pub(crate) fn shared<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
@@ -86,30 +71,7 @@ impl WorldInner {
     }
 
     pub(crate) fn violate(&self, node: Option<usize>, what: String) {
-        let at = self.now();
-        self.record(node, format!("VIOLATION: {what}"));
-        lock(&self.violations).push(Violation { at, node, what });
-    }
-
-    /// S3.2 at the backend: every new term of a lease has a greater token
-    /// than every earlier one. A smaller (or reused) token means the
-    /// backend lost its state.
-    pub(crate) fn token_won(&self, name: &LeaseName, session: SessionId, token: Token) {
-        let mut won = lock(&self.won);
-        let seen = won.get(name).copied();
-        let _ = won.insert(name.clone(), (token, session));
-        drop(won);
-        if let Some((last, by)) = seen {
-            if token < last || (token == last && by != session) {
-                self.violate(
-                    None,
-                    format!(
-                        "fencing tokens went backwards (S3.2): lease {name} granted token {token} \
-                         after token {last} (did the backend lose its state?)"
-                    ),
-                );
-            }
-        }
+        self.journal.violate(node, what);
     }
 
     fn resource(&self, map: bool, name: &str) -> Arc<Mutex<Resource>> {

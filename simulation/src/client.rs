@@ -26,6 +26,7 @@
 //! assert!(matches!(caught, Ok(Some(_))));
 //! ```
 
+use check::{Checks, Seen};
 use futures::StreamExt;
 use simba_client::{
     CancelSignal, ClientEvent, ClientMutant, LeaderTask, MissedRuns, Schedule, ScheduledRun, Simba,
@@ -33,10 +34,12 @@ use simba_client::{
 };
 use simba_core::Mutant;
 use simba_sim::{Faults, Fence, Node, Sim, SimError, Summary};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
+
+mod check;
 
 /// Nodes per run.
 pub const NODES: usize = 3;
@@ -184,87 +187,6 @@ pub fn everything() -> Workloads {
     }
 }
 
-/// What the campaign's checkers remember across the nodes of one run.
-#[derive(Default)]
-struct Checks(Mutex<Seen>);
-
-#[derive(Default)]
-struct Seen {
-    /// The greatest token of each lease whose task (or lock term) started.
-    latest: BTreeMap<String, u64>,
-    /// Terms whose revocation a client reported (`ClientEvent::Revoked`).
-    revoked: BTreeSet<(String, u64)>,
-    /// The first run of each schedule slot: (node, token).
-    slots: BTreeMap<u64, (usize, u64)>,
-}
-
-impl Checks {
-    fn seen(&self) -> MutexGuard<'_, Seen> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn started(&self, name: &str, token: u64) {
-        let mut s = self.seen();
-        let latest = s.latest.entry(name.to_owned()).or_insert(0);
-        *latest = (*latest).max(token);
-    }
-
-    fn later_started(&self, name: &str, token: u64) -> Option<u64> {
-        self.seen().latest.get(name).copied().filter(|t| *t > token)
-    }
-
-    /// A step of a task (or lock holder) whose term has not ended for it.
-    fn step(&self, node: &Node, term: &Term) {
-        let (name, token) = (term.name(), term.token());
-        let reported = self.seen().revoked.contains(&(name.to_owned(), token));
-        if reported && term.revoke_reason().is_none() {
-            node.violation(format!(
-                "revocation delivered (S3.4, S6.3): the task of {name} token {token} still \
-                 runs with its term not revoked (valid: {}) after its client reported the \
-                 revocation",
-                term.is_valid()
-            ));
-        }
-        if term.is_valid() {
-            if let Some(later) = self.later_started(name, token) {
-                node.violation(format!(
-                    "term validity (S3.3): the term of {name} token {token} is still valid \
-                     while token {later} has started"
-                ));
-            }
-        }
-    }
-
-    /// A step of a task after a voluntary revoke, before it returns.
-    fn finishing_step(&self, node: &Node, term: &Term) {
-        let (name, token) = (term.name(), term.token());
-        if term.handover_remaining() == Duration::ZERO {
-            // Past the hand-over time the lease may move (S6.2).
-            return;
-        }
-        if let Some(later) = self.later_started(name, token) {
-            node.violation(format!(
-                "handover order (S6.1, S10.3): the task of {name} token {token} still runs \
-                 after its voluntary revoke, within its hand-over time, while the task of \
-                 token {later} has started"
-            ));
-        }
-    }
-
-    fn slot_run(&self, node: &Node, slot: u64, token: u64) {
-        let first = *self.seen().slots.entry(slot).or_insert((node.id(), token));
-        if first != (node.id(), token) {
-            node.violation(format!(
-                "slot at most once (S11.1): slot {slot} runs on node {} (token {token}) after \
-                 it ran on node {} (token {})",
-                node.id(),
-                first.0,
-                first.1
-            ));
-        }
-    }
-}
-
 /// How one leader task ends on its own, if it does (S6.5).
 #[derive(Clone, Copy, Debug)]
 enum Exit {
@@ -296,7 +218,7 @@ async fn leader_task(
     finish: Duration,
 ) -> Result<(), String> {
     let (name, token) = (term.name().to_owned(), term.token());
-    checks.started(&name, token);
+    checks.observe(&node, Seen::Started { name: &name, token });
     node.log(format!("task of {name} token {token} starts"));
     let register = node.register(&name);
     let mut steps = 0u32;
@@ -306,7 +228,7 @@ async fn leader_task(
             r = term.revoked() => break r,
             () = tokio::time::sleep(STEP) => {}
         }
-        checks.step(&node, &term);
+        checks.observe(&node, Seen::Step { term: &term });
         if term.is_valid() {
             let _ = register.write(&Fence::from(&term), format!("{}:{steps}", node.id()));
         }
@@ -330,7 +252,7 @@ async fn leader_task(
         while left > Duration::ZERO {
             tokio::time::sleep(STEP).await;
             left = left.saturating_sub(STEP);
-            checks.finishing_step(&node, &term);
+            checks.observe(&node, Seen::FinishingStep { term: &term });
         }
     }
     node.log(format!("task of {name} token {token} returns ({reason})"));
@@ -352,7 +274,7 @@ fn blocking_task(
     how: Exit,
 ) -> Result<(), String> {
     let (name, token) = (term.name().to_owned(), term.token());
-    checks.started(&name, token);
+    checks.observe(node, Seen::Started { name: &name, token });
     node.log(format!(
         "blocking task of {name} token {token} starts: {steps} steps, then {how:?}"
     ));
@@ -362,7 +284,7 @@ fn blocking_task(
             node.log(format!("blocking task of {name} token {token} cancelled"));
             return Ok(());
         }
-        checks.step(node, term);
+        checks.observe(node, Seen::Step { term });
         if term.is_valid() {
             let _ = register.write(&Fence::from(term), format!("{}:b{step}", node.id()));
         }
@@ -403,11 +325,11 @@ pub async fn node_run(node: Node, w: Workloads) -> Result<(), String> {
     let simba = node.simba().clone();
     {
         let mut events = simba.events();
-        let checks = checks.clone();
+        let (checks, n) = (checks.clone(), node.clone());
         node.spawn(async move {
             while let Some(e) = events.next().await {
                 if let ClientEvent::Revoked { name, token, .. } = e {
-                    let _ = checks.seen().revoked.insert((name, token));
+                    checks.observe(&n, Seen::RevocationReported { name: &name, token });
                 }
             }
         });
@@ -566,13 +488,19 @@ async fn locks(node: Node, simba: Simba, checks: Arc<Checks>, w: Arc<Workloads>)
             continue;
         };
         let term = held.term().clone();
-        checks.started(term.name(), term.token());
+        checks.observe(
+            &node,
+            Seen::Started {
+                name: term.name(),
+                token: term.token(),
+            },
+        );
         let hold = pause_for(&mut rng, w.moves / 4);
         let mut left = hold;
         while left > Duration::ZERO && term.is_valid() {
             tokio::time::sleep(STEP).await;
             left = left.saturating_sub(STEP);
-            checks.step(&node, &term);
+            checks.observe(&node, Seen::Step { term: &term });
             if term.is_valid() {
                 let _ = map.put(&Fence::from(&term), format!("n{}", node.id()), "held");
             }
@@ -601,7 +529,13 @@ async fn schedule(
                 let length = Duration::from_millis(job_rng.u64(100..=900));
                 async move {
                     let term = run.term().clone();
-                    c.slot_run(&n, run.slot(), term.token());
+                    c.observe(
+                        &n,
+                        Seen::SlotRun {
+                            slot: run.slot(),
+                            token: term.token(),
+                        },
+                    );
                     let _ = runs.put(
                         &Fence::from(&term),
                         run.slot().to_string(),

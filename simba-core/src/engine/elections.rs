@@ -657,6 +657,8 @@ impl Engine {
             name: name.clone(),
             token,
             session,
+            kind: entry.kind,
+            elected_at: self.now,
         };
         let partition = entry.kind == Kind::Partition;
         entry.status = Status::Leader;
@@ -667,7 +669,6 @@ impl Engine {
             term: term.clone(),
             created_seq: self.seq,
             task_running: entry.runs_task,
-            started_at: self.now,
         });
         let runs_task = entry.runs_task;
         self.stats.terms += 1;
@@ -962,7 +963,7 @@ impl Engine {
         // The task is gone: whatever happens next waits for nothing.
         held.task_running = false;
         let term = held.term.clone();
-        let ran = now - held.started_at;
+        let ran = now - held.term.elected_at;
         let action = match (entry.exit_policy, entry.kind) {
             _ if keep_after_panic => TaskExitAction::KeptTerm,
             (TaskExitPolicy::KeepTerm, _) => TaskExitAction::KeptTerm,

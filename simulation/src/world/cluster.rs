@@ -6,15 +6,16 @@
 //! here too.
 
 use super::network::{DOWN, UP};
+use super::observed::Observed;
 use super::queue::Ev;
-use super::workload::ApiCall;
-use super::{check::Observed, nanos, World};
+use super::types::{nanos, Api, ApiCall, TaskState, TermRec};
+use super::World;
 use crate::backend::{At, SimBackend};
 use crate::clock::Clock;
 use crate::core_api::{BackendProfile, Engine};
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, Command, Input, LeaseName, RevokeReason,
-    SessionId, Term, TermId, Timestamp,
+    AcquireOutcome, BackendError, BackendErrorKind, Command, Input, LeaseName, SessionId, TermId,
+    Timestamp,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,48 +26,6 @@ pub(super) enum NodeState {
     Up,
     Paused,
     Down,
-}
-
-/// Where a term's task is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TaskState {
-    None,
-    Running,
-    Interrupted,
-    Exited,
-}
-
-/// A term as the node's application knows it, from the engine's events.
-#[derive(Clone, Debug)]
-pub(super) struct TermRec {
-    pub(super) term: Term,
-    /// The term's place in the order of all elections of the run.
-    pub(super) order: u64,
-    /// The world's step at which the node was elected.
-    pub(super) elected_step: u64,
-    pub(super) revoked: Option<RevokeReason>,
-    /// The session's local deadline when the term was revoked: a voluntary
-    /// handover waits for the task at most until then (S6.1 step 3, S6.2).
-    pub(super) revoke_deadline: Option<Timestamp>,
-    pub(super) task: TaskState,
-}
-
-/// What the workload has asked of a name on a node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Api {
-    Election {
-        cooldown_until: Option<Timestamp>,
-    },
-    Stopping,
-    SteppingDown {
-        until: Timestamp,
-    },
-    Lock {
-        had_term: bool,
-    },
-    LockStopping,
-    /// A partition of a group the node joined (S10).
-    Partition,
 }
 
 /// One node: a process (restarted as a new incarnation after a crash).

@@ -2,12 +2,12 @@
 //! applied to the cluster and the network as each fault starts and ends,
 //! the faults armed on a node for its next act, and healing.
 
-use super::check::{Observed, Removal};
 use super::cluster::NodeState;
 use super::network::{DOWN, UP};
+use super::observed::Observed;
 use super::queue::Ev;
-use super::workload::ApiCall;
-use super::{nanos, World};
+use super::types::{nanos, ApiCall, Removal};
+use super::World;
 use crate::params::{Direction, FaultKind};
 use simba_core::{LeaseName, TermId};
 use std::collections::BTreeSet;

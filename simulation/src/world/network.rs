@@ -4,7 +4,8 @@
 //! in the order the messages are sent.
 
 use super::queue::Ev;
-use super::{chance, nanos, uniform, World};
+use super::types::{chance, nanos, uniform};
+use super::World;
 use crate::params::NetParams;
 use simba_core::{Command, Input};
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! Event scheduling: the world's events in true time, earliest first, ties
 //! in the order they were scheduled (so a seed replays exactly).
 
-use super::workload::ApiCall;
+use super::types::ApiCall;
 use simba_core::{Command, Input, LeaseName, TermId, Token};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;

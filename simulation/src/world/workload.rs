@@ -2,33 +2,13 @@
 //! seed, scripted ones, and the ones healing makes), the election tasks
 //! (their writes to the registers, their exits and crashes).
 
-use super::check::Observed;
-use super::cluster::{Api, TaskState};
+use super::observed::Observed;
 use super::queue::Ev;
+use super::types::{Api, ApiCall, LockSpec, TaskState};
 use super::World;
 use crate::core_api::LockWait;
-use simba_core::{ApiError, Input, LeaseName, TaskOutcome, Term, TermId};
+use simba_core::{ApiError, Input, TaskOutcome, Term, TermId};
 use std::time::Duration;
-
-/// An API call a node makes.
-#[derive(Clone, Debug)]
-pub(super) enum ApiCall {
-    /// Draw one from the workload.
-    Random,
-    Start(LeaseName),
-    Stop(LeaseName),
-    StepDown(LeaseName, Duration),
-    Lock(LeaseName, LockSpec, bool),
-    Close,
-}
-
-/// How long a lock call waits.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum LockSpec {
-    Try,
-    For(Duration),
-    Forever,
-}
 
 impl World {
     pub(super) fn api(&mut self, node: usize, call: ApiCall) {

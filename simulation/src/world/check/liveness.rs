@@ -6,14 +6,10 @@
 //! instant); its time to leader is when it was first seen.
 
 use super::mutual_exclusion::holders;
-use super::{Checker, Cx, Observed, Out};
+use super::{nanos, Checker, Cx, Observed, Out};
 use simba_core::{LeaseName, TermId};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
 
 /// The `liveness` checker.
 #[derive(Default)]

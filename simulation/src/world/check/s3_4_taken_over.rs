@@ -5,24 +5,9 @@
 //! engine has no excuse; a term elected after the renewal's send would have
 //! one (S3.4), but only elected terms are removed.
 
-use super::{Checker, Cx, Observed, Out};
-use simba_core::{Command, Input, SessionId, TermId};
+use super::{Checker, Cx, Observed, Out, Removal};
+use simba_core::{Command, Input, SessionId};
 use std::collections::BTreeMap;
-
-/// A lease an outside actor removed from a live holder (a `lease removed`
-/// fault), remembered until the holder's first renewal sent after the
-/// removal is answered and taken.
-#[derive(Clone, Debug)]
-pub(in crate::world) struct Removal {
-    /// The world's step of the removal.
-    pub step: u64,
-    /// The holder's node.
-    pub node: usize,
-    /// The holder's term: its session, name and token are those the
-    /// backend dropped.
-    pub term: TermId,
-    pub session: SessionId,
-}
 
 /// The `taken over (S3.4)` checker.
 #[derive(Default)]
