@@ -778,6 +778,7 @@ impl BackendConfig {
     /// replaced by new ones) when `keep(age)` says a connection of that age
     /// may no longer be used: a backend whose `after_connect` settings
     /// changed drops the connections made before the change.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn sqlx_pool_keeping<DB: sqlx::Database>(
         &self,
         keep: impl Fn(Duration) -> bool + Send + Sync + 'static,
