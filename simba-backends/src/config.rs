@@ -389,6 +389,12 @@ impl BackendConfig {
     /// [`BackendConfig::parse`] for one backend's `connect_url`: `Rejected`
     /// if `url` is malformed or names another kind of backend than `kind`
     /// (`backend` is its name, for the message).
+    #[cfg(any(
+        feature = "sqlite",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "redis"
+    ))]
     pub(crate) fn parse_for(
         url: &str,
         kind: BackendKind,
@@ -769,7 +775,7 @@ impl BackendConfig {
     /// live when it went idle. One that breaks within that time (the server
     /// restarted) fails the call it is used for; the engine handles it as
     /// any failed call (a renewal is retried after a short back-off, S2.4).
-    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    #[cfg(feature = "postgres")]
     pub(crate) fn sqlx_pool<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
         self.sqlx_pool_keeping(|_| true)
     }

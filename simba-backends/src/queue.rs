@@ -103,6 +103,7 @@ impl<V> Tracker<V> {
 
     /// The watch ended: the subscribers' streams end (they subscribe
     /// again, which starts a new watch).
+    #[cfg(any(test, feature = "zookeeper"))]
     pub(crate) fn stopped(&mut self) {
         self.running = false;
         self.subscribers.clear();

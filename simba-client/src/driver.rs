@@ -245,7 +245,11 @@ pub(crate) struct Driver {
     entries: BTreeMap<EntryId, AppEntry>,
     terms: BTreeMap<TermId, TermControl>,
     tasks: BTreeMap<TermId, Running>,
-    handover_from: BTreeMap<LeaseName, Instant>,
+    /// When an entry's latest term ended of its own will, until the entry's
+    /// stop completes (the hand-over metric) or it is elected again or
+    /// ends: one instant per entry, so a group's partitions given up one
+    /// by one count from the first.
+    handover_from: BTreeMap<EntryId, Instant>,
     deadline: Option<(SessionId, Arc<SessionDeadline>)>,
     subscribers: Vec<Subscriber>,
     /// The error message of the task exit being handled (for `TaskEnded`).
@@ -676,7 +680,7 @@ impl Driver {
                     observe::leader_time(term.name.as_str(), held);
                 }
                 if reason.is_voluntary() {
-                    self.handover_from.insert(term.name.clone(), now);
+                    self.handover_from.entry(term.entry).or_insert(now);
                 }
                 let withhold = self.mutant.is(ClientMutant::RevocationNotDelivered);
                 let handle = self.terms.remove(&term.id).map(|mut control| {
@@ -718,7 +722,7 @@ impl Driver {
                 }
             }
             Event::Completed { name, entry } => {
-                if let Some(from) = self.handover_from.remove(&name) {
+                if let Some(from) = self.handover_from.remove(&entry) {
                     let took = self.clock.runtime.now().saturating_duration_since(from);
                     observe::handover(name.as_str(), took);
                     tracing::debug!(name = %name, ?took, "handover complete");
@@ -734,6 +738,7 @@ impl Driver {
             }
             Event::Ended { name, entry } => {
                 tracing::debug!(name = %name, %entry, "ended");
+                self.handover_from.remove(&entry);
                 self.remove_entry(entry);
             }
             Event::LockFailed { entry, tried, .. } => {
@@ -888,6 +893,8 @@ impl Driver {
     }
 
     fn on_elected(&mut self, term: simba_core::Term) {
+        // Elected again: no hand-over of this entry is under way.
+        self.handover_from.remove(&term.entry);
         let deadline = match &self.deadline {
             Some((s, d)) if *s == term.session => d.clone(),
             // Cannot happen (a session's deadline is known before any term
