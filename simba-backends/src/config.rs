@@ -769,7 +769,7 @@ impl BackendConfig {
     /// live when it went idle. One that breaks within that time (the server
     /// restarted) fails the call it is used for; the engine handles it as
     /// any failed call (a renewal is retried after a short back-off, S2.4).
-    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    #[cfg(feature = "postgres")]
     pub(crate) fn sqlx_pool<DB: sqlx::Database>(&self) -> sqlx::pool::PoolOptions<DB> {
         self.sqlx_pool_keeping(|_| true)
     }
