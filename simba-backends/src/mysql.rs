@@ -21,8 +21,8 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
+    SlotClaim, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
@@ -147,10 +147,6 @@ struct Sql {
     /// The shared calls and statements; its `renew` is the renewal's two
     /// statements, with [`RENEW_ID`] for the session.
     sk: Skeleton<sqlx::MySql>,
-    /// Locks a lease row (the acquire procedure's first statement), for the
-    /// testkit's hold.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    ensure: String,
     /// `CALL <prefix>acquire_lease(?, ?)`.
     acquire: String,
     /// The acquire procedure's name (`<prefix>acquire_lease`).
@@ -290,6 +286,11 @@ impl Sql {
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE LEFT(l.name, ?) = ?"
             ),
+            // The acquire procedure's first statement.
+            lock: Some(format!(
+                "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
+                 ON DUPLICATE KEY UPDATE token = token"
+            )),
         };
         Sql {
             release_wake,
@@ -300,10 +301,6 @@ impl Sql {
                  WHERE l.name IN (@names@) AND h.id IS NULL"
             ),
             sleep,
-            ensure: format!(
-                "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
-                 ON DUPLICATE KEY UPDATE token = token"
-            ),
             acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
             acquire_proc: format!("{prefix}acquire_lease"),
             ensure_slot: format!(
@@ -317,16 +314,7 @@ impl Sql {
 }
 
 impl MysqlBackend {
-    /// Connects to `url` with the default options (Simba's URL parameters
-    /// apply, see [`BackendConfig`]).
-    ///
-    /// # Errors
-    /// `Rejected` if `url` names another kind of backend or is malformed;
-    /// otherwise as [`MysqlBackend::connect`].
-    pub async fn connect_url(url: &str) -> Result<MysqlBackend, BackendError> {
-        let config = BackendConfig::parse_for(url, crate::BackendKind::Mysql, NAME)?;
-        Self::connect(&config).await
-    }
+    crate::sql::sql_backend_inherent!(Mysql, mysql, MysqlBackend, MySqlPool, "mysql://app@db/app");
 
     /// Connects to the server that `config` names and checks (by default
     /// creates) the tables.
@@ -428,10 +416,7 @@ impl MysqlBackend {
         for stmt in ddl {
             if let Err(e) = sqlx::raw_sql(&stmt).execute(&self.pool).await {
                 // Another process may have created it at the same moment.
-                if !matches!(
-                    self.acquire_proc_state().await?,
-                    AcquireRoutine::Current | AcquireRoutine::Newer
-                ) {
+                if !self.acquire_proc_state().await?.usable() {
                     return Err(map_err(NAME, "create the acquire procedure", e));
                 }
             }
@@ -447,10 +432,11 @@ impl MysqlBackend {
             return self.migrate().await;
         }
         self.sql.sk.require_tables(&self.pool).await?;
-        match self.acquire_proc_state().await? {
-            AcquireRoutine::Current | AcquireRoutine::Newer => Ok(()),
-            other => Err(self.proc_error(other)),
-        }
+        let state = self.acquire_proc_state().await?;
+        state
+            .usable()
+            .then_some(())
+            .ok_or_else(|| self.proc_error(state))
     }
 
     /// Whether the acquire procedure in the current database is this
@@ -491,14 +477,7 @@ impl MysqlBackend {
     /// The error for an acquire procedure that is not this version's.
     fn proc_error(&self, state: AcquireRoutine) -> BackendError {
         let p = &self.sql.acquire_proc;
-        let why = state.why();
-        BackendError::new(
-            BackendErrorKind::Rejected,
-            format!(
-                "mysql: the procedure `{p}` {why}: create it \
-                 (migrations/mysql/0003_acquire.sql) or allow create_schema"
-            ),
-        )
+        state.error(NAME, &format!("procedure `{p}`"))
     }
 
     /// The DDL that creates Simba's tables and acquire procedure under
@@ -511,22 +490,6 @@ impl MysqlBackend {
     /// `DELIMITER //` … `//`.
     pub fn schema_sql(table_prefix: &str) -> String {
         prefixed(&MIGRATIONS.concat(), table_prefix)
-    }
-    /// As [`MysqlBackend::from_pool`] with the default [`PoolOptions`] (table
-    /// prefix `simba_`, tables created if missing).
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use simba_backends::mysql::MysqlBackend;
-    /// let pool = sqlx::MySqlPool::connect("mysql://app@db/app").await?;
-    /// let backend = MysqlBackend::from_pool_default(pool.clone()).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`MysqlBackend::from_pool`].
-    pub async fn from_pool_default(pool: MySqlPool) -> Result<MysqlBackend, BackendError> {
-        Self::from_pool(pool, &PoolOptions::new()).await
     }
 
     /// A backend on the application's own pool, so Simba shares its
@@ -572,11 +535,6 @@ impl MysqlBackend {
         };
         backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
-    }
-
-    /// The underlying pool (for fencing tables kept in the same database).
-    pub fn pool(&self) -> &MySqlPool {
-        &self.pool
     }
 
     /// Drops Simba's four tables and the acquire procedure of this backend's
@@ -689,7 +647,7 @@ impl MysqlBackend {
                 futures_timer::Delay::new(Duration::from_millis(20)).await;
             }
             Err(BackendError::new(
-                BackendErrorKind::Other,
+                simba_core::BackendErrorKind::Other,
                 "test helper: the acquire never waited on the lock",
             ))
         };
@@ -1322,11 +1280,12 @@ pub use hold::MysqlHold;
 #[cfg(feature = "testkit")]
 mod hold {
     use super::{acquire_on, map_err, renew_on, MysqlBackend, Sql, NAME};
+    use crate::sql::await_waiters;
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
+    use futures::TryFutureExt;
     use simba_core::{BackendError, BackendErrorKind, LeaseName, SessionId, Token};
-    use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-    use std::time::Duration;
+    use sqlx::mysql::MySqlPool;
 
     /// The conformance suite's interleaving hook on MySQL / MariaDB
     /// ([`crate::testkit::Hold`]): a blocker transaction on a connection of
@@ -1346,13 +1305,7 @@ mod hold {
         /// A [`BackendError`] if the connection or `BEGIN` failed.
         pub async fn hold(&self) -> Result<MysqlHold, BackendError> {
             let err = |e| map_err(NAME, "test hold", e);
-            let opts = (*self.pool.connect_options()).clone();
-            let pool = MySqlPoolOptions::new()
-                .max_connections(2)
-                .connect_with(opts)
-                .await
-                .map_err(err)?;
-            let mut tx = pool.begin().await.map_err(err)?;
+            let (pool, mut tx) = self.sql.sk.hold(&self.pool, 2, None).await?;
             // The acquire procedure then runs inside this transaction
             // instead of one of its own (it neither starts nor ends one
             // with autocommit off). The connection is closed on commit.
@@ -1374,30 +1327,18 @@ mod hold {
     }
 
     impl Hold for MysqlHold {
-        fn lock_lease<'a>(
-            &'a mut self,
-            name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move {
-                sqlx::query(&self.sql.ensure)
-                    .bind(name.as_str())
-                    .execute(&mut *self.tx)
-                    .await
-                    .map_err(|e| map_err(NAME, "test hold", e))?;
-                Ok(())
-            }
-            .boxed()
-        }
         crate::sql::hold_calls!();
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
+            let (pool, id) = (&self.pool, self.id);
+            let tables = format!("%{}%", self.sql.sk.t.prefix);
             async move {
                 let err = |e| map_err(NAME, "test hold", e);
-                for _ in 0..500 {
-                    // InnoDB's lock-wait view; MariaDB does not list a
-                    // wait inside the optimizer's read of a const row (state
-                    // `Statistics`), so a statement on our tables running
-                    // for a second or more counts too.
-                    let waiting: i64 = sqlx::query_scalar(
+                // InnoDB's lock-wait view; MariaDB does not list a wait
+                // inside the optimizer's read of a const row (state
+                // `Statistics`), so a statement on our tables running for a
+                // second or more counts too.
+                let seen = await_waiters(n, || {
+                    sqlx::query_scalar(
                         "SELECT CAST(GREATEST( \
                            (SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w \
                             JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
@@ -1406,16 +1347,14 @@ mod hold {
                             WHERE p.ID <> ? AND p.COMMAND IN ('Query', 'Execute') AND p.TIME >= 1 \
                               AND p.INFO LIKE ?)) AS SIGNED)",
                     )
-                    .bind(self.id)
-                    .bind(self.id)
-                    .bind(format!("%{}%", self.sql.sk.t.prefix))
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(err)?;
-                    if usize::try_from(waiting).unwrap_or(0) >= n {
-                        return Ok(WaitSeen::Seen);
-                    }
-                    futures_timer::Delay::new(Duration::from_millis(20)).await;
+                    .bind(id)
+                    .bind(id)
+                    .bind(tables.as_str())
+                    .fetch_one(pool)
+                    .map_err(err)
+                });
+                if seen.await? {
+                    return Ok(WaitSeen::Seen);
                 }
                 let trx: Vec<(String, String, i64, String)> = sqlx::query_as(
                     "SELECT CAST(trx_id AS CHAR), CAST(trx_state AS CHAR), \
@@ -1425,15 +1364,14 @@ mod hold {
                  CAST(COALESCE(LEFT(INFO, 60), COMMAND) AS CHAR) FROM information_schema.PROCESSLIST \
                  WHERE DB = DATABASE() AND COMMAND <> 'Sleep'",
                 )
-                .fetch_all(&self.pool)
+                .fetch_all(pool)
                 .await
                 .map_err(err)?;
                 Err(BackendError::new(
                     BackendErrorKind::Other,
                     format!(
-                        "no {n} call(s) waited behind the hold (thread {}) within 10 s; \
-                         transactions: {trx:?}",
-                        self.id
+                        "no {n} call(s) waited behind the hold (thread {id}) within 10 s; \
+                         transactions: {trx:?}"
                     ),
                 ))
             }

@@ -71,9 +71,6 @@ struct Sql {
     sk: Skeleton<sqlx::Postgres>,
     /// The acquire function's name (`<prefix>acquire_lease`).
     acquire_fn: String,
-    /// Locks a lease row (inserting it free if missing) without changing it.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    lock: String,
     claim: String,
     last_slot: String,
     /// Whether each single-statement call runs inside an explicit
@@ -158,6 +155,12 @@ impl Sql {
                    AND h.expires_us > (SELECT t FROM now) \
                  WHERE left(l.name, $1::int) = $2"
             ),
+            lock: Some(format!(
+                "INSERT INTO {l} AS l (name, session, token, acquired_us) \
+                 VALUES ($1, NULL, 0, NULL) \
+                 ON CONFLICT (name) DO UPDATE SET token = l.token \
+                 RETURNING l.session, l.token"
+            )),
         };
         Sql {
             claim: format!(
@@ -166,12 +169,6 @@ impl Sql {
                  WHERE c.slot < excluded.slot RETURNING c.slot"
             ),
             last_slot: format!("SELECT slot FROM {c} WHERE name = $1"),
-            lock: format!(
-                "INSERT INTO {l} AS l (name, session, token, acquired_us) \
-                 VALUES ($1, NULL, 0, NULL) \
-                 ON CONFLICT (name) DO UPDATE SET token = l.token \
-                 RETURNING l.session, l.token"
-            ),
             acquire_fn: format!("{prefix}acquire_lease"),
             sk: Skeleton::new(NAME, !transaction_pooling, t, sk),
             wrap: transaction_pooling,
@@ -180,16 +177,13 @@ impl Sql {
 }
 
 impl PgBackend {
-    /// Connects to `url` with the default options (Simba's URL parameters
-    /// apply, see [`BackendConfig`]).
-    ///
-    /// # Errors
-    /// `Rejected` if `url` names another kind of backend or is malformed;
-    /// otherwise as [`PgBackend::connect`].
-    pub async fn connect_url(url: &str) -> Result<PgBackend, BackendError> {
-        let config = BackendConfig::parse_for(url, crate::BackendKind::Postgres, NAME)?;
-        Self::connect(&config).await
-    }
+    crate::sql::sql_backend_inherent!(
+        Postgres,
+        postgres,
+        PgBackend,
+        PgPool,
+        "postgres://app@db/app"
+    );
 
     /// Connects to the server that `config` names and checks (by default
     /// creates) the tables.
@@ -313,10 +307,7 @@ impl PgBackend {
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
             if self.sql.sk.check_tables(&self.pool).await? < TABLES
-                || !matches!(
-                    self.acquire_fn_state().await?,
-                    AcquireRoutine::Current | AcquireRoutine::Newer
-                )
+                || !self.acquire_fn_state().await?.usable()
             {
                 return Err(map_err(NAME, "create tables", e));
             }
@@ -331,10 +322,11 @@ impl PgBackend {
             return self.migrate().await;
         }
         self.sql.sk.require_tables(&self.pool).await?;
-        match self.acquire_fn_state().await? {
-            AcquireRoutine::Current | AcquireRoutine::Newer => Ok(()),
-            other => Err(self.fn_error(other)),
-        }
+        let state = self.acquire_fn_state().await?;
+        state
+            .usable()
+            .then_some(())
+            .ok_or_else(|| self.fn_error(state))
     }
 
     /// Whether the acquire function in the current schema is this
@@ -367,14 +359,7 @@ impl PgBackend {
     /// The error for an acquire function that is not this version's.
     fn fn_error(&self, state: AcquireRoutine) -> BackendError {
         let f = &self.sql.acquire_fn;
-        let why = state.why();
-        BackendError::new(
-            BackendErrorKind::Rejected,
-            format!(
-                "postgres: the function `{f}({ACQUIRE_ARGS})` {why}: create it \
-                 (migrations/postgres/0003_acquire.sql) or allow create_schema"
-            ),
-        )
+        state.error(NAME, &format!("function `{f}({ACQUIRE_ARGS})`"))
     }
 
     /// The DDL that creates Simba's tables and acquire function under
@@ -388,22 +373,6 @@ impl PgBackend {
     /// `0001_simba.sql` and `0002_groups_slots.sql`: the tables alone.
     fn tables_sql(table_prefix: &str) -> String {
         prefixed(&MIGRATIONS[..2].concat(), table_prefix)
-    }
-    /// As [`PgBackend::from_pool`] with the default [`PoolOptions`] (table
-    /// prefix `simba_`, tables created if missing).
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use simba_backends::postgres::PgBackend;
-    /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
-    /// let backend = PgBackend::from_pool_default(pool.clone()).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`PgBackend::from_pool`].
-    pub async fn from_pool_default(pool: PgPool) -> Result<PgBackend, BackendError> {
-        Self::from_pool(pool, &PoolOptions::new()).await
     }
 
     /// A backend on the application's own pool, so Simba shares its
@@ -441,11 +410,6 @@ impl PgBackend {
         };
         backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
-    }
-
-    /// The underlying pool (e.g. for [`crate::fencing::PgFence`]).
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
     }
 
     /// Drops Simba's four tables of this backend's table prefix, with every
@@ -1162,11 +1126,11 @@ pub use hold::PgHold;
 #[cfg(feature = "testkit")]
 mod hold {
     use super::{acquire_on, map_err, renew_on, PgBackend, Sql, NAME};
+    use crate::sql::await_waiters;
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
     use simba_core::{BackendError, BackendErrorKind, LeaseName, SessionId, Token};
-    use sqlx::postgres::{PgPool, PgPoolOptions};
-    use std::time::Duration;
+    use sqlx::postgres::PgPool;
 
     /// The conformance suite's interleaving hook on PostgreSQL
     /// ([`crate::testkit::Hold`]): a blocker transaction on a connection of
@@ -1184,19 +1148,12 @@ mod hold {
         /// # Errors
         /// A [`BackendError`] if the connection or `BEGIN` failed.
         pub async fn hold(&self) -> Result<PgHold, BackendError> {
-            let err = |e| map_err(NAME, "test hold", e);
-            let opts = (*self.pool.connect_options()).clone();
-            let pool = PgPoolOptions::new()
-                .max_connections(2)
-                .connect_with(opts)
-                .await
-                .map_err(err)?;
-            let mut tx = pool.begin().await.map_err(err)?;
+            let (pool, mut tx) = self.sql.sk.hold(&self.pool, 2, None).await?;
             let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
                 .persistent(false)
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(err)?;
+                .map_err(|e| map_err(NAME, "test hold", e))?;
             Ok(PgHold {
                 tx,
                 pool,
@@ -1237,45 +1194,31 @@ mod hold {
     }
 
     impl Hold for PgHold {
-        fn lock_lease<'a>(
-            &'a mut self,
-            name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move {
-                sqlx::query(&self.sql.lock)
-                    .persistent(self.sql.sk.persistent)
-                    .bind(name.as_str())
-                    .execute(&mut *self.tx)
-                    .await
-                    .map_err(|e| map_err(NAME, "test hold", e))?;
-                Ok(())
-            }
-            .boxed()
-        }
         crate::sql::hold_calls!();
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
+            let (pool, sk, pid) = (&self.pool, &self.sql.sk, self.pid);
             async move {
                 let err = |e| map_err(NAME, "test hold", e);
-                for _ in 0..500 {
-                    // From the pool's second connection: the hold's own
-                    // transaction would see one cached snapshot of the view.
-                    // (A transaction of its own per look: it also works
-                    // behind a transaction-pooling proxy.)
-                    let mut look = self.pool.begin().await.map_err(err)?;
-                    let waiting: i64 = sqlx::query_scalar(
+                // From the pool's second connection: the hold's own
+                // transaction would see one cached snapshot of the view. (A
+                // transaction of its own per look: it also works behind a
+                // transaction-pooling proxy.)
+                let seen = await_waiters(n, || async move {
+                    let mut look = pool.begin().await.map_err(err)?;
+                    let waiting = sqlx::query_scalar(
                         "SELECT count(*) FROM pg_stat_activity \
                          WHERE $1 = ANY(pg_blocking_pids(pid))",
                     )
-                    .persistent(self.sql.sk.persistent)
-                    .bind(self.pid)
+                    .persistent(sk.persistent)
+                    .bind(pid)
                     .fetch_one(&mut *look)
                     .await
                     .map_err(err)?;
                     look.commit().await.map_err(err)?;
-                    if usize::try_from(waiting).unwrap_or(0) >= n {
-                        return Ok(WaitSeen::Seen);
-                    }
-                    futures_timer::Delay::new(Duration::from_millis(20)).await;
+                    Ok(waiting)
+                });
+                if seen.await? {
+                    return Ok(WaitSeen::Seen);
                 }
                 Err(BackendError::new(
                     BackendErrorKind::Other,

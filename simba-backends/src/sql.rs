@@ -533,8 +533,21 @@ impl AcquireRoutine {
         matches!(self, AcquireRoutine::Current | AcquireRoutine::Newer)
     }
 
-    /// What is wrong with it, for a `Rejected` error that names the routine.
-    pub(crate) fn why(self) -> &'static str {
+    /// The `Rejected` error for a routine that acquires cannot call as it
+    /// is; `routine` names it (e.g. "function `f(args)`").
+    pub(crate) fn error(self, backend: &str, routine: &str) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: the {routine} {}: create it \
+                 (migrations/{backend}/0003_acquire.sql) or allow create_schema",
+                self.why()
+            ),
+        )
+    }
+
+    /// What is wrong with it.
+    fn why(self) -> &'static str {
         match self {
             AcquireRoutine::Current | AcquireRoutine::Newer => "is in place",
             AcquireRoutine::Missing => "is missing",
@@ -656,6 +669,11 @@ pub(crate) struct Statements {
     /// `inspect`'s leases whose names start with a prefix (binds: the
     /// prefix's length, the prefix).
     pub(crate) inspect_leases: String,
+    /// For a test hold: locks a lease row, inserting it free if missing,
+    /// without changing it (binds: name); `None` where the hold's
+    /// transaction holds every row already (SQLite's write lock).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) lock: Option<String>,
 }
 
 /// The statements of a schedule slot's claim by an upsert (PostgreSQL,
@@ -1053,6 +1071,49 @@ where
         decide(self.name, session, name, judged)
     }
 
+    /// A test hold's pool (`max` connections with the options of `pool`)
+    /// and its open transaction, begun by `begin` (`None`: the database's
+    /// default).
+    #[cfg(feature = "testkit")]
+    pub(crate) async fn hold(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        max: u32,
+        begin: Option<&'static str>,
+    ) -> Result<(sqlx::Pool<DB>, sqlx::Transaction<'static, DB>), BackendError> {
+        let err = self.err("test hold");
+        let pool = sqlx::pool::PoolOptions::<DB>::new()
+            .max_connections(max)
+            .connect_with((*pool.connect_options()).clone())
+            .await
+            .map_err(&err)?;
+        let tx = match begin {
+            Some(b) => pool.begin_with(b).await,
+            None => pool.begin().await,
+        }
+        .map_err(&err)?;
+        Ok((pool, tx))
+    }
+
+    /// In a test hold's transaction: locks `name`'s row
+    /// ([`Statements::lock`]).
+    #[cfg(feature = "testkit")]
+    pub(crate) async fn lock(
+        &self,
+        tx: &mut DB::Connection,
+        name: &LeaseName,
+    ) -> Result<(), BackendError> {
+        if let Some(lock) = &self.s.lock {
+            sqlx::query(lock)
+                .persistent(self.persistent)
+                .bind(name.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err("test hold"))?;
+        }
+        Ok(())
+    }
+
     /// `inspect`: the live sessions and the leases whose names start with
     /// `prefix`, read in one transaction.
     pub(crate) async fn inspect(
@@ -1081,6 +1142,24 @@ where
     }
 }
 
+/// For a test hold's `waiters`: asks `count` how many calls wait behind
+/// the hold every 20 ms until it is `n` or more (`true`), for 10 s at most
+/// (`false`).
+#[cfg(all(feature = "testkit", any(feature = "postgres", feature = "mysql")))]
+pub(crate) async fn await_waiters<F, Fut>(n: usize, mut count: F) -> Result<bool, BackendError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<i64, BackendError>>,
+{
+    for _ in 0..500 {
+        if usize::try_from(count().await?).unwrap_or(0) >= n {
+            return Ok(true);
+        }
+        futures_timer::Delay::new(Duration::from_millis(20)).await;
+    }
+    Ok(false)
+}
+
 /// Runs `$body` (a future using the connection `$c`) on a connection of
 /// `$self.pool`.
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
@@ -1093,6 +1172,50 @@ macro_rules! pool_call {
 }
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
 pub(crate) use pool_call;
+
+/// The constructors and accessor that every SQL backend has the same way,
+/// for its `impl`: `$kind` names its [`BackendKind`](crate::BackendKind),
+/// `$module` and `$backend` its module and type, `$pool` sqlx's pool type
+/// and `$url` a URL for the example.
+macro_rules! sql_backend_inherent {
+    ($kind:ident, $module:ident, $backend:ident, $pool:ident, $url:literal) => {
+        /// Connects to `url` with the default options (Simba's URL parameters
+        /// apply, see [`BackendConfig`](crate::BackendConfig)).
+        ///
+        /// # Errors
+        /// `Rejected` if `url` names another kind of backend or is malformed;
+        #[doc = concat!("otherwise as [`", stringify!($backend), "::connect`].")]
+        pub async fn connect_url(url: &str) -> Result<Self, BackendError> {
+            let kind = $crate::BackendKind::$kind;
+            Self::connect(&$crate::BackendConfig::parse_for(url, kind, NAME)?).await
+        }
+
+        #[doc = concat!("As [`", stringify!($backend), "::from_pool`] with the default")]
+        /// [`PoolOptions`](crate::PoolOptions) (table prefix `simba_`, tables
+        /// created if missing).
+        ///
+        /// ```no_run
+        /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+        #[doc = concat!("use simba_backends::", stringify!($module), "::", stringify!($backend), ";")]
+        #[doc = concat!("let pool = sqlx::", stringify!($pool), "::connect(\"", $url, "\").await?;")]
+        #[doc = concat!("let backend = ", stringify!($backend), "::from_pool_default(pool.clone()).await?;")]
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($backend), "::from_pool`].")]
+        pub async fn from_pool_default(pool: sqlx::$pool) -> Result<Self, BackendError> {
+            Self::from_pool(pool, &$crate::PoolOptions::new()).await
+        }
+
+        /// The underlying pool (for fencing tables kept in the same
+        /// database, see [`fencing`](crate::fencing)).
+        pub fn pool(&self) -> &sqlx::$pool {
+            &self.pool
+        }
+    };
+}
+pub(crate) use sql_backend_inherent;
 
 /// The [`Backend`](crate::Backend) calls that every SQL backend makes the
 /// same way, for its `impl Backend`: the backend has `pool` and `sql.sk`
@@ -1180,6 +1303,12 @@ pub(crate) use sql_backend_common;
 #[cfg(feature = "testkit")]
 macro_rules! hold_calls {
     () => {
+        fn lock_lease<'a>(
+            &'a mut self,
+            name: &'a LeaseName,
+        ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
+            futures::FutureExt::boxed(self.sql.sk.lock(&mut self.tx, name))
+        }
         fn open_session(
             &mut self,
             lease_duration: std::time::Duration,

@@ -198,6 +198,8 @@ impl Sql {
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE substr(l.name, 1, ?1) = ?2"
             ),
+            // A test hold's `BEGIN IMMEDIATE` write lock covers every row.
+            lock: None,
         };
         Sql {
             acquire: format!(
@@ -229,16 +231,13 @@ impl Sql {
 }
 
 impl SqliteBackend {
-    /// Connects to `url` with the default options (Simba's URL parameters
-    /// apply, see [`BackendConfig`]).
-    ///
-    /// # Errors
-    /// `Rejected` if `url` names another kind of backend or is malformed;
-    /// otherwise as [`SqliteBackend::connect`].
-    pub async fn connect_url(url: &str) -> Result<SqliteBackend, BackendError> {
-        let config = BackendConfig::parse_for(url, crate::BackendKind::Sqlite, NAME)?;
-        Self::connect(&config).await
-    }
+    crate::sql::sql_backend_inherent!(
+        Sqlite,
+        sqlite,
+        SqliteBackend,
+        SqlitePool,
+        "sqlite://simba.db"
+    );
 
     /// Opens the database file that `config` names (creating it only with
     /// [`BackendConfig::create_schema`], the default; never its directory), in WAL mode with a 5 s
@@ -324,14 +323,6 @@ impl SqliteBackend {
     pub fn schema_sql(table_prefix: &str) -> String {
         prefixed(&MIGRATIONS.concat(), table_prefix)
     }
-    /// As [`SqliteBackend::from_pool`] with the default [`PoolOptions`] (table
-    /// prefix `simba_`, tables created if missing).
-    ///
-    /// # Errors
-    /// As [`SqliteBackend::from_pool`].
-    pub async fn from_pool_default(pool: SqlitePool) -> Result<SqliteBackend, BackendError> {
-        Self::from_pool(pool, &PoolOptions::new()).await
-    }
 
     /// A backend on the application's own pool. Open it as
     /// [`SqliteBackend::connect`] does, for safe sharing between processes:
@@ -358,11 +349,6 @@ impl SqliteBackend {
         };
         backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
-    }
-
-    /// The underlying pool (for fencing tables kept in the same database).
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
     }
 }
 
@@ -562,11 +548,11 @@ pub use hold::SqliteHold;
 
 #[cfg(feature = "testkit")]
 mod hold {
-    use super::{acquire_on, map_err, renew_on, Sql, SqliteBackend, NAME};
+    use super::{acquire_on, renew_on, Sql, SqliteBackend};
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
     use simba_core::{BackendError, LeaseName, SessionId, Token};
-    use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
+    use sqlx::sqlite::SqlitePool;
 
     /// The conformance suite's interleaving hook on SQLite
     /// ([`crate::testkit::Hold`]): a `BEGIN IMMEDIATE` transaction on a
@@ -588,14 +574,8 @@ mod hold {
         /// # Errors
         /// A [`BackendError`] if the connection or `BEGIN IMMEDIATE` failed.
         pub async fn hold(&self) -> Result<SqliteHold, BackendError> {
-            let err = |e| map_err(NAME, "test hold", e);
-            let opts = (*self.pool.connect_options()).clone();
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(opts)
-                .await
-                .map_err(err)?;
-            let tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
+            let sk = &self.sql.sk;
+            let (pool, tx) = sk.hold(&self.pool, 1, Some("BEGIN IMMEDIATE")).await?;
             Ok(SqliteHold {
                 tx,
                 pool,
@@ -605,13 +585,6 @@ mod hold {
     }
 
     impl Hold for SqliteHold {
-        fn lock_lease<'a>(
-            &'a mut self,
-            _name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            // The write lock taken by BEGIN IMMEDIATE covers every row.
-            futures::future::ready(Ok(())).boxed()
-        }
         crate::sql::hold_calls!();
         fn waiters(&mut self, _n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             futures::future::ready(Ok(WaitSeen::Unobservable)).boxed()
