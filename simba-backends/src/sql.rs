@@ -1,4 +1,12 @@
-//! What the SQL backends share: error mapping, row decoding, schema checks.
+//! What the SQL backends share: error mapping, row decoding, schema checks,
+//! and one skeleton over sqlx's databases ([`Skeleton`]) that runs the
+//! statements every backend has ([`Statements`], in each database's
+//! dialect). The `Backend` and test-hold calls that are the same on every
+//! SQL database are written once as macros (`sql_backend_common!`,
+//! `sql_backend_inherent!`, `hold_calls!`) expanded in each backend's
+//! `impl`; each backend's file keeps what is its own (PostgreSQL's
+//! LISTEN/NOTIFY and host lists, MySQL's release waker and acquire
+//! procedure, SQLite's hint file).
 
 use crate::{redact, LeaseInfo};
 use simba_core::AcquireOutcome;
