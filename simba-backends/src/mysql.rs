@@ -11,19 +11,18 @@
 //! statements. Times are microseconds of `NOW(6)` on the server (session time
 //! zone UTC), fixed within one statement. See `docs/BACKENDS.md`.
 
-use crate::metadata::NO_METADATA;
 use crate::sql::{
-    acquire_version, decide, group_views, malformed, map_err, micros, name_from, prefixed,
-    session_from, slot_from, slot_to_i64, token_from, token_to_i64, AcquireRoutine, Judged,
-    Skeleton, Tables, ACQUIRE_MARK, TABLES,
+    acquire_version, group_views, malformed, map_err, micros, name_from, pool_call, prefixed,
+    session_from, slot_from, slot_to_i64, token_from, token_to_i64, AcquireRoutine, Skeleton,
+    Statements, Tables, ACQUIRE_MARK, TABLES,
 };
-use crate::{Backend, BackendConfig, Inspection, PoolOptions, SessionMetadata};
+use crate::{Backend, BackendConfig, PoolOptions, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
+    SlotClaim, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
@@ -145,24 +144,13 @@ impl Wake {
 
 #[derive(Clone, Debug)]
 struct Sql {
+    /// The shared calls and statements; its `renew` is the renewal's two
+    /// statements, with [`RENEW_ID`] for the session.
     sk: Skeleton<sqlx::MySql>,
-    t: Tables,
-    open: String,
-    gc: String,
-    gc_members: String,
-    /// The renewal's two statements, with [`RENEW_ID`] for the session.
-    renew: String,
-    /// Locks a lease row (the acquire procedure's first statement), for the
-    /// testkit's hold.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    ensure: String,
     /// `CALL <prefix>acquire_lease(?, ?)`.
     acquire: String,
     /// The acquire procedure's name (`<prefix>acquire_lease`).
     acquire_proc: String,
-    release: String,
-    close: String,
-    close_members: String,
     /// The waker's statement, exactly as `PROCESSLIST.INFO` shows it.
     sleep: String,
     /// The release's multi-statement (`RENEW_ID`, `@name@`, `@token@`):
@@ -174,14 +162,9 @@ struct Sql {
     close_wake: String,
     /// The waited names that are free now (`@names@`: a quoted list).
     free: String,
-    join: String,
-    leave: String,
-    holds: String,
     ensure_slot: String,
     read_slot: String,
     write_slot: String,
-    inspect_sessions: String,
-    inspect_leases: String,
 }
 
 impl Sql {
@@ -245,21 +228,17 @@ impl Sql {
                 ),
             )
         };
-        Sql {
-            release_wake,
-            close_wake,
-            free: format!(
-                "SELECT CAST(l.name AS CHAR) FROM {l} l \
-                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
-                 WHERE l.name IN (@names@) AND h.id IS NULL"
-            ),
-            sleep,
+        let sk = Statements {
+            columns: "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+                      WHERE table_schema = DATABASE() AND table_name = ?",
             open: format!("INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?, ?, {NOW} + ?, ?)"),
-            gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
-            gc_members: format!(
-                "DELETE FROM {m} WHERE session IN \
-                 (SELECT id FROM {s} WHERE expires_us <= {NOW})"
-            ),
+            gc: vec![
+                format!(
+                    "DELETE FROM {m} WHERE session IN \
+                     (SELECT id FROM {s} WHERE expires_us <= {NOW})"
+                ),
+                format!("DELETE FROM {s} WHERE expires_us <= {NOW} LIMIT 100"),
+            ],
             // One round trip, two autocommit statements sent together (a
             // multi-statement query; the id is a hex literal, see
             // `renew_on`): the `UPDATE` (one InnoDB transaction, its
@@ -280,18 +259,15 @@ impl Sql {
                  FROM {m} gm JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
                  WHERE gm.name IN (SELECT name FROM {m} WHERE session = {RENEW_ID})"
             ),
-            ensure: format!(
-                "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
-                 ON DUPLICATE KEY UPDATE token = token"
-            ),
-            acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
-            acquire_proc: format!("{prefix}acquire_lease"),
+            // A test hold's; the backend's own calls also wake waiters
+            // (`release_wake`, `close_wake`).
             release: format!(
                 "UPDATE {l} SET session = NULL, acquired_us = NULL \
-                 WHERE name = ? AND session = ? AND token = ?"
+                 WHERE session = ? AND name = ? AND token = ?"
             ),
             close: format!("DELETE FROM {s} WHERE id = ?"),
-            close_members: format!("DELETE FROM {m} WHERE session = ?"),
+            close_tidy: Some(format!("DELETE FROM {m} WHERE session = ?")),
+            channel: None,
             join: format!(
                 "INSERT IGNORE INTO {m} (name, session) \
                  SELECT ?, id FROM {s} WHERE id = ? AND expires_us > {NOW}"
@@ -302,11 +278,6 @@ impl Sql {
                  WHERE l.name = ? AND l.session = ? AND l.token = ? AND h.expires_us > {NOW} \
                  LOCK IN SHARE MODE"
             ),
-            ensure_slot: format!(
-                "INSERT INTO {c} (name, slot) VALUES (?, -1) ON DUPLICATE KEY UPDATE slot = slot"
-            ),
-            read_slot: format!("SELECT slot FROM {c} WHERE name = ? FOR UPDATE"),
-            write_slot: format!("UPDATE {c} SET slot = ? WHERE name = ?"),
             inspect_sessions: format!(
                 "SELECT id, lease_us, expires_us - {NOW}, metadata FROM {s} WHERE expires_us > {NOW}"
             ),
@@ -315,23 +286,35 @@ impl Sql {
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE LEFT(l.name, ?) = ?"
             ),
-            sk: Skeleton::new(NAME, true),
-            t,
+            // The acquire procedure's first statement.
+            lock: Some(format!(
+                "INSERT INTO {l} (name, session, token, acquired_us) VALUES (?, NULL, 0, NULL) \
+                 ON DUPLICATE KEY UPDATE token = token"
+            )),
+        };
+        Sql {
+            release_wake,
+            close_wake,
+            free: format!(
+                "SELECT CAST(l.name AS CHAR) FROM {l} l \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE l.name IN (@names@) AND h.id IS NULL"
+            ),
+            sleep,
+            acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
+            acquire_proc: format!("{prefix}acquire_lease"),
+            ensure_slot: format!(
+                "INSERT INTO {c} (name, slot) VALUES (?, -1) ON DUPLICATE KEY UPDATE slot = slot"
+            ),
+            read_slot: format!("SELECT slot FROM {c} WHERE name = ? FOR UPDATE"),
+            write_slot: format!("UPDATE {c} SET slot = ? WHERE name = ?"),
+            sk: Skeleton::new(NAME, true, t, sk),
         }
     }
 }
 
 impl MysqlBackend {
-    /// Connects to `url` with the default options (Simba's URL parameters
-    /// apply, see [`BackendConfig`]).
-    ///
-    /// # Errors
-    /// `Rejected` if `url` names another kind of backend or is malformed;
-    /// otherwise as [`MysqlBackend::connect`].
-    pub async fn connect_url(url: &str) -> Result<MysqlBackend, BackendError> {
-        let config = BackendConfig::parse_for(url, crate::BackendKind::Mysql, NAME)?;
-        Self::connect(&config).await
-    }
+    crate::sql::sql_backend_inherent!(Mysql, mysql, MysqlBackend, MySqlPool, "mysql://app@db/app");
 
     /// Connects to the server that `config` names and checks (by default
     /// creates) the tables.
@@ -405,13 +388,13 @@ impl MysqlBackend {
     pub async fn migrate(&self) -> Result<(), BackendError> {
         let state = self.acquire_proc_state().await?;
         let usable = state.usable();
-        if self.check_tables().await? == TABLES && usable {
+        if self.sql.sk.check_tables(&self.pool).await? == TABLES && usable {
             return Ok(());
         }
         if state == AcquireRoutine::Foreign {
             return Err(self.proc_error(state));
         }
-        let prefix = &self.sql.t.prefix;
+        let prefix = &self.sql.sk.t.prefix;
         let tables = prefixed(&MIGRATIONS[..2].concat(), prefix);
         for ddl in tables.split(";\n").filter(|d| !d.trim().is_empty()) {
             sqlx::raw_sql(ddl)
@@ -420,7 +403,7 @@ impl MysqlBackend {
                 .map_err(|e| map_err(NAME, "create tables", e))?;
         }
         // A table created meanwhile by someone else must still be ours.
-        self.check_tables().await?;
+        self.sql.sk.check_tables(&self.pool).await?;
         // The procedure: created if missing, an older Simba's replaced (a
         // node of that version still running keeps working: the arguments
         // and the answer's columns are the same; its acquire fails once if
@@ -433,10 +416,7 @@ impl MysqlBackend {
         for stmt in ddl {
             if let Err(e) = sqlx::raw_sql(&stmt).execute(&self.pool).await {
                 // Another process may have created it at the same moment.
-                if !matches!(
-                    self.acquire_proc_state().await?,
-                    AcquireRoutine::Current | AcquireRoutine::Newer
-                ) {
+                if !self.acquire_proc_state().await?.usable() {
                     return Err(map_err(NAME, "create the acquire procedure", e));
                 }
             }
@@ -451,13 +431,12 @@ impl MysqlBackend {
         if create {
             return self.migrate().await;
         }
-        if self.check_tables().await? < TABLES {
-            return Err(self.missing());
-        }
-        match self.acquire_proc_state().await? {
-            AcquireRoutine::Current | AcquireRoutine::Newer => Ok(()),
-            other => Err(self.proc_error(other)),
-        }
+        self.sql.sk.require_tables(&self.pool).await?;
+        let state = self.acquire_proc_state().await?;
+        state
+            .usable()
+            .then_some(())
+            .ok_or_else(|| self.proc_error(state))
     }
 
     /// Whether the acquire procedure in the current database is this
@@ -480,7 +459,7 @@ impl MysqlBackend {
             return Ok(AcquireRoutine::Missing);
         };
         let version = match body {
-            Some(body) if *body == acquire_proc_body(&self.sql.t.prefix) => {
+            Some(body) if *body == acquire_proc_body(&self.sql.sk.t.prefix) => {
                 return Ok(AcquireRoutine::Current)
             }
             Some(body) => acquire_version(body, ACQUIRE_MARK),
@@ -498,26 +477,7 @@ impl MysqlBackend {
     /// The error for an acquire procedure that is not this version's.
     fn proc_error(&self, state: AcquireRoutine) -> BackendError {
         let p = &self.sql.acquire_proc;
-        let why = state.why();
-        BackendError::new(
-            BackendErrorKind::Rejected,
-            format!(
-                "mysql: the procedure `{p}` {why}: create it \
-                 (migrations/mysql/0003_acquire.sql) or allow create_schema"
-            ),
-        )
-    }
-
-    fn missing(&self) -> BackendError {
-        self.sql.t.missing(NAME, "mysql")
-    }
-
-    /// How many of Simba's tables exist; `Rejected` on a foreign shape.
-    async fn check_tables(&self) -> Result<usize, BackendError> {
-        let columns = "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
-                       WHERE table_schema = DATABASE() AND table_name = ?";
-        let sk = &self.sql.sk;
-        sk.check_tables(&self.pool, columns, &self.sql.t).await
+        state.error(NAME, &format!("procedure `{p}`"))
     }
 
     /// The DDL that creates Simba's tables and acquire procedure under
@@ -530,22 +490,6 @@ impl MysqlBackend {
     /// `DELIMITER //` … `//`.
     pub fn schema_sql(table_prefix: &str) -> String {
         prefixed(&MIGRATIONS.concat(), table_prefix)
-    }
-    /// As [`MysqlBackend::from_pool`] with the default [`PoolOptions`] (table
-    /// prefix `simba_`, tables created if missing).
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use simba_backends::mysql::MysqlBackend;
-    /// let pool = sqlx::MySqlPool::connect("mysql://app@db/app").await?;
-    /// let backend = MysqlBackend::from_pool_default(pool.clone()).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`MysqlBackend::from_pool`].
-    pub async fn from_pool_default(pool: MySqlPool) -> Result<MysqlBackend, BackendError> {
-        Self::from_pool(pool, &PoolOptions::new()).await
     }
 
     /// A backend on the application's own pool, so Simba shares its
@@ -593,11 +537,6 @@ impl MysqlBackend {
         Ok(backend)
     }
 
-    /// The underlying pool (for fencing tables kept in the same database).
-    pub fn pool(&self) -> &MySqlPool {
-        &self.pool
-    }
-
     /// Drops Simba's four tables and the acquire procedure of this backend's
     /// table prefix, with every session, lease and token in them: for tests
     /// and for uninstalling.
@@ -613,10 +552,10 @@ impl MysqlBackend {
             members,
             slots,
             ..
-        } = &self.sql.t;
+        } = &self.sql.sk.t;
         for ddl in [
             format!("DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"),
-            acquire_drop_sql(&self.sql.t.prefix),
+            acquire_drop_sql(&self.sql.sk.t.prefix),
         ] {
             sqlx::raw_sql(&ddl)
                 .execute(&self.pool)
@@ -678,14 +617,14 @@ impl MysqlBackend {
         blocker.execute("BEGIN").await.map_err(err)?;
         sqlx::query(&format!(
             "SELECT 1 FROM {} WHERE id = ? FOR UPDATE",
-            self.sql.t.sessions
+            self.sql.sk.t.sessions
         ))
         .bind(&session.to_bytes()[..])
         .execute(&mut blocker)
         .await
         .map_err(err)?;
         // The statement shown is the procedure's, or the CALL.
-        let pattern = format!("%{}leases l LEFT JOIN%", self.sql.t.prefix);
+        let pattern = format!("%{}leases l LEFT JOIN%", self.sql.sk.t.prefix);
         let call = format!("%{}%", self.sql.acquire_proc);
         let killer = async {
             for _ in 0..250 {
@@ -708,7 +647,7 @@ impl MysqlBackend {
                 futures_timer::Delay::new(Duration::from_millis(20)).await;
             }
             Err(BackendError::new(
-                BackendErrorKind::Other,
+                simba_core::BackendErrorKind::Other,
                 "test helper: the acquire never waited on the lock",
             ))
         };
@@ -717,16 +656,6 @@ impl MysqlBackend {
         let _ = blocker.close().await;
         killed?;
         Ok(result)
-    }
-
-    async fn conn(
-        &self,
-        what: &str,
-    ) -> Result<sqlx::pool::PoolConnection<sqlx::MySql>, BackendError> {
-        self.pool
-            .acquire()
-            .await
-            .map_err(|e| map_err(NAME, what, e))
     }
 }
 
@@ -797,18 +726,6 @@ fn sleeper_ids(results: &[(u64, Vec<sqlx::mysql::MySqlRow>)]) -> Result<Vec<i64>
         Some((_, rows)) => rows.iter().map(|r| r.try_get::<i64, _>(0)).collect(),
         None => Ok(Vec::new()),
     }
-}
-
-async fn open_on(
-    sql: &Sql,
-    c: &mut Conn,
-    lease_duration: Duration,
-    metadata: &SessionMetadata,
-) -> Result<SessionGrant, BackendError> {
-    let gc = [sql.gc_members.as_str(), sql.gc.as_str()];
-    sql.sk
-        .open(c, &sql.open, &gc, lease_duration, metadata)
-        .await
 }
 
 /// The `COMMENT` of the acquire procedure starts with this, followed by
@@ -888,26 +805,13 @@ async fn acquire_on(
     session: SessionId,
     name: &LeaseName,
 ) -> Result<AcquireOutcome, BackendError> {
-    let get = |e| map_err(NAME, "acquire", e);
     let rows = sqlx::query(&sql.acquire)
         .bind(&session.to_bytes()[..])
         .bind(name.as_str())
         .fetch_all(&mut *c)
         .await
-        .map_err(get)?;
-    let [row] = rows.as_slice() else {
-        return Err(malformed(
-            NAME,
-            format!("acquire of `{name}` read {} rows, expected one", rows.len()),
-        ));
-    };
-    let judged = Judged {
-        holder: row.try_get(0).map_err(get)?,
-        token: row.try_get(1).map_err(get)?,
-        mine_us: row.try_get(2).map_err(get)?,
-        holder_us: row.try_get(3).map_err(get)?,
-    };
-    decide(NAME, session, name, judged)
+        .map_err(sql.sk.err("acquire"))?;
+    sql.sk.decide_rows(session, name, &rows)
 }
 
 /// Renew: one round trip (see `Sql::renew`), one InnoDB transaction (the
@@ -919,7 +823,7 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     use futures::TryStreamExt;
     let get = |e| map_err(NAME, "renew", e);
     let id = hex_id(session);
-    let stmt = sql.renew.replace(RENEW_ID, &format!("X'{id}'"));
+    let stmt = sql.sk.s.renew.replace(RENEW_ID, &format!("X'{id}'"));
     let mut results = sqlx::Executor::fetch_many(&mut *c, stmt.as_str());
     // The UPDATE's result comes first, then the SELECT's rows and result.
     let mut updated = None;
@@ -963,8 +867,8 @@ async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal
     })
 }
 
-/// Release; with `wake` (the backend's own calls, not a test hold) one
-/// multi-statement that also lists the sleeping wakers if the lease was
+/// Release by the backend's own calls (a test hold's is the skeleton's):
+/// one multi-statement that also lists the sleeping wakers if the lease was
 /// freed, and then one more round trip to interrupt them.
 async fn release_on(
     sql: &Sql,
@@ -972,21 +876,11 @@ async fn release_on(
     session: SessionId,
     name: &LeaseName,
     token: Token,
-    wake: Option<(&Wake, bool)>,
+    (wake, mariadb): (&Wake, bool),
 ) -> Result<(), BackendError> {
     let token = i64::try_from(token.get())
         .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
     let get = |e| map_err(NAME, "release", e);
-    let Some((wake, mariadb)) = wake else {
-        sqlx::query(&sql.release)
-            .bind(name.as_str())
-            .bind(&session.to_bytes()[..])
-            .bind(token)
-            .execute(&mut *c)
-            .await
-            .map_err(get)?;
-        return Ok(());
-    };
     // Literals: the name's checked characters ([A-Za-z0-9._:-], S3.1) hold
     // no quote; the id is hex; the token a number.
     let stmt = sql
@@ -1011,28 +905,16 @@ async fn release_on(
     Ok(())
 }
 
-/// Close; with `wake` as [`release_on`]'s, in one multi-statement that
-/// wakes the sleeping wakers if the session held a lease.
+/// Close by the backend's own calls, as [`release_on`]: one
+/// multi-statement that wakes the sleeping wakers if the session held a
+/// lease.
 async fn close_on(
     sql: &Sql,
     c: &mut Conn,
     session: SessionId,
-    wake: Option<(&Wake, bool)>,
+    (wake, mariadb): (&Wake, bool),
 ) -> Result<(), BackendError> {
     let get = |e| map_err(NAME, "close session", e);
-    let Some((wake, mariadb)) = wake else {
-        // The memberships go with the session (S10.1). Once the session row
-        // is gone no renewal lists them anyway; the second statement only
-        // tidies.
-        for stmt in [&sql.close, &sql.close_members] {
-            sqlx::query(stmt)
-                .bind(&session.to_bytes()[..])
-                .execute(&mut *c)
-                .await
-                .map_err(get)?;
-        }
-        return Ok(());
-    };
     let stmt = sql
         .close_wake
         .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
@@ -1069,11 +951,7 @@ async fn claim_on(
         return Ok(SlotClaim::NotHolder);
     };
     let mut tx = c.begin().await.map_err(get)?;
-    if !sql
-        .sk
-        .holds(&mut tx, &sql.holds, session, name, token)
-        .await?
-    {
+    if !sql.sk.holds(&mut tx, session, name, token).await? {
         tx.rollback().await.map_err(get)?;
         return Ok(SlotClaim::NotHolder);
     }
@@ -1104,17 +982,7 @@ async fn claim_on(
 }
 
 impl Backend for MysqlBackend {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // The pool's connections (the release listener has its own).
-        usize::try_from(self.pool.options().get_max_connections()).ok()
-    }
-
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &NO_METADATA)
-    }
+    crate::sql::sql_backend_common!(pool_call, pool_call);
 
     fn open_session_with<'a>(
         &'a self,
@@ -1122,7 +990,8 @@ impl Backend for MysqlBackend {
         metadata: &'a SessionMetadata,
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
-            let mut c = self.conn("open session").await?;
+            let sk = &self.sql.sk;
+            let mut c = sk.conn(&self.pool, "open session").await?;
             if self.wake.own_pool {
                 // Calls time out after a renewal period (a third of the
                 // lease, S2.4): so does a wait for a lock, on this
@@ -1142,21 +1011,13 @@ impl Backend for MysqlBackend {
                     // Closing only ends a connection nobody will use again:
                     // its failure costs nothing.
                     let _ = c.close().await;
-                    c = self.conn("open session").await?;
+                    c = sk.conn(&self.pool, "open session").await?;
                 }
             }
-            let grant = open_on(&self.sql, &mut c, lease_duration, metadata).await?;
+            let grant = sk.open(&mut c, lease_duration, metadata).await?;
             self.wake.open.fetch_add(1, Ordering::Relaxed);
             self.wake.closed.store(false, Ordering::Relaxed);
             Ok(grant)
-        }
-        .boxed()
-    }
-
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        async move {
-            let mut c = self.conn("renew").await?;
-            renew_on(&self.sql, &mut c, session).await
         }
         .boxed()
     }
@@ -1167,7 +1028,7 @@ impl Backend for MysqlBackend {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
-            let mut c = self.conn("acquire").await?;
+            let mut c = self.sql.sk.conn(&self.pool, "acquire").await?;
             // InnoDB may pick this transaction as a deadlock victim when
             // acquires of one name race: it is rolled back whole (nothing
             // was written), so trying again is safe. A few tries, then the
@@ -1193,24 +1054,18 @@ impl Backend for MysqlBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let mut c = self.conn("release").await?;
-            release_on(
-                &self.sql,
-                &mut c,
-                session,
-                name,
-                token,
-                Some((&self.wake, self.mariadb)),
-            )
-            .await
+            let wake = (&*self.wake, self.mariadb);
+            pool_call!(self, "release", |c| release_on(
+                &self.sql, c, session, name, token, wake
+            ))
         }
         .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
-            let mut c = self.conn("close session").await?;
-            close_on(&self.sql, &mut c, session, Some((&self.wake, self.mariadb))).await?;
+            let mut c = self.sql.sk.conn(&self.pool, "close session").await?;
+            close_on(&self.sql, &mut c, session, (&self.wake, self.mariadb)).await?;
             // The waker's connection goes with the backend's last session:
             // the server ends the connection itself (`KILL` of its id), so a
             // sleep that starts just after `closed` is set cannot outlive the
@@ -1236,24 +1091,6 @@ impl Backend for MysqlBackend {
                 }
             }
             Ok(())
-        }
-        .boxed()
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        async move {
-            let sql = &self.sql;
-            let sk = &sql.sk;
-            sk.inspect(
-                &self.pool,
-                &sql.inspect_sessions,
-                &sql.inspect_leases,
-                prefix,
-            )
-            .await
         }
         .boxed()
     }
@@ -1296,54 +1133,6 @@ impl Backend for MysqlBackend {
 
     fn broadcasts_releases(&self) -> bool {
         self.wake.listen
-    }
-
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let mut c = self.conn("join group").await?;
-            let sql = &self.sql;
-            sql.sk
-                .membership(&mut c, &sql.join, "join group", session, group)
-                .await
-        }
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let mut c = self.conn("leave group").await?;
-            let sql = &self.sql;
-            sql.sk
-                .membership(&mut c, &sql.leave, "leave group", session, group)
-                .await
-        }
-        .boxed()
-    }
-
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        async move {
-            let mut c = self.conn("claim slot").await?;
-            claim_on(&self.sql, &mut c, session, name, token, slot).await
-        }
-        .boxed()
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
     }
 }
 
@@ -1490,18 +1279,13 @@ pub use hold::MysqlHold;
 
 #[cfg(feature = "testkit")]
 mod hold {
-    use super::{
-        acquire_on, close_on, map_err, open_on, release_on, renew_on, MysqlBackend, Sql, NAME,
-        NO_METADATA,
-    };
+    use super::{acquire_on, map_err, renew_on, MysqlBackend, Sql, NAME};
+    use crate::sql::await_waiters;
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
-    use simba_core::{
-        AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal,
-        SessionGrant, SessionId, Token,
-    };
-    use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
-    use std::time::Duration;
+    use futures::TryFutureExt;
+    use simba_core::{BackendError, BackendErrorKind, LeaseName, SessionId, Token};
+    use sqlx::mysql::MySqlPool;
 
     /// The conformance suite's interleaving hook on MySQL / MariaDB
     /// ([`crate::testkit::Hold`]): a blocker transaction on a connection of
@@ -1521,13 +1305,7 @@ mod hold {
         /// A [`BackendError`] if the connection or `BEGIN` failed.
         pub async fn hold(&self) -> Result<MysqlHold, BackendError> {
             let err = |e| map_err(NAME, "test hold", e);
-            let opts = (*self.pool.connect_options()).clone();
-            let pool = MySqlPoolOptions::new()
-                .max_connections(2)
-                .connect_with(opts)
-                .await
-                .map_err(err)?;
-            let mut tx = pool.begin().await.map_err(err)?;
+            let (pool, mut tx) = self.sql.sk.hold(&self.pool, 2, None).await?;
             // The acquire procedure then runs inside this transaction
             // instead of one of its own (it neither starts nor ends one
             // with autocommit off). The connection is closed on commit.
@@ -1549,58 +1327,18 @@ mod hold {
     }
 
     impl Hold for MysqlHold {
-        fn lock_lease<'a>(
-            &'a mut self,
-            name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move {
-                sqlx::query(&self.sql.ensure)
-                    .bind(name.as_str())
-                    .execute(&mut *self.tx)
-                    .await
-                    .map_err(|e| map_err(NAME, "test hold", e))?;
-                Ok(())
-            }
-            .boxed()
-        }
-        fn open_session(
-            &mut self,
-            lease_duration: Duration,
-        ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
-                .boxed()
-        }
-        fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-            async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
-        }
-        fn acquire<'a>(
-            &'a mut self,
-            session: SessionId,
-            name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-            async move { acquire_on(&self.sql, &mut self.tx, session, name).await }.boxed()
-        }
-        fn release<'a>(
-            &'a mut self,
-            session: SessionId,
-            name: &'a LeaseName,
-            token: Token,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move { release_on(&self.sql, &mut self.tx, session, name, token, None).await }
-                .boxed()
-        }
-        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-            async move { close_on(&self.sql, &mut self.tx, session, None).await }.boxed()
-        }
+        crate::sql::hold_calls!();
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
+            let (pool, id) = (&self.pool, self.id);
+            let tables = format!("%{}%", self.sql.sk.t.prefix);
             async move {
                 let err = |e| map_err(NAME, "test hold", e);
-                for _ in 0..500 {
-                    // InnoDB's lock-wait view; MariaDB does not list a
-                    // wait inside the optimizer's read of a const row (state
-                    // `Statistics`), so a statement on our tables running
-                    // for a second or more counts too.
-                    let waiting: i64 = sqlx::query_scalar(
+                // InnoDB's lock-wait view; MariaDB does not list a wait
+                // inside the optimizer's read of a const row (state
+                // `Statistics`), so a statement on our tables running for a
+                // second or more counts too.
+                let seen = await_waiters(n, || {
+                    sqlx::query_scalar(
                         "SELECT CAST(GREATEST( \
                            (SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS w \
                             JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
@@ -1609,16 +1347,14 @@ mod hold {
                             WHERE p.ID <> ? AND p.COMMAND IN ('Query', 'Execute') AND p.TIME >= 1 \
                               AND p.INFO LIKE ?)) AS SIGNED)",
                     )
-                    .bind(self.id)
-                    .bind(self.id)
-                    .bind(format!("%{}%", self.sql.t.prefix))
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(err)?;
-                    if usize::try_from(waiting).unwrap_or(0) >= n {
-                        return Ok(WaitSeen::Seen);
-                    }
-                    futures_timer::Delay::new(Duration::from_millis(20)).await;
+                    .bind(id)
+                    .bind(id)
+                    .bind(tables.as_str())
+                    .fetch_one(pool)
+                    .map_err(err)
+                });
+                if seen.await? {
+                    return Ok(WaitSeen::Seen);
                 }
                 let trx: Vec<(String, String, i64, String)> = sqlx::query_as(
                     "SELECT CAST(trx_id AS CHAR), CAST(trx_state AS CHAR), \
@@ -1628,28 +1364,16 @@ mod hold {
                  CAST(COALESCE(LEFT(INFO, 60), COMMAND) AS CHAR) FROM information_schema.PROCESSLIST \
                  WHERE DB = DATABASE() AND COMMAND <> 'Sleep'",
                 )
-                .fetch_all(&self.pool)
+                .fetch_all(pool)
                 .await
                 .map_err(err)?;
                 Err(BackendError::new(
                     BackendErrorKind::Other,
                     format!(
-                        "no {n} call(s) waited behind the hold (thread {}) within 10 s; \
-                         transactions: {trx:?}",
-                        self.id
+                        "no {n} call(s) waited behind the hold (thread {id}) within 10 s; \
+                         transactions: {trx:?}"
                     ),
                 ))
-            }
-            .boxed()
-        }
-        fn commit(self: Box<Self>) -> BoxFuture<'static, Result<(), BackendError>> {
-            async move {
-                let MysqlHold { tx, pool, .. } = *self;
-                tx.commit()
-                    .await
-                    .map_err(|e| map_err(NAME, "test hold", e))?;
-                pool.close().await;
-                Ok(())
             }
             .boxed()
         }

@@ -14,12 +14,11 @@
 //! conditional upsert of the slot. Times are microseconds of `clock_timestamp()`, read once per
 //! statement. See `docs/BACKENDS.md` for the argument in full.
 
-use crate::metadata::NO_METADATA;
 use crate::sql::{
-    acquire_version, decide, malformed, map_err, micros, parse_groups, parse_owned, prefixed,
-    AcquireRoutine, ClaimSql, Judged, Skeleton, Tables, ACQUIRE_MARK, TABLES,
+    acquire_version, map_err, prefixed, AcquireRoutine, ClaimSql, Skeleton, Statements, Tables,
+    ACQUIRE_MARK, TABLES,
 };
-use crate::{Backend, BackendConfig, Inspection, PoolOptions, SessionAttrs, SessionMetadata};
+use crate::{Backend, BackendConfig, PoolOptions, SessionAttrs, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -29,7 +28,6 @@ use simba_core::{
 };
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::Connection;
-use sqlx::Row;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -68,29 +66,13 @@ const LISTENER_LOG_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 struct Sql {
-    /// The shared calls, and whether statements are prepared under a name
-    /// and cached per connection (sqlx's default); not behind a
-    /// transaction-pooling proxy, where a named statement may be missing on
-    /// the next server connection or clash with another client's.
+    /// The shared calls and statements (prepared under a name and cached
+    /// per connection unless behind a transaction-pooling proxy).
     sk: Skeleton<sqlx::Postgres>,
-    t: Tables,
-    channel: String,
-    open: String,
-    renew: String,
-    release: String,
-    close: String,
     /// The acquire function's name (`<prefix>acquire_lease`).
     acquire_fn: String,
-    /// Locks a lease row (inserting it free if missing) without changing it.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    lock: String,
-    join: String,
-    leave: String,
-    holds: String,
     claim: String,
     last_slot: String,
-    inspect_sessions: String,
-    inspect_leases: String,
     /// Whether each single-statement call runs inside an explicit
     /// transaction, so that its parse and its execution (two protocol
     /// round trips, each ending in `Sync`) reach one server connection
@@ -102,7 +84,9 @@ impl Sql {
     fn new(prefix: &str, transaction_pooling: bool) -> Sql {
         let t = Tables::new(prefix);
         let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
-        Sql {
+        let sk = Statements {
+            columns: "SELECT column_name::text FROM information_schema.columns \
+                      WHERE table_schema = current_schema() AND table_name = $1",
             open: format!(
                 "WITH now AS (SELECT {NOW} AS t), \
                  gc AS (DELETE FROM {s} WHERE id IN (SELECT x.id FROM {s} x, now \
@@ -111,6 +95,8 @@ impl Sql {
                  gm AS (DELETE FROM {m} WHERE session IN (SELECT id FROM gc)) \
                  INSERT INTO {s} (id, lease_us, expires_us, metadata) SELECT $1, $2, now.t + $3, $4 FROM now"
             ),
+            // Expired sessions are collected by `open` itself.
+            gc: Vec::new(),
             // The live members of every group the session joined ride on the
             // renewal (S10.1): one statement, however many groups. Members
             // are judged on the statement's snapshot: a renewal committed
@@ -128,6 +114,22 @@ impl Sql {
                       AND gm.name IN (SELECT name FROM {m} WHERE session = $1)) \
                  FROM r"
             ),
+            // Asynchronous commit (see `ASYNC_COMMIT`): only a release or
+            // a close may lose its commit in a server crash.
+            release: format!(
+                "WITH a AS ({ASYNC_COMMIT}), \
+                 r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
+                   WHERE name = $2 AND session = $1 AND token = $3 RETURNING name) \
+                 SELECT pg_notify($4, r.name) FROM r, a"
+            ),
+            close: format!(
+                "WITH a AS ({ASYNC_COMMIT}), \
+                 d AS (DELETE FROM {s} WHERE id = $1 RETURNING id), \
+                 dm AS (DELETE FROM {m} WHERE session = $1) \
+                 SELECT pg_notify($2, l.name) FROM a, {l} l, d WHERE l.session = d.id"
+            ),
+            close_tidy: None,
+            channel: Some(format!("{prefix}released")),
             join: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
                  INSERT INTO {m} (name, session) \
@@ -142,32 +144,6 @@ impl Sql {
                    AND h.expires_us > now.t \
                  FOR SHARE OF l, h"
             ),
-            claim: format!(
-                "INSERT INTO {c} AS c (name, slot) VALUES ($1, $2) \
-                 ON CONFLICT (name) DO UPDATE SET slot = excluded.slot \
-                 WHERE c.slot < excluded.slot RETURNING c.slot"
-            ),
-            last_slot: format!("SELECT slot FROM {c} WHERE name = $1"),
-            // Asynchronous commit (see `ASYNC_COMMIT`): only a release or
-            // a close may lose its commit in a server crash.
-            release: format!(
-                "WITH a AS ({ASYNC_COMMIT}), \
-                 r AS (UPDATE {l} SET session = NULL, acquired_us = NULL \
-                   WHERE name = $2 AND session = $1 AND token = $3 RETURNING name) \
-                 SELECT pg_notify($4, r.name) FROM r, a"
-            ),
-            lock: format!(
-                "INSERT INTO {l} AS l (name, session, token, acquired_us) \
-                 VALUES ($1, NULL, 0, NULL) \
-                 ON CONFLICT (name) DO UPDATE SET token = l.token \
-                 RETURNING l.session, l.token"
-            ),
-            close: format!(
-                "WITH a AS ({ASYNC_COMMIT}), \
-                 d AS (DELETE FROM {s} WHERE id = $1 RETURNING id), \
-                 dm AS (DELETE FROM {m} WHERE session = $1) \
-                 SELECT pg_notify($2, l.name) FROM a, {l} l, d WHERE l.session = d.id"
-            ),
             inspect_sessions: format!(
                 "WITH now AS (SELECT {NOW} AS t) \
                  SELECT id, lease_us, expires_us - now.t, metadata FROM {s}, now WHERE expires_us > now.t"
@@ -179,26 +155,35 @@ impl Sql {
                    AND h.expires_us > (SELECT t FROM now) \
                  WHERE left(l.name, $1::int) = $2"
             ),
-            channel: format!("{prefix}released"),
+            lock: Some(format!(
+                "INSERT INTO {l} AS l (name, session, token, acquired_us) \
+                 VALUES ($1, NULL, 0, NULL) \
+                 ON CONFLICT (name) DO UPDATE SET token = l.token \
+                 RETURNING l.session, l.token"
+            )),
+        };
+        Sql {
+            claim: format!(
+                "INSERT INTO {c} AS c (name, slot) VALUES ($1, $2) \
+                 ON CONFLICT (name) DO UPDATE SET slot = excluded.slot \
+                 WHERE c.slot < excluded.slot RETURNING c.slot"
+            ),
+            last_slot: format!("SELECT slot FROM {c} WHERE name = $1"),
             acquire_fn: format!("{prefix}acquire_lease"),
-            sk: Skeleton::new(NAME, !transaction_pooling),
+            sk: Skeleton::new(NAME, !transaction_pooling, t, sk),
             wrap: transaction_pooling,
-            t,
         }
     }
 }
 
 impl PgBackend {
-    /// Connects to `url` with the default options (Simba's URL parameters
-    /// apply, see [`BackendConfig`]).
-    ///
-    /// # Errors
-    /// `Rejected` if `url` names another kind of backend or is malformed;
-    /// otherwise as [`PgBackend::connect`].
-    pub async fn connect_url(url: &str) -> Result<PgBackend, BackendError> {
-        let config = BackendConfig::parse_for(url, crate::BackendKind::Postgres, NAME)?;
-        Self::connect(&config).await
-    }
+    crate::sql::sql_backend_inherent!(
+        Postgres,
+        postgres,
+        PgBackend,
+        PgPool,
+        "postgres://app@db/app"
+    );
 
     /// Connects to the server that `config` names and checks (by default
     /// creates) the tables.
@@ -299,7 +284,7 @@ impl PgBackend {
     pub async fn migrate(&self) -> Result<(), BackendError> {
         let state = self.acquire_fn_state().await?;
         let usable = state.usable();
-        if self.check_tables().await? == TABLES && usable {
+        if self.sql.sk.check_tables(&self.pool).await? == TABLES && usable {
             return Ok(());
         }
         if state == AcquireRoutine::Foreign {
@@ -307,9 +292,9 @@ impl PgBackend {
         }
         if state == AcquireRoutine::Newer {
             // Only the tables: a newer Simba's function stays.
-            let ddl = Self::tables_sql(&self.sql.t.prefix);
+            let ddl = Self::tables_sql(&self.sql.sk.t.prefix);
             if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
-                if self.check_tables().await? < TABLES {
+                if self.sql.sk.check_tables(&self.pool).await? < TABLES {
                     return Err(map_err(NAME, "create tables", e));
                 }
             }
@@ -318,14 +303,11 @@ impl PgBackend {
         // Creates what is missing and replaces an older Simba's acquire
         // function (a node of that version still running keeps working:
         // the arguments and the answer's columns are the same).
-        let ddl = Self::schema_sql(&self.sql.t.prefix);
+        let ddl = Self::schema_sql(&self.sql.sk.t.prefix);
         if let Err(e) = sqlx::raw_sql(&ddl).execute(&self.pool).await {
             // Another process may have created them at the same moment.
-            if self.check_tables().await? < TABLES
-                || !matches!(
-                    self.acquire_fn_state().await?,
-                    AcquireRoutine::Current | AcquireRoutine::Newer
-                )
+            if self.sql.sk.check_tables(&self.pool).await? < TABLES
+                || !self.acquire_fn_state().await?.usable()
             {
                 return Err(map_err(NAME, "create tables", e));
             }
@@ -339,13 +321,12 @@ impl PgBackend {
         if create {
             return self.migrate().await;
         }
-        if self.check_tables().await? < TABLES {
-            return Err(self.missing());
-        }
-        match self.acquire_fn_state().await? {
-            AcquireRoutine::Current | AcquireRoutine::Newer => Ok(()),
-            other => Err(self.fn_error(other)),
-        }
+        self.sql.sk.require_tables(&self.pool).await?;
+        let state = self.acquire_fn_state().await?;
+        state
+            .usable()
+            .then_some(())
+            .ok_or_else(|| self.fn_error(state))
     }
 
     /// Whether the acquire function in the current schema is this
@@ -365,7 +346,7 @@ impl PgBackend {
         .await
         .map_err(get)?;
         tx.commit().await.map_err(get)?;
-        let want = acquire_fn_body(&self.sql.t.prefix);
+        let want = acquire_fn_body(&self.sql.sk.t.prefix);
         Ok(match found.first() {
             None => AcquireRoutine::Missing,
             Some(src) if *src == want => AcquireRoutine::Current,
@@ -378,26 +359,7 @@ impl PgBackend {
     /// The error for an acquire function that is not this version's.
     fn fn_error(&self, state: AcquireRoutine) -> BackendError {
         let f = &self.sql.acquire_fn;
-        let why = state.why();
-        BackendError::new(
-            BackendErrorKind::Rejected,
-            format!(
-                "postgres: the function `{f}({ACQUIRE_ARGS})` {why}: create it \
-                 (migrations/postgres/0003_acquire.sql) or allow create_schema"
-            ),
-        )
-    }
-
-    fn missing(&self) -> BackendError {
-        self.sql.t.missing(NAME, "postgres")
-    }
-
-    /// How many of Simba's tables exist; `Rejected` on a foreign shape.
-    async fn check_tables(&self) -> Result<usize, BackendError> {
-        let columns = "SELECT column_name::text FROM information_schema.columns \
-                       WHERE table_schema = current_schema() AND table_name = $1";
-        let sk = &self.sql.sk;
-        sk.check_tables(&self.pool, columns, &self.sql.t).await
+        state.error(NAME, &format!("function `{f}({ACQUIRE_ARGS})`"))
     }
 
     /// The DDL that creates Simba's tables and acquire function under
@@ -411,22 +373,6 @@ impl PgBackend {
     /// `0001_simba.sql` and `0002_groups_slots.sql`: the tables alone.
     fn tables_sql(table_prefix: &str) -> String {
         prefixed(&MIGRATIONS[..2].concat(), table_prefix)
-    }
-    /// As [`PgBackend::from_pool`] with the default [`PoolOptions`] (table
-    /// prefix `simba_`, tables created if missing).
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// use simba_backends::postgres::PgBackend;
-    /// let pool = sqlx::PgPool::connect("postgres://app@db/app").await?;
-    /// let backend = PgBackend::from_pool_default(pool.clone()).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`PgBackend::from_pool`].
-    pub async fn from_pool_default(pool: PgPool) -> Result<PgBackend, BackendError> {
-        Self::from_pool(pool, &PoolOptions::new()).await
     }
 
     /// A backend on the application's own pool, so Simba shares its
@@ -466,11 +412,6 @@ impl PgBackend {
         Ok(backend)
     }
 
-    /// The underlying pool (e.g. for [`crate::fencing::PgFence`]).
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
     /// Drops Simba's four tables of this backend's table prefix, with every
     /// session, lease and token in them: for tests and for uninstalling.
     /// Never call it while a node may still use them (their tokens would
@@ -485,7 +426,7 @@ impl PgBackend {
             members,
             slots,
             ..
-        } = &self.sql.t;
+        } = &self.sql.sk.t;
         sqlx::raw_sql(&format!(
             "DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}; \
              DROP FUNCTION IF EXISTS {}({ACQUIRE_ARGS})",
@@ -540,7 +481,7 @@ impl PgBackend {
 
     /// The NOTIFY channel releases are broadcast on (`<prefix>released`).
     pub fn channel(&self) -> &str {
-        &self.sql.channel
+        self.sql.sk.s.channel.as_deref().unwrap_or_default()
     }
 
     /// For the conformance suite: runs `acquire(session, name)` while another
@@ -567,7 +508,7 @@ impl PgBackend {
         sqlx::query(&format!(
             "INSERT INTO {} AS l (name, session, token) VALUES ($1, NULL, 0) \
              ON CONFLICT (name) DO UPDATE SET token = l.token",
-            self.sql.t.leases
+            self.sql.sk.t.leases
         ))
         .bind(name.as_str())
         .execute(&mut blocker)
@@ -661,37 +602,8 @@ fn acquire_fn_body(prefix: &str) -> String {
 /// A connection: the pool's, or a test hold's open transaction.
 type Conn = sqlx::PgConnection;
 
-async fn open_on(
-    sql: &Sql,
-    c: &mut Conn,
-    lease_duration: Duration,
-    metadata: &SessionMetadata,
-) -> Result<SessionGrant, BackendError> {
-    // Expired sessions are collected by the statement itself.
-    sql.sk
-        .open(c, &sql.open, &[], lease_duration, metadata)
-        .await
-}
-
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
-    let get = |e| map_err(NAME, "renew", e);
-    let row = sqlx::query(&sql.renew)
-        .persistent(sql.sk.persistent)
-        .bind(&session.to_bytes()[..])
-        .fetch_optional(&mut *c)
-        .await
-        .map_err(get)?;
-    let Some(row) = row else {
-        return Err(RenewError::Expired);
-    };
-    let lease_us: i64 = row.try_get(0).map_err(get)?;
-    let owned: Option<String> = row.try_get(1).map_err(get)?;
-    let groups: Option<String> = row.try_get(2).map_err(get)?;
-    Ok(Renewal {
-        groups: parse_groups(NAME, groups.as_deref())?,
-        remaining: micros(lease_us),
-        owned: parse_owned(NAME, owned.as_deref())?,
-    })
+    sql.sk.renew_lists(c, session).await
 }
 
 /// Acquire: one call of the acquire function (`acquire_fn_body`), whose two
@@ -703,7 +615,6 @@ async fn acquire_on(
     session: SessionId,
     name: &LeaseName,
 ) -> Result<AcquireOutcome, BackendError> {
-    let get = |e| map_err(NAME, "acquire", e);
     // One round trip: the acquire function's two statements run in one
     // transaction (or inside the caller's, for a test hold), each with a
     // snapshot of its own (READ COMMITTED; see `acquire_fn_body`). The call
@@ -724,52 +635,8 @@ async fn acquire_on(
     );
     let rows = sqlx::Executor::fetch_all(&mut *c, call.as_str())
         .await
-        .map_err(get)?;
-    let [row] = rows.as_slice() else {
-        return Err(malformed(
-            NAME,
-            format!("acquire of `{name}` read {} rows, expected one", rows.len()),
-        ));
-    };
-    let judged = Judged {
-        mine_us: row.try_get(2).map_err(get)?,
-        holder: row.try_get(0).map_err(get)?,
-        token: row.try_get(1).map_err(get)?,
-        holder_us: row.try_get(3).map_err(get)?,
-    };
-    decide(NAME, session, name, judged)
-}
-
-async fn release_on(
-    sql: &Sql,
-    c: &mut Conn,
-    session: SessionId,
-    name: &LeaseName,
-    token: Token,
-) -> Result<(), BackendError> {
-    let token = i64::try_from(token.get())
-        .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-    sqlx::query(&sql.release)
-        .persistent(sql.sk.persistent)
-        .bind(&session.to_bytes()[..])
-        .bind(name.as_str())
-        .bind(token)
-        .bind(&sql.channel)
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, "release", e))?;
-    Ok(())
-}
-
-async fn close_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<(), BackendError> {
-    sqlx::query(&sql.close)
-        .persistent(sql.sk.persistent)
-        .bind(&session.to_bytes()[..])
-        .bind(&sql.channel)
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, "close session", e))?;
-    Ok(())
+        .map_err(sql.sk.err("acquire"))?;
+    sql.sk.decide_rows(session, name, &rows)
 }
 
 /// Claim a schedule slot (S11.1): one READ COMMITTED transaction of two or
@@ -794,7 +661,6 @@ async fn claim_on(
 ) -> Result<SlotClaim, BackendError> {
     let steps = ClaimSql {
         begin: None,
-        holds: &sql.holds,
         claim: &sql.claim,
         last_slot: &sql.last_slot,
     };
@@ -817,6 +683,21 @@ macro_rules! call {
             }
             r
         } else {
+            let $c: &mut Conn = &mut conn;
+            $body.await
+        };
+        conn.settle(&r);
+        r
+    }};
+}
+
+/// Runs `$body` (a future using the connection `$c`) on a pooled
+/// connection, never inside an explicit transaction (one simple query, or
+/// a body that runs its own transaction).
+macro_rules! unwrapped {
+    ($self:ident, $what:expr, |$c:ident| $body:expr) => {{
+        let mut conn = $self.conn($what).await?;
+        let r = {
             let $c: &mut Conn = &mut conn;
             $body.await
         };
@@ -1109,17 +990,7 @@ impl ServerFailed for RenewError {
 }
 
 impl Backend for PgBackend {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // The pool's connections (the release listener has its own).
-        usize::try_from(self.pool.options().get_max_connections()).ok()
-    }
-
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &NO_METADATA)
-    }
+    crate::sql::sql_backend_common!(call, unwrapped);
 
     fn open_session_with<'a>(
         &'a self,
@@ -1127,8 +998,8 @@ impl Backend for PgBackend {
         metadata: &'a SessionMetadata,
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
-            call!(self, "open session", |c| open_on(
-                &self.sql,
+            let sk = &self.sql.sk;
+            call!(self, "open session", |c| sk.open(
                 c,
                 lease_duration,
                 metadata
@@ -1137,24 +1008,15 @@ impl Backend for PgBackend {
         .boxed()
     }
 
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        async move { call!(self, "renew", |c| renew_on(&self.sql, c, session)) }.boxed()
-    }
-
     fn acquire<'a>(
         &'a self,
         session: SessionId,
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        async move {
-            // One simple query: no explicit transaction needed behind a
-            // transaction-pooling proxy (see `acquire_on`).
-            let mut c = self.conn("acquire").await?;
-            let r = acquire_on(&self.sql, &mut c, session, name).await;
-            c.settle(&r);
-            r
-        }
-        .boxed()
+        // One simple query: no explicit transaction needed behind a
+        // transaction-pooling proxy (see `acquire_on`).
+        async move { unwrapped!(self, "acquire", |c| acquire_on(&self.sql, c, session, name)) }
+            .boxed()
     }
 
     fn release<'a>(
@@ -1164,31 +1026,16 @@ impl Backend for PgBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            call!(self, "release", |c| release_on(
-                &self.sql, c, session, name, token
-            ))
+            let sk = &self.sql.sk;
+            call!(self, "release", |c| sk.release(c, session, name, token)).map(drop)
         }
         .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        async move { call!(self, "close session", |c| close_on(&self.sql, c, session)) }.boxed()
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
         async move {
-            let sql = &self.sql;
-            let sk = &sql.sk;
-            sk.inspect(
-                &self.pool,
-                &sql.inspect_sessions,
-                &sql.inspect_leases,
-                prefix,
-            )
-            .await
+            let sk = &self.sql.sk;
+            call!(self, "close session", |c| sk.close(c, session)).map(drop)
         }
         .boxed()
     }
@@ -1222,7 +1069,7 @@ impl Backend for PgBackend {
                 .max_lifetime(None)
                 .connect_lazy_with(listen_opts);
             let mut listener = PgListener::connect_with(&listen_pool).await.map_err(get)?;
-            listener.listen(&self.sql.channel).await.map_err(get)?;
+            listener.listen(self.channel()).await.map_err(get)?;
             let errors = Arc::clone(&self.listener_errors);
             let state = (listener, errors, None::<(Instant, u64)>);
             let stream =
@@ -1271,62 +1118,6 @@ impl Backend for PgBackend {
     fn broadcasts_releases(&self) -> bool {
         self.listen.is_some()
     }
-
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let sql = &self.sql;
-            call!(self, "join group", |c| sql.sk.membership(
-                c,
-                &sql.join,
-                "join group",
-                session,
-                group
-            ))
-        }
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let sql = &self.sql;
-            call!(self, "leave group", |c| sql.sk.membership(
-                c,
-                &sql.leave,
-                "leave group",
-                session,
-                group
-            ))
-        }
-        .boxed()
-    }
-
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        async move {
-            let mut c = self.conn("claim slot").await?;
-            let r = claim_on(&self.sql, &mut c, session, name, token, slot).await;
-            c.settle(&r);
-            r
-        }
-        .boxed()
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
-    }
 }
 
 #[cfg(feature = "testkit")]
@@ -1334,18 +1125,12 @@ pub use hold::PgHold;
 
 #[cfg(feature = "testkit")]
 mod hold {
-    use super::{
-        acquire_on, close_on, map_err, open_on, release_on, renew_on, PgBackend, Sql, NAME,
-        NO_METADATA,
-    };
+    use super::{acquire_on, map_err, renew_on, PgBackend, Sql, NAME};
+    use crate::sql::await_waiters;
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
-    use simba_core::{
-        AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal,
-        SessionGrant, SessionId, Token,
-    };
-    use sqlx::postgres::{PgPool, PgPoolOptions};
-    use std::time::Duration;
+    use simba_core::{BackendError, BackendErrorKind, LeaseName, SessionId, Token};
+    use sqlx::postgres::PgPool;
 
     /// The conformance suite's interleaving hook on PostgreSQL
     /// ([`crate::testkit::Hold`]): a blocker transaction on a connection of
@@ -1363,19 +1148,12 @@ mod hold {
         /// # Errors
         /// A [`BackendError`] if the connection or `BEGIN` failed.
         pub async fn hold(&self) -> Result<PgHold, BackendError> {
-            let err = |e| map_err(NAME, "test hold", e);
-            let opts = (*self.pool.connect_options()).clone();
-            let pool = PgPoolOptions::new()
-                .max_connections(2)
-                .connect_with(opts)
-                .await
-                .map_err(err)?;
-            let mut tx = pool.begin().await.map_err(err)?;
+            let (pool, mut tx) = self.sql.sk.hold(&self.pool, 2, None).await?;
             let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
                 .persistent(false)
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(err)?;
+                .map_err(|e| map_err(NAME, "test hold", e))?;
             Ok(PgHold {
                 tx,
                 pool,
@@ -1416,88 +1194,36 @@ mod hold {
     }
 
     impl Hold for PgHold {
-        fn lock_lease<'a>(
-            &'a mut self,
-            name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move {
-                sqlx::query(&self.sql.lock)
-                    .persistent(self.sql.sk.persistent)
-                    .bind(name.as_str())
-                    .execute(&mut *self.tx)
-                    .await
-                    .map_err(|e| map_err(NAME, "test hold", e))?;
-                Ok(())
-            }
-            .boxed()
-        }
-        fn open_session(
-            &mut self,
-            lease_duration: Duration,
-        ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
-                .boxed()
-        }
-        fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-            async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
-        }
-        fn acquire<'a>(
-            &'a mut self,
-            session: SessionId,
-            name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-            async move { acquire_on(&self.sql, &mut self.tx, session, name).await }.boxed()
-        }
-        fn release<'a>(
-            &'a mut self,
-            session: SessionId,
-            name: &'a LeaseName,
-            token: Token,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move { release_on(&self.sql, &mut self.tx, session, name, token).await }.boxed()
-        }
-        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-            async move { close_on(&self.sql, &mut self.tx, session).await }.boxed()
-        }
+        crate::sql::hold_calls!();
         fn waiters(&mut self, n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
+            let (pool, sk, pid) = (&self.pool, &self.sql.sk, self.pid);
             async move {
                 let err = |e| map_err(NAME, "test hold", e);
-                for _ in 0..500 {
-                    // From the pool's second connection: the hold's own
-                    // transaction would see one cached snapshot of the view.
-                    // (A transaction of its own per look: it also works
-                    // behind a transaction-pooling proxy.)
-                    let mut look = self.pool.begin().await.map_err(err)?;
-                    let waiting: i64 = sqlx::query_scalar(
+                // From the pool's second connection: the hold's own
+                // transaction would see one cached snapshot of the view. (A
+                // transaction of its own per look: it also works behind a
+                // transaction-pooling proxy.)
+                let seen = await_waiters(n, || async move {
+                    let mut look = pool.begin().await.map_err(err)?;
+                    let waiting = sqlx::query_scalar(
                         "SELECT count(*) FROM pg_stat_activity \
                          WHERE $1 = ANY(pg_blocking_pids(pid))",
                     )
-                    .persistent(self.sql.sk.persistent)
-                    .bind(self.pid)
+                    .persistent(sk.persistent)
+                    .bind(pid)
                     .fetch_one(&mut *look)
                     .await
                     .map_err(err)?;
                     look.commit().await.map_err(err)?;
-                    if usize::try_from(waiting).unwrap_or(0) >= n {
-                        return Ok(WaitSeen::Seen);
-                    }
-                    futures_timer::Delay::new(Duration::from_millis(20)).await;
+                    Ok(waiting)
+                });
+                if seen.await? {
+                    return Ok(WaitSeen::Seen);
                 }
                 Err(BackendError::new(
                     BackendErrorKind::Other,
                     format!("no {n} call(s) waited behind the hold within 10 s"),
                 ))
-            }
-            .boxed()
-        }
-        fn commit(self: Box<Self>) -> BoxFuture<'static, Result<(), BackendError>> {
-            async move {
-                let PgHold { tx, pool, .. } = *self;
-                tx.commit()
-                    .await
-                    .map_err(|e| map_err(NAME, "test hold", e))?;
-                pool.close().await;
-                Ok(())
             }
             .boxed()
         }

@@ -1,4 +1,12 @@
-//! What the SQL backends share: error mapping, row decoding, schema checks.
+//! What the SQL backends share: error mapping, row decoding, schema checks,
+//! and one skeleton over sqlx's databases ([`Skeleton`]) that runs the
+//! statements every backend has ([`Statements`], in each database's
+//! dialect). The `Backend` and test-hold calls that are the same on every
+//! SQL database are written once as macros (`sql_backend_common!`,
+//! `sql_backend_inherent!`, `hold_calls!`) expanded in each backend's
+//! `impl`; each backend's file keeps what is its own (PostgreSQL's
+//! LISTEN/NOTIFY and host lists, MySQL's release waker and acquire
+//! procedure, SQLite's hint file).
 
 use crate::{redact, LeaseInfo};
 use simba_core::AcquireOutcome;
@@ -533,8 +541,21 @@ impl AcquireRoutine {
         matches!(self, AcquireRoutine::Current | AcquireRoutine::Newer)
     }
 
-    /// What is wrong with it, for a `Rejected` error that names the routine.
-    pub(crate) fn why(self) -> &'static str {
+    /// The `Rejected` error for a routine that acquires cannot call as it
+    /// is; `routine` names it (e.g. "function `f(args)`").
+    pub(crate) fn error(self, backend: &str, routine: &str) -> BackendError {
+        BackendError::new(
+            BackendErrorKind::Rejected,
+            format!(
+                "{backend}: the {routine} {}: create it \
+                 (migrations/{backend}/0003_acquire.sql) or allow create_schema",
+                self.why()
+            ),
+        )
+    }
+
+    /// What is wrong with it.
+    fn why(self) -> &'static str {
         match self {
             AcquireRoutine::Current | AcquireRoutine::Newer => "is in place",
             AcquireRoutine::Missing => "is missing",
@@ -612,60 +633,119 @@ impl Tables {
 /// How many of Simba's tables there are.
 pub(crate) const TABLES: usize = 4;
 
+/// The statements that every SQL backend runs through its [`Skeleton`],
+/// in its database's dialect. Every statement binds its values in one
+/// order, the order of the parameters named here (PostgreSQL's `$n` and
+/// SQLite's `?n` are numbered to match MySQL's positional `?`).
+#[derive(Clone, Debug)]
+pub(crate) struct Statements {
+    /// The column names of a table (binds: the table).
+    pub(crate) columns: &'static str,
+    /// Opens a session (binds: id, lease µs, lease µs, metadata).
+    pub(crate) open: String,
+    /// Housekeeping after an open: forget expired sessions (ids are never
+    /// reused, and an unknown session is an expired one). Its failure
+    /// changes nothing.
+    pub(crate) gc: Vec<String>,
+    /// Renews a session (PostgreSQL and SQLite: binds the session, answers
+    /// [`Skeleton::renew_lists`]'s row; MySQL: its own multi-statement).
+    pub(crate) renew: String,
+    /// Frees a lease held with a token (binds: session, name, token, then
+    /// [`Statements::channel`] if any).
+    pub(crate) release: String,
+    /// Deletes a session (binds: session, then [`Statements::channel`] if
+    /// any). Without a channel, its row (if it answers one) lists the
+    /// leases the session held, `name,name`.
+    pub(crate) close: String,
+    /// After `close` (binds: session): its memberships (S10.1). Once the
+    /// session row is gone no renewal lists them anyway; it only tidies.
+    pub(crate) close_tidy: Option<String>,
+    /// The last value `release` and `close` bind: PostgreSQL's NOTIFY
+    /// channel.
+    pub(crate) channel: Option<String>,
+    /// Joins a group (binds: group, session); a session that is not live
+    /// inserts nothing (S10.1).
+    pub(crate) join: String,
+    /// Leaves a group (binds: group, session).
+    pub(crate) leave: String,
+    /// Whether a session holds a lease with a token and is live (binds:
+    /// name, session, token), locking what it judges where the database
+    /// locks rows: a schedule slot claim's first step (S11.1).
+    pub(crate) holds: String,
+    /// `inspect`'s live sessions.
+    pub(crate) inspect_sessions: String,
+    /// `inspect`'s leases whose names start with a prefix (binds: the
+    /// prefix's length, the prefix).
+    pub(crate) inspect_leases: String,
+    /// For a test hold: locks a lease row, inserting it free if missing,
+    /// without changing it (binds: name); `None` where the hold's
+    /// transaction holds every row already (SQLite's write lock).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) lock: Option<String>,
+}
+
 /// The statements of a schedule slot's claim by an upsert (PostgreSQL,
-/// SQLite): how its transaction begins (`None`: the database's default),
-/// the holder check (binds: name, session, token), the upsert that answers a
-/// row only if the slot is later (name, slot), and the read of the last
-/// slot (name).
+/// SQLite), after [`Statements::holds`]: how its transaction begins
+/// (`None`: the database's default), the upsert that answers a row only if
+/// the slot is later (binds: name, slot), and the read of the last slot
+/// (name).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) struct ClaimSql<'a> {
     pub(crate) begin: Option<&'static str>,
-    pub(crate) holds: &'a str,
     pub(crate) claim: &'a str,
     pub(crate) last_slot: &'a str,
 }
 
 /// The SQL backends' one skeleton over sqlx's database `DB`: the calls that
 /// run the same way on every SQL database, with what differs (the
-/// statements' text and placeholders, how a transaction begins) passed in.
-/// Every statement binds its values in one order, the order of the
-/// parameters named here (PostgreSQL's `$n` and SQLite's `?n` are numbered
-/// to match MySQL's positional `?`).
+/// [`Statements`]' text and placeholders, how a transaction begins) given
+/// by the backend.
 pub(crate) struct Skeleton<DB> {
     /// The backend's name, for errors.
     pub(crate) name: &'static str,
     /// Whether statements are prepared under a name and cached per
-    /// connection (sqlx's default; not behind a transaction-pooling proxy).
+    /// connection (sqlx's default; not behind a transaction-pooling proxy,
+    /// where a named statement may be missing on the next server connection
+    /// or clash with another client's).
     pub(crate) persistent: bool,
+    pub(crate) t: Tables,
+    pub(crate) s: Statements,
     db: std::marker::PhantomData<fn() -> DB>,
 }
 
 impl<DB> Clone for Skeleton<DB> {
     fn clone(&self) -> Self {
-        *self
+        Skeleton {
+            t: self.t.clone(),
+            s: self.s.clone(),
+            ..*self
+        }
     }
 }
-
-impl<DB> Copy for Skeleton<DB> {}
 
 impl<DB> std::fmt::Debug for Skeleton<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Skeleton")
             .field("name", &self.name)
             .field("persistent", &self.persistent)
+            .field("t", &self.t)
+            .field("s", &self.s)
             .finish()
     }
 }
 
 impl<DB> Skeleton<DB> {
-    pub(crate) fn new(name: &'static str, persistent: bool) -> Skeleton<DB> {
+    pub(crate) fn new(name: &'static str, persistent: bool, t: Tables, s: Statements) -> Self {
         Skeleton {
             name,
             persistent,
+            t,
+            s,
             db: std::marker::PhantomData,
         }
     }
 
-    fn err(&self, what: &'static str) -> impl Fn(sqlx::Error) -> BackendError + '_ {
+    pub(crate) fn err(&self, what: &'static str) -> impl Fn(sqlx::Error) -> BackendError + '_ {
         move |e| map_err(self.name, what, e)
     }
 }
@@ -683,18 +763,35 @@ where
     for<'r> Vec<u8>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
     usize: sqlx::ColumnIndex<DB::Row>,
 {
-    /// The column names of `table`, read by `stmt` (binds: the table) in a
-    /// transaction of its own (so that it also works behind a
-    /// transaction-pooling proxy).
+    /// `stmt` bound with `session`'s id, prepared as the backend prepares.
+    fn by_session<'q>(
+        &self,
+        stmt: &'q str,
+        id: &'q [u8; 16],
+    ) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>> {
+        sqlx::query(stmt).persistent(self.persistent).bind(&id[..])
+    }
+
+    /// A connection of `pool` for the call `what`.
+    #[cfg(any(feature = "sqlite", feature = "mysql"))]
+    pub(crate) async fn conn(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        what: &'static str,
+    ) -> Result<sqlx::pool::PoolConnection<DB>, BackendError> {
+        pool.acquire().await.map_err(self.err(what))
+    }
+
+    /// The column names of `table` in a transaction of its own (so that it
+    /// also works behind a transaction-pooling proxy).
     async fn columns(
         &self,
         pool: &sqlx::Pool<DB>,
-        stmt: &str,
         table: &str,
     ) -> Result<Vec<String>, BackendError> {
         let get = self.err("read schema");
         let mut tx = pool.begin().await.map_err(&get)?;
-        let rows = sqlx::query(stmt)
+        let rows = sqlx::query(self.s.columns)
             .persistent(self.persistent)
             .bind(table)
             .fetch_all(&mut *tx)
@@ -707,17 +804,12 @@ where
             .map_err(&get)
     }
 
-    /// How many of Simba's tables exist (read by `columns_stmt`, see
-    /// [`Skeleton::columns`]); `Rejected` on a table of another shape.
-    pub(crate) async fn check_tables(
-        &self,
-        pool: &sqlx::Pool<DB>,
-        columns_stmt: &str,
-        tables: &Tables,
-    ) -> Result<usize, BackendError> {
+    /// How many of Simba's tables exist; `Rejected` on a table of another
+    /// shape.
+    pub(crate) async fn check_tables(&self, pool: &sqlx::Pool<DB>) -> Result<usize, BackendError> {
         let mut present = 0;
-        for (table, cols) in tables.with_columns() {
-            let found = self.columns(pool, columns_stmt, table).await?;
+        for (table, cols) in self.t.with_columns() {
+            let found = self.columns(pool, table).await?;
             if !found.is_empty() {
                 check_shape(self.name, table, &found, cols)?;
                 present += 1;
@@ -726,31 +818,32 @@ where
         Ok(present)
     }
 
-    /// Opens a session: `stmt` (binds: id, lease µs, lease µs, metadata),
-    /// then the housekeeping statements `gc` (forget expired sessions; ids
-    /// are never reused, and an unknown session is an expired one), whose
-    /// failure changes nothing.
+    /// The error of a backend started without DDL whose tables are not all
+    /// there (unless they all are).
+    pub(crate) async fn require_tables(&self, pool: &sqlx::Pool<DB>) -> Result<(), BackendError> {
+        if self.check_tables(pool).await? < TABLES {
+            return Err(self.t.missing(self.name, self.name));
+        }
+        Ok(())
+    }
+
+    /// Opens a session, then runs the housekeeping statements.
     pub(crate) async fn open(
         &self,
         c: &mut DB::Connection,
-        stmt: &str,
-        gc: &[&str],
         lease_duration: Duration,
         metadata: &crate::SessionMetadata,
     ) -> Result<simba_core::SessionGrant, BackendError> {
         let lease_us = crate::check_lease_duration(lease_duration)?;
         let session = crate::random_session_id()?;
-        let id = session.to_bytes();
-        sqlx::query(stmt)
-            .persistent(self.persistent)
-            .bind(&id[..])
+        self.by_session(&self.s.open, &session.to_bytes())
             .bind(lease_us)
             .bind(lease_us)
             .bind((!metadata.is_empty()).then(|| metadata.encode()))
             .execute(&mut *c)
             .await
             .map_err(self.err("open session"))?;
-        for stmt in gc {
+        for stmt in &self.s.gc {
             let _ = sqlx::query(stmt)
                 .persistent(self.persistent)
                 .execute(&mut *c)
@@ -762,16 +855,118 @@ where
         })
     }
 
-    /// Join or leave a group: one statement (binds: group, session). A join
-    /// by a session that is not live inserts nothing (S10.1).
+    /// Renews `session` by [`Statements::renew`]: no row once it expired,
+    /// else one of the lease duration (µs), the leases it owns
+    /// (`name=token,…`, see [`parse_owned`]) and the live members of every
+    /// group it joined (`group=HEXID,…`, see [`parse_groups`]): one
+    /// statement, however many leases and groups (S10.1).
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) async fn renew_lists(
+        &self,
+        c: &mut DB::Connection,
+        session: SessionId,
+    ) -> Result<simba_core::Renewal, simba_core::RenewError> {
+        let get = self.err("renew");
+        let row = self
+            .by_session(&self.s.renew, &session.to_bytes())
+            .fetch_optional(&mut *c)
+            .await
+            .map_err(&get)?;
+        let Some(row) = row else {
+            return Err(simba_core::RenewError::Expired);
+        };
+        let lease_us: i64 = sqlx::Row::try_get(&row, 0).map_err(&get)?;
+        let owned: Option<String> = sqlx::Row::try_get(&row, 1).map_err(&get)?;
+        let groups: Option<String> = sqlx::Row::try_get(&row, 2).map_err(&get)?;
+        Ok(simba_core::Renewal {
+            groups: parse_groups(self.name, groups.as_deref())?,
+            remaining: micros(lease_us),
+            owned: parse_owned(self.name, owned.as_deref())?,
+        })
+    }
+
+    /// Releases `name` if `session` holds it with `token`; answers the
+    /// statement's result (the rows it changed, as the database counts them).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "testkit")),
+        allow(dead_code)
+    )]
+    pub(crate) async fn release(
+        &self,
+        c: &mut DB::Connection,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+    ) -> Result<DB::QueryResult, BackendError> {
+        let token = i64::try_from(token.get())
+            .map_err(|_| malformed(self.name, format!("token {token} out of range")))?;
+        let id = session.to_bytes();
+        let mut q = self
+            .by_session(&self.s.release, &id)
+            .bind(name.as_str())
+            .bind(token);
+        if let Some(channel) = &self.s.channel {
+            q = q.bind(channel.as_str());
+        }
+        q.execute(&mut *c).await.map_err(self.err("release"))
+    }
+
+    /// Closes `session`; answers the names of the leases it held where
+    /// [`Statements::close`] lists them (without a channel), else none.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "testkit")),
+        allow(dead_code)
+    )]
+    pub(crate) async fn close(
+        &self,
+        c: &mut DB::Connection,
+        session: SessionId,
+    ) -> Result<Vec<String>, BackendError> {
+        let get = self.err("close session");
+        let id = session.to_bytes();
+        let mut held = None;
+        if let Some(channel) = &self.s.channel {
+            self.by_session(&self.s.close, &id)
+                .bind(channel.as_str())
+                .execute(&mut *c)
+                .await
+                .map_err(&get)?;
+        } else {
+            let row = self
+                .by_session(&self.s.close, &id)
+                .fetch_optional(&mut *c)
+                .await
+                .map_err(&get)?;
+            held = row
+                .map(|r| sqlx::Row::try_get::<Option<String>, _>(&r, 0))
+                .transpose()
+                .map_err(&get)?
+                .flatten();
+        }
+        if let Some(tidy) = &self.s.close_tidy {
+            self.by_session(tidy, &id)
+                .execute(&mut *c)
+                .await
+                .map_err(&get)?;
+        }
+        Ok(held
+            .map(|l| l.split(',').map(str::to_owned).collect())
+            .unwrap_or_default())
+    }
+
+    /// Joins (`join`) or leaves a group.
     pub(crate) async fn membership(
         &self,
         c: &mut DB::Connection,
-        stmt: &str,
-        what: &'static str,
+        join: bool,
         session: SessionId,
         group: &LeaseName,
     ) -> Result<(), BackendError> {
+        let (stmt, what) = if join {
+            (&self.s.join, "join group")
+        } else {
+            (&self.s.leave, "leave group")
+        };
         let id = session.to_bytes();
         sqlx::query(stmt)
             .persistent(self.persistent)
@@ -784,19 +979,16 @@ where
     }
 
     /// A schedule slot claim's first step (S11.1), in the claim's open
-    /// transaction `tx`: whether `session` holds `name` with `token` and is
-    /// live (`stmt`, binds: name, session, token), locking what it judges
-    /// where the database locks rows.
+    /// transaction `tx`: [`Statements::holds`].
     pub(crate) async fn holds(
         &self,
         tx: &mut DB::Connection,
-        stmt: &str,
         session: SessionId,
         name: &LeaseName,
         token: i64,
     ) -> Result<bool, BackendError> {
         let id = session.to_bytes();
-        let row = sqlx::query(stmt)
+        let row = sqlx::query(&self.s.holds)
             .persistent(self.persistent)
             .bind(name.as_str())
             .bind(&id[..])
@@ -810,6 +1002,7 @@ where
     /// Claims a schedule slot (S11.1) by an upsert (see [`ClaimSql`]), in
     /// one transaction: the holder check, the upsert if the slot is later,
     /// else the read of the last slot.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) async fn claim(
         &self,
         c: &mut DB::Connection,
@@ -831,7 +1024,7 @@ where
             None => c.begin().await,
         }
         .map_err(&get)?;
-        if !self.holds(&mut tx, sql.holds, session, name, token).await? {
+        if !self.holds(&mut tx, session, name, token).await? {
             tx.rollback().await.map_err(&get)?;
             return Ok(SlotClaim::NotHolder);
         }
@@ -860,26 +1053,92 @@ where
         Ok(answer)
     }
 
-    /// `inspect`: the live sessions (`sessions`) and the leases whose names
-    /// start with `prefix` (`leases`, binds: the prefix's length, the
-    /// prefix), read in one transaction.
+    /// The answer to an acquire from the acquire routine's `rows` (one row:
+    /// holder, token, the caller's remaining µs, the holder's), see
+    /// [`decide`].
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) fn decide_rows(
+        &self,
+        session: SessionId,
+        name: &LeaseName,
+        rows: &[DB::Row],
+    ) -> Result<AcquireOutcome, BackendError> {
+        let get = self.err("acquire");
+        let [row] = rows else {
+            return Err(malformed(
+                self.name,
+                format!("acquire of `{name}` read {} rows, expected one", rows.len()),
+            ));
+        };
+        let judged = Judged {
+            holder: sqlx::Row::try_get(row, 0).map_err(&get)?,
+            token: sqlx::Row::try_get(row, 1).map_err(&get)?,
+            mine_us: sqlx::Row::try_get(row, 2).map_err(&get)?,
+            holder_us: sqlx::Row::try_get(row, 3).map_err(&get)?,
+        };
+        decide(self.name, session, name, judged)
+    }
+
+    /// A test hold's pool (`max` connections with the options of `pool`)
+    /// and its open transaction, begun by `begin` (`None`: the database's
+    /// default).
+    #[cfg(feature = "testkit")]
+    pub(crate) async fn hold(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        max: u32,
+        begin: Option<&'static str>,
+    ) -> Result<(sqlx::Pool<DB>, sqlx::Transaction<'static, DB>), BackendError> {
+        let err = self.err("test hold");
+        let pool = sqlx::pool::PoolOptions::<DB>::new()
+            .max_connections(max)
+            .connect_with((*pool.connect_options()).clone())
+            .await
+            .map_err(&err)?;
+        let tx = match begin {
+            Some(b) => pool.begin_with(b).await,
+            None => pool.begin().await,
+        }
+        .map_err(&err)?;
+        Ok((pool, tx))
+    }
+
+    /// In a test hold's transaction: locks `name`'s row
+    /// ([`Statements::lock`]).
+    #[cfg(feature = "testkit")]
+    pub(crate) async fn lock(
+        &self,
+        tx: &mut DB::Connection,
+        name: &LeaseName,
+    ) -> Result<(), BackendError> {
+        if let Some(lock) = &self.s.lock {
+            sqlx::query(lock)
+                .persistent(self.persistent)
+                .bind(name.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err("test hold"))?;
+        }
+        Ok(())
+    }
+
+    /// `inspect`: the live sessions and the leases whose names start with
+    /// `prefix`, read in one transaction.
     pub(crate) async fn inspect(
         &self,
         pool: &sqlx::Pool<DB>,
-        sessions: &str,
-        leases: &str,
         prefix: Option<&str>,
     ) -> Result<crate::Inspection, BackendError> {
         let prefix = prefix.unwrap_or("");
         crate::check_prefix(prefix)?;
         let get = self.err("inspect");
         let mut tx = pool.begin().await.map_err(&get)?;
-        let srows = sqlx::query(sessions)
+        let srows = sqlx::query(&self.s.inspect_sessions)
             .persistent(self.persistent)
             .fetch_all(&mut *tx)
             .await
             .map_err(&get)?;
-        let lrows = sqlx::query(leases)
+        let lrows = sqlx::query(&self.s.inspect_leases)
             .persistent(self.persistent)
             .bind(i64::try_from(prefix.len()).unwrap_or(0))
             .bind(prefix)
@@ -890,3 +1149,221 @@ where
         inspection_from_rows(self.name, srows, lrows, &get)
     }
 }
+
+/// For a test hold's `waiters`: asks `count` how many calls wait behind
+/// the hold every 20 ms until it is `n` or more (`true`), for 10 s at most
+/// (`false`).
+#[cfg(all(feature = "testkit", any(feature = "postgres", feature = "mysql")))]
+pub(crate) async fn await_waiters<F, Fut>(n: usize, mut count: F) -> Result<bool, BackendError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<i64, BackendError>>,
+{
+    for _ in 0..500 {
+        if usize::try_from(count().await?).unwrap_or(0) >= n {
+            return Ok(true);
+        }
+        futures_timer::Delay::new(Duration::from_millis(20)).await;
+    }
+    Ok(false)
+}
+
+/// Runs `$body` (a future using the connection `$c`) on a connection of
+/// `$self.pool`.
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+macro_rules! pool_call {
+    ($self:ident, $what:expr, |$c:ident| $body:expr) => {{
+        let mut conn = $self.sql.sk.conn(&$self.pool, $what).await?;
+        let $c = &mut *conn;
+        $body.await
+    }};
+}
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+pub(crate) use pool_call;
+
+/// The constructors and accessor that every SQL backend has the same way,
+/// for its `impl`: `$kind` names its [`BackendKind`](crate::BackendKind),
+/// `$module` and `$backend` its module and type, `$pool` sqlx's pool type
+/// and `$url` a URL for the example.
+macro_rules! sql_backend_inherent {
+    ($kind:ident, $module:ident, $backend:ident, $pool:ident, $url:literal) => {
+        /// Connects to `url` with the default options (Simba's URL parameters
+        /// apply, see [`BackendConfig`](crate::BackendConfig)).
+        ///
+        /// # Errors
+        /// `Rejected` if `url` names another kind of backend or is malformed;
+        #[doc = concat!("otherwise as [`", stringify!($backend), "::connect`].")]
+        pub async fn connect_url(url: &str) -> Result<Self, BackendError> {
+            let kind = $crate::BackendKind::$kind;
+            Self::connect(&$crate::BackendConfig::parse_for(url, kind, NAME)?).await
+        }
+
+        #[doc = concat!("As [`", stringify!($backend), "::from_pool`] with the default")]
+        /// [`PoolOptions`](crate::PoolOptions) (table prefix `simba_`, tables
+        /// created if missing).
+        ///
+        /// ```no_run
+        /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+        #[doc = concat!("use simba_backends::", stringify!($module), "::", stringify!($backend), ";")]
+        #[doc = concat!("let pool = sqlx::", stringify!($pool), "::connect(\"", $url, "\").await?;")]
+        #[doc = concat!("let backend = ", stringify!($backend), "::from_pool_default(pool.clone()).await?;")]
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($backend), "::from_pool`].")]
+        pub async fn from_pool_default(pool: sqlx::$pool) -> Result<Self, BackendError> {
+            Self::from_pool(pool, &$crate::PoolOptions::new()).await
+        }
+
+        /// The underlying pool (for fencing tables kept in the same
+        /// database, see [`fencing`](crate::fencing)).
+        pub fn pool(&self) -> &sqlx::$pool {
+            &self.pool
+        }
+    };
+}
+pub(crate) use sql_backend_inherent;
+
+/// The [`Backend`](crate::Backend) calls that every SQL backend makes the
+/// same way, for its `impl Backend`: the backend has `pool` and `sql.sk`
+/// (its [`Skeleton`]) and, in its module, `NAME`, `renew_on` and `claim_on`.
+/// `$call` runs a call on a pooled connection (see [`pool_call`]), `$tx` one
+/// that runs its own transaction.
+macro_rules! sql_backend_common {
+    ($call:ident, $tx:ident) => {
+        fn max_concurrent_calls(&self) -> Option<usize> {
+            // The pool's connections (a release listener has its own).
+            usize::try_from(self.pool.options().get_max_connections()).ok()
+        }
+
+        fn open_session(
+            &self,
+            lease_duration: std::time::Duration,
+        ) -> futures::future::BoxFuture<'_, Result<simba_core::SessionGrant, BackendError>> {
+            self.open_session_with(lease_duration, &$crate::metadata::NO_METADATA)
+        }
+
+        fn renew(
+            &self,
+            session: SessionId,
+        ) -> futures::future::BoxFuture<'_, Result<simba_core::Renewal, simba_core::RenewError>> {
+            futures::FutureExt::boxed(async move {
+                $call!(self, "renew", |c| renew_on(&self.sql, c, session))
+            })
+        }
+
+        fn inspect<'a>(
+            &'a self,
+            prefix: Option<&'a str>,
+        ) -> futures::future::BoxFuture<'a, Result<$crate::Inspection, BackendError>> {
+            futures::FutureExt::boxed(self.sql.sk.inspect(&self.pool, prefix))
+        }
+
+        fn join_group<'a>(
+            &'a self,
+            session: SessionId,
+            group: &'a LeaseName,
+        ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
+            futures::FutureExt::boxed(async move {
+                let sk = &self.sql.sk;
+                $call!(self, "join group", |c| sk
+                    .membership(c, true, session, group))
+            })
+        }
+
+        fn leave_group<'a>(
+            &'a self,
+            session: SessionId,
+            group: &'a LeaseName,
+        ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
+            futures::FutureExt::boxed(async move {
+                let sk = &self.sql.sk;
+                $call!(self, "leave group", |c| sk
+                    .membership(c, false, session, group))
+            })
+        }
+
+        fn claim_slot<'a>(
+            &'a self,
+            session: SessionId,
+            name: &'a LeaseName,
+            token: Token,
+            slot: u64,
+        ) -> futures::future::BoxFuture<'a, Result<simba_core::SlotClaim, BackendError>> {
+            futures::FutureExt::boxed(async move {
+                $tx!(self, "claim slot", |c| claim_on(
+                    &self.sql, c, session, name, token, slot
+                ))
+            })
+        }
+
+        fn name(&self) -> &'static str {
+            NAME
+        }
+    };
+}
+pub(crate) use sql_backend_common;
+
+/// The [`Hold`](crate::testkit::Hold) calls that every SQL backend's test
+/// hold makes the same way, on its open transaction `tx` (with `pool` and
+/// `sql.sk`, and `acquire_on` and `renew_on` in the backend's module).
+#[cfg(feature = "testkit")]
+macro_rules! hold_calls {
+    () => {
+        fn lock_lease<'a>(
+            &'a mut self,
+            name: &'a LeaseName,
+        ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
+            futures::FutureExt::boxed(self.sql.sk.lock(&mut self.tx, name))
+        }
+        fn open_session(
+            &mut self,
+            lease_duration: std::time::Duration,
+        ) -> futures::future::BoxFuture<'_, Result<simba_core::SessionGrant, BackendError>> {
+            let metadata = &$crate::metadata::NO_METADATA;
+            futures::FutureExt::boxed(self.sql.sk.open(&mut self.tx, lease_duration, metadata))
+        }
+        fn renew(
+            &mut self,
+            session: SessionId,
+        ) -> futures::future::BoxFuture<'_, Result<simba_core::Renewal, simba_core::RenewError>> {
+            futures::FutureExt::boxed(renew_on(&self.sql, &mut self.tx, session))
+        }
+        fn acquire<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+        ) -> futures::future::BoxFuture<'a, Result<simba_core::AcquireOutcome, BackendError>> {
+            futures::FutureExt::boxed(acquire_on(&self.sql, &mut self.tx, session, name))
+        }
+        fn release<'a>(
+            &'a mut self,
+            session: SessionId,
+            name: &'a LeaseName,
+            token: Token,
+        ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
+            let released = self.sql.sk.release(&mut self.tx, session, name, token);
+            futures::FutureExt::boxed(async move { released.await.map(drop) })
+        }
+        fn close_session(
+            &mut self,
+            session: SessionId,
+        ) -> futures::future::BoxFuture<'_, Result<(), BackendError>> {
+            let closed = self.sql.sk.close(&mut self.tx, session);
+            futures::FutureExt::boxed(async move { closed.await.map(drop) })
+        }
+        fn commit(
+            self: Box<Self>,
+        ) -> futures::future::BoxFuture<'static, Result<(), BackendError>> {
+            futures::FutureExt::boxed(async move {
+                let Self { tx, pool, sql, .. } = *self;
+                tx.commit().await.map_err(sql.sk.err("test hold"))?;
+                pool.close().await;
+                Ok(())
+            })
+        }
+    };
+}
+#[cfg(feature = "testkit")]
+pub(crate) use hold_calls;

@@ -18,12 +18,11 @@
 //! appended since. Renewals never touch it, so a quiet election costs no
 //! wake-up and no call; a lost hint only leaves the candidate to its retry.
 
-use crate::metadata::NO_METADATA;
 use crate::sql::{
-    held_outcome, malformed, map_err, micros, parse_groups, parse_owned, prefixed, token_from,
-    ClaimSql, Skeleton, Tables, TABLES,
+    held_outcome, map_err, micros, pool_call, prefixed, token_from, ClaimSql, Skeleton, Statements,
+    Tables, TABLES,
 };
-use crate::{Backend, BackendConfig, Inspection, PoolOptions, SessionMetadata};
+use crate::{Backend, BackendConfig, PoolOptions, SessionMetadata};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
@@ -139,37 +138,27 @@ impl HintReader {
 #[derive(Clone, Debug)]
 struct Sql {
     sk: Skeleton<sqlx::Sqlite>,
-    t: Tables,
-    open: String,
-    gc: String,
-    gc_members: String,
-    renew: String,
     acquire: String,
     acquire_lost: String,
-    release: String,
-    close: String,
-    close_members: String,
-    join: String,
-    leave: String,
-    holds: String,
     claim: String,
     last_slot: String,
-    inspect_sessions: String,
-    inspect_leases: String,
 }
 
 impl Sql {
     fn new(prefix: &str) -> Sql {
         let t = Tables::new(prefix);
         let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
-        Sql {
+        let sk = Statements {
+            columns: "SELECT name FROM pragma_table_info(?1)",
             open: format!(
                 "INSERT INTO {s} (id, lease_us, expires_us, metadata) VALUES (?1, ?2, {NOW} + ?3, ?4)"
             ),
-            gc: format!("DELETE FROM {s} WHERE expires_us <= {NOW}"),
-            gc_members: format!(
-                "DELETE FROM {m} WHERE session IN (SELECT id FROM {s} WHERE expires_us <= {NOW})"
-            ),
+            gc: vec![
+                format!(
+                    "DELETE FROM {m} WHERE session IN (SELECT id FROM {s} WHERE expires_us <= {NOW})"
+                ),
+                format!("DELETE FROM {s} WHERE expires_us <= {NOW}"),
+            ],
             // The live members of every group the session joined ride on the
             // renewal (S10.1): one statement, however many groups.
             renew: format!(
@@ -181,6 +170,38 @@ impl Sql {
                   JOIN {s} h ON h.id = gm.session AND h.expires_us > {NOW} \
                   WHERE gm.name IN (SELECT name FROM {m} WHERE session = ?1))"
             ),
+            release: format!(
+                "UPDATE {l} SET session = NULL, acquired_us = NULL \
+                 WHERE name = ?2 AND session = ?1 AND token = ?3"
+            ),
+            close: format!(
+                "DELETE FROM {s} WHERE id = ?1 \
+                 RETURNING (SELECT group_concat(name, ',') FROM {l} WHERE session = ?1)"
+            ),
+            close_tidy: Some(format!("DELETE FROM {m} WHERE session = ?1")),
+            channel: None,
+            join: format!(
+                "INSERT INTO {m} (name, session) \
+                 SELECT ?1, ?2 FROM {s} WHERE id = ?2 AND expires_us > {NOW} \
+                 ON CONFLICT (name, session) DO NOTHING"
+            ),
+            leave: format!("DELETE FROM {m} WHERE name = ?1 AND session = ?2"),
+            holds: format!(
+                "SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session \
+                 WHERE l.name = ?1 AND l.session = ?2 AND l.token = ?3 AND h.expires_us > {NOW}"
+            ),
+            inspect_sessions: format!(
+                "SELECT id, lease_us, expires_us - {NOW}, metadata FROM {s} WHERE expires_us > {NOW}"
+            ),
+            inspect_leases: format!(
+                "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE substr(l.name, 1, ?1) = ?2"
+            ),
+            // A test hold's `BEGIN IMMEDIATE` write lock covers every row.
+            lock: None,
+        };
+        Sql {
             acquire: format!(
                 "INSERT INTO {l} (name, session, token, acquired_us) \
                  SELECT ?2, ?1, 1, {NOW} FROM {s} WHERE id = ?1 AND expires_us > {NOW} \
@@ -198,56 +219,25 @@ impl Sql {
                         (SELECT h.expires_us - {NOW} FROM {s} h WHERE h.id = l.session AND h.expires_us > {NOW}) \
                  FROM (SELECT 1) LEFT JOIN {l} l ON l.name = ?2"
             ),
-            release: format!(
-                "UPDATE {l} SET session = NULL, acquired_us = NULL \
-                 WHERE name = ?2 AND session = ?1 AND token = ?3"
-            ),
-            close: format!(
-                "DELETE FROM {s} WHERE id = ?1 \
-                 RETURNING (SELECT group_concat(name, ',') FROM {l} WHERE session = ?1)"
-            ),
-            close_members: format!("DELETE FROM {m} WHERE session = ?1"),
-            join: format!(
-                "INSERT INTO {m} (name, session) \
-                 SELECT ?1, ?2 FROM {s} WHERE id = ?2 AND expires_us > {NOW} \
-                 ON CONFLICT (name, session) DO NOTHING"
-            ),
-            leave: format!("DELETE FROM {m} WHERE name = ?1 AND session = ?2"),
-            holds: format!(
-                "SELECT 1 FROM {l} l JOIN {s} h ON h.id = l.session \
-                 WHERE l.name = ?1 AND l.session = ?2 AND l.token = ?3 AND h.expires_us > {NOW}"
-            ),
             claim: format!(
                 "INSERT INTO {c} (name, slot) VALUES (?1, ?2) \
                  ON CONFLICT (name) DO UPDATE SET slot = excluded.slot \
                  WHERE {c}.slot < excluded.slot RETURNING slot"
             ),
             last_slot: format!("SELECT slot FROM {c} WHERE name = ?1"),
-            inspect_sessions: format!(
-                "SELECT id, lease_us, expires_us - {NOW}, metadata FROM {s} WHERE expires_us > {NOW}"
-            ),
-            inspect_leases: format!(
-                "SELECT l.name, l.token, h.id, h.expires_us - {NOW} FROM {l} l \
-                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
-                 WHERE substr(l.name, 1, ?1) = ?2"
-            ),
-            sk: Skeleton::new(NAME, true),
-            t,
+            sk: Skeleton::new(NAME, true, t, sk),
         }
     }
 }
 
 impl SqliteBackend {
-    /// Connects to `url` with the default options (Simba's URL parameters
-    /// apply, see [`BackendConfig`]).
-    ///
-    /// # Errors
-    /// `Rejected` if `url` names another kind of backend or is malformed;
-    /// otherwise as [`SqliteBackend::connect`].
-    pub async fn connect_url(url: &str) -> Result<SqliteBackend, BackendError> {
-        let config = BackendConfig::parse_for(url, crate::BackendKind::Sqlite, NAME)?;
-        Self::connect(&config).await
-    }
+    crate::sql::sql_backend_inherent!(
+        Sqlite,
+        sqlite,
+        SqliteBackend,
+        SqlitePool,
+        "sqlite://simba.db"
+    );
 
     /// Opens the database file that `config` names (creating it only with
     /// [`BackendConfig::create_schema`], the default; never its directory), in WAL mode with a 5 s
@@ -296,11 +286,7 @@ impl SqliteBackend {
             sql: Sql::new(config.table_prefix()),
             hint,
         };
-        if config.create_schema() {
-            backend.migrate().await?;
-        } else {
-            backend.check_schema().await?;
-        }
+        backend.prepare_schema(config.create_schema()).await?;
         Ok(backend)
     }
 
@@ -310,9 +296,9 @@ impl SqliteBackend {
     /// # Errors
     /// `Rejected` naming a foreign table, or the driver's error.
     pub async fn migrate(&self) -> Result<(), BackendError> {
-        let present = self.check_tables().await?;
-        if present < TABLES {
-            let ddl = Self::schema_sql(&self.sql.t.prefix);
+        let sk = &self.sql.sk;
+        if sk.check_tables(&self.pool).await? < TABLES {
+            let ddl = Self::schema_sql(&sk.t.prefix);
             sqlx::raw_sql(&ddl)
                 .execute(&self.pool)
                 .await
@@ -321,18 +307,13 @@ impl SqliteBackend {
         Ok(())
     }
 
-    async fn check_schema(&self) -> Result<(), BackendError> {
-        if self.check_tables().await? < TABLES {
-            return Err(self.sql.t.missing(NAME, "sqlite"));
+    /// With `create`, [`SqliteBackend::migrate`]; without, refuses to start
+    /// unless every table exists.
+    async fn prepare_schema(&self, create: bool) -> Result<(), BackendError> {
+        if create {
+            return self.migrate().await;
         }
-        Ok(())
-    }
-
-    /// How many of Simba's tables exist; `Rejected` on a foreign shape.
-    async fn check_tables(&self) -> Result<usize, BackendError> {
-        let columns = "SELECT name FROM pragma_table_info(?1)";
-        let sk = &self.sql.sk;
-        sk.check_tables(&self.pool, columns, &self.sql.t).await
+        self.sql.sk.require_tables(&self.pool).await
     }
 
     /// The DDL that creates Simba's tables under `table_prefix`: what
@@ -341,14 +322,6 @@ impl SqliteBackend {
     /// replaced by `table_prefix`.
     pub fn schema_sql(table_prefix: &str) -> String {
         prefixed(&MIGRATIONS.concat(), table_prefix)
-    }
-    /// As [`SqliteBackend::from_pool`] with the default [`PoolOptions`] (table
-    /// prefix `simba_`, tables created if missing).
-    ///
-    /// # Errors
-    /// As [`SqliteBackend::from_pool`].
-    pub async fn from_pool_default(pool: SqlitePool) -> Result<SqliteBackend, BackendError> {
-        Self::from_pool(pool, &PoolOptions::new()).await
     }
 
     /// A backend on the application's own pool. Open it as
@@ -374,29 +347,8 @@ impl SqliteBackend {
             sql: Sql::new(options.get_table_prefix()),
             hint,
         };
-        if options.get_create_schema() {
-            backend.migrate().await?;
-        } else {
-            backend.check_schema().await?;
-        }
+        backend.prepare_schema(options.get_create_schema()).await?;
         Ok(backend)
-    }
-
-    /// The underlying pool (for fencing tables kept in the same database).
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-}
-
-impl SqliteBackend {
-    async fn conn(
-        &self,
-        what: &str,
-    ) -> Result<sqlx::pool::PoolConnection<sqlx::Sqlite>, BackendError> {
-        self.pool
-            .acquire()
-            .await
-            .map_err(|e| map_err(NAME, what, e))
     }
 }
 
@@ -410,36 +362,8 @@ const MIGRATIONS: [&str; 2] = [
 /// A connection: the pool's, or a test hold's open transaction.
 type Conn = sqlx::SqliteConnection;
 
-async fn open_on(
-    sql: &Sql,
-    c: &mut Conn,
-    lease_duration: Duration,
-    metadata: &SessionMetadata,
-) -> Result<SessionGrant, BackendError> {
-    let gc = [sql.gc_members.as_str(), sql.gc.as_str()];
-    sql.sk
-        .open(c, &sql.open, &gc, lease_duration, metadata)
-        .await
-}
-
 async fn renew_on(sql: &Sql, c: &mut Conn, session: SessionId) -> Result<Renewal, RenewError> {
-    let get = |e| map_err(NAME, "renew", e);
-    let row = sqlx::query(&sql.renew)
-        .bind(&session.to_bytes()[..])
-        .fetch_optional(&mut *c)
-        .await
-        .map_err(get)?;
-    let Some(row) = row else {
-        return Err(RenewError::Expired);
-    };
-    let lease_us: i64 = row.try_get(0).map_err(get)?;
-    let owned: Option<String> = row.try_get(1).map_err(get)?;
-    let groups: Option<String> = row.try_get(2).map_err(get)?;
-    Ok(Renewal {
-        groups: parse_groups(NAME, groups.as_deref())?,
-        remaining: micros(lease_us),
-        owned: parse_owned(NAME, owned.as_deref())?,
-    })
+    sql.sk.renew_lists(c, session).await
 }
 
 async fn acquire_on(
@@ -478,63 +402,28 @@ async fn acquire_on(
     held_outcome(NAME, session, name, mine, holder, token, holder_us)
 }
 
-/// Releases; answers whether the lease was freed (for the hint).
-async fn release_on(
+/// Claim a schedule slot (S11.1): one `BEGIN IMMEDIATE` transaction, whose
+/// write lock from the first statement lets the holder check, the
+/// conditional upsert and the read of the last slot see and change the
+/// database alone.
+async fn claim_on(
     sql: &Sql,
     c: &mut Conn,
     session: SessionId,
     name: &LeaseName,
     token: Token,
-) -> Result<bool, BackendError> {
-    let token = i64::try_from(token.get())
-        .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
-    let done = sqlx::query(&sql.release)
-        .bind(&session.to_bytes()[..])
-        .bind(name.as_str())
-        .bind(token)
-        .execute(&mut *c)
-        .await
-        .map_err(|e| map_err(NAME, "release", e))?;
-    Ok(done.rows_affected() > 0)
-}
-
-/// Closes; answers the names the session held (freed by the close). The
-/// memberships go with the session (S10.1): once the session row is gone no
-/// renewal lists them anyway; the second statement only tidies.
-async fn close_on(
-    sql: &Sql,
-    c: &mut Conn,
-    session: SessionId,
-) -> Result<Vec<String>, BackendError> {
-    let get = |e| map_err(NAME, "close session", e);
-    let held: Option<Option<String>> = sqlx::query_scalar(&sql.close)
-        .bind(&session.to_bytes()[..])
-        .fetch_optional(&mut *c)
-        .await
-        .map_err(get)?;
-    sqlx::query(&sql.close_members)
-        .bind(&session.to_bytes()[..])
-        .execute(&mut *c)
-        .await
-        .map_err(get)?;
-    Ok(held
-        .flatten()
-        .map(|l| l.split(',').map(str::to_owned).collect())
-        .unwrap_or_default())
+    slot: u64,
+) -> Result<SlotClaim, BackendError> {
+    let steps = ClaimSql {
+        begin: Some("BEGIN IMMEDIATE"),
+        claim: &sql.claim,
+        last_slot: &sql.last_slot,
+    };
+    sql.sk.claim(c, &steps, session, name, token, slot).await
 }
 
 impl Backend for SqliteBackend {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // The pool's connections (the release listener has its own).
-        usize::try_from(self.pool.options().get_max_connections()).ok()
-    }
-
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &NO_METADATA)
-    }
+    crate::sql::sql_backend_common!(pool_call, pool_call);
 
     fn open_session_with<'a>(
         &'a self,
@@ -542,16 +431,12 @@ impl Backend for SqliteBackend {
         metadata: &'a SessionMetadata,
     ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         async move {
-            let mut c = self.conn("open session").await?;
-            open_on(&self.sql, &mut c, lease_duration, metadata).await
-        }
-        .boxed()
-    }
-
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        async move {
-            let mut c = self.conn("renew").await?;
-            renew_on(&self.sql, &mut c, session).await
+            let sk = &self.sql.sk;
+            pool_call!(self, "open session", |c| sk.open(
+                c,
+                lease_duration,
+                metadata
+            ))
         }
         .boxed()
     }
@@ -561,11 +446,8 @@ impl Backend for SqliteBackend {
         session: SessionId,
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        async move {
-            let mut c = self.conn("acquire").await?;
-            acquire_on(&self.sql, &mut c, session, name).await
-        }
-        .boxed()
+        async move { pool_call!(self, "acquire", |c| acquire_on(&self.sql, c, session, name)) }
+            .boxed()
     }
 
     fn release<'a>(
@@ -575,10 +457,9 @@ impl Backend for SqliteBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let mut c = self.conn("release").await?;
-            let freed = release_on(&self.sql, &mut c, session, name, token).await?;
-            drop(c);
-            if let (true, Some(hint)) = (freed, &self.hint) {
+            let sk = &self.sql.sk;
+            let done = pool_call!(self, "release", |c| sk.release(c, session, name, token))?;
+            if let (true, Some(hint)) = (done.rows_affected() > 0, &self.hint) {
                 announce(hint, &[name.as_str().to_owned()]);
             }
             Ok(())
@@ -588,31 +469,12 @@ impl Backend for SqliteBackend {
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
-            let mut c = self.conn("close session").await?;
-            let freed = close_on(&self.sql, &mut c, session).await?;
-            drop(c);
+            let sk = &self.sql.sk;
+            let freed = pool_call!(self, "close session", |c| sk.close(c, session))?;
             if let Some(hint) = &self.hint {
                 announce(hint, &freed);
             }
             Ok(())
-        }
-        .boxed()
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        async move {
-            let sql = &self.sql;
-            let sk = &sql.sk;
-            sk.inspect(
-                &self.pool,
-                &sql.inspect_sessions,
-                &sql.inspect_leases,
-                prefix,
-            )
-            .await
         }
         .boxed()
     }
@@ -629,66 +491,6 @@ impl Backend for SqliteBackend {
 
     fn broadcasts_releases(&self) -> bool {
         self.hint.is_some()
-    }
-
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let mut c = self.conn("join group").await?;
-            let sql = &self.sql;
-            sql.sk
-                .membership(&mut c, &sql.join, "join group", session, group)
-                .await
-        }
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let mut c = self.conn("leave group").await?;
-            let sql = &self.sql;
-            sql.sk
-                .membership(&mut c, &sql.leave, "leave group", session, group)
-                .await
-        }
-        .boxed()
-    }
-
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        async move {
-            let mut c = self.conn("claim slot").await?;
-            let sql = &self.sql;
-            let steps = ClaimSql {
-                // The write lock from the first statement: the holder
-                // check, the conditional upsert and the read of the last
-                // slot see and change the database alone.
-                begin: Some("BEGIN IMMEDIATE"),
-                holds: &sql.holds,
-                claim: &sql.claim,
-                last_slot: &sql.last_slot,
-            };
-            sql.sk
-                .claim(&mut c, &steps, session, name, token, slot)
-                .await
-        }
-        .boxed()
-    }
-
-    fn name(&self) -> &'static str {
-        NAME
     }
 }
 
@@ -746,18 +548,11 @@ pub use hold::SqliteHold;
 
 #[cfg(feature = "testkit")]
 mod hold {
-    use super::{
-        acquire_on, close_on, map_err, open_on, release_on, renew_on, Sql, SqliteBackend, NAME,
-        NO_METADATA,
-    };
+    use super::{acquire_on, renew_on, Sql, SqliteBackend};
     use crate::testkit::{Hold, WaitSeen};
     use futures::future::{BoxFuture, FutureExt};
-    use simba_core::{
-        AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
-        Token,
-    };
-    use sqlx::sqlite::{SqlitePool, SqlitePoolOptions};
-    use std::time::Duration;
+    use simba_core::{BackendError, LeaseName, SessionId, Token};
+    use sqlx::sqlite::SqlitePool;
 
     /// The conformance suite's interleaving hook on SQLite
     /// ([`crate::testkit::Hold`]): a `BEGIN IMMEDIATE` transaction on a
@@ -779,14 +574,8 @@ mod hold {
         /// # Errors
         /// A [`BackendError`] if the connection or `BEGIN IMMEDIATE` failed.
         pub async fn hold(&self) -> Result<SqliteHold, BackendError> {
-            let err = |e| map_err(NAME, "test hold", e);
-            let opts = (*self.pool.connect_options()).clone();
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(opts)
-                .await
-                .map_err(err)?;
-            let tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(err)?;
+            let sk = &self.sql.sk;
+            let (pool, tx) = sk.hold(&self.pool, 1, Some("BEGIN IMMEDIATE")).await?;
             Ok(SqliteHold {
                 tx,
                 pool,
@@ -796,59 +585,9 @@ mod hold {
     }
 
     impl Hold for SqliteHold {
-        fn lock_lease<'a>(
-            &'a mut self,
-            _name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            // The write lock taken by BEGIN IMMEDIATE covers every row.
-            futures::future::ready(Ok(())).boxed()
-        }
-        fn open_session(
-            &mut self,
-            lease_duration: Duration,
-        ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-            async move { open_on(&self.sql, &mut self.tx, lease_duration, &NO_METADATA).await }
-                .boxed()
-        }
-        fn renew(&mut self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-            async move { renew_on(&self.sql, &mut self.tx, session).await }.boxed()
-        }
-        fn acquire<'a>(
-            &'a mut self,
-            session: SessionId,
-            name: &'a LeaseName,
-        ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-            async move { acquire_on(&self.sql, &mut self.tx, session, name).await }.boxed()
-        }
-        fn release<'a>(
-            &'a mut self,
-            session: SessionId,
-            name: &'a LeaseName,
-            token: Token,
-        ) -> BoxFuture<'a, Result<(), BackendError>> {
-            async move {
-                release_on(&self.sql, &mut self.tx, session, name, token)
-                    .await
-                    .map(drop)
-            }
-            .boxed()
-        }
-        fn close_session(&mut self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-            async move { close_on(&self.sql, &mut self.tx, session).await.map(drop) }.boxed()
-        }
+        crate::sql::hold_calls!();
         fn waiters(&mut self, _n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             futures::future::ready(Ok(WaitSeen::Unobservable)).boxed()
-        }
-        fn commit(self: Box<Self>) -> BoxFuture<'static, Result<(), BackendError>> {
-            async move {
-                let SqliteHold { tx, pool, .. } = *self;
-                tx.commit()
-                    .await
-                    .map_err(|e| map_err(NAME, "test hold", e))?;
-                pool.close().await;
-                Ok(())
-            }
-            .boxed()
         }
     }
 }
