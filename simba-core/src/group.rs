@@ -189,8 +189,9 @@ pub struct StickyInput {
     /// The partitions this member holds now (a term, not being handed over).
     pub held: BTreeSet<u32>,
     /// Partitions another live member held when this member last tried them
-    /// (an acquire answered `Held`): not worth trying again until the next
-    /// renewal.
+    /// (an acquire answered `Held`): not worth trying again for a while (the
+    /// engine: until the holder's expiry the reply timed, or two renewal
+    /// periods).
     pub taken: BTreeSet<u32>,
     /// Partitions likely free: their last known holder, or their owner by
     /// [`assign_partitions`] in the previous membership, is no member any

@@ -2440,3 +2440,131 @@ fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
     );
     assert_eq!(after.len(), 4, "it asks for another one instead");
 }
+
+/// S10.2 on a backend that queues waiting candidates (etcd, ZooKeeper):
+/// an acquire answered `Held` leaves a waiting place in the partition's
+/// queue, and withdrawing it (S4.5) deletes a key the other members'
+/// watches see exactly as a release: the member's own withdraw comes back
+/// to it as a release broadcast of a partition a live member still holds.
+/// The member short of its share must still reach the free partition last
+/// in its order. Before, each echo cleared the fresh `taken` mark, so the
+/// member went back to asking for its favourite held partitions and the
+/// free one stayed unowned for good (etcd: counts 3/3/3/2 after a join).
+#[test]
+fn s10_2_a_withdraw_echoed_as_a_release_does_not_stall_a_member_short_of_its_share() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let others = [0x52, 0x53, 0x54].map(SessionId::from_u128);
+    let members = [SID, others[0], others[1], others[2]];
+    let n = 12;
+    // This member's order of preference: the partitions its target takes,
+    // in turn, as those before are known taken.
+    let mut order: Vec<u32> = Vec::new();
+    while order.len() < n as usize {
+        let known = StickyInput {
+            taken: order.iter().copied().collect(),
+            ..StickyInput::default()
+        };
+        let next = sticky_target(n, &members, SID, &known);
+        assert!(!next.is_empty());
+        order.extend(next);
+    }
+    // Its two favourites and its last choice are free; every other
+    // partition is held by another live member, who keeps it.
+    let free = *order.last().unwrap();
+    let mut holders: BTreeMap<u32, (SessionId, Token)> = BTreeMap::new();
+    for (i, &p) in order.iter().enumerate() {
+        if i >= 2 && p != free {
+            holders.insert(p, (others[i % 3], tok(100 + u64::from(p))));
+        }
+    }
+    join_listed(&mut h, &group, n, &members);
+    let mut waiting: BTreeSet<u32> = BTreeSet::new();
+    let mut next_token = 1000;
+    let part = |c: &LeaseName| parse_partition_name(c.as_str()).map(|(_, p)| p).unwrap();
+    let start = h.now;
+    while h.now < start + secs(30) {
+        // The backend answers withdraws first (a delete the watch reports
+        // at once), then everything else, in order.
+        h.pending
+            .sort_by_key(|c| !matches!(c, Command::Withdraw { .. }));
+        let batch = std::mem::take(&mut h.pending);
+        for c in batch {
+            match c {
+                Command::Renew { op, .. } => {
+                    let owned = h.held();
+                    let lease = h.engine.config().lease_duration();
+                    h.input(Input::RenewReplied {
+                        op,
+                        result: Ok(Renewal {
+                            remaining: lease,
+                            owned,
+                            groups: vec![GroupView {
+                                group: group.clone(),
+                                members: members.to_vec(),
+                            }],
+                        }),
+                    });
+                }
+                Command::Acquire { op, name: l, .. } => {
+                    let p = part(&l);
+                    let result = match holders.get(&p) {
+                        Some(&(holder, token)) if holder != SID => {
+                            waiting.insert(p);
+                            AcquireOutcome::Held {
+                                holder: Some(holder),
+                                token: Some(token),
+                                holder_remaining: None,
+                            }
+                        }
+                        Some(&(_, token)) => AcquireOutcome::Won {
+                            token,
+                            remaining: secs(3),
+                        },
+                        None => {
+                            next_token += 1;
+                            holders.insert(p, (SID, tok(next_token)));
+                            AcquireOutcome::Won {
+                                token: tok(next_token),
+                                remaining: secs(3),
+                            }
+                        }
+                    };
+                    h.input(Input::AcquireReplied {
+                        op,
+                        result: Ok(result),
+                    });
+                }
+                Command::Withdraw { op, name: l, .. } => {
+                    h.input(Input::WithdrawReplied { op, result: Ok(()) });
+                    if waiting.remove(&part(&l)) {
+                        // The deleted waiting place, seen by the watch.
+                        h.input(Input::ReleaseBroadcast { name: l });
+                    }
+                }
+                Command::Release {
+                    op, name: l, token, ..
+                } => {
+                    let p = part(&l);
+                    h.input(Input::ReleaseReplied { op, result: Ok(()) });
+                    if holders.get(&p) == Some(&(SID, token)) {
+                        holders.remove(&p);
+                        h.input(Input::ReleaseBroadcast { name: l });
+                    }
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        // Each round trip takes 10 ms.
+        h.advance(ms(10));
+    }
+    let owned = h.engine.group(&group).unwrap().owned;
+    let want: BTreeSet<u32> = [order[0], order[1], free].into_iter().collect();
+    assert_eq!(
+        owned.iter().copied().collect::<BTreeSet<u32>>(),
+        want,
+        "after 30 s this member holds {owned:?} of its share of 3; \
+         the free partition {free} is last in its order {order:?}"
+    );
+}

@@ -1,5 +1,5 @@
-//! Partitioned groups (S10) on real backends, SQLite, PostgreSQL and Redis
-//! (through `simba_backends::connect`): 3 members share 12 partitions
+//! Partitioned groups (S10) on real backends, SQLite, PostgreSQL, Redis,
+//! etcd and ZooKeeper (through `simba_backends::connect`): 3 members share 12 partitions
 //! 4/4/4; a fourth joins (3/3/3/3: only partitions that go to it move,
 //! S10.2) and closes again (4/4/4: only its partitions move, revoked as
 //! `Stopped`); then one is cut off from the backend as a crashed process
@@ -30,12 +30,11 @@ async fn rebalance_after_a_crash(url: String) {
             Ok(b) => Arc::from(b),
             Err(e) => {
                 let what = simba_backends::redact(&url);
-                simba_backends::test_servers::missing_server(
-                    url.split(':').next().unwrap_or("sqlite"),
-                    &what,
-                    "groups_real",
-                    &e,
-                );
+                let kind = match url.split(':').next().unwrap_or("sqlite") {
+                    "zk" => "zookeeper",
+                    other => other,
+                };
+                simba_backends::test_servers::missing_server(kind, &what, "groups_real", &e);
                 return;
             }
         };
@@ -260,4 +259,32 @@ fn redis_three_members_twelve_partitions_join_leave_crash() {
     let url = std::env::var("SIMBA_TEST_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned());
     block_on(rebalance_after_a_crash(url));
+}
+
+/// etcd: a waiting acquire leaves a place in the partition's queue, and its
+/// withdraw is seen by every member as a release (S10.2).
+#[cfg(feature = "etcd")]
+#[test]
+fn etcd_three_members_twelve_partitions_join_leave_crash() {
+    let base =
+        std::env::var("SIMBA_TEST_ETCD_URL").unwrap_or_else(|_| "etcd://127.0.0.1:2379".to_owned());
+    let base = base.trim_end_matches('/');
+    block_on(rebalance_after_a_crash(format!(
+        "{base}/simba-groups-real-{}",
+        std::process::id()
+    )));
+}
+
+/// ZooKeeper: as etcd, a waiting acquire leaves a znode whose withdraw the
+/// other members' watches see as a release (S10.2).
+#[cfg(feature = "zookeeper")]
+#[test]
+fn zookeeper_three_members_twelve_partitions_join_leave_crash() {
+    let base = std::env::var("SIMBA_TEST_ZOOKEEPER_URL")
+        .unwrap_or_else(|_| "zk://127.0.0.1:2181".to_owned());
+    let base = base.trim_end_matches('/');
+    block_on(rebalance_after_a_crash(format!(
+        "{base}/simba-groups-real-{}",
+        std::process::id()
+    )));
 }

@@ -518,8 +518,8 @@ impl Engine {
             self.stats.stale_replies += 1;
             if let Ok(AcquireOutcome::Held {
                 holder,
+                token,
                 holder_remaining,
-                ..
             }) = &result
             {
                 // S4.4 for a partition given up and asked for again: the late
@@ -530,7 +530,7 @@ impl Engine {
                 // good).
                 let until = holder_remaining
                     .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
-                self.partition_held_late(&name, *holder, until);
+                self.partition_held_late(&name, *holder, *token, until);
             }
             match result {
                 // S4.3: a late reply to an abandoned attempt releases what it won.
@@ -583,8 +583,8 @@ impl Engine {
             }
             Ok(AcquireOutcome::Held {
                 holder,
+                token,
                 holder_remaining,
-                ..
             }) => {
                 self.attempt_lost(&name);
                 if let Some(r) = holder_remaining {
@@ -597,7 +597,7 @@ impl Engine {
                 {
                     let until = holder_remaining
                         .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
-                    self.partition_held(&name, holder, until);
+                    self.partition_held(&name, holder, token, until);
                 }
             }
             Ok(AcquireOutcome::Expired) => {
@@ -1100,6 +1100,7 @@ impl Engine {
         self.withdraws.insert(op, (self.now, session, name.clone()));
         self.prune_withdraws();
         self.stats.withdrawals += 1;
+        self.partition_withdrawn(&name);
         self.command(Command::Withdraw { op, session, name });
     }
 

@@ -14,25 +14,49 @@ use crate::group::{
     freed_by_change, parse_partition_name, partition_name, planned_by_change,
     sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
 };
-use crate::ids::{EntryId, OpId, SessionId};
+use crate::ids::{EntryId, OpId, SessionId, Token};
 use crate::name::LeaseName;
 use crate::protocol::{Command, Event, GroupView, RevokeReason, TaskExitPolicy};
 use crate::time::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::time::Duration;
 
 /// What a `Held` reply told of a partition's holder (S10.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Known {
     holder: SessionId,
-    /// The group's `views` when the reply came.
-    seen: u64,
+    /// The holder's token, where the reply told it.
+    token: Option<Token>,
+    /// A release broadcast came since an earlier `Held` reply named the
+    /// same holder and token: on this backend, withdrawing a waiting place
+    /// is seen as a release (etcd, ZooKeeper), and that echo is no release
+    /// of the holder's term.
+    echo: bool,
+    /// The withdraws this member sent for the partition since the reply:
+    /// with `echo`, as many release broadcasts are taken for their echoes.
+    withdrawn: u32,
     /// Not worth asking again before this instant unless the partition is
     /// released (S4.4): the holder's expiry as the reply timed it.
     until: Option<Timestamp>,
     /// When the reply came: once the mark is old, the oldest tries are
     /// tried again first (S10.2).
     at: Timestamp,
+}
+
+impl Known {
+    /// Whether the mark still says the partition is taken (S10.2): until
+    /// the holder's expiry the reply timed (S4.4) or, without one, for two
+    /// renewal periods (`period`) after the reply. Counted in time, not in
+    /// renewals: every release broadcast of a partition this member does
+    /// not want brings a renewal (S10.3), so on a backend that echoes
+    /// withdraws a mark counted in renewals lapsed within milliseconds.
+    fn fresh(&self, now: Timestamp, period: Duration) -> bool {
+        match self.until {
+            Some(until) => now < until,
+            None => now < self.at + period.saturating_mul(2),
+        }
+    }
 }
 
 /// Where this member's membership of a group stands.
@@ -78,10 +102,11 @@ pub(super) struct Group {
     pub(super) members: Vec<SessionId>,
     /// The partitions this member should own (S10.2).
     pub(super) target: BTreeSet<u32>,
-    /// How many renewals listed this group's members (the age of `known`).
-    pub(super) views: u64,
     /// Holders that `Held` replies named (S10.2).
     pub(super) known: BTreeMap<u32, Known>,
+    /// The holder and token of marks a release broadcast cleared: a `Held`
+    /// reply naming them again shows the broadcast was an echo (S10.2).
+    pub(super) cleared: BTreeMap<u32, (SessionId, Option<Token>)>,
     /// The partitions the last membership change freed, by the base rule.
     pub(super) freed: BTreeSet<u32>,
     /// The partitions a release broadcast named since a live member was
@@ -98,6 +123,41 @@ pub(super) struct Group {
     /// membership, not at every acquire reply (with 1,000 partitions it
     /// sorts thousands of pairs).
     pub(super) base: Option<(SessionId, Vec<SessionId>, BTreeSet<u32>)>,
+}
+
+impl Group {
+    /// S10.2: a `Held` reply at `now` named `holder` (with `token`) of
+    /// partition `p`: marks it. The mark is an echo mark when a release
+    /// broadcast came since an earlier reply named the same holder and
+    /// token (the broadcast did not end that term), or when the mark it
+    /// replaces was one.
+    fn mark(
+        &mut self,
+        p: u32,
+        holder: SessionId,
+        token: Option<Token>,
+        until: Option<Timestamp>,
+        now: Timestamp,
+    ) {
+        let same = |h: SessionId, t: Option<Token>| h == holder && t == token;
+        let cleared = self.cleared.remove(&p).is_some_and(|(h, t)| same(h, t));
+        let previous = self.known.get(&p).copied();
+        let echo = cleared || previous.is_some_and(|k| k.echo && same(k.holder, k.token));
+        let withdrawn = previous
+            .filter(|k| same(k.holder, k.token))
+            .map_or(0, |k| k.withdrawn);
+        self.known.insert(
+            p,
+            Known {
+                holder,
+                token,
+                echo,
+                withdrawn,
+                until,
+                at: now,
+            },
+        );
+    }
 }
 
 impl Engine {
@@ -192,8 +252,8 @@ impl Engine {
                 leave: Leave::No,
                 members: Vec::new(),
                 target: BTreeSet::new(),
-                views: 0,
                 known: BTreeMap::new(),
+                cleared: BTreeMap::new(),
                 freed: BTreeSet::new(),
                 released: BTreeSet::new(),
                 planned: BTreeSet::new(),
@@ -377,7 +437,6 @@ impl Engine {
                 }
                 members.clear();
             }
-            g.views += 1;
             if members != g.members {
                 // Added to what release broadcasts freed: replacing those
                 // forgot partitions released while the membership changed,
@@ -418,6 +477,7 @@ impl Engine {
         };
         let held = self.held_partitions(name);
         let now = self.now;
+        let period = self.call_timeout();
         let not_sticky = self.mutant_is(MutantKind::GroupNotSticky);
         let ignore_share = self.mutant_is(MutantKind::GroupIgnoresShare);
         let Some(g) = self.groups.get_mut(name) else {
@@ -444,7 +504,7 @@ impl Engine {
                 known.taken.insert(p);
             } else if !g.members.contains(&k.holder) {
                 known.likely_free.insert(p);
-            } else if k.holder != me && k.until.is_none() && k.seen + 1 >= g.views {
+            } else if k.holder != me && k.until.is_none() && k.fresh(now, period) {
                 known.taken.insert(p);
             } else {
                 // An old mark: tried again, oldest first, only once every
@@ -503,6 +563,7 @@ impl Engine {
         &mut self,
         name: &LeaseName,
         holder: Option<SessionId>,
+        token: Option<Token>,
         until: Option<Timestamp>,
     ) {
         let (Some(holder), Some((group, p))) = (holder, parse_partition_name(name.as_str())) else {
@@ -521,15 +582,7 @@ impl Engine {
         // expire) will free the partition: this member keeps waiting for it,
         // timed by `until` (S4.4) or the release's broadcast.
         let member = g.members.contains(&holder);
-        g.known.insert(
-            p,
-            Known {
-                holder,
-                seen: g.views,
-                until,
-                at: self.now,
-            },
-        );
+        g.mark(p, holder, token, until, self.now);
         if member {
             // A live member won it since it was released: not free.
             g.freed.remove(&p);
@@ -546,6 +599,7 @@ impl Engine {
         &mut self,
         name: &LeaseName,
         holder: Option<SessionId>,
+        token: Option<Token>,
         until: Option<Timestamp>,
     ) {
         let (Some(holder), Some((group, p))) = (holder, parse_partition_name(name.as_str())) else {
@@ -563,15 +617,7 @@ impl Engine {
         if p >= g.partitions {
             return;
         }
-        g.known.insert(
-            p,
-            Known {
-                holder,
-                seen: g.views,
-                until,
-                at: self.now,
-            },
-        );
+        g.mark(p, holder, token, until, self.now);
         let wanted = g.target.contains(&p);
         if g.members.contains(&holder) {
             g.released.remove(&p);
@@ -602,8 +648,21 @@ impl Engine {
         };
         if let Some(g) = self.groups.get_mut(group) {
             g.known.remove(&p);
+            g.cleared.remove(&p);
             g.freed.remove(&p);
             g.released.remove(&p);
+        }
+    }
+
+    /// S10.2: this member sent a withdraw of its waiting place for `name`:
+    /// on a backend that echoes withdraws, one more release broadcast of it
+    /// is that echo.
+    pub(super) fn partition_withdrawn(&mut self, name: &LeaseName) {
+        let Some((group, p)) = parse_partition_name(name.as_str()) else {
+            return;
+        };
+        if let Some(k) = self.groups.get_mut(group).and_then(|g| g.known.get_mut(&p)) {
+            k.withdrawn = k.withdrawn.saturating_add(1);
         }
     }
 
@@ -612,11 +671,27 @@ impl Engine {
     /// A broadcast of one of its partitions says the partition was released:
     /// whoever held it before, it is likely free now (S10.2).
     pub(super) fn on_group_broadcast(&mut self, name: &LeaseName) {
+        let (now, period) = (self.now, self.call_timeout());
         if let Some((group, p)) = parse_partition_name(name.as_str()) {
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
-                g.known.remove(&p);
-                g.freed.insert(p);
-                g.released.insert(p);
+                match g.known.get_mut(&p) {
+                    // The echo of this member's own withdraw (S4.5), not a
+                    // release: the holder a `Held` reply named twice, across
+                    // a broadcast, keeps the partition. Clearing the mark
+                    // sent the member back to asking for it, whose withdraw
+                    // echoed again, while a free partition further down its
+                    // order stayed unowned for good.
+                    Some(k) if k.echo && k.withdrawn > 0 && k.fresh(now, period) => {
+                        k.withdrawn -= 1;
+                    }
+                    _ => {
+                        if let Some(k) = g.known.remove(&p) {
+                            g.cleared.insert(p, (k.holder, k.token));
+                        }
+                        g.freed.insert(p);
+                        g.released.insert(p);
+                    }
+                }
                 // A partition this member does not want was released: its
                 // holder left or holds more than its share, so the
                 // membership may have changed. Renew now to learn it (S10.3)
