@@ -29,7 +29,7 @@ pub(crate) struct Entry {
 
 /// What one listing of `P/q/NAME/` says about the place of lease `me`.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Judged {
+pub(crate) struct QueueView {
     /// The `create_revision` of the place under `me`, if it is listed and
     /// holds `sid`.
     pub ours: Option<i64>,
@@ -50,15 +50,15 @@ pub(crate) fn judge(
     me: &str,
     sid: &[u8],
     gone: impl Fn(&str) -> bool,
-) -> Judged {
+) -> QueueView {
     let mut order: Vec<&Entry> = entries.iter().filter(|e| !gone(&e.suffix)).collect();
     // etcd sorted them already; ties are impossible (one key per revision
     // is created at most once per key, and keys differ), but the suffix
     // breaks them deterministically anyway.
     order.sort_by(|a, b| (a.rev, &a.suffix).cmp(&(b.rev, &b.suffix)));
-    let mut out = Judged {
+    let mut out = QueueView {
         first: order.first().map(|e| (*e).clone()),
-        ..Judged::default()
+        ..QueueView::default()
     };
     for e in order {
         if e.suffix == me {

@@ -368,14 +368,14 @@ where
 /// remaining time (`None` or ≤ 0 once expired), the row's holder and latest
 /// token, and that holder's remaining time (`None` or ≤ 0 once expired).
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub(crate) struct Judged {
+pub(crate) struct AcquireRead {
     pub(crate) mine_us: Option<i64>,
     pub(crate) holder: Option<Vec<u8>>,
     pub(crate) token: i64,
     pub(crate) holder_us: Option<i64>,
 }
 
-/// The answer to an acquire from the acquire routine's reply ([`Judged`]),
+/// The answer to an acquire from the acquire routine's reply ([`AcquireRead`]),
 /// shared by the transactional SQL backends (PostgreSQL's function, MySQL's
 /// procedure), whose routine has already taken a lease it could take: the
 /// caller must be live; the holder (just taken, or held already) gets its
@@ -388,7 +388,7 @@ pub(crate) fn decide(
     backend: &str,
     session: SessionId,
     name: &LeaseName,
-    j: Judged,
+    j: AcquireRead,
 ) -> Result<AcquireOutcome, BackendError> {
     let Some(mine) = j.mine_us.filter(|m| *m > 0) else {
         return Ok(AcquireOutcome::Expired);
@@ -1070,7 +1070,7 @@ where
                 format!("acquire of `{name}` read {} rows, expected one", rows.len()),
             ));
         };
-        let judged = Judged {
+        let judged = AcquireRead {
             holder: sqlx::Row::try_get(row, 0).map_err(&get)?,
             token: sqlx::Row::try_get(row, 1).map_err(&get)?,
             mine_us: sqlx::Row::try_get(row, 2).map_err(&get)?,

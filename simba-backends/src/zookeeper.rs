@@ -49,7 +49,7 @@
 //! process) ends it too. See `docs/BACKENDS.md`.
 
 use crate::metadata::NO_METADATA;
-use crate::zookeeper_queue::{judge, parse_place, place_prefix, Judged};
+use crate::zookeeper_queue::{judge, parse_place, place_prefix, QueueView};
 use crate::zookeeper_tls::Tls;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
 use crate::{LeaseInfo, SessionInfo, SessionMetadata};
@@ -644,7 +644,7 @@ impl ZkBackend {
     /// `me`, without the places the watch has seen deleted (a deleted
     /// place's name never comes back). Costs the listing's length, however
     /// many deletions the backend remembers for other names.
-    fn judge_listing(&self, name: &str, children: &[String], me: i64) -> Judged {
+    fn judge_listing(&self, name: &str, children: &[String], me: i64) -> QueueView {
         let tracker = lock(&self.inner.tracker);
         let gone = tracker.deleted(name);
         judge(children, me, |child| {

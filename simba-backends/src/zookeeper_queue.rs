@@ -32,7 +32,7 @@ pub(crate) fn parse_place(child: &str) -> Option<(i64, u64)> {
 
 /// What one listing of `<root>/leases/<name>` says about the session `me`.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Judged {
+pub(crate) struct QueueView {
     /// The session's first place (lowest sequence), if it has one.
     pub ours: Option<String>,
     /// The session's other places (left by a lost reply): to delete.
@@ -50,7 +50,7 @@ pub(crate) struct Judged {
 /// Judges a listing of a lease's children for `me`; `gone` tells whether a
 /// child (by name) was already seen deleted after the listing may have been
 /// taken (a deleted child never comes back: its number is never reused).
-pub(crate) fn judge(children: &[String], me: i64, gone: impl Fn(&str) -> bool) -> Judged {
+pub(crate) fn judge(children: &[String], me: i64, gone: impl Fn(&str) -> bool) -> QueueView {
     // Unreadable children sort first (they may be a holder of another kind).
     let mut order: Vec<(Option<u64>, &String, Option<i64>)> = children
         .iter()
@@ -61,10 +61,10 @@ pub(crate) fn judge(children: &[String], me: i64, gone: impl Fn(&str) -> bool) -
         })
         .collect();
     order.sort();
-    let mut out = Judged {
+    let mut out = QueueView {
         first: order.first().map(|(_, c, _)| (*c).clone()),
         first_owner: order.first().and_then(|(_, _, o)| *o),
-        ..Judged::default()
+        ..QueueView::default()
     };
     for (_, child, owner) in order {
         if owner == Some(me) {
