@@ -2324,6 +2324,12 @@ fn s4_1_mutant_acquire_while_in_flight_is_caught() {
 /// Answers the pending renewal: it lists `members` in `group`.
 fn renew_listing(h: &mut H, group: &LeaseName, members: &[SessionId]) -> Vec<Output> {
     let op = h.take_renew();
+    renew_reply(h, op, group, members)
+}
+
+/// Answers the renewal `op` with a full lease, the leases held and `group`
+/// listing `members`.
+fn renew_reply(h: &mut H, op: OpId, group: &LeaseName, members: &[SessionId]) -> Vec<Output> {
     let lease = h.engine.config().lease_duration();
     let owned = h.held();
     h.input(Input::RenewReplied {
@@ -2493,19 +2499,7 @@ fn s10_2_a_withdraw_echoed_as_a_release_does_not_stall_a_member_short_of_its_sha
         for c in batch {
             match c {
                 Command::Renew { op, .. } => {
-                    let owned = h.held();
-                    let lease = h.engine.config().lease_duration();
-                    h.input(Input::RenewReplied {
-                        op,
-                        result: Ok(Renewal {
-                            remaining: lease,
-                            owned,
-                            groups: vec![GroupView {
-                                group: group.clone(),
-                                members: members.to_vec(),
-                            }],
-                        }),
-                    });
+                    renew_reply(&mut h, op, &group, &members);
                 }
                 Command::Acquire { op, name: l, .. } => {
                     let p = part(&l);
