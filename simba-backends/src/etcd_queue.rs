@@ -15,6 +15,7 @@
 //! key at a revision above the one a listing was read at proves that the
 //! place the listing showed under that key is gone.
 
+use crate::queue::{stand, Place, Whose};
 use std::collections::BTreeSet;
 
 /// One place of a listing: its key's last segment (the owner's lease id,
@@ -44,41 +45,31 @@ pub(crate) struct QueueView {
 
 /// Judges a listing of a name's places for the place of lease `me` holding
 /// `sid`; `gone` tells whether a key (by suffix) was seen deleted after the
-/// listing was read (so the place the listing shows is gone).
+/// listing was read (so the place the listing shows is gone). The reading
+/// itself is the one the ZooKeeper backend uses too ([`stand`]).
 pub(crate) fn judge(
     entries: &[Entry],
     me: &str,
     sid: &[u8],
     gone: impl Fn(&str) -> bool,
 ) -> QueueView {
-    let mut order: Vec<&Entry> = entries.iter().filter(|e| !gone(&e.suffix)).collect();
-    // etcd sorted them already; ties are impossible (one key per revision
-    // is created at most once per key, and keys differ), but the suffix
-    // breaks them deterministically anyway.
-    order.sort_by(|a, b| (a.rev, &a.suffix).cmp(&(b.rev, &b.suffix)));
-    let mut out = QueueView {
-        first: order.first().map(|e| (*e).clone()),
-        ..QueueView::default()
-    };
-    for e in order {
-        if e.suffix == me {
-            if e.value == sid {
-                out.ours = Some(e.rev);
-            } else {
-                out.foreign = true;
-            }
-            break;
-        }
-        out.blockers.insert(e.suffix.clone());
+    let places = entries.iter().map(|e| Place {
+        order: e.rev,
+        id: e.suffix.clone(),
+        whose: match (e.suffix == me, e.value == sid) {
+            (true, true) => Whose::Mine,
+            (true, false) => Whose::Foreign,
+            (false, _) => Whose::Other,
+        },
+        item: e,
+    });
+    let s = stand(places, gone);
+    QueueView {
+        ours: s.ours.map(|e| e.rev),
+        foreign: s.foreign,
+        blockers: s.blockers,
+        first: s.first.cloned(),
     }
-    if out.ours.is_none() {
-        out.blockers = entries
-            .iter()
-            .filter(|e| !gone(&e.suffix) && e.suffix != me)
-            .map(|e| e.suffix.clone())
-            .collect();
-    }
-    out
 }
 
 /// A place waiting in a queue, as the backend knows it.

@@ -1,5 +1,6 @@
 //! What the etcd and ZooKeeper backends share about their waiter queues:
-//! the one watch's bookkeeping ([`Tracker`]). Each backend keeps a queue of
+//! how a listing of a queue is read ([`stand`]) and the one watch's
+//! bookkeeping ([`Tracker`]). Each backend keeps a queue of
 //! places per lease name (etcd: keys `P/q/NAME/L` ordered by
 //! `create_revision`, see `etcd_queue`; ZooKeeper: sequential children of
 //! `<root>/leases/NAME`, see `zookeeper_queue`), and one watch per backend
@@ -10,8 +11,86 @@
 
 use futures::stream::BoxStream;
 use simba_core::LeaseName;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
+
+/// Whose a place of a listing is, to the session reading it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Whose {
+    /// The session's own place.
+    Mine,
+    /// Written under the session's own key, but holding another value: not
+    /// the session's, and never in its way (etcd only; a ZooKeeper child's
+    /// name says its owner).
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    Foreign,
+    /// Another session's place, or one Simba cannot read.
+    Other,
+}
+
+/// One place of a listing, as [`stand`] reads it: where it stands in the
+/// queue (`order`: etcd's `create_revision`, ZooKeeper's sequence number),
+/// its name in the queue (`id`: the key's last segment, or the child's
+/// name), whose it is, and what the backend keeps of it (`item`).
+pub(crate) struct Place<K, T> {
+    pub order: K,
+    pub id: String,
+    pub whose: Whose,
+    pub item: T,
+}
+
+/// Where a session stands in one listing of a queue.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Standing<T> {
+    /// The first place (the holder), except those seen deleted.
+    pub first: Option<T>,
+    /// The session's first place, if it has one.
+    pub ours: Option<T>,
+    /// The session's other places (left by a lost reply): to delete
+    /// (ZooKeeper; an etcd session has one key per name).
+    #[cfg_attr(not(feature = "zookeeper"), allow(dead_code))]
+    pub extra: Vec<T>,
+    /// A place under the session's key holds another value (etcd).
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    pub foreign: bool,
+    /// The ids of the places before ours, or of every place that is not
+    /// ours (nor foreign) when the session has none; a place seen deleted
+    /// is in nobody's way.
+    pub blockers: BTreeSet<String>,
+}
+
+/// Reads a listing of one name's queue for one session: the place with the
+/// lowest `order` holds the lease, and the others wait in `order` (S4.2).
+/// `gone` tells whether a place (by id) was seen deleted after the listing
+/// may have been read; such a place neither holds nor blocks. Ties in
+/// `order` (which neither backend makes) are broken by id.
+pub(crate) fn stand<K: Ord, T: Clone>(
+    places: impl IntoIterator<Item = Place<K, T>>,
+    gone: impl Fn(&str) -> bool,
+) -> Standing<T> {
+    let mut order: Vec<Place<K, T>> = places.into_iter().filter(|p| !gone(&p.id)).collect();
+    order.sort_by(|a, b| (&a.order, &a.id).cmp(&(&b.order, &b.id)));
+    let mut out = Standing {
+        first: order.first().map(|p| p.item.clone()),
+        ours: None,
+        extra: Vec::new(),
+        foreign: false,
+        blockers: BTreeSet::new(),
+    };
+    for p in order {
+        match p.whose {
+            Whose::Mine if out.ours.is_none() => out.ours = Some(p.item),
+            Whose::Mine => out.extra.push(p.item),
+            Whose::Foreign => out.foreign = true,
+            Whose::Other => {
+                if out.ours.is_none() {
+                    out.blockers.insert(p.id);
+                }
+            }
+        }
+    }
+    out
+}
 
 /// How many recent deletions of places the watch remembers, and for how
 /// long, so a listing that crossed a deletion is judged without it.
@@ -113,6 +192,66 @@ impl<V> Tracker<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn p(order: u32, id: &str, whose: Whose) -> Place<u32, String> {
+        Place {
+            order,
+            id: id.to_owned(),
+            whose,
+            item: id.to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_lowest_order_holds_and_the_places_before_ours_block_it() {
+        let q = [
+            p(12, "me", Whose::Mine),
+            p(10, "a", Whose::Other),
+            p(11, "c", Whose::Other),
+            p(14, "z", Whose::Other),
+            p(13, "me2", Whose::Mine),
+        ];
+        let s = stand(q, |_| false);
+        assert_eq!(s.first.as_deref(), Some("a"));
+        assert_eq!(s.ours.as_deref(), Some("me"));
+        assert_eq!(s.extra, vec!["me2".to_owned()]);
+        assert_eq!(s.blockers, BTreeSet::from(["a".to_owned(), "c".to_owned()]));
+        assert!(!s.foreign);
+    }
+
+    #[test]
+    fn a_place_seen_deleted_neither_holds_nor_blocks() {
+        let q = [p(10, "a", Whose::Other), p(11, "me", Whose::Mine)];
+        let s = stand(q, |id| id == "a");
+        assert_eq!(s.first.as_deref(), Some("me"));
+        assert_eq!(s.ours.as_deref(), Some("me"));
+        assert!(s.blockers.is_empty());
+    }
+
+    #[test]
+    fn without_a_place_every_other_place_blocks_but_a_foreign_one_does_not() {
+        let q = [
+            p(10, "a", Whose::Other),
+            p(11, "mine-but-foreign", Whose::Foreign),
+            p(12, "b", Whose::Other),
+        ];
+        let s = stand(q, |_| false);
+        assert_eq!(s.ours, None);
+        assert!(s.foreign);
+        assert_eq!(s.blockers, BTreeSet::from(["a".to_owned(), "b".to_owned()]));
+        assert_eq!(s.first.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn ties_in_order_are_broken_by_id_and_an_empty_listing_has_no_holder() {
+        let s = stand([p(5, "b", Whose::Other), p(5, "a", Whose::Other)], |_| {
+            false
+        });
+        assert_eq!(s.first.as_deref(), Some("a"));
+        let none = stand(Vec::<Place<u32, String>>::new(), |_| false);
+        assert_eq!(none.first, None);
+        assert!(none.blockers.is_empty());
+    }
 
     #[test]
     fn deletions_are_kept_by_name_with_the_greatest_mark() {

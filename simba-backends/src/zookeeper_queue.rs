@@ -11,6 +11,7 @@
 //! every child listed before it is gone, which deletion events alone can tell
 //! (S4.2, S4.5).
 
+use crate::queue::{stand, Place, Whose};
 use std::collections::BTreeSet;
 
 /// The prefix of every place of the ZooKeeper session `zk_id`.
@@ -50,34 +51,32 @@ pub(crate) struct QueueView {
 /// Judges a listing of a lease's children for `me`; `gone` tells whether a
 /// child (by name) was already seen deleted after the listing may have been
 /// taken (a deleted child never comes back: its number is never reused).
+/// A child Simba cannot read sorts first (it may be a holder of another
+/// kind). The reading itself is the one the etcd backend uses too
+/// ([`stand`]).
 pub(crate) fn judge(children: &[String], me: i64, gone: impl Fn(&str) -> bool) -> QueueView {
-    // Unreadable children sort first (they may be a holder of another kind).
-    let mut order: Vec<(Option<u64>, &String, Option<i64>)> = children
-        .iter()
-        .filter(|c| !gone(c))
-        .map(|c| match parse_place(c) {
-            Some((owner, seq)) => (Some(seq), c, Some(owner)),
-            None => (None, c, None),
-        })
-        .collect();
-    order.sort();
-    let mut out = QueueView {
-        first: order.first().map(|(_, c, _)| (*c).clone()),
-        first_owner: order.first().and_then(|(_, _, o)| *o),
-        ..QueueView::default()
-    };
-    for (_, child, owner) in order {
-        if owner == Some(me) {
-            if out.ours.is_none() {
-                out.ours = Some(child.clone());
+    let places = children.iter().map(|c| {
+        let parsed = parse_place(c);
+        let owner = parsed.map(|(owner, _)| owner);
+        Place {
+            order: parsed.map(|(_, seq)| seq),
+            id: c.clone(),
+            whose: if owner == Some(me) {
+                Whose::Mine
             } else {
-                out.extra.push(child.clone());
-            }
-        } else if out.ours.is_none() {
-            out.blockers.insert(child.clone());
+                Whose::Other
+            },
+            item: (c, owner),
         }
+    });
+    let s = stand(places, gone);
+    QueueView {
+        ours: s.ours.map(|(c, _)| c.clone()),
+        extra: s.extra.into_iter().map(|(c, _)| c.clone()).collect(),
+        blockers: s.blockers,
+        first: s.first.map(|(c, _)| c.clone()),
+        first_owner: s.first.and_then(|(_, owner)| owner),
     }
-    out
 }
 
 #[cfg(test)]
