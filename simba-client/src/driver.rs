@@ -29,7 +29,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::Instrument;
 
 /// An async leader task: called with each new term.
@@ -245,11 +245,6 @@ pub(crate) struct Driver {
     entries: BTreeMap<EntryId, AppEntry>,
     terms: BTreeMap<TermId, TermControl>,
     tasks: BTreeMap<TermId, Running>,
-    /// When an entry's latest term ended of its own will, until the entry's
-    /// stop completes (the hand-over metric) or it is elected again or
-    /// ends: one instant per entry, so a group's partitions given up one
-    /// by one count from the first.
-    handover_from: BTreeMap<EntryId, Instant>,
     deadline: Option<(SessionId, Arc<SessionDeadline>)>,
     subscribers: Vec<Subscriber>,
     /// The error message of the task exit being handled (for `TaskEnded`).
@@ -300,7 +295,6 @@ impl Driver {
             entries: BTreeMap::new(),
             terms: BTreeMap::new(),
             tasks: BTreeMap::new(),
-            handover_from: BTreeMap::new(),
             deadline: None,
             subscribers: Vec::new(),
             last_task_error: None,
@@ -672,15 +666,11 @@ impl Driver {
         match event {
             Event::Elected { term } => self.on_elected(term),
             Event::Revoked { term, reason } => {
-                let now = self.clock.runtime.now();
                 tracing::info!(name = %term.name, token = %term.token, %reason, "term revoked");
                 observe::term_ended(term.name.as_str(), reason);
                 if self.terms.contains_key(&term.id) {
                     let held = self.clock.now() - term.elected_at;
                     observe::leader_time(term.name.as_str(), held);
-                }
-                if reason.is_voluntary() {
-                    self.handover_from.entry(term.entry).or_insert(now);
                 }
                 let withhold = self.mutant.is(ClientMutant::RevocationNotDelivered);
                 let handle = self.terms.remove(&term.id).map(|mut control| {
@@ -721,9 +711,12 @@ impl Driver {
                     self.push(term.entry, What::Revoked(handle, reason));
                 }
             }
-            Event::Completed { name, entry } => {
-                if let Some(from) = self.handover_from.remove(&entry) {
-                    let took = self.clock.runtime.now().saturating_duration_since(from);
+            Event::Completed {
+                name,
+                entry,
+                handover,
+            } => {
+                if let Some(took) = handover {
                     observe::handover(name.as_str(), took);
                     tracing::debug!(name = %name, ?took, "handover complete");
                 }
@@ -738,7 +731,6 @@ impl Driver {
             }
             Event::Ended { name, entry } => {
                 tracing::debug!(name = %name, %entry, "ended");
-                self.handover_from.remove(&entry);
                 self.remove_entry(entry);
             }
             Event::LockFailed { entry, tried, .. } => {
@@ -893,8 +885,6 @@ impl Driver {
     }
 
     fn on_elected(&mut self, term: simba_core::Term) {
-        // Elected again: no hand-over of this entry is under way.
-        self.handover_from.remove(&term.entry);
         let deadline = match &self.deadline {
             Some((s, d)) if *s == term.session => d.clone(),
             // Cannot happen (a session's deadline is known before any term

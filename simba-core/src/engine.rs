@@ -128,6 +128,9 @@ pub struct Engine {
     /// with when each was sent: they take a slot (S4.6). Kept only with a
     /// slot limit.
     calls_out: BTreeMap<OpId, Timestamp>,
+    /// Entries with a term given up on purpose whose hand-over has not
+    /// completed: since when (told with [`Event::Completed`]).
+    handing_over: BTreeMap<EntryId, Timestamp>,
 }
 
 /// What waits for a slot of the backend (S4.6).
@@ -187,6 +190,7 @@ impl Engine {
             waiting_first: VecDeque::new(),
             waiting: VecDeque::new(),
             calls_out: BTreeMap::new(),
+            handing_over: BTreeMap::new(),
         };
         engine.emit(Event::SessionStateChanged {
             state: SessionState::Opening,
@@ -338,7 +342,28 @@ impl Engine {
         self.seq += 1;
     }
 
-    fn emit(&mut self, event: Event) {
+    fn emit(&mut self, mut event: Event) {
+        match &mut event {
+            Event::Revoked { term, reason } if reason.is_voluntary() => {
+                self.handing_over.entry(term.entry).or_insert(self.now);
+            }
+            // Elected again: no hand-over of this entry is under way.
+            Event::Elected { term } => {
+                self.handing_over.remove(&term.entry);
+            }
+            Event::Completed {
+                entry, handover, ..
+            } => {
+                *handover = self
+                    .handing_over
+                    .remove(entry)
+                    .map(|since| self.now.saturating_duration_since(since));
+            }
+            Event::Ended { entry, .. } => {
+                self.handing_over.remove(entry);
+            }
+            _ => {}
+        }
         self.out.push_back(Output::Event(event));
     }
 

@@ -592,6 +592,14 @@ pub enum Event {
         name: LeaseName,
         /// Its id, as its start returned it.
         entry: EntryId,
+        /// The hand-over's length: from the first term of this entry given
+        /// up on purpose (stop, step-down, a lock released, a partition a
+        /// group gives up; [`RevokeReason::is_voluntary`]) to this
+        /// completion, when its release is done. `None` when no term was
+        /// given up (a candidate stopped, a lock attempt that failed). For
+        /// metrics: the engine keeps this, so a driver keeps no clock of
+        /// its own.
+        handover: Option<Duration>,
     },
     /// The engine forgot an election, lock or group (stopped, a lock that
     /// failed or was lost for good, S5.3, a group left or failed): nothing

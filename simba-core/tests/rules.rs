@@ -1438,6 +1438,13 @@ fn s6_1_stop_revokes_interrupts_waits_for_the_task_then_releases() {
         .position(|o| matches!(o, Output::Event(Event::Completed { .. })))
         .unwrap();
     assert!(release_at < completed_at);
+    // S7.3: the completion says how long the hand-over took, from the
+    // revocation at stop() to the release after the task exited.
+    assert!(events(&out).contains(&Event::Completed {
+        name: name("a"),
+        entry: t.entry,
+        handover: Some(ms(510)),
+    }));
 }
 
 #[test]
@@ -1643,6 +1650,7 @@ fn s7_4_a_name_started_again_is_a_new_entry_and_its_terms_and_events_say_which()
             Event::Completed {
                 name: name("a"),
                 entry: first,
+                handover: Some(Duration::ZERO),
             },
             Event::Ended {
                 name: name("a"),
@@ -1660,6 +1668,7 @@ fn s7_4_a_name_started_again_is_a_new_entry_and_its_terms_and_events_say_which()
     assert!(events(&out).contains(&Event::Completed {
         name: name("a"),
         entry: second,
+        handover: Some(Duration::ZERO),
     }));
     assert!(!events(&out)
         .iter()

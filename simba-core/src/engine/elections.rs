@@ -903,6 +903,7 @@ impl Engine {
                 self.emit(Event::Completed {
                     name: name.clone(),
                     entry,
+                    handover: None,
                 });
                 self.emit(Event::Ended {
                     name: name.clone(),
@@ -918,6 +919,7 @@ impl Engine {
                 self.emit(Event::Completed {
                     name: name.clone(),
                     entry,
+                    handover: None,
                 });
             }
         }

@@ -999,6 +999,7 @@ impl Engine {
                 self.emit(Event::Completed {
                     name: group.clone(),
                     entry: g.id,
+                    handover: None,
                 });
                 self.emit(Event::Ended {
                     name: group.clone(),
