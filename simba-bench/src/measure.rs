@@ -89,6 +89,53 @@ struct Floors {
     backend: Arc<dyn Backend>,
 }
 
+/// The floors of a SQL database, on the backend's own pool: `SELECT 1`, and
+/// a durable one-row UPDATE of `table` (made with `create`, its row put in
+/// with `seed`), named `write`.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+macro_rules! sql_floors {
+    ($backend:expr, $table:expr, $create:expr, $seed:expr, $write:expr) => {{
+        let b = $backend;
+        let pool = b.pool().clone();
+        let err = |e: sqlx::Error| simba_backends::redact(&e.to_string());
+        sqlx::query(&$create).execute(&pool).await.map_err(err)?;
+        sqlx::query(&$seed).execute(&pool).await.map_err(err)?;
+        let p1 = pool.clone();
+        let p2 = pool;
+        let sql = format!("UPDATE {} SET v = v + 1 WHERE id = 1", $table);
+        Ok(Floors {
+            round_trip: (
+                "SELECT 1",
+                Box::new(move || {
+                    let p = p1.clone();
+                    Box::pin(async move {
+                        sqlx::query("SELECT 1")
+                            .execute(&p)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    })
+                }),
+            ),
+            write: Some((
+                $write,
+                Box::new(move || {
+                    let (p, sql) = (p2.clone(), sql.clone());
+                    Box::pin(async move {
+                        sqlx::query(&sql)
+                            .execute(&p)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    })
+                }),
+            )),
+            versus_write: true,
+            backend: Arc::new(b),
+        })
+    }};
+}
+
 #[allow(unused_variables)]
 async fn floors(t: &Target) -> Result<Floors, String> {
     let config = BackendConfig::parse(&t.url).map_err(|e| e.to_string())?;
@@ -96,159 +143,35 @@ async fn floors(t: &Target) -> Result<Floors, String> {
     let err = |e: &dyn std::fmt::Display| simba_backends::redact(&e.to_string());
     match t.kind {
         #[cfg(feature = "postgres")]
-        Kind::Postgres => {
-            let b = simba_backends::postgres::PgBackend::connect(&config)
+        Kind::Postgres => sql_floors!(
+            simba_backends::postgres::PgBackend::connect(&config)
                 .await
-                .map_err(|e| err(&e))?;
-            let pool = b.pool().clone();
-            sqlx::query(&format!(
-                "CREATE TABLE IF NOT EXISTS {floor_table} (id int PRIMARY KEY, v bigint NOT NULL)"
-            ))
-            .execute(&pool)
-            .await
-            .map_err(|e| err(&e))?;
-            sqlx::query(&format!(
-                "INSERT INTO {floor_table} VALUES (1, 0) ON CONFLICT DO NOTHING"
-            ))
-            .execute(&pool)
-            .await
-            .map_err(|e| err(&e))?;
-            let p1 = pool.clone();
-            let p2 = pool.clone();
-            let sql = format!("UPDATE {floor_table} SET v = v + 1 WHERE id = 1");
-            Ok(Floors {
-                round_trip: (
-                    "SELECT 1",
-                    Box::new(move || {
-                        let p = p1.clone();
-                        Box::pin(async move {
-                            sqlx::query("SELECT 1")
-                                .execute(&p)
-                                .await
-                                .map(|_| ())
-                                .map_err(|e| e.to_string())
-                        })
-                    }),
-                ),
-                write: Some((
-                    "durable one-row UPDATE (synchronous_commit on)",
-                    Box::new(move || {
-                        let (p, sql) = (p2.clone(), sql.clone());
-                        Box::pin(async move {
-                            sqlx::query(&sql)
-                                .execute(&p)
-                                .await
-                                .map(|_| ())
-                                .map_err(|e| e.to_string())
-                        })
-                    }),
-                )),
-                versus_write: true,
-                backend: Arc::new(b),
-            })
-        }
+                .map_err(|e| err(&e))?,
+            floor_table,
+            format!("CREATE TABLE IF NOT EXISTS {floor_table} (id int PRIMARY KEY, v bigint NOT NULL)"),
+            format!("INSERT INTO {floor_table} VALUES (1, 0) ON CONFLICT DO NOTHING"),
+            "durable one-row UPDATE (synchronous_commit on)"
+        ),
         #[cfg(feature = "mysql")]
-        Kind::Mysql => {
-            let b = simba_backends::mysql::MysqlBackend::connect(&config)
+        Kind::Mysql => sql_floors!(
+            simba_backends::mysql::MysqlBackend::connect(&config)
                 .await
-                .map_err(|e| err(&e))?;
-            let pool = b.pool().clone();
-            sqlx::query(&format!(
-                "CREATE TABLE IF NOT EXISTS {floor_table} (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"
-            ))
-            .execute(&pool)
-            .await
-            .map_err(|e| err(&e))?;
-            sqlx::query(&format!("INSERT IGNORE INTO {floor_table} VALUES (1, 0)"))
-                .execute(&pool)
-                .await
-                .map_err(|e| err(&e))?;
-            let p1 = pool.clone();
-            let p2 = pool.clone();
-            let sql = format!("UPDATE {floor_table} SET v = v + 1 WHERE id = 1");
-            Ok(Floors {
-                round_trip: (
-                    "SELECT 1",
-                    Box::new(move || {
-                        let p = p1.clone();
-                        Box::pin(async move {
-                            sqlx::query("SELECT 1")
-                                .execute(&p)
-                                .await
-                                .map(|_| ())
-                                .map_err(|e| e.to_string())
-                        })
-                    }),
-                ),
-                write: Some((
-                    "durable one-row UPDATE (InnoDB, autocommit)",
-                    Box::new(move || {
-                        let (p, sql) = (p2.clone(), sql.clone());
-                        Box::pin(async move {
-                            sqlx::query(&sql)
-                                .execute(&p)
-                                .await
-                                .map(|_| ())
-                                .map_err(|e| e.to_string())
-                        })
-                    }),
-                )),
-                versus_write: true,
-                backend: Arc::new(b),
-            })
-        }
+                .map_err(|e| err(&e))?,
+            floor_table,
+            format!("CREATE TABLE IF NOT EXISTS {floor_table} (id INT PRIMARY KEY, v BIGINT NOT NULL) ENGINE=InnoDB"),
+            format!("INSERT IGNORE INTO {floor_table} VALUES (1, 0)"),
+            "durable one-row UPDATE (InnoDB, autocommit)"
+        ),
         #[cfg(feature = "sqlite")]
-        Kind::Sqlite => {
-            let b = simba_backends::sqlite::SqliteBackend::connect(&config)
+        Kind::Sqlite => sql_floors!(
+            simba_backends::sqlite::SqliteBackend::connect(&config)
                 .await
-                .map_err(|e| err(&e))?;
-            let pool = b.pool().clone();
-            sqlx::query(&format!(
-                "CREATE TABLE IF NOT EXISTS {floor_table} (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)"
-            ))
-            .execute(&pool)
-            .await
-            .map_err(|e| err(&e))?;
-            sqlx::query(&format!(
-                "INSERT OR IGNORE INTO {floor_table} VALUES (1, 0)"
-            ))
-            .execute(&pool)
-            .await
-            .map_err(|e| err(&e))?;
-            let p1 = pool.clone();
-            let p2 = pool.clone();
-            let sql = format!("UPDATE {floor_table} SET v = v + 1 WHERE id = 1");
-            Ok(Floors {
-                round_trip: (
-                    "SELECT 1",
-                    Box::new(move || {
-                        let p = p1.clone();
-                        Box::pin(async move {
-                            sqlx::query("SELECT 1")
-                                .execute(&p)
-                                .await
-                                .map(|_| ())
-                                .map_err(|e| e.to_string())
-                        })
-                    }),
-                ),
-                write: Some((
-                    "durable one-row UPDATE (Simba's own pool and pragmas)",
-                    Box::new(move || {
-                        let (p, sql) = (p2.clone(), sql.clone());
-                        Box::pin(async move {
-                            sqlx::query(&sql)
-                                .execute(&p)
-                                .await
-                                .map(|_| ())
-                                .map_err(|e| e.to_string())
-                        })
-                    }),
-                )),
-                versus_write: true,
-                backend: Arc::new(b),
-            })
-        }
+                .map_err(|e| err(&e))?,
+            floor_table,
+            format!("CREATE TABLE IF NOT EXISTS {floor_table} (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)"),
+            format!("INSERT OR IGNORE INTO {floor_table} VALUES (1, 0)"),
+            "durable one-row UPDATE (Simba's own pool and pragmas)"
+        ),
         #[cfg(feature = "redis")]
         Kind::Redis => {
             let b = Arc::new(
