@@ -56,6 +56,12 @@ pub struct MysqlBackend {
 const WAKER_SLEEP_S: u64 = 10;
 /// At most this many names freed by a node wait for its own stream.
 const FREED_MAX: usize = 10_000;
+/// A woken waker reads at most this many free partitions of its node's
+/// groups.
+const GROUP_FREE_MAX: usize = 64;
+/// At most this many open sessions of a node are remembered for
+/// [`Sql::group_free`].
+const SESSIONS_MAX: usize = 64;
 
 /// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
 /// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
@@ -92,6 +98,9 @@ struct Wake {
     open: AtomicU64,
     /// The server's connection id of the waker's connection (0: none).
     sleeper: AtomicU64,
+    /// This node's open sessions (ids as hex): a woken waker reads the
+    /// free partitions of the groups they joined.
+    sessions: Mutex<BTreeSet<String>>,
     /// Asks this node's waker to interrupt every sleeping waker
     /// ([`Waker::kick`]); `None` while no waker runs. Requests coalesce.
     kick: Mutex<Option<futures::channel::mpsc::Sender<()>>>,
@@ -197,6 +206,9 @@ struct Sql {
     kick: String,
     /// The waited names that are free now (`@names@`: a quoted list).
     free: String,
+    /// At most [`GROUP_FREE_MAX`] free partitions of the groups that the
+    /// sessions `@sessions@` (hex literals) joined.
+    group_free: String,
     ensure_slot: String,
     read_slot: String,
     write_slot: String,
@@ -347,6 +359,14 @@ impl Sql {
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE l.name IN (@names@) AND h.id IS NULL"
             ),
+            // Partition leases `{{group}}:p{{index}}` (S3.1) of the groups
+            // the node's sessions joined, by a range of the primary key.
+            group_free: format!(
+                "SELECT CAST(l.name AS CHAR) FROM {m} g \
+                 JOIN {l} l ON l.name >= CONCAT(g.name, ':p') AND l.name < CONCAT(g.name, ':q') \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE g.session IN (@sessions@) AND h.id IS NULL LIMIT {GROUP_FREE_MAX}"
+            ),
             sleep,
             acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
             acquire_proc: format!("{prefix}acquire_lease"),
@@ -386,6 +406,7 @@ impl MysqlBackend {
             open: AtomicU64::new(0),
             sleeper: AtomicU64::new(0),
             kick: Mutex::new(None),
+            sessions: Mutex::new(BTreeSet::new()),
         });
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
@@ -579,6 +600,7 @@ impl MysqlBackend {
                 open: AtomicU64::new(0),
                 sleeper: AtomicU64::new(0),
                 kick: Mutex::new(None),
+                sessions: Mutex::new(BTreeSet::new()),
             }),
             mariadb,
         };
@@ -1110,6 +1132,12 @@ impl Backend for MysqlBackend {
                 }
             }
             let grant = sk.open(&mut c, lease_duration, metadata).await?;
+            {
+                let mut open = self.wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                if open.len() < SESSIONS_MAX {
+                    open.insert(hex_id(grant.session));
+                }
+            }
             self.wake.open.fetch_add(1, Ordering::Relaxed);
             self.wake.closed.store(false, Ordering::Relaxed);
             Ok(grant)
@@ -1161,6 +1189,11 @@ impl Backend for MysqlBackend {
         async move {
             let mut c = self.sql.sk.conn(&self.pool, "close session").await?;
             close_on(&self.sql, &mut c, session, (&self.wake, self.mariadb)).await?;
+            self.wake
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&hex_id(session));
             // The waker's connection goes with the backend's last session:
             // the server ends the connection itself (`KILL` of its id), so a
             // sleep that starts just after `closed` is set cannot outlive the
@@ -1219,6 +1252,7 @@ impl Backend for MysqlBackend {
                 kicks,
                 kick_conn: None,
                 kicked_at: Instant::now(),
+                group_free: BTreeSet::new(),
                 mariadb: self.mariadb,
             };
             let stream = futures::stream::unfold(waker, |mut w| async move {
@@ -1266,6 +1300,9 @@ struct Waker {
     kick_conn: Option<sqlx::MySqlConnection>,
     /// When the last wake-up ran.
     kicked_at: Instant,
+    /// The free partitions of the node's groups that the last read found
+    /// (and yielded if they were new).
+    group_free: BTreeSet<String>,
     mariadb: bool,
 }
 
@@ -1376,26 +1413,61 @@ impl Waker {
         };
         if std::mem::take(&mut self.woken) {
             let waited = self.wake.waited();
-            if waited.is_empty() {
-                return;
-            }
+            let sessions: Vec<String> = {
+                let open = self.wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                open.iter().map(|id| format!("X'{id}'")).collect()
+            };
             // The names' checked characters hold no quote (S3.1).
             let list = waited
                 .iter()
                 .map(|n| format!("'{n}'"))
                 .collect::<Vec<_>>()
                 .join(",");
-            let stmt = self.sql.free.replace("@names@", &list);
-            match sqlx::Executor::fetch_all(&mut *conn, stmt.as_str()).await {
-                Ok(rows) => {
-                    for r in rows {
-                        if let Some(name) = r
-                            .try_get::<String, _>(0)
-                            .ok()
-                            .and_then(|n| LeaseName::new(&n).ok())
-                        {
-                            self.pending.push_back(name);
+            let mut stmts = Vec::new();
+            if !waited.is_empty() {
+                stmts.push(self.sql.free.replace("@names@", &list));
+            }
+            if !sessions.is_empty() {
+                stmts.push(
+                    self.sql
+                        .group_free
+                        .replace("@sessions@", &sessions.join(",")),
+                );
+            }
+            if stmts.is_empty() {
+                self.group_free.clear();
+                return;
+            }
+            let group_read = !sessions.is_empty();
+            match run_multi(conn, &stmts.join("; ")).await {
+                Ok(results) => {
+                    let mut rows = results.into_iter().map(|(_, rows)| rows);
+                    let names = |rows: Vec<sqlx::mysql::MySqlRow>| {
+                        rows.into_iter()
+                            .filter_map(|r| r.try_get::<String, _>(0).ok())
+                            .collect::<Vec<_>>()
+                    };
+                    if !waited.is_empty() {
+                        for n in names(rows.next().unwrap_or_default()) {
+                            if let Ok(name) = LeaseName::new(&n) {
+                                self.pending.push_back(name);
+                            }
                         }
+                    }
+                    if group_read {
+                        // Only the partitions free since the last read: a
+                        // partition still free was yielded then (with 1,000
+                        // partitions, hundreds are free during a move).
+                        let free: BTreeSet<String> =
+                            names(rows.next().unwrap_or_default()).into_iter().collect();
+                        for n in free.difference(&self.group_free) {
+                            if let Ok(name) = LeaseName::new(n) {
+                                if !self.pending.contains(&name) {
+                                    self.pending.push_back(name);
+                                }
+                            }
+                        }
+                        self.group_free = free;
                     }
                 }
                 Err(e) => {
