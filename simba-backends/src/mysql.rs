@@ -56,6 +56,12 @@ pub struct MysqlBackend {
 const WAKER_SLEEP_S: u64 = 10;
 /// At most this many names freed by a node wait for its own stream.
 const FREED_MAX: usize = 10_000;
+/// The waker's interruption waits at most this long for another node's.
+const KICK_LOCK_WAIT_S: u64 = 10;
+/// A release wakes the others itself, in its own round trip, when this
+/// node asked for no wake-up for this long (a hand-over, say); in a burst
+/// of releases (a group's partitions moving) its waker wakes them.
+const QUIET: Duration = Duration::from_millis(100);
 /// A woken waker reads at most this many free partitions of its node's
 /// groups.
 const GROUP_FREE_MAX: usize = 64;
@@ -98,6 +104,12 @@ struct Wake {
     open: AtomicU64,
     /// The server's connection id of the waker's connection (0: none).
     sleeper: AtomicU64,
+    /// Wake-ups asked of the waker, and how many of them it had taken when
+    /// its last wake-up ended.
+    kicks_asked: AtomicU64,
+    kicks_done: AtomicU64,
+    /// When this node last woke the others or asked its waker to.
+    last_kick: Mutex<Option<Instant>>,
     /// This node's open sessions (ids as hex): a woken waker reads the
     /// free partitions of the groups they joined.
     sessions: Mutex<BTreeSet<String>>,
@@ -162,9 +174,26 @@ impl Wake {
             .is_some_and(|k| !k.is_closed())
     }
 
+    /// Whether this node woke nobody for [`QUIET`] and its waker has no
+    /// wake-up pending: a release may then wake the others itself. Marks
+    /// the wake-up as done now either way.
+    fn quiet(&self) -> bool {
+        let mut last = self.last_kick.lock().unwrap_or_else(|p| p.into_inner());
+        let quiet = last.is_none_or(|at| at.elapsed() >= QUIET) && !self.kick_pending();
+        *last = Some(Instant::now());
+        quiet
+    }
+
+    /// Whether a wake-up asked of the waker has not ended yet.
+    fn kick_pending(&self) -> bool {
+        self.kicks_done.load(Ordering::Relaxed) < self.kicks_asked.load(Ordering::Relaxed)
+    }
+
     /// Asks the waker to wake the others; `false` if no waker takes it
     /// (the caller then wakes them itself).
     fn request_kick(&self) -> bool {
+        self.kicks_asked.fetch_add(1, Ordering::Relaxed);
+        *self.last_kick.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         let mut kick = self.kick.lock().unwrap_or_else(|p| p.into_inner());
         match kick.as_mut().map(|k| k.try_send(())) {
             // A full channel: a request is pending, which covers this one.
@@ -241,6 +270,10 @@ impl Sql {
                DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; KILL QUERY ID r.q; \
              END; END FOR;"
         );
+        // MariaDB: one interruption at a time for the whole table prefix
+        // (a user-level lock): concurrent `KILL QUERY`s of sleeping
+        // statements stall in steps of about 2 s, one at a time mostly not.
+        let kick_lock = format!("simba-kick:{prefix}");
         let release_update = format!(
             "UPDATE {l} SET session = NULL, acquired_us = NULL \
              WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@"
@@ -264,11 +297,19 @@ impl Sql {
                      END"
                 ),
                 format!(
-                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; {release_update}; \
-                     SET n = ROW_COUNT(); SELECT n; END"
+                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; DECLARE k BIGINT DEFAULT 0; \
+                     {release_update}; SET n = ROW_COUNT(); \
+                     IF n > 0 AND @quiet@ = 1 AND GET_LOCK('{kick_lock}', 0) = 1 THEN \
+                       {kill_loop} DO RELEASE_LOCK('{kick_lock}'); SET k = 1; \
+                     END IF; \
+                     SELECT n, k; END"
                 ),
                 format!("BEGIN NOT ATOMIC {close_deletes} END"),
-                format!("BEGIN NOT ATOMIC {kill_loop} END"),
+                format!(
+                    "BEGIN NOT ATOMIC IF GET_LOCK('{kick_lock}', {KICK_LOCK_WAIT_S}) = 1 THEN \
+                       {kill_loop} DO RELEASE_LOCK('{kick_lock}'); \
+                     END IF; END"
+                ),
             )
         } else {
             let release = format!("{release_update}; {sleepers} AND ROW_COUNT() > 0");
@@ -407,6 +448,9 @@ impl MysqlBackend {
             sleeper: AtomicU64::new(0),
             kick: Mutex::new(None),
             sessions: Mutex::new(BTreeSet::new()),
+            kicks_asked: AtomicU64::new(0),
+            kicks_done: AtomicU64::new(0),
+            last_kick: Mutex::new(None),
         });
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
@@ -601,6 +645,9 @@ impl MysqlBackend {
                 sleeper: AtomicU64::new(0),
                 kick: Mutex::new(None),
                 sessions: Mutex::new(BTreeSet::new()),
+                kicks_asked: AtomicU64::new(0),
+                kicks_done: AtomicU64::new(0),
+                last_kick: Mutex::new(None),
             }),
             mariadb,
         };
@@ -980,7 +1027,10 @@ async fn release_on(
     // of its own: an interruption may take seconds on MariaDB (see
     // [`Waker::kick`]), and must not hold the one pooled connection that
     // this node's renewals wait for.
+    // A release after a quiet spell (a hand-over) still wakes them in its
+    // own round trip, unless another node is waking them right now.
     let kicks = wake.kicks();
+    let quiet = !kicks || wake.quiet();
     let stmt = if kicks {
         &sql.release_only
     } else {
@@ -989,24 +1039,36 @@ async fn release_on(
     let stmt = stmt
         .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
         .replace("@name@", name.as_str())
-        .replace("@token@", &token.to_string());
+        .replace("@token@", &token.to_string())
+        .replace("@quiet@", if quiet { "1" } else { "0" });
     let results = run_multi(c, &stmt).await.map_err(get)?;
-    let freed = if mariadb {
-        // The block's one row: how many rows the UPDATE freed.
-        let n = results.iter().flat_map(|(_, rows)| rows).next();
-        n.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(get)? > Some(0)
+    let (freed, woke) = if mariadb {
+        // The block's one row: how many rows the UPDATE freed, and (with
+        // a waker) whether it woke the others.
+        let row = results.iter().flat_map(|(_, rows)| rows).next();
+        let n = row
+            .map(|r| r.try_get::<i64, _>(0))
+            .transpose()
+            .map_err(get)?;
+        let k = match row {
+            Some(r) if kicks => r.try_get::<i64, _>(1).map_err(get)?,
+            _ => 0,
+        };
+        (n > Some(0), !kicks || k > 0)
     } else {
-        results.first().is_some_and(|(n, _)| *n > 0)
+        (
+            results.first().is_some_and(|(n, _)| *n > 0),
+            !kicks || quiet,
+        )
     };
     if freed {
         wake.freed([name.as_str().to_owned()]);
     }
-    if kicks {
-        if freed && !wake.request_kick() {
-            kick_on(&sql.kick, c, mariadb).await;
-        }
-    } else if !mariadb {
+    if !mariadb && freed && woke {
         wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
+    }
+    if freed && !woke && !wake.request_kick() {
+        kick_on(&sql.kick, c, mariadb).await;
     }
     Ok(())
 }
@@ -1037,7 +1099,9 @@ async fn close_on(
     let freed = !held.is_empty();
     wake.freed(held);
     if kicks {
-        if freed && !wake.request_kick() {
+        // The node may be ending: a wake-up is not left to its waker (this
+        // one, or one asked for by a release just before).
+        if freed || wake.kick_pending() {
             kick_on(&sql.kick, c, mariadb).await;
         }
     } else if !mariadb {
@@ -1367,6 +1431,7 @@ impl Waker {
     /// [`WAKER_SLEEP_S`]), waking the others meanwhile if asked.
     async fn round(&mut self) {
         use futures::future::{select, Either};
+        let asked = self.wake.kicks_asked.load(Ordering::Relaxed);
         if Self::take_kicks(&mut self.kicks) {
             Self::kick(
                 &mut self.kick_conn,
@@ -1376,6 +1441,7 @@ impl Waker {
             )
             .await;
             self.kicked_at = Instant::now();
+            self.wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
         }
         for n in self.wake.take_freed() {
             if let Ok(name) = LeaseName::new(&n) {
@@ -1485,6 +1551,7 @@ impl Waker {
             kick_conn,
             kicked_at,
             mariadb,
+            wake,
             ..
         } = self;
         let slept = {
@@ -1509,9 +1576,11 @@ impl Waker {
                     Either::Left((Either::Left((r, _)), _)) => break Some(r),
                     Either::Left((Either::Right(_), _)) => break None,
                     Either::Right((Either::Left((Some(()), _)), _)) => {
+                        let asked = wake.kicks_asked.load(Ordering::Relaxed);
                         Self::take_kicks(kicks);
                         Self::kick(kick_conn, opts, &sql.kick, *mariadb).await;
                         *kicked_at = Instant::now();
+                        wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
                     }
                     Either::Right((Either::Left((None, _)), _)) => kicks_open = false,
                     Either::Right((Either::Right(_), _)) => {
