@@ -58,10 +58,6 @@ const WAKER_SLEEP_S: u64 = 10;
 const FREED_MAX: usize = 10_000;
 /// The waker's interruption waits at most this long for another node's.
 const KICK_LOCK_WAIT_S: u64 = 10;
-/// A release wakes the others itself, in its own round trip, when this
-/// node asked for no wake-up for this long (a hand-over, say); in a burst
-/// of releases (a group's partitions moving) its waker wakes them.
-const QUIET: Duration = Duration::from_millis(100);
 /// A woken waker reads at most this many free partitions of its node's
 /// groups.
 const GROUP_FREE_MAX: usize = 64;
@@ -108,8 +104,6 @@ struct Wake {
     /// its last wake-up ended.
     kicks_asked: AtomicU64,
     kicks_done: AtomicU64,
-    /// When this node last woke the others or asked its waker to.
-    last_kick: Mutex<Option<Instant>>,
     /// This node's open sessions (ids as hex): a woken waker reads the
     /// free partitions of the groups they joined.
     sessions: Mutex<BTreeSet<String>>,
@@ -174,16 +168,6 @@ impl Wake {
             .is_some_and(|k| !k.is_closed())
     }
 
-    /// Whether this node woke nobody for [`QUIET`] and its waker has no
-    /// wake-up pending: a release may then wake the others itself. Marks
-    /// the wake-up as done now either way.
-    fn quiet(&self) -> bool {
-        let mut last = self.last_kick.lock().unwrap_or_else(|p| p.into_inner());
-        let quiet = last.is_none_or(|at| at.elapsed() >= QUIET) && !self.kick_pending();
-        *last = Some(Instant::now());
-        quiet
-    }
-
     /// Whether a wake-up asked of the waker has not ended yet.
     fn kick_pending(&self) -> bool {
         self.kicks_done.load(Ordering::Relaxed) < self.kicks_asked.load(Ordering::Relaxed)
@@ -193,7 +177,6 @@ impl Wake {
     /// (the caller then wakes them itself).
     fn request_kick(&self) -> bool {
         self.kicks_asked.fetch_add(1, Ordering::Relaxed);
-        *self.last_kick.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         let mut kick = self.kick.lock().unwrap_or_else(|p| p.into_inner());
         match kick.as_mut().map(|k| k.try_send(())) {
             // A full channel: a request is pending, which covers this one.
@@ -297,12 +280,8 @@ impl Sql {
                      END"
                 ),
                 format!(
-                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; DECLARE k BIGINT DEFAULT 0; \
-                     {release_update}; SET n = ROW_COUNT(); \
-                     IF n > 0 AND @quiet@ = 1 AND GET_LOCK('{kick_lock}', 0) = 1 THEN \
-                       {kill_loop} DO RELEASE_LOCK('{kick_lock}'); SET k = 1; \
-                     END IF; \
-                     SELECT n, k; END"
+                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; {release_update}; \
+                     SET n = ROW_COUNT(); SELECT n; END"
                 ),
                 format!("BEGIN NOT ATOMIC {close_deletes} END"),
                 format!(
@@ -450,7 +429,6 @@ impl MysqlBackend {
             sessions: Mutex::new(BTreeSet::new()),
             kicks_asked: AtomicU64::new(0),
             kicks_done: AtomicU64::new(0),
-            last_kick: Mutex::new(None),
         });
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
@@ -647,7 +625,6 @@ impl MysqlBackend {
                 sessions: Mutex::new(BTreeSet::new()),
                 kicks_asked: AtomicU64::new(0),
                 kicks_done: AtomicU64::new(0),
-                last_kick: Mutex::new(None),
             }),
             mariadb,
         };
@@ -1027,10 +1004,7 @@ async fn release_on(
     // of its own: an interruption may take seconds on MariaDB (see
     // [`Waker::kick`]), and must not hold the one pooled connection that
     // this node's renewals wait for.
-    // A release after a quiet spell (a hand-over) still wakes them in its
-    // own round trip, unless another node is waking them right now.
     let kicks = wake.kicks();
-    let quiet = !kicks || wake.quiet();
     let stmt = if kicks {
         &sql.release_only
     } else {
@@ -1039,28 +1013,16 @@ async fn release_on(
     let stmt = stmt
         .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
         .replace("@name@", name.as_str())
-        .replace("@token@", &token.to_string())
-        .replace("@quiet@", if quiet { "1" } else { "0" });
+        .replace("@token@", &token.to_string());
     let results = run_multi(c, &stmt).await.map_err(get)?;
-    let (freed, woke) = if mariadb {
-        // The block's one row: how many rows the UPDATE freed, and (with
-        // a waker) whether it woke the others.
-        let row = results.iter().flat_map(|(_, rows)| rows).next();
-        let n = row
-            .map(|r| r.try_get::<i64, _>(0))
-            .transpose()
-            .map_err(get)?;
-        let k = match row {
-            Some(r) if kicks => r.try_get::<i64, _>(1).map_err(get)?,
-            _ => 0,
-        };
-        (n > Some(0), !kicks || k > 0)
+    let freed = if mariadb {
+        // The block's one row: how many rows the UPDATE freed.
+        let n = results.iter().flat_map(|(_, rows)| rows).next();
+        n.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(get)? > Some(0)
     } else {
-        (
-            results.first().is_some_and(|(n, _)| *n > 0),
-            !kicks || quiet,
-        )
+        results.first().is_some_and(|(n, _)| *n > 0)
     };
+    let woke = !kicks;
     if freed {
         wake.freed([name.as_str().to_owned()]);
     }
@@ -1372,7 +1334,7 @@ struct Waker {
 
 /// The waker's second connection, which interrupts the other nodes'
 /// wakers, closes once no release asked for this long.
-const KICK_IDLE: Duration = Duration::from_secs(2);
+const KICK_IDLE: Duration = Duration::from_secs(30);
 
 impl Waker {
     /// The connection is presumed broken: dropped, reconnected next round.
