@@ -56,13 +56,23 @@ pub struct MysqlBackend {
 const WAKER_SLEEP_S: u64 = 10;
 /// At most this many names freed by a node wait for its own stream.
 const FREED_MAX: usize = 10_000;
+/// The waker's interruption waits at most this long for another node's.
+const KICK_LOCK_WAIT_S: u64 = 10;
+/// A woken waker reads at most this many free partitions of its node's
+/// groups.
+const GROUP_FREE_MAX: usize = 64;
+/// At most this many open sessions of a node are remembered for
+/// [`Sql::group_free`].
+const SESSIONS_MAX: usize = 64;
 
 /// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
 /// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
 /// recognisable by its text; a release or close that frees a lease
 /// interrupts every such statement of the same table prefix that its user
-/// may see and kill, and each woken node reads which of the names it waits
-/// for are free now. A wake is only a hint.
+/// may see and kill (a release through its own waker's second connection,
+/// [`Waker::kick`]), and each woken node reads which of the names it waits
+/// for, and which partitions of its groups, are newly free. A wake is only
+/// a hint.
 #[derive(Debug)]
 struct Wake {
     /// Whether this node runs a waker (`simba_listen`, default on).
@@ -92,6 +102,16 @@ struct Wake {
     open: AtomicU64,
     /// The server's connection id of the waker's connection (0: none).
     sleeper: AtomicU64,
+    /// Wake-ups asked of the waker, and how many of them it had taken when
+    /// its last wake-up ended.
+    kicks_asked: AtomicU64,
+    kicks_done: AtomicU64,
+    /// This node's open sessions (ids as hex): a woken waker reads the
+    /// free partitions of the groups they joined.
+    sessions: Mutex<BTreeSet<String>>,
+    /// Asks this node's waker to interrupt every sleeping waker
+    /// ([`Waker::kick`]); `None` while no waker runs. Requests coalesce.
+    kick: Mutex<Option<futures::channel::mpsc::Sender<()>>>,
 }
 
 impl Wake {
@@ -140,6 +160,36 @@ impl Wake {
     fn take_freed(&self) -> Vec<String> {
         std::mem::take(&mut *self.freed.lock().unwrap_or_else(|p| p.into_inner()))
     }
+
+    /// Whether this node's waker runs and wakes the others for it.
+    fn kicks(&self) -> bool {
+        self.kick
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|k| !k.is_closed())
+    }
+
+    /// Whether a wake-up asked of the waker has not ended yet.
+    fn kick_pending(&self) -> bool {
+        self.kicks_done.load(Ordering::Relaxed) < self.kicks_asked.load(Ordering::Relaxed)
+    }
+
+    /// Asks the waker to wake the others; `false` if no waker takes it
+    /// (the caller then wakes them itself).
+    fn request_kick(&self) -> bool {
+        self.kicks_asked.fetch_add(1, Ordering::Relaxed);
+        let mut kick = self.kick.lock().unwrap_or_else(|p| p.into_inner());
+        match kick.as_mut().map(|k| k.try_send(())) {
+            // A full channel: a request is pending, which covers this one.
+            Some(Ok(())) => true,
+            Some(Err(e)) if e.is_full() => true,
+            _ => {
+                *kick = None;
+                false
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -160,8 +210,19 @@ struct Sql {
     /// The close's multi-statement (`RENEW_ID`): the leases it held, the
     /// two deletes, then the wakers to interrupt if it held any.
     close_wake: String,
+    /// `release_wake` without the interruption (MySQL: the same), for a
+    /// node whose waker wakes the others ([`Waker::kick`]).
+    release_only: String,
+    /// `close_wake` without the interruption (MySQL: the same).
+    close_only: String,
+    /// The interruption alone: MariaDB interrupts every sleeping waker in
+    /// one compound statement; MySQL lists them (then one `KILL QUERY` each).
+    kick: String,
     /// The waited names that are free now (`@names@`: a quoted list).
     free: String,
+    /// At most [`GROUP_FREE_MAX`] free partitions of the groups that the
+    /// sessions `@sessions@` (hex literals) joined.
+    group_free: String,
     ensure_slot: String,
     read_slot: String,
     write_slot: String,
@@ -194,38 +255,55 @@ impl Sql {
                DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; KILL QUERY ID r.q; \
              END; END FOR;"
         );
-        let (release_wake, close_wake) = if mariadb {
+        // MariaDB: one interruption at a time for the whole table prefix
+        // (a user-level lock): concurrent `KILL QUERY`s of sleeping
+        // statements stall in steps of about 2 s, one at a time mostly not.
+        let kick_lock = format!("simba-kick:{prefix}");
+        let release_update = format!(
+            "UPDATE {l} SET session = NULL, acquired_us = NULL \
+             WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@"
+        );
+        let close_deletes = format!(
+            "SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
+             DELETE FROM {s} WHERE id = {RENEW_ID}; \
+             DELETE FROM {m} WHERE session = {RENEW_ID};"
+        );
+        let (release_wake, close_wake, release_only, close_only, kick) = if mariadb {
             (
                 format!(
-                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; \
-                     UPDATE {l} SET session = NULL, acquired_us = NULL \
-                     WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
+                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; {release_update}; \
                      SET n = ROW_COUNT(); \
                      IF n > 0 THEN {kill_loop} END IF; \
                      SELECT n; END"
                 ),
                 format!(
-                    "BEGIN NOT ATOMIC \
-                     SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
-                     DELETE FROM {s} WHERE id = {RENEW_ID}; \
-                     DELETE FROM {m} WHERE session = {RENEW_ID}; \
+                    "BEGIN NOT ATOMIC {close_deletes} \
                      IF EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID}) THEN {kill_loop} END IF; \
                      END"
                 ),
+                format!(
+                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; {release_update}; \
+                     SET n = ROW_COUNT(); SELECT n; END"
+                ),
+                format!("BEGIN NOT ATOMIC {close_deletes} END"),
+                format!(
+                    "BEGIN NOT ATOMIC IF GET_LOCK('{kick_lock}', {KICK_LOCK_WAIT_S}) = 1 THEN \
+                       {kill_loop} DO RELEASE_LOCK('{kick_lock}'); \
+                     END IF; END"
+                ),
             )
         } else {
+            let release = format!("{release_update}; {sleepers} AND ROW_COUNT() > 0");
+            let close = format!(
+                "{close_deletes} \
+                 {sleepers} AND EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID})"
+            );
             (
-                format!(
-                    "UPDATE {l} SET session = NULL, acquired_us = NULL \
-                     WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@; \
-                     {sleepers} AND ROW_COUNT() > 0"
-                ),
-                format!(
-                    "SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
-                     DELETE FROM {s} WHERE id = {RENEW_ID}; \
-                     DELETE FROM {m} WHERE session = {RENEW_ID}; \
-                     {sleepers} AND EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID})"
-                ),
+                release.clone(),
+                close.clone(),
+                release,
+                close,
+                sleepers.clone(),
             )
         };
         let sk = Statements {
@@ -295,10 +373,21 @@ impl Sql {
         Sql {
             release_wake,
             close_wake,
+            release_only,
+            close_only,
+            kick,
             free: format!(
                 "SELECT CAST(l.name AS CHAR) FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE l.name IN (@names@) AND h.id IS NULL"
+            ),
+            // Partition leases `{{group}}:p{{index}}` (S3.1) of the groups
+            // the node's sessions joined, by a range of the primary key.
+            group_free: format!(
+                "SELECT CAST(l.name AS CHAR) FROM {m} g \
+                 JOIN {l} l ON l.name >= CONCAT(g.name, ':p') AND l.name < CONCAT(g.name, ':q') \
+                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+                 WHERE g.session IN (@sessions@) AND h.id IS NULL LIMIT {GROUP_FREE_MAX}"
             ),
             sleep,
             acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
@@ -338,6 +427,10 @@ impl MysqlBackend {
             closed: AtomicBool::new(false),
             open: AtomicU64::new(0),
             sleeper: AtomicU64::new(0),
+            kick: Mutex::new(None),
+            sessions: Mutex::new(BTreeSet::new()),
+            kicks_asked: AtomicU64::new(0),
+            kicks_done: AtomicU64::new(0),
         });
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
@@ -530,6 +623,10 @@ impl MysqlBackend {
                 closed: AtomicBool::new(false),
                 open: AtomicU64::new(0),
                 sleeper: AtomicU64::new(0),
+                kick: Mutex::new(None),
+                sessions: Mutex::new(BTreeSet::new()),
+                kicks_asked: AtomicU64::new(0),
+                kicks_done: AtomicU64::new(0),
             }),
             mariadb,
         };
@@ -698,6 +795,28 @@ async fn wake_sleepers(c: &mut Conn, ids: &[i64]) {
         let kill = format!("KILL QUERY {id}");
         if let Err(e) = sqlx::Executor::execute(&mut *c, kill.as_str()).await {
             tracing::debug!(backend = NAME, error = %e, "release wake-up failed");
+        }
+    }
+}
+
+/// Interrupts every sleeping waker of the table prefix (`kick`: the
+/// `Sql::kick` statement) on `c`. Best effort, as [`wake_sleepers`]: a
+/// failure is logged (a wake is only a hint); `false` if the connection
+/// failed.
+async fn kick_on(kick: &str, c: &mut Conn, mariadb: bool) -> bool {
+    match run_multi(c, kick).await {
+        Ok(results) => {
+            if !mariadb {
+                match sleeper_ids(&results) {
+                    Ok(ids) => wake_sleepers(c, &ids).await,
+                    Err(e) => tracing::debug!(backend = NAME, error = %e, "release wake-up failed"),
+                }
+            }
+            true
+        }
+        Err(e) => {
+            tracing::debug!(backend = NAME, error = %e, "release wake-up failed");
+            false
         }
     }
 }
@@ -883,8 +1002,17 @@ async fn release_on(
     let get = |e| map_err(NAME, "release", e);
     // Literals: the name's checked characters ([A-Za-z0-9._:-], S3.1) hold
     // no quote; the id is hex; the token a number.
-    let stmt = sql
-        .release_wake
+    // With a waker running, the waker wakes the others, on a connection
+    // of its own: an interruption may take seconds on MariaDB (see
+    // [`Waker::kick`]), and must not hold the one pooled connection that
+    // this node's renewals wait for.
+    let kicks = wake.kicks();
+    let stmt = if kicks {
+        &sql.release_only
+    } else {
+        &sql.release_wake
+    };
+    let stmt = stmt
         .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
         .replace("@name@", name.as_str())
         .replace("@token@", &token.to_string());
@@ -896,11 +1024,15 @@ async fn release_on(
     } else {
         results.first().is_some_and(|(n, _)| *n > 0)
     };
+    let woke = !kicks;
     if freed {
         wake.freed([name.as_str().to_owned()]);
     }
-    if !mariadb {
+    if !mariadb && freed && woke {
         wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
+    }
+    if freed && !woke && !wake.request_kick() {
+        kick_on(&sql.kick, c, mariadb).await;
     }
     Ok(())
 }
@@ -915,15 +1047,28 @@ async fn close_on(
     (wake, mariadb): (&Wake, bool),
 ) -> Result<(), BackendError> {
     let get = |e| map_err(NAME, "close session", e);
-    let stmt = sql
-        .close_wake
-        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
+    let kicks = wake.kicks();
+    let stmt = if kicks {
+        &sql.close_only
+    } else {
+        &sql.close_wake
+    };
+    let stmt = stmt.replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
     let results = run_multi(c, &stmt).await.map_err(get)?;
+    let mut held = Vec::new();
     if let Some((_, rows)) = results.first() {
-        let held: Result<Vec<String>, _> = rows.iter().map(|r| r.try_get(0)).collect();
-        wake.freed(held.map_err(get)?);
+        let names: Result<Vec<String>, _> = rows.iter().map(|r| r.try_get(0)).collect();
+        held = names.map_err(get)?;
     }
-    if !mariadb {
+    let freed = !held.is_empty();
+    wake.freed(held);
+    if kicks {
+        // The node may be ending: a wake-up is not left to its waker (this
+        // one, or one asked for by a release just before).
+        if freed || wake.kick_pending() {
+            kick_on(&sql.kick, c, mariadb).await;
+        }
+    } else if !mariadb {
         wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
     }
     Ok(())
@@ -1015,6 +1160,12 @@ impl Backend for MysqlBackend {
                 }
             }
             let grant = sk.open(&mut c, lease_duration, metadata).await?;
+            {
+                let mut open = self.wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                if open.len() < SESSIONS_MAX {
+                    open.insert(hex_id(grant.session));
+                }
+            }
             self.wake.open.fetch_add(1, Ordering::Relaxed);
             self.wake.closed.store(false, Ordering::Relaxed);
             Ok(grant)
@@ -1066,6 +1217,11 @@ impl Backend for MysqlBackend {
         async move {
             let mut c = self.sql.sk.conn(&self.pool, "close session").await?;
             close_on(&self.sql, &mut c, session, (&self.wake, self.mariadb)).await?;
+            self.wake
+                .sessions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&hex_id(session));
             // The waker's connection goes with the backend's last session:
             // the server ends the connection itself (`KILL` of its id), so a
             // sleep that starts just after `closed` is set cannot outlive the
@@ -1109,6 +1265,10 @@ impl Backend for MysqlBackend {
             let id = connection_id(&mut conn).await;
             self.wake.sleeper.store(id, Ordering::Relaxed);
             self.wake.subscribed.store(true, Ordering::Relaxed);
+            // One request waits at most: it covers every release committed
+            // before the waker takes it.
+            let (kick, kicks) = futures::channel::mpsc::channel(0);
+            *self.wake.kick.lock().unwrap_or_else(|p| p.into_inner()) = Some(kick);
             let waker = Waker {
                 conn: Some(conn),
                 opts,
@@ -1117,6 +1277,11 @@ impl Backend for MysqlBackend {
                 pending: VecDeque::new(),
                 // At the start, the waited names already free count too.
                 woken: true,
+                kicks,
+                kick_conn: None,
+                kicked_at: Instant::now(),
+                group_free: BTreeSet::new(),
+                mariadb: self.mariadb,
             };
             let stream = futures::stream::unfold(waker, |mut w| async move {
                 loop {
@@ -1156,7 +1321,22 @@ struct Waker {
     pending: VecDeque<LeaseName>,
     /// Interrupted (or reconnected): read which waited names are free.
     woken: bool,
+    /// Requests to wake the other nodes ([`Wake::request_kick`]).
+    kicks: futures::channel::mpsc::Receiver<()>,
+    /// The connection that wakes the others, opened at a request and
+    /// closed [`KICK_IDLE`] after the last.
+    kick_conn: Option<sqlx::MySqlConnection>,
+    /// When the last wake-up ran.
+    kicked_at: Instant,
+    /// The free partitions of the node's groups that the last read found
+    /// (and yielded if they were new).
+    group_free: BTreeSet<String>,
+    mariadb: bool,
 }
+
+/// The waker's second connection, which interrupts the other nodes'
+/// wakers, closes once no release asked for this long.
+const KICK_IDLE: Duration = Duration::from_secs(30);
 
 impl Waker {
     /// The connection is presumed broken: dropped, reconnected next round.
@@ -1165,10 +1345,68 @@ impl Waker {
         self.wake.sleeper.store(0, Ordering::Relaxed);
     }
 
-    /// One step: reconnect, or read the free waited names after a wake, or
-    /// sleep until woken (or for [`WAKER_SLEEP_S`]).
+    /// Takes every pending request to wake the others: whether any was.
+    fn take_kicks(kicks: &mut futures::channel::mpsc::Receiver<()>) -> bool {
+        let mut any = false;
+        while let Ok(()) = kicks.try_recv() {
+            any = true;
+        }
+        any
+    }
+
+    /// Wakes every sleeping waker of the table prefix (this node's own
+    /// too, which then yields the names its node freed), on a connection of
+    /// its own: every release that committed before this runs is covered.
+    /// On MariaDB a `KILL QUERY` of a sleeping statement can take up to
+    /// 2 s (measured: concurrent kills of `SELECT SLEEP` statements stall
+    /// in steps of about 2 s), so it never runs on the pooled connection
+    /// that renewals wait for. A failure is logged (a wake is only a hint).
+    async fn kick(
+        kick_conn: &mut Option<sqlx::MySqlConnection>,
+        opts: &MySqlConnectOptions,
+        kick: &str,
+        mariadb: bool,
+    ) {
+        if kick_conn.is_none() {
+            match sqlx::MySqlConnection::connect_with(opts).await {
+                Ok(c) => *kick_conn = Some(c),
+                Err(e) => {
+                    tracing::debug!(backend = NAME, error = %e, "release wake-up cannot connect");
+                    return;
+                }
+            }
+        }
+        if let Some(c) = kick_conn.as_mut() {
+            if !kick_on(kick, c, mariadb).await {
+                *kick_conn = None;
+            }
+        }
+    }
+
+    /// Closes the waking connection.
+    async fn close_kick_conn(&mut self) {
+        if let Some(c) = self.kick_conn.take() {
+            let _ = sqlx::Connection::close(c).await;
+        }
+    }
+
+    /// One step: wake the others if asked, reconnect, or read the free
+    /// waited names after a wake, or sleep until woken (or for
+    /// [`WAKER_SLEEP_S`]), waking the others meanwhile if asked.
     async fn round(&mut self) {
         use futures::future::{select, Either};
+        let asked = self.wake.kicks_asked.load(Ordering::Relaxed);
+        if Self::take_kicks(&mut self.kicks) {
+            Self::kick(
+                &mut self.kick_conn,
+                &self.opts,
+                &self.sql.kick,
+                self.mariadb,
+            )
+            .await;
+            self.kicked_at = Instant::now();
+            self.wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
+        }
         for n in self.wake.take_freed() {
             if let Ok(name) = LeaseName::new(&n) {
                 self.pending.push_back(name);
@@ -1179,6 +1417,7 @@ impl Waker {
         }
         if self.wake.closed.load(Ordering::Relaxed) {
             // No session open: no connection until one opens again.
+            self.close_kick_conn().await;
             if let Some(conn) = self.conn.take() {
                 self.wake.sleeper.store(0, Ordering::Relaxed);
                 let _ = sqlx::Connection::close(conn).await;
@@ -1204,26 +1443,61 @@ impl Waker {
         };
         if std::mem::take(&mut self.woken) {
             let waited = self.wake.waited();
-            if waited.is_empty() {
-                return;
-            }
+            let sessions: Vec<String> = {
+                let open = self.wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                open.iter().map(|id| format!("X'{id}'")).collect()
+            };
             // The names' checked characters hold no quote (S3.1).
             let list = waited
                 .iter()
                 .map(|n| format!("'{n}'"))
                 .collect::<Vec<_>>()
                 .join(",");
-            let stmt = self.sql.free.replace("@names@", &list);
-            match sqlx::Executor::fetch_all(&mut *conn, stmt.as_str()).await {
-                Ok(rows) => {
-                    for r in rows {
-                        if let Some(name) = r
-                            .try_get::<String, _>(0)
-                            .ok()
-                            .and_then(|n| LeaseName::new(&n).ok())
-                        {
-                            self.pending.push_back(name);
+            let mut stmts = Vec::new();
+            if !waited.is_empty() {
+                stmts.push(self.sql.free.replace("@names@", &list));
+            }
+            if !sessions.is_empty() {
+                stmts.push(
+                    self.sql
+                        .group_free
+                        .replace("@sessions@", &sessions.join(",")),
+                );
+            }
+            if stmts.is_empty() {
+                self.group_free.clear();
+                return;
+            }
+            let group_read = !sessions.is_empty();
+            match run_multi(conn, &stmts.join("; ")).await {
+                Ok(results) => {
+                    let mut rows = results.into_iter().map(|(_, rows)| rows);
+                    let names = |rows: Vec<sqlx::mysql::MySqlRow>| {
+                        rows.into_iter()
+                            .filter_map(|r| r.try_get::<String, _>(0).ok())
+                            .collect::<Vec<_>>()
+                    };
+                    if !waited.is_empty() {
+                        for n in names(rows.next().unwrap_or_default()) {
+                            if let Ok(name) = LeaseName::new(&n) {
+                                self.pending.push_back(name);
+                            }
                         }
+                    }
+                    if group_read {
+                        // Only the partitions free since the last read: a
+                        // partition still free was yielded then (with 1,000
+                        // partitions, hundreds are free during a move).
+                        let free: BTreeSet<String> =
+                            names(rows.next().unwrap_or_default()).into_iter().collect();
+                        for n in free.difference(&self.group_free) {
+                            if let Ok(name) = LeaseName::new(n) {
+                                if !self.pending.contains(&name) {
+                                    self.pending.push_back(name);
+                                }
+                            }
+                        }
+                        self.group_free = free;
                     }
                 }
                 Err(e) => {
@@ -1234,14 +1508,53 @@ impl Waker {
             return;
         }
         let limit = Duration::from_secs(WAKER_SLEEP_S + 5);
+        let Waker {
+            sql,
+            opts,
+            kicks,
+            kick_conn,
+            kicked_at,
+            mariadb,
+            wake,
+            ..
+        } = self;
         let slept = {
-            let sleep = Box::pin(sqlx::Executor::fetch_all(
-                &mut *conn,
-                self.sql.sleep.as_str(),
-            ));
-            match select(sleep, futures_timer::Delay::new(limit)).await {
-                Either::Left((r, _)) => Some(r),
-                Either::Right(_) => None,
+            let mut sleep = Box::pin(sqlx::Executor::fetch_all(&mut *conn, sql.sleep.as_str()));
+            let mut limit = futures_timer::Delay::new(limit);
+            let mut kicks_open = true;
+            loop {
+                // While the waking connection is open: closed when idle.
+                let idle = match kick_conn {
+                    Some(_) => KICK_IDLE.saturating_sub(kicked_at.elapsed()),
+                    None => Duration::from_secs(WAKER_SLEEP_S + 5),
+                };
+                let asked = async {
+                    if kicks_open {
+                        futures::StreamExt::next(kicks).await
+                    } else {
+                        futures::future::pending().await
+                    }
+                };
+                let other = select(Box::pin(asked), futures_timer::Delay::new(idle));
+                match select(select(&mut sleep, &mut limit), other).await {
+                    Either::Left((Either::Left((r, _)), _)) => break Some(r),
+                    Either::Left((Either::Right(_), _)) => break None,
+                    Either::Right((Either::Left((Some(()), _)), _)) => {
+                        let asked = wake.kicks_asked.load(Ordering::Relaxed);
+                        Self::take_kicks(kicks);
+                        Self::kick(kick_conn, opts, &sql.kick, *mariadb).await;
+                        *kicked_at = Instant::now();
+                        wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
+                    }
+                    Either::Right((Either::Left((None, _)), _)) => kicks_open = false,
+                    Either::Right((Either::Right(_), _)) => {
+                        if kick_conn.is_some() && kicked_at.elapsed() >= KICK_IDLE {
+                            if let Some(c) = kick_conn.take() {
+                                let _ = sqlx::Connection::close(c).await;
+                            }
+                        }
+                    }
+                }
             }
         };
         match slept {

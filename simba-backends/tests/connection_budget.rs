@@ -1,6 +1,8 @@
 //! The connection budget (issue 18): by default a node's SQL backend holds at
-//! most one connection for its calls on the server, plus (PostgreSQL) one for
-//! its release listener, even with many calls in flight at once. Counted on
+//! most one connection for its calls on the server, plus one for its release
+//! listener (PostgreSQL) or waker (MariaDB, whose waker opens one more while
+//! it wakes the other nodes after a burst of releases), even with many calls
+//! in flight at once. Counted on
 //! the server (`pg_stat_activity`, `information_schema.PROCESSLIST`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(unused_imports, dead_code)]
@@ -170,7 +172,7 @@ async fn mariadb_node_holds_one_call_connection_and_one_waker() {
         while releases.next().await.is_some() {}
     });
     let max = load_and_count(&b, 8, 15, count).await;
-    eprintln!("connection_budget: MariaDB node, 8 concurrent sessions: at most {max} server connections (budget 2)");
+    eprintln!("connection_budget: MariaDB node, 8 concurrent sessions: at most {max} server connections (budget 3)");
     wake.abort();
     drop(b);
     drop_mysql_tables(&tag).await;
@@ -180,9 +182,13 @@ async fn mariadb_node_holds_one_call_connection_and_one_waker() {
             .await
             .unwrap();
     }
-    assert_eq!(
-        max, 2,
-        "MariaDB node used {max} connections, budget 2 (calls and the release waker)"
+    // Calls, the release waker, and the waker's second connection, which
+    // wakes the other nodes after a burst of releases (issue 30: a MariaDB
+    // `KILL QUERY` can stall for seconds, so it never runs on the call
+    // connection in a burst; docs/BACKENDS.md, "Connection budget").
+    assert!(
+        (2..=3).contains(&max),
+        "MariaDB node used {max} connections, budget 3 (calls, the release waker and its waking connection)"
     );
 }
 

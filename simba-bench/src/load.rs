@@ -616,7 +616,10 @@ async fn setup(o: &LoadOpts, tag: &str) -> Result<Setup, String> {
                 } else {
                     Counter::MysqlGlobal { admin }
                 }),
-                budget: 1 + usize::from(
+                // Calls, and with the waker on, the waker and its second
+                // connection, which wakes the other nodes after a burst of
+                // releases (docs/BACKENDS.md, "Connection budget").
+                budget: 1 + 2 * usize::from(
                     BackendConfig::parse(&url)
                         .map_err(|e| e.to_string())?
                         .listen(),
