@@ -806,6 +806,18 @@ impl EtcdBackend {
             .and_then(|l| l.places.get(name).cloned())
     }
 
+    /// Whether this client knows `session` and knows it has no place of
+    /// `name`: every place an acquire through this client may have written
+    /// is recorded (`Pending` until the acquire's outcome is known, also
+    /// when the call failed or timed out), and a place no record stands
+    /// behind is deleted after the next renewal.
+    fn knows_no_place(&self, lease: i64, session: SessionId, name: &LeaseName) -> bool {
+        lock(&self.inner.local)
+            .get(&lease)
+            .filter(|l| l.session == session)
+            .is_some_and(|l| !l.places.contains_key(name))
+    }
+
     /// Records (or, with `None`, forgets) the session's place for `name`.
     fn set_place(&self, lease: i64, session: SessionId, name: &LeaseName, place: Option<Place>) {
         let mut local = lock(&self.inner.local);
@@ -1262,7 +1274,12 @@ impl Backend for EtcdBackend {
                         w: Waiting { rev, .. },
                         since,
                     } => *since >= sent || listed.get(name) == Some(rev),
-                    Place::Pending { .. } => true,
+                    // An acquire whose outcome is unknown (still running, or
+                    // failed) may have written a place; once the record is
+                    // old and the read shows none, there is none.
+                    Place::Pending { since } => {
+                        *since + self.inner.timeout * 2 >= sent || listed.contains_key(name)
+                    }
                 });
             }
             owned.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1335,8 +1352,11 @@ impl Backend for EtcdBackend {
                         return Ok(AcquireOutcome::Won { token, remaining });
                     }
                 }
-                Some(_) => {}
-                None => self.set_place(
+                Some(Place::Waiting { .. } | Place::Won { .. }) => {}
+                // A new acquire: the record counts from it (a `Pending` left
+                // by a failed one would let a renewal take the place this
+                // one writes for a stale one).
+                Some(Place::Pending { .. }) | None => self.set_place(
                     lease,
                     session,
                     name,
@@ -1345,16 +1365,12 @@ impl Backend for EtcdBackend {
                     }),
                 ),
             }
-            let result = self.acquire_call(lease, session, name).await;
-            if result.is_err() {
-                // Nothing of ours is known to exist; a place a lost reply
-                // left is found by the next acquire, removed by a withdraw,
-                // or deleted after a renewal.
-                if let Some(Place::Pending { .. }) = self.place_of(lease, session, name) {
-                    self.set_place(lease, session, name, None);
-                }
-            }
-            result
+            // A failed call (or one dropped at its call timeout) leaves the
+            // place `Pending`: the transaction may have been applied, so a
+            // withdraw must still delete what it may have written; a place
+            // so left is also found by the next acquire, or deleted after a
+            // renewal once the record is old.
+            self.acquire_call(lease, session, name).await
         }
         .boxed()
     }
@@ -1413,6 +1429,13 @@ impl Backend for EtcdBackend {
             let _serial = serial.lock().await;
             if let Some(Place::Won { .. }) = self.place_of(lease, session, name) {
                 // A term: only a release with its token ends it (S4.5).
+                return Ok(());
+            }
+            if self.knows_no_place(lease, session, name) {
+                // No place to delete (withdrawn already, deleted, or never
+                // written): no call. Every withdraw is a write etcd commits
+                // one after the other, and members of a group of 1,000
+                // partitions sent thousands of these.
                 return Ok(());
             }
             let sid = session.to_string();
