@@ -120,6 +120,14 @@ const NAME: &str = "etcd";
 /// At most this many calls (renewals aside) in flight at once; see
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
+
+/// How long the holder an acquire read is trusted to filter release
+/// broadcasts (see [`track`]): a holder whose deletion the watch missed
+/// silences the name's broadcasts no longer than this.
+const HOLDER_FRESH: Duration = Duration::from_secs(60);
+
+/// At most this many names' holders are remembered (then forgotten at once).
+const MAX_HOLDERS: usize = 65_536;
 /// The key prefix used when the URL has no path.
 pub const DEFAULT_KEY_PREFIX: &str = "/simba";
 
@@ -394,6 +402,10 @@ struct Inner {
     local: Mutex<HashMap<i64, Local>>,
     /// The watch on places, see [`track`].
     tracker: Mutex<Tracker>,
+    /// The holding place of each name as the latest acquire through this
+    /// client read it (suffix, when read), see [`track`]: locked after
+    /// `tracker`, never before.
+    holders: Mutex<HashMap<String, (String, Instant)>>,
     /// Serializes starting the watch.
     tracker_start: tokio::sync::Mutex<()>,
     /// Dropped with the backend: the watch task then ends.
@@ -596,6 +608,7 @@ impl EtcdBackend {
                 timeout: opts.timeout,
                 local: Mutex::new(HashMap::new()),
                 tracker: Mutex::new(Tracker::default()),
+                holders: Mutex::new(HashMap::new()),
                 tracker_start: tokio::sync::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
             }),
@@ -956,6 +969,25 @@ impl EtcdBackend {
             };
             let judged = judge(&entries, &me, sid.as_bytes(), gone);
             let own_gone = gone(&me);
+            // The holder as this listing shows it (places seen deleted
+            // since left out), recorded under the watch's lock: a deletion
+            // of it is either left out here or seen by the watch after.
+            let mut holders = lock(&self.inner.holders);
+            if holders.len() >= MAX_HOLDERS {
+                holders.clear();
+            }
+            match &judged.first {
+                Some(first) => {
+                    holders.insert(
+                        name.as_str().to_owned(),
+                        (first.suffix.clone(), Instant::now()),
+                    );
+                }
+                None => {
+                    holders.remove(name.as_str());
+                }
+            }
+            drop(holders);
             if let (Some(rev), false) = (judged.ours, judged.blockers.is_empty()) {
                 if !own_gone {
                     let w = Waiting {
@@ -1970,19 +2002,50 @@ async fn track(
                             let mut tracker = lock(&inner.tracker);
                             tracker.note_deleted(n, suffix, kv.mod_revision());
                             let mut local = lock(&inner.local);
+                            let mut unblocked = false;
                             for (lease, l) in local.iter_mut() {
                                 let struck = match l.places.get_mut(&name) {
-                                    Some(Place::Waiting { w, .. }) => strike(
-                                        w,
-                                        &format!("{lease:016x}"),
-                                        suffix,
-                                        kv.mod_revision(),
-                                    ),
+                                    Some(Place::Waiting { w, .. }) => {
+                                        let struck = strike(
+                                            w,
+                                            &format!("{lease:016x}"),
+                                            suffix,
+                                            kv.mod_revision(),
+                                        );
+                                        unblocked |=
+                                            struck == Struck::Blocker && w.blockers.is_empty();
+                                        struck
+                                    }
                                     _ => Struck::Nothing,
                                 };
                                 if struck == Struck::Own {
                                     l.places.remove(&name);
                                 }
+                            }
+                            drop(local);
+                            // A deletion frees the lease only if it deletes
+                            // the holding place. While the holder an acquire
+                            // read still stands first (no place can appear
+                            // before it), deleting another place, a waiter
+                            // withdrawing, frees nothing: not announced
+                            // (S4.2). Announced, a withdraw by any member of
+                            // a group cleared the other members' marks of
+                            // the partition (S10.2): they asked again for
+                            // partitions a live member held, and free ones
+                            // stayed unowned.
+                            let mut holders = lock(&inner.holders);
+                            let frees = match holders.get(n) {
+                                Some((h, at)) if at.elapsed() < HOLDER_FRESH && h != suffix => {
+                                    false
+                                }
+                                _ => {
+                                    holders.remove(n);
+                                    true
+                                }
+                            };
+                            drop(holders);
+                            if !frees && !unblocked {
+                                continue;
                             }
                             name
                         } else {
@@ -1999,6 +2062,11 @@ async fn track(
                 // Broken: resume from the last revision seen.
                 Ok(None) | Err(_) => break,
             }
+        }
+        // Deletions may be missed from here on (compaction): every
+        // deletion is announced until acquires read the holders again.
+        if let Some(inner) = inner.upgrade() {
+            lock(&inner.holders).clear();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
