@@ -406,6 +406,10 @@ struct Inner {
     /// client read it (suffix, when read), see [`track`]: locked after
     /// `tracker`, never before.
     holders: Mutex<HashMap<String, (String, Instant)>>,
+    /// The first revision the running watch delivers every deletion from
+    /// (`i64::MAX` while none runs): a holder read at an older revision
+    /// may have been deleted unseen, and is not recorded.
+    watch_from: std::sync::atomic::AtomicI64,
     /// Serializes starting the watch.
     tracker_start: tokio::sync::Mutex<()>,
     /// Dropped with the backend: the watch task then ends.
@@ -609,6 +613,7 @@ impl EtcdBackend {
                 local: Mutex::new(HashMap::new()),
                 tracker: Mutex::new(Tracker::default()),
                 holders: Mutex::new(HashMap::new()),
+                watch_from: std::sync::atomic::AtomicI64::new(i64::MAX),
                 tracker_start: tokio::sync::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
             }),
@@ -972,18 +977,24 @@ impl EtcdBackend {
             // The holder as this listing shows it (places seen deleted
             // since left out), recorded under the watch's lock: a deletion
             // of it is either left out here or seen by the watch after.
+            let watched = tracker.running
+                && read_rev.saturating_add(1)
+                    >= self
+                        .inner
+                        .watch_from
+                        .load(std::sync::atomic::Ordering::SeqCst);
             let mut holders = lock(&self.inner.holders);
             if holders.len() >= MAX_HOLDERS {
                 holders.clear();
             }
             match &judged.first {
-                Some(first) => {
+                Some(first) if watched => {
                     holders.insert(
                         name.as_str().to_owned(),
                         (first.suffix.clone(), Instant::now()),
                     );
                 }
-                None => {
+                _ => {
                     holders.remove(name.as_str());
                 }
             }
@@ -1959,6 +1970,11 @@ async fn track(
                 continue;
             }
         };
+        if let Some(inner) = inner.upgrade() {
+            inner
+                .watch_from
+                .store(from, std::sync::atomic::Ordering::SeqCst);
+        }
         if let Some(r) = ready.take() {
             if r.send(Ok(())).is_err() {
                 return;
@@ -2066,7 +2082,12 @@ async fn track(
         // Deletions may be missed from here on (compaction): every
         // deletion is announced until acquires read the holders again.
         if let Some(inner) = inner.upgrade() {
+            let tracker = lock(&inner.tracker);
+            inner
+                .watch_from
+                .store(i64::MAX, std::sync::atomic::Ordering::SeqCst);
             lock(&inner.holders).clear();
+            drop(tracker);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
