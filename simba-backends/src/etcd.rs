@@ -120,6 +120,14 @@ const NAME: &str = "etcd";
 /// At most this many calls (renewals aside) in flight at once; see
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
+
+/// How long the holder an acquire read is trusted to filter release
+/// broadcasts (see [`track`]): a holder whose deletion the watch missed
+/// silences the name's broadcasts no longer than this.
+const HOLDER_FRESH: Duration = Duration::from_secs(60);
+
+/// At most this many names' holders are remembered (then forgotten at once).
+const MAX_HOLDERS: usize = 65_536;
 /// The key prefix used when the URL has no path.
 pub const DEFAULT_KEY_PREFIX: &str = "/simba";
 
@@ -394,6 +402,14 @@ struct Inner {
     local: Mutex<HashMap<i64, Local>>,
     /// The watch on places, see [`track`].
     tracker: Mutex<Tracker>,
+    /// The holding place of each name as the latest acquire through this
+    /// client read it (suffix, when read), see [`track`]: locked after
+    /// `tracker`, never before.
+    holders: Mutex<HashMap<String, (String, Instant)>>,
+    /// The first revision the running watch delivers every deletion from
+    /// (`i64::MAX` while none runs): a holder read at an older revision
+    /// may have been deleted unseen, and is not recorded.
+    watch_from: std::sync::atomic::AtomicI64,
     /// Serializes starting the watch.
     tracker_start: tokio::sync::Mutex<()>,
     /// Dropped with the backend: the watch task then ends.
@@ -596,6 +612,8 @@ impl EtcdBackend {
                 timeout: opts.timeout,
                 local: Mutex::new(HashMap::new()),
                 tracker: Mutex::new(Tracker::default()),
+                holders: Mutex::new(HashMap::new()),
+                watch_from: std::sync::atomic::AtomicI64::new(i64::MAX),
                 tracker_start: tokio::sync::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
             }),
@@ -806,6 +824,18 @@ impl EtcdBackend {
             .and_then(|l| l.places.get(name).cloned())
     }
 
+    /// Whether this client knows `session` and knows it has no place of
+    /// `name`: every place an acquire through this client may have written
+    /// is recorded (`Pending` until the acquire's outcome is known, also
+    /// when the call failed or timed out), and a place no record stands
+    /// behind is deleted after the next renewal.
+    fn knows_no_place(&self, lease: i64, session: SessionId, name: &LeaseName) -> bool {
+        lock(&self.inner.local)
+            .get(&lease)
+            .filter(|l| l.session == session)
+            .is_some_and(|l| !l.places.contains_key(name))
+    }
+
     /// Records (or, with `None`, forgets) the session's place for `name`.
     fn set_place(&self, lease: i64, session: SessionId, name: &LeaseName, place: Option<Place>) {
         let mut local = lock(&self.inner.local);
@@ -944,6 +974,31 @@ impl EtcdBackend {
             };
             let judged = judge(&entries, &me, sid.as_bytes(), gone);
             let own_gone = gone(&me);
+            // The holder as this listing shows it (places seen deleted
+            // since left out), recorded under the watch's lock: a deletion
+            // of it is either left out here or seen by the watch after.
+            let watched = tracker.running
+                && read_rev.saturating_add(1)
+                    >= self
+                        .inner
+                        .watch_from
+                        .load(std::sync::atomic::Ordering::SeqCst);
+            let mut holders = lock(&self.inner.holders);
+            if holders.len() >= MAX_HOLDERS {
+                holders.clear();
+            }
+            match &judged.first {
+                Some(first) if watched => {
+                    holders.insert(
+                        name.as_str().to_owned(),
+                        (first.suffix.clone(), Instant::now()),
+                    );
+                }
+                _ => {
+                    holders.remove(name.as_str());
+                }
+            }
+            drop(holders);
             if let (Some(rev), false) = (judged.ours, judged.blockers.is_empty()) {
                 if !own_gone {
                     let w = Waiting {
@@ -1262,7 +1317,12 @@ impl Backend for EtcdBackend {
                         w: Waiting { rev, .. },
                         since,
                     } => *since >= sent || listed.get(name) == Some(rev),
-                    Place::Pending { .. } => true,
+                    // An acquire whose outcome is unknown (still running, or
+                    // failed) may have written a place; once the record is
+                    // old and the read shows none, there is none.
+                    Place::Pending { since } => {
+                        *since + self.inner.timeout * 2 >= sent || listed.contains_key(name)
+                    }
                 });
             }
             owned.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1335,8 +1395,11 @@ impl Backend for EtcdBackend {
                         return Ok(AcquireOutcome::Won { token, remaining });
                     }
                 }
-                Some(_) => {}
-                None => self.set_place(
+                Some(Place::Waiting { .. } | Place::Won { .. }) => {}
+                // A new acquire: the record counts from it (a `Pending` left
+                // by a failed one would let a renewal take the place this
+                // one writes for a stale one).
+                Some(Place::Pending { .. }) | None => self.set_place(
                     lease,
                     session,
                     name,
@@ -1345,16 +1408,12 @@ impl Backend for EtcdBackend {
                     }),
                 ),
             }
-            let result = self.acquire_call(lease, session, name).await;
-            if result.is_err() {
-                // Nothing of ours is known to exist; a place a lost reply
-                // left is found by the next acquire, removed by a withdraw,
-                // or deleted after a renewal.
-                if let Some(Place::Pending { .. }) = self.place_of(lease, session, name) {
-                    self.set_place(lease, session, name, None);
-                }
-            }
-            result
+            // A failed call (or one dropped at its call timeout) leaves the
+            // place `Pending`: the transaction may have been applied, so a
+            // withdraw must still delete what it may have written; a place
+            // so left is also found by the next acquire, or deleted after a
+            // renewal once the record is old.
+            self.acquire_call(lease, session, name).await
         }
         .boxed()
     }
@@ -1413,6 +1472,13 @@ impl Backend for EtcdBackend {
             let _serial = serial.lock().await;
             if let Some(Place::Won { .. }) = self.place_of(lease, session, name) {
                 // A term: only a release with its token ends it (S4.5).
+                return Ok(());
+            }
+            if self.knows_no_place(lease, session, name) {
+                // No place to delete (withdrawn already, deleted, or never
+                // written): no call. Every withdraw is a write etcd commits
+                // one after the other, and members of a group of 1,000
+                // partitions sent thousands of these.
                 return Ok(());
             }
             let sid = session.to_string();
@@ -1904,6 +1970,11 @@ async fn track(
                 continue;
             }
         };
+        if let Some(inner) = inner.upgrade() {
+            inner
+                .watch_from
+                .store(from, std::sync::atomic::Ordering::SeqCst);
+        }
         if let Some(r) = ready.take() {
             if r.send(Ok(())).is_err() {
                 return;
@@ -1947,19 +2018,50 @@ async fn track(
                             let mut tracker = lock(&inner.tracker);
                             tracker.note_deleted(n, suffix, kv.mod_revision());
                             let mut local = lock(&inner.local);
+                            let mut unblocked = false;
                             for (lease, l) in local.iter_mut() {
                                 let struck = match l.places.get_mut(&name) {
-                                    Some(Place::Waiting { w, .. }) => strike(
-                                        w,
-                                        &format!("{lease:016x}"),
-                                        suffix,
-                                        kv.mod_revision(),
-                                    ),
+                                    Some(Place::Waiting { w, .. }) => {
+                                        let struck = strike(
+                                            w,
+                                            &format!("{lease:016x}"),
+                                            suffix,
+                                            kv.mod_revision(),
+                                        );
+                                        unblocked |=
+                                            struck == Struck::Blocker && w.blockers.is_empty();
+                                        struck
+                                    }
                                     _ => Struck::Nothing,
                                 };
                                 if struck == Struck::Own {
                                     l.places.remove(&name);
                                 }
+                            }
+                            drop(local);
+                            // A deletion frees the lease only if it deletes
+                            // the holding place. While the holder an acquire
+                            // read still stands first (no place can appear
+                            // before it), deleting another place, a waiter
+                            // withdrawing, frees nothing: not announced
+                            // (S4.2). Announced, a withdraw by any member of
+                            // a group cleared the other members' marks of
+                            // the partition (S10.2): they asked again for
+                            // partitions a live member held, and free ones
+                            // stayed unowned.
+                            let mut holders = lock(&inner.holders);
+                            let frees = match holders.get(n) {
+                                Some((h, at)) if at.elapsed() < HOLDER_FRESH && h != suffix => {
+                                    false
+                                }
+                                _ => {
+                                    holders.remove(n);
+                                    true
+                                }
+                            };
+                            drop(holders);
+                            if !frees && !unblocked {
+                                continue;
                             }
                             name
                         } else {
@@ -1976,6 +2078,16 @@ async fn track(
                 // Broken: resume from the last revision seen.
                 Ok(None) | Err(_) => break,
             }
+        }
+        // Deletions may be missed from here on (compaction): every
+        // deletion is announced until acquires read the holders again.
+        if let Some(inner) = inner.upgrade() {
+            let tracker = lock(&inner.tracker);
+            inner
+                .watch_from
+                .store(i64::MAX, std::sync::atomic::Ordering::SeqCst);
+            lock(&inner.holders).clear();
+            drop(tracker);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -157,7 +157,7 @@ async fn member(
     i: usize,
     log: &Log,
 ) -> Result<Running, String> {
-    let backend = crate::measure::connect(url).await?;
+    let backend = crate::calls::wrap(crate::measure::connect(url).await?, i);
     let sev = Severable::new(backend);
     let simba = simba_tokio::builder_dyn(sev.clone())
         .config(config(plan)?)

@@ -11,6 +11,7 @@
 //! hand-over floors and the etcd Lock RPC on the backends' own clients
 //! ([`raw`]) and the peers' ([`peers`]).
 
+pub mod calls;
 pub mod counters;
 pub mod groups;
 pub mod load;

@@ -13,6 +13,7 @@ use crate::protocol::{
     TaskOrder, TaskOutcome, Term,
 };
 use crate::time::Timestamp;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// An acquire command whose reply has not arrived (current or abandoned).
@@ -413,6 +414,13 @@ impl Engine {
                             // It competes again since: nothing to withdraw (S4.5).
                             self.withdraws.remove(op);
                             continue;
+                        }
+                    }
+                    if let Command::Withdraw { op, .. } = &command {
+                        // S2.4, S4.6: its call timeout counts from now, when
+                        // it is sent, not from when it was decided.
+                        if let Some(w) = self.withdraws.get_mut(op) {
+                            w.0 = now;
                         }
                     }
                     self.calls_out.insert(command.op(), now);
@@ -1164,13 +1172,28 @@ impl Engine {
 
     /// A withdraw of `session` unanswered for its call timeout has failed
     /// (S2.4): reported, and sent again like one answered with a failure.
+    /// The timeout counts from when the withdraw was sent: one still
+    /// waiting for a call slot (S4.6) has not failed. Counting it from when
+    /// it was decided made every withdraw that waited longer than a call
+    /// timeout count as failed and go out again after each renewal, while
+    /// the first still went out: with 1,000 partitions on etcd one member
+    /// sent 19,621 withdraws for 1,825 `Held` replies.
     fn withdraws_timed_out(&mut self, session: SessionId) {
         let horizon = self.now.saturating_sub(self.call_timeout());
+        let waiting: BTreeSet<OpId> = self
+            .waiting
+            .iter()
+            .filter_map(|w| match w {
+                Waiting::Command(Command::Withdraw { op, .. }) => Some(*op),
+                _ => None,
+            })
+            .collect();
         let late: Vec<OpId> = self
             .withdraws
             .iter()
-            .take_while(|(_, (sent_at, _, _))| *sent_at <= horizon)
-            .filter(|(_, (_, s, _))| *s == session)
+            .filter(|(op, (sent_at, s, _))| {
+                *sent_at <= horizon && *s == session && !waiting.contains(op)
+            })
             .map(|(op, _)| *op)
             .collect();
         for op in late {
