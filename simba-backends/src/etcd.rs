@@ -98,6 +98,7 @@
 //! backend is dropped.
 
 use crate::etcd_queue::{judge, split_place, strike, Entry, Struck, Waiting};
+use crate::queue::{HOLDER_FRESH, MAX_HOLDERS};
 use crate::{check_lease_duration, check_prefix, redact, Backend, BackendConfig, Inspection};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, LeaseKeepAliveStream,
@@ -121,13 +122,6 @@ const NAME: &str = "etcd";
 /// [`Backend::max_concurrent_calls`].
 const MAX_CALLS_IN_FLIGHT: usize = 32;
 
-/// How long the holder an acquire read is trusted to filter release
-/// broadcasts (see [`track`]): a holder whose deletion the watch missed
-/// silences the name's broadcasts no longer than this.
-const HOLDER_FRESH: Duration = Duration::from_secs(60);
-
-/// At most this many names' holders are remembered (then forgotten at once).
-const MAX_HOLDERS: usize = 65_536;
 /// The key prefix used when the URL has no path.
 pub const DEFAULT_KEY_PREFIX: &str = "/simba";
 

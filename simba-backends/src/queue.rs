@@ -92,6 +92,15 @@ pub(crate) fn stand<K: Ord, T: Clone>(
     out
 }
 
+/// How long the holder an acquire read is trusted to filter release
+/// broadcasts (a deletion of another place frees nothing while the holder
+/// stands, S4.2): a holder whose deletion the watch missed silences the
+/// name's broadcasts no longer than this.
+pub(crate) const HOLDER_FRESH: Duration = Duration::from_secs(60);
+
+/// At most this many names' holders are remembered (then forgotten at once).
+pub(crate) const MAX_HOLDERS: usize = 65_536;
+
 /// How many recent deletions of places the watch remembers, and for how
 /// long, so a listing that crossed a deletion is judged without it.
 const DELETED_KEPT: usize = 65_536;

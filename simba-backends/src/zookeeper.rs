@@ -49,6 +49,7 @@
 //! process) ends it too. See `docs/BACKENDS.md`.
 
 use crate::metadata::NO_METADATA;
+use crate::queue::{HOLDER_FRESH, MAX_HOLDERS};
 use crate::zookeeper_queue::{judge, parse_place, place_prefix, QueueView};
 use crate::zookeeper_tls::Tls;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
@@ -61,6 +62,7 @@ use simba_core::{
     SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use zookeeper_client as zk;
@@ -114,6 +116,13 @@ struct Inner {
     sessions: Mutex<HashMap<SessionId, Arc<Entry>>>,
     /// The persistent recursive watch on `<root>/leases` (see [`track`]).
     tracker: Mutex<Tracker>,
+    /// The holding child of each name as the latest acquire through this
+    /// backend read it (child, when read), see [`track`]: locked after
+    /// `tracker`, never before.
+    holders: Mutex<HashMap<String, (String, Instant)>>,
+    /// Counts the watch's starts and ends: a listing read while the same
+    /// watch ran throughout has every later deletion delivered.
+    watch_epoch: AtomicU64,
     /// Serializes starting the watch.
     tracker_start: futures::lock::Mutex<()>,
     /// Dropped with the backend: the watch task then ends.
@@ -446,6 +455,8 @@ impl ZkBackend {
                 observer: Mutex::new(observer),
                 sessions: Mutex::new(HashMap::new()),
                 tracker: Mutex::new(Tracker::default()),
+                holders: Mutex::new(HashMap::new()),
+                watch_epoch: AtomicU64::new(0),
                 tracker_start: futures::lock::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
             }),
@@ -518,7 +529,11 @@ impl ZkBackend {
             .map_err(|e| map_err("watch", e))?;
         let (stop_tx, stop_rx) = futures::channel::oneshot::channel();
         *lock(&self.inner.tracker_stop) = Some(stop_tx);
-        lock(&self.inner.tracker).running = true;
+        {
+            let mut tracker = lock(&self.inner.tracker);
+            tracker.running = true;
+            self.inner.watch_epoch.fetch_add(1, Ordering::SeqCst);
+        }
         drop(asyncs::spawn(track(
             Arc::downgrade(&self.inner),
             watcher,
@@ -644,12 +659,50 @@ impl ZkBackend {
     /// `me`, without the places the watch has seen deleted (a deleted
     /// place's name never comes back). Costs the listing's length, however
     /// many deletions the backend remembers for other names.
-    fn judge_listing(&self, name: &str, children: &[String], me: i64) -> QueueView {
+    /// The watch as it stands before a listing is read: the epoch of the
+    /// running watch, if one runs (see [`Self::judge_listing`]).
+    fn watch_now(&self) -> Option<u64> {
+        let tracker = lock(&self.inner.tracker);
+        tracker
+            .running
+            .then(|| self.inner.watch_epoch.load(Ordering::SeqCst))
+    }
+
+    /// Judges a listing of `name`'s children for `me`, leaving out those
+    /// the watch saw deleted. The holder it shows is recorded for the
+    /// broadcast filter (see [`track`]) only when the watch that ran before
+    /// the listing was read (`watched`, from [`Self::watch_now`]) still runs:
+    /// then every deletion after the listing reaches it, and a deletion of
+    /// the holder is either left out here or seen by the watch after.
+    fn judge_listing(
+        &self,
+        name: &str,
+        children: &[String],
+        me: i64,
+        watched: Option<u64>,
+    ) -> QueueView {
         let tracker = lock(&self.inner.tracker);
         let gone = tracker.deleted(name);
-        judge(children, me, |child| {
+        let judged = judge(children, me, |child| {
             gone.is_some_and(|g| g.contains_key(child))
-        })
+        });
+        let still =
+            tracker.running && watched == Some(self.inner.watch_epoch.load(Ordering::SeqCst));
+        let mut holders = lock(&self.inner.holders);
+        if holders.len() >= MAX_HOLDERS {
+            holders.clear();
+        }
+        match &judged.first {
+            Some(first) if still => {
+                holders.insert(name.to_owned(), (first.clone(), Instant::now()));
+            }
+            _ => {
+                holders.remove(name);
+            }
+        }
+        drop(holders);
+        drop(tracker);
+        judged
     }
 
     /// Acquire (see the module docs): answer from the session's place when
@@ -666,6 +719,7 @@ impl ZkBackend {
         let parent = self.lease_path(n);
         let me = entry.zk_id;
         let place = lock(&entry.places).get(n).cloned();
+        let watched = self.watch_now();
         match place {
             Some(Place::Won { path, czxid, .. }) => {
                 // A repeat: the place still exists, or the term is over.
@@ -693,7 +747,7 @@ impl ZkBackend {
                     Err(zk::Error::NoNode) => Vec::new(),
                     Err(e) => return Err(e),
                 };
-                let judged = self.judge_listing(n, &children, me);
+                let judged = self.judge_listing(n, &children, me, watched);
                 let child = path.rsplit('/').next().unwrap_or_default();
                 if judged.ours.as_deref() == Some(child) {
                     return Ok(self.placed(
@@ -718,7 +772,7 @@ impl ZkBackend {
                 since: Instant::now(),
             },
         );
-        let result = self.create_place(entry, client, n).await;
+        let result = self.create_place(entry, client, n, watched).await;
         if result.is_err() {
             // Nothing of ours is known to exist; a place a lost reply left
             // is found by the next acquire's listing, or removed by a
@@ -732,11 +786,14 @@ impl ZkBackend {
     }
 
     /// Creates the session's place for `n` and lists the queue behind it.
+    /// `watched`: the watch as it stood before the acquire read anything
+    /// ([`Self::watch_now`]).
     async fn create_place(
         &self,
         entry: &Entry,
         client: &zk::Client,
         n: &str,
+        watched: Option<u64>,
     ) -> Result<AcquireOutcome, zk::Error> {
         let parent = self.lease_path(n);
         let base = self.place_base(n, entry.zk_id);
@@ -794,7 +851,7 @@ impl ZkBackend {
                 ));
             };
             let child = path.rsplit('/').next().unwrap_or_default().to_owned();
-            let judged = self.judge_listing(n, &children, me);
+            let judged = self.judge_listing(n, &children, me, watched);
             let Some(ours) = judged.ours.clone() else {
                 return Err(zk::Error::UnexpectedError(format!(
                     "the listing of `{n}` misses the place {child} just created"
@@ -1173,10 +1230,32 @@ async fn track(
                 }
                 lock(&inner.tracker).note_deleted(n, child, ());
                 let entries: Vec<Arc<Entry>> = lock(&inner.sessions).values().cloned().collect();
+                let mut unblocked = false;
                 for e in entries {
                     if let Some(Place::Waiting { blockers, .. }) = lock(&e.places).get_mut(n) {
-                        blockers.remove(child);
+                        unblocked |= blockers.remove(child) && blockers.is_empty();
                     }
+                }
+                // A deletion frees the lease only if it deletes the holding
+                // child. While the holder an acquire read still stands first
+                // (no child can appear before it), deleting another child, a
+                // waiter withdrawing, frees nothing: not announced (S4.2).
+                // Announced, a withdraw by any member of a group cleared the
+                // other members' marks of the partition (S10.2): they asked
+                // again for partitions a live member held, and free ones
+                // stayed unowned.
+                let frees = {
+                    let mut holders = lock(&inner.holders);
+                    match holders.get(n) {
+                        Some((h, at)) if at.elapsed() < HOLDER_FRESH && h != child => false,
+                        _ => {
+                            holders.remove(n);
+                            true
+                        }
+                    }
+                };
+                if !frees && !unblocked {
+                    continue;
                 }
                 if let Ok(name) = LeaseName::new(n) {
                     lock(&inner.tracker).announce(&[name]);
@@ -1184,7 +1263,12 @@ async fn track(
             }
             zk::EventType::Session if event.session_state.is_terminated() => {
                 // The subscribers' streams end; they subscribe again.
-                lock(&inner.tracker).stopped();
+                // Deletions may be missed from here on: every deletion is
+                // announced until acquires read the holders again.
+                let mut tracker = lock(&inner.tracker);
+                tracker.stopped();
+                inner.watch_epoch.fetch_add(1, Ordering::SeqCst);
+                lock(&inner.holders).clear();
                 return;
             }
             _ => {}
