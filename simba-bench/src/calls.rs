@@ -183,7 +183,13 @@ impl Backend for Logged {
         session: SessionId,
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.leave_group(session, group)
+        async move {
+            let t = Instant::now();
+            let r = self.inner.leave_group(session, group).await;
+            line(self.member, "leave", group.as_str(), "-", Some(t.elapsed()));
+            r
+        }
+        .boxed()
     }
     fn claim_slot<'a>(
         &'a self,

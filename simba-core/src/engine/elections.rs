@@ -846,9 +846,10 @@ impl Engine {
     /// Releases a voluntarily ended term, unless the client is closing: then
     /// the one `CloseSession` releases every lease at once (S1.4).
     pub(super) fn release_voluntarily(&mut self, term: Term) {
-        if !self.closing {
-            self.release(term.session, term.name, term.token);
+        if self.closing || self.defer_release(term.session, &term.name, term.token) {
+            return;
         }
+        self.release(term.session, term.name, term.token);
     }
 
     /// S6.1 steps 4–5: the wait is over; release, then resolve what waited.

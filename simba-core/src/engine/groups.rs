@@ -123,6 +123,10 @@ pub(super) struct Group {
     /// membership, not at every acquire reply (with 1,000 partitions it
     /// sorts thousands of pairs).
     pub(super) base: Option<(SessionId, Vec<SessionId>, BTreeSet<u32>)>,
+    /// Releases of partitions handed over by a leave, held back until the
+    /// backend has answered the `LeaveGroup` (S10.3): the members who stay
+    /// renew on their broadcasts and must find the leaver gone.
+    pub(super) deferred: Vec<(SessionId, LeaseName, Token)>,
 }
 
 impl Group {
@@ -259,6 +263,7 @@ impl Engine {
                 planned: BTreeSet::new(),
                 announced: Vec::new(),
                 base: None,
+                deferred: Vec::new(),
             },
         );
         self.send_joins();
@@ -393,7 +398,48 @@ impl Engine {
             // that stays listed would be given partitions nobody takes.
             g.leave = if ok { Leave::Left } else { Leave::Needed };
         }
+        // Answered, or failed (a failed leave is sent again, but the
+        // partitions are not kept from the others meanwhile).
+        self.send_deferred(&name);
         self.maybe_group_left(&name);
+    }
+
+    /// S10.3: whether the release of `name` (a partition handed over by a
+    /// leave whose `LeaveGroup` is not yet answered) waits for that answer;
+    /// if so it is kept to be sent then.
+    pub(super) fn defer_release(
+        &mut self,
+        session: SessionId,
+        name: &LeaseName,
+        token: Token,
+    ) -> bool {
+        if Some(session) != self.session.id {
+            return false;
+        }
+        let Some(g) = parse_partition_name(name.as_str()).and_then(|(g, _)| self.groups.get_mut(g))
+        else {
+            return false;
+        };
+        if !matches!(g.leave, Leave::Needed | Leave::Leaving { .. }) {
+            return false;
+        }
+        g.deferred.push((session, name.clone(), token));
+        true
+    }
+
+    /// Sends the releases a leave held back (S10.3), unless the client is
+    /// closing: its `CloseSession` releases every lease at once (S1.4).
+    fn send_deferred(&mut self, group: &LeaseName) {
+        let Some(g) = self.groups.get_mut(group) else {
+            return;
+        };
+        let deferred = std::mem::take(&mut g.deferred);
+        if self.closing {
+            return;
+        }
+        for (session, name, token) in deferred {
+            self.release(session, name, token);
+        }
     }
 
     /// S10.2: every renewal lists the live members of each joined group;
@@ -416,6 +462,8 @@ impl Engine {
             }
             if matches!(g.leave, Leave::Leaving { sent_at, .. } if now >= sent_at + timeout) {
                 g.leave = Leave::Needed;
+                self.send_deferred(&name);
+                continue;
             }
             if g.leave != Leave::No {
                 continue;
@@ -740,6 +788,9 @@ impl Engine {
                 }
                 g.target.clear();
                 g.announced.clear();
+                // The session's end freed the partitions with everything
+                // else it held.
+                g.deferred.clear();
                 if !g.members.is_empty() {
                     g.members.clear();
                     self.emit(Event::GroupChanged {
