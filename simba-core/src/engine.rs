@@ -73,6 +73,16 @@ enum TimerKey {
     Slots,
 }
 
+/// A release decided by this engine (see `Engine::releasing`).
+#[derive(Clone, Copy, Debug)]
+struct Releasing {
+    /// When it was sent (`None` while it waits for a call slot, S4.6):
+    /// unanswered for a call timeout after it was sent, it counts as lost.
+    sent_at: Option<Timestamp>,
+    /// The input count when its reply came.
+    answered_seq: Option<u64>,
+}
+
 /// Simba's sans-IO engine: one session on the backend, and any number of
 /// elections and locks on it. See the [crate documentation](crate) for the
 /// drive loop, the time contract and the error policy.
@@ -96,6 +106,12 @@ pub struct Engine {
     term_names: BTreeMap<TermId, LeaseName>,
     /// The highest token this session released, per name (S4.3).
     released: BTreeMap<LeaseName, Token>,
+    /// Releases decided and not yet known to be applied, by name and
+    /// token (S3.4 orphans): a renewal that lists such a lease as owned
+    /// may predate the release, and is no reason to release it again.
+    releasing: BTreeMap<(LeaseName, Token), Releasing>,
+    /// The release commands in flight or waiting for a slot, by id.
+    release_ops: BTreeMap<OpId, (LeaseName, Token)>,
     timers: Timers<TimerKey>,
     /// Entries whose timer must be recomputed (duplicates are harmless).
     dirty: Vec<LeaseName>,
@@ -179,6 +195,8 @@ impl Engine {
             acquires: BTreeMap::new(),
             term_names: BTreeMap::new(),
             released: BTreeMap::new(),
+            releasing: BTreeMap::new(),
+            release_ops: BTreeMap::new(),
             timers: Timers::new(),
             dirty: Vec::new(),
             out: VecDeque::new(),
@@ -308,7 +326,13 @@ impl Engine {
             Input::SessionOpened { op, result } => self.on_session_opened(op, result),
             Input::RenewReplied { op, result } => self.on_renew_replied(op, result),
             Input::AcquireReplied { op, result } => self.on_acquire_replied(op, result),
-            Input::ReleaseReplied { op: _, result } => {
+            Input::ReleaseReplied { op, result } => {
+                if let Some(key) = self.release_ops.remove(&op) {
+                    let seq = self.seq;
+                    if let Some(r) = self.releasing.get_mut(&key) {
+                        r.answered_seq = Some(seq);
+                    }
+                }
                 if let Err(error) = result {
                     self.emit(Event::BackendFailed {
                         command: "release",

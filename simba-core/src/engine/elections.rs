@@ -416,11 +416,17 @@ impl Engine {
                             continue;
                         }
                     }
+                    // S2.4, S4.6: a call's timeout counts from now, when it
+                    // is sent, not from when it was decided.
                     if let Command::Withdraw { op, .. } = &command {
-                        // S2.4, S4.6: its call timeout counts from now, when
-                        // it is sent, not from when it was decided.
                         if let Some(w) = self.withdraws.get_mut(op) {
                             w.0 = now;
+                        }
+                    }
+                    if let Command::Release { op, .. } = &command {
+                        let key = self.release_ops.get(op);
+                        if let Some(r) = key.and_then(|k| self.releasing.get_mut(k)) {
+                            r.sent_at = Some(now);
                         }
                     }
                     self.calls_out.insert(command.op(), now);
@@ -1079,12 +1085,31 @@ impl Engine {
         }
         let op = self.op();
         self.stats.releases += 1;
+        self.release_ops.insert(op, (name.clone(), token));
+        self.releasing.insert(
+            (name.clone(), token),
+            super::Releasing {
+                sent_at: None,
+                answered_seq: None,
+            },
+        );
+        let key = (name.clone(), token);
         self.command(Command::Release {
             op,
             session,
             name,
             token,
         });
+        let queued = self
+            .waiting
+            .iter()
+            .rev()
+            .any(|w| matches!(w, super::Waiting::Command(c) if c.op() == op));
+        if !queued {
+            if let Some(r) = self.releasing.get_mut(&key) {
+                r.sent_at = Some(self.now);
+            }
+        }
     }
 
     /// S4.5: `name` stops competing without a term. If it sent an acquire

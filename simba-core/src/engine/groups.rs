@@ -746,7 +746,9 @@ impl Engine {
                 // rather than at the next interval: a backend need not
                 // announce joins and leaves (S10.5), and a release comes
                 // only with a change, never in a steady state (S1.1).
-                let renew = g.leave == Leave::No && !g.target.contains(&p);
+                // Not for the echo of this member's own release.
+                let own = self.releasing.keys().any(|(n, _)| n == name);
+                let renew = g.leave == Leave::No && !g.target.contains(&p) && !own;
                 if let Ok(group) = LeaseName::new(group) {
                     self.retarget(&group);
                 }

@@ -456,6 +456,33 @@ impl Engine {
                 self.after_involuntary_loss(&name);
             }
         }
+        // A release still pending, or answered after this renewal was sent,
+        // may simply not show in it yet: releasing again at every renewal
+        // queued one more release per renewal behind the call slots (S4.6),
+        // and a member giving up hundreds of partitions flooded its
+        // backend. A release answered before the renewal was sent whose
+        // lease is still listed failed: it is sent again.
+        let (now, timeout) = (self.now, self.call_timeout());
+        orphans.retain(|(name, token)| {
+            !self
+                .releasing
+                .get(&(name.clone(), *token))
+                .is_some_and(|r| match r.answered_seq {
+                    None => r.sent_at.is_none_or(|t| now < t + timeout),
+                    Some(seq) => seq >= renew_seq,
+                })
+        });
+        // Forget the releases this renewal shows applied (it was sent after
+        // their reply and lists them no more) and those lost.
+        let listed: std::collections::BTreeSet<(&LeaseName, Token)> =
+            owned.iter().map(|(n, t)| (n, *t)).collect();
+        self.releasing
+            .retain(|(name, token), r| match r.answered_seq {
+                None => r.sent_at.is_none_or(|t| now < t + timeout),
+                Some(seq) => seq >= renew_seq || listed.contains(&(name, *token)),
+            });
+        self.release_ops
+            .retain(|_, key| self.releasing.contains_key(key));
         if let Some(session) = self.session.id {
             for (name, token) in orphans {
                 // Owned but unknown: a lost acquire reply or a failed release.
