@@ -212,6 +212,10 @@ struct AppEntry {
     waiters: Vec<oneshot::Sender<()>>,
     /// An election's latest term, for `Election::is_leader`.
     current: Option<CurrentTerm>,
+    /// How many more callbacks than the executor's bound may wait (S7.7):
+    /// two per partition for a group, whose partitions are gained and lost
+    /// in bursts (a lone member gains all of them at once).
+    extra_queue: usize,
 }
 
 /// A leader task that runs, with its term and the work it spawned.
@@ -528,9 +532,15 @@ impl Driver {
                     lock_reply: None,
                     waiters: Vec::new(),
                     current: Some(current),
+                    extra_queue: 0,
                 }
             }
-            Spec::Group { listener, task, .. } => {
+            Spec::Group {
+                listener,
+                task,
+                partitions,
+                ..
+            } => {
                 let queue = listener.as_ref().and_then(|_| self.new_queue(&name));
                 AppEntry {
                     listener,
@@ -540,6 +550,9 @@ impl Driver {
                     waiters: Vec::new(),
                     // A group holds many terms at once, not one.
                     current: None,
+                    extra_queue: usize::try_from(partitions)
+                        .unwrap_or(usize::MAX)
+                        .saturating_mul(2),
                 }
             }
             Spec::Lock { reply, .. } => AppEntry {
@@ -549,6 +562,7 @@ impl Driver {
                 lock_reply: Some(reply),
                 waiters: Vec::new(),
                 current: None,
+                extra_queue: 0,
             },
         };
         tracing::info!(name = %name, %entry, kind = ?self.engine.kind_of(entry), "started");
@@ -902,7 +916,8 @@ impl Driver {
             CallbackExecutor::SpawnedBounded(max) => max,
             CallbackExecutor::Spawned => CALLBACK_QUEUE,
             CallbackExecutor::Inline => usize::MAX,
-        };
+        }
+        .saturating_add(e.extra_queue);
         if let Some(q) = &e.queue {
             if q.pending.load(Ordering::Acquire) >= bound {
                 tracing::warn!(name = %term.name, token = %term.token, "callback executor refused on_elected (S7.7)");

@@ -19,7 +19,8 @@ pub enum CallbackExecutor {
     /// As `Spawned`, but an `on_elected` is refused while `n` callbacks of
     /// that election are still waiting to run: the term then ends silently
     /// and the election steps down for one lease duration (S7.7).
-    /// `Spawned` is `SpawnedBounded(`[`CALLBACK_QUEUE`]`)`.
+    /// `Spawned` is `SpawnedBounded(`[`CALLBACK_QUEUE`]`)`. A group's
+    /// queue holds two more callbacks per partition than `n`.
     SpawnedBounded(usize),
     /// Callbacks run on the driver loop itself (S7.6): keep them short, and
     /// only chain on the futures the client returns; blocking calls made
