@@ -2,8 +2,8 @@
 //! set, every member's backend calls (acquire, withdraw, release, renew)
 //! and release broadcasts are written to `<file>`, one line each: the
 //! milliseconds since the first call, the member, the call, the name, the
-//! outcome and the call's duration in milliseconds. Without the variable
-//! the backend is used as it is.
+//! outcome and the call's duration in milliseconds. Whether or not it is
+//! set, the wrapper records when each release was sent ([`Releases`]).
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -46,18 +46,39 @@ fn line(member: usize, call: &str, name: &str, outcome: &str, took: Option<Durat
     }
 }
 
-/// `inner`, logging its calls as member `member` when `SIMBA_BENCH_CALLS`
-/// is set.
-pub fn wrap(inner: Arc<dyn Backend>, member: usize) -> Arc<dyn Backend> {
-    if sink().is_none() {
-        return inner;
+/// When each lease name's latest release was sent, for the groups
+/// section's "from the release" times (S10.3 counts a graceful move from
+/// the old owner's release).
+#[derive(Clone, Default)]
+pub struct Releases(Arc<Mutex<std::collections::BTreeMap<String, Instant>>>);
+
+impl Releases {
+    fn sent(&self, name: &LeaseName) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(name.as_str().to_owned(), Instant::now());
+        }
     }
-    Arc::new(Logged { inner, member })
+
+    /// When the latest release of `name` was sent, if one was.
+    pub fn last(&self, name: &str) -> Option<Instant> {
+        self.0.lock().ok().and_then(|m| m.get(name).copied())
+    }
+}
+
+/// `inner`, recording when it sends releases in `releases`, and logging
+/// its calls as member `member` when `SIMBA_BENCH_CALLS` is set.
+pub fn wrap(inner: Arc<dyn Backend>, member: usize, releases: Releases) -> Arc<dyn Backend> {
+    Arc::new(Logged {
+        inner,
+        member,
+        releases,
+    })
 }
 
 struct Logged {
     inner: Arc<dyn Backend>,
     member: usize,
+    releases: Releases,
 }
 
 impl Backend for Logged {
@@ -116,6 +137,7 @@ impl Backend for Logged {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
+            self.releases.sent(name);
             let t = Instant::now();
             let r = self.inner.release(session, name, token).await;
             let o = if r.is_ok() { "ok" } else { "err" };

@@ -3,7 +3,11 @@
 //! (the joiner's share; the partitions of the member who went), and how long
 //! each moved partition was unowned: from its old owner's `on_revoked` to its
 //! new owner's `on_elected` (a join, a graceful leave), or from the cut to
-//! `on_elected` (a crash, bounded by the lease).
+//! `on_elected` (a crash, bounded by the lease). For a join and a leave
+//! also from the old owner's release (where S10.3 counts a graceful move
+//! from), against the backend's own calls measured on the same server: a
+//! release, a renewal and an acquire. And how soon a lone first member owns
+//! its first and all partitions (S10.2).
 
 use crate::measure::config;
 use crate::report::{Figure, Row};
@@ -19,17 +23,28 @@ type Event = (Instant, usize, u32, bool);
 
 /// Records every member's gains and losses.
 #[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<Event>>>);
+struct Log {
+    events: Arc<Mutex<Vec<Event>>>,
+    /// When the members sent their releases.
+    releases: crate::calls::Releases,
+    /// The group's name.
+    group: String,
+}
 
 impl Log {
     fn push(&self, e: Event) {
-        if let Ok(mut l) = self.0.lock() {
+        if let Ok(mut l) = self.events.lock() {
             l.push(e);
         }
     }
 
+    /// The first gain at or after `t`, if any.
+    fn first_gain(&self, t: Instant) -> Option<Instant> {
+        self.since(t).iter().find(|e| e.3).map(|e| e.0)
+    }
+
     fn since(&self, t: Instant) -> Vec<Event> {
-        self.0
+        self.events
             .lock()
             .map(|l| l.iter().filter(|e| e.0 >= t).copied().collect())
             .unwrap_or_default()
@@ -38,7 +53,7 @@ impl Log {
     /// Partitions owned per member now.
     fn owned(&self, members: usize) -> Vec<usize> {
         let mut owner: std::collections::BTreeMap<u32, (usize, bool)> = Default::default();
-        if let Ok(l) = self.0.lock() {
+        if let Ok(l) = self.events.lock() {
             for &(_, m, p, gained) in l.iter() {
                 if gained {
                     owner.insert(p, (m, true));
@@ -103,22 +118,128 @@ async fn balanced(
 /// from `t` when there was none. A crashed member's losses (its own
 /// deadline passing, after the cut) do not count: its partitions were
 /// unowned for the others from the cut on.
-fn moves(log: &Log, t: Instant, crashed: Option<usize>) -> (usize, Vec<Duration>) {
+fn moves(log: &Log, t: Instant, crashed: Option<usize>) -> Moves {
     let events = log.since(t);
     let mut lost_at: std::collections::BTreeMap<u32, Instant> = Default::default();
-    let mut gaps = Vec::new();
+    let mut out = Moves::default();
     for &(at, m, p, gained) in &events {
         if Some(m) == crashed {
             continue;
         }
         if gained {
             let from = lost_at.remove(&p).unwrap_or(t);
-            gaps.push(at.saturating_duration_since(from));
+            out.gaps.push(at.saturating_duration_since(from));
+            let released = log.releases.last(&format!("{}:p{p}", log.group));
+            if let Some(r) = released.filter(|r| *r >= t && *r <= at) {
+                out.from_release.push(at.saturating_duration_since(r));
+            }
         } else {
             lost_at.insert(p, at);
         }
     }
-    (gaps.len(), gaps)
+    out
+}
+
+/// What moved in one membership change.
+#[derive(Default)]
+struct Moves {
+    /// Per moved partition: from its old owner's `on_revoked` (or the
+    /// change) to its new owner's `on_elected`.
+    gaps: Vec<Duration>,
+    /// Per moved partition that was released: from the release being sent
+    /// to the new owner's `on_elected`.
+    from_release: Vec<Duration>,
+}
+
+/// Medians of the backend calls a graceful move waits for, on a session
+/// of its own: a release, a renewal, an acquire (and a session opening and
+/// a group join, which a first member waits for).
+#[derive(Clone, Copy, Debug)]
+struct Calls {
+    open: Duration,
+    join: Duration,
+    renew: Duration,
+    acquire: Duration,
+    release: Duration,
+}
+
+impl Calls {
+    /// S10.3's three round trips: release, renewal, acquire.
+    fn move_floor(&self) -> Duration {
+        self.release + self.renew + self.acquire
+    }
+
+    /// A first member's path: open, join, renewal, acquire.
+    fn first_floor(&self) -> Duration {
+        self.open + self.join + self.renew + self.acquire
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// Measures [`Calls`] with 20 rounds on a session of its own.
+async fn calls(url: &str, group: &str) -> Result<Calls, String> {
+    use simba_core::LeaseName;
+    let b = crate::measure::connect(url).await?;
+    let lease = Duration::from_secs(10);
+    let name = LeaseName::new(format!("{group}.probe")).map_err(|e| e.to_string())?;
+    let probe_group = LeaseName::new(format!("{group}.probe.group")).map_err(|e| e.to_string())?;
+    let (mut open, mut join, mut renew, mut acquire, mut release) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let t = Instant::now();
+        let g = b.open_session(lease).await.map_err(|e| e.to_string())?;
+        open.push(t.elapsed());
+        let _ = b.close_session(g.session).await;
+    }
+    let session = b
+        .open_session(lease)
+        .await
+        .map_err(|e| e.to_string())?
+        .session;
+    let mut r = Ok(());
+    for _ in 0..20 {
+        let t = Instant::now();
+        let token = match b.acquire(session, &name).await {
+            Ok(simba_core::AcquireOutcome::Won { token, .. }) => token,
+            other => {
+                r = Err(format!("probe acquire: {other:?}"));
+                break;
+            }
+        };
+        acquire.push(t.elapsed());
+        let t = Instant::now();
+        if let Err(e) = b.release(session, &name, token).await {
+            r = Err(format!("probe release: {e}"));
+            break;
+        }
+        release.push(t.elapsed());
+        let t = Instant::now();
+        if let Err(e) = b.renew(session).await {
+            r = Err(format!("probe renewal: {e:?}"));
+            break;
+        }
+        renew.push(t.elapsed());
+        let t = Instant::now();
+        if let Err(e) = b.join_group(session, &probe_group).await {
+            r = Err(format!("probe join: {e}"));
+            break;
+        }
+        join.push(t.elapsed());
+        let _ = b.leave_group(session, &probe_group).await;
+    }
+    let _ = b.close_session(session).await;
+    r?;
+    Ok(Calls {
+        open: median(open),
+        join: median(join),
+        renew: median(renew),
+        acquire: median(acquire),
+        release: median(release),
+    })
 }
 
 fn row(
@@ -126,14 +247,16 @@ fn row(
     partitions: u32,
     what: &str,
     min: usize,
-    r: Result<(usize, Vec<Duration>), String>,
+    r: Result<Moves, String>,
+    calls: Option<&Calls>,
 ) -> Row {
     let name = t.kind.name();
     let what = format!("group of {partitions}: {what}, unowned time per moved partition");
     match r {
-        Ok((moved, gaps)) => {
-            let max = gaps.iter().max().copied().unwrap_or_default();
-            let Some(stat) = Stat::of_durations(&gaps) else {
+        Ok(m) => {
+            let moved = m.gaps.len();
+            let max = m.gaps.iter().max().copied().unwrap_or_default();
+            let Some(stat) = Stat::of_durations(&m.gaps) else {
                 let mut r = Row::new(name, &what, Figure::Value("nothing moved".into()));
                 r.relative = format!("moved {moved} (minimum {min})");
                 return r;
@@ -143,6 +266,52 @@ fn row(
                 "moved {moved} (minimum {min}); max {}",
                 fmt_secs(max.as_secs_f64())
             );
+            if let (Some(c), Some(from)) = (calls, Stat::of_durations(&m.from_release)) {
+                let floor = c.move_floor().as_secs_f64();
+                r.relative.push_str(&format!(
+                    "; from the old owner's release p50 {} ({:.2}×), max {} ({:.2}×) the medians of a release, a renewal and an acquire ({}, n={})",
+                    fmt_secs(from.median),
+                    from.median / floor,
+                    fmt_secs(from.p99),
+                    from.p99 / floor,
+                    fmt_secs(floor),
+                    from.n,
+                ));
+            }
+            r
+        }
+        Err(why) => Row::new(name, &what, Figure::Missing(why)),
+    }
+}
+
+/// The row of a lone first member: from `run_per_partition` to its first
+/// partition and to all of them.
+fn first_row(
+    t: &Target,
+    partitions: u32,
+    first: Result<(Duration, Duration), String>,
+    calls: Option<&Calls>,
+) -> Row {
+    let name = t.kind.name();
+    let what = format!(
+        "group of {partitions}: a lone first member, run_per_partition → its first on_elected"
+    );
+    match first {
+        Ok((first, all)) => {
+            let mut r = Row::new(name, &what, Figure::Value(fmt_secs(first.as_secs_f64())));
+            r.relative = format!(
+                "all {partitions} owned after {}",
+                fmt_secs(all.as_secs_f64())
+            );
+            if let Some(c) = calls {
+                let floor = c.first_floor().as_secs_f64();
+                r.relative.push_str(&format!(
+                    "; the first {:.2}× the medians of a session opening, a join, a renewal and an acquire ({})",
+                    first.as_secs_f64() / floor,
+                    fmt_secs(floor)
+                ));
+            }
+            r.goal = "S10.2: the first target one round trip after the join".into();
             r
         }
         Err(why) => Row::new(name, &what, Figure::Missing(why)),
@@ -156,8 +325,8 @@ async fn member(
     partitions: u32,
     i: usize,
     log: &Log,
-) -> Result<Running, String> {
-    let backend = crate::calls::wrap(crate::measure::connect(url).await?, i);
+) -> Result<(Running, Instant), String> {
+    let backend = crate::calls::wrap(crate::measure::connect(url).await?, i, log.releases.clone());
     let sev = Severable::new(backend);
     let simba = simba_tokio::builder_dyn(sev.clone())
         .config(config(plan)?)
@@ -178,6 +347,7 @@ async fn member(
             }
         }
     });
+    let started = Instant::now();
     let task = simba
         .group(group, partitions)
         .listener(Member(i, log.clone()))
@@ -186,7 +356,7 @@ async fn member(
         })
         .await
         .map_err(|e| e.to_string())?;
-    Ok((simba, task, sev, failures))
+    Ok(((simba, task, sev, failures), started))
 }
 
 /// A member's failed backend calls, by command and error.
@@ -212,8 +382,34 @@ impl Failures {
 /// it closes; then a member is cut off. With 8 and 1,000 partitions.
 pub async fn rows(t: &Target, plan: &Plan) -> Vec<Row> {
     let mut out = Vec::new();
+    let probe = format!("bench.group.calls.{}", crate::tag());
+    let calls = match calls(&t.url, &probe).await {
+        Ok(c) => {
+            out.push(Row::new(
+                t.kind.name(),
+                "groups: the backend's own calls, medians of 20 (5 openings) on a session of its own",
+                Figure::Value(format!(
+                    "release {}, renewal {}, acquire {}, session opening {}, join {}",
+                    fmt_secs(c.release.as_secs_f64()),
+                    fmt_secs(c.renew.as_secs_f64()),
+                    fmt_secs(c.acquire.as_secs_f64()),
+                    fmt_secs(c.open.as_secs_f64()),
+                    fmt_secs(c.join.as_secs_f64()),
+                )),
+            ));
+            Some(c)
+        }
+        Err(why) => {
+            out.push(Row::new(
+                t.kind.name(),
+                "groups: the backend's own calls",
+                Figure::Missing(why),
+            ));
+            None
+        }
+    };
     for partitions in [8u32, 1000] {
-        match scenario(t, plan, partitions).await {
+        match scenario(t, plan, partitions, calls.as_ref()).await {
             Ok(rows) => out.extend(rows),
             Err(why) => out.push(Row::new(
                 t.kind.name(),
@@ -314,22 +510,51 @@ async fn settle(
 /// A member: its client, its group and the switch that cuts it off.
 type Running = (Simba, GroupTask, Arc<Severable>, Failures);
 
-async fn scenario(t: &Target, plan: &Plan, partitions: u32) -> Result<Vec<Row>, String> {
+async fn scenario(
+    t: &Target,
+    plan: &Plan,
+    partitions: u32,
+    calls: Option<&Calls>,
+) -> Result<Vec<Row>, String> {
     let group = format!("bench.group.{partitions}.{}", crate::tag());
-    let log = Log::default();
+    let log = Log {
+        group: group.clone(),
+        ..Log::default()
+    };
+    let limit = plan.lease * 10 + Duration::from_secs(30);
     let mut members = Vec::new();
     let mut result = Ok(Vec::new());
     for i in 0..3 {
         match member(&t.url, plan, &group, partitions, i, &log).await {
-            Ok(m) => members.push(m),
+            Ok((m, started)) => {
+                members.push(m);
+                if i == 0 {
+                    // A lone first member: how soon it owns its partitions.
+                    let first = match settle(&log, &[0], partitions, limit, &[], &group).await {
+                        Ok(()) => {
+                            let all = started.elapsed();
+                            log.first_gain(started)
+                                .map(|f| (f.saturating_duration_since(started), all))
+                                .ok_or_else(|| "no partition gained".to_string())
+                        }
+                        Err(why) => Err(why),
+                    };
+                    let row = first_row(t, partitions, first, calls);
+                    if let Ok(rows) = result.as_mut() {
+                        rows.push(row);
+                    }
+                }
+            }
             Err(e) => {
                 result = Err(e);
                 break;
             }
         }
     }
-    if result.is_ok() {
-        result = changes(t, plan, partitions, &group, &log, &members).await;
+    if let Ok(first) = result {
+        result = changes(t, plan, partitions, &group, &log, &members, calls)
+            .await
+            .map(|rows| first.into_iter().chain(rows).collect());
     }
     // Closed whatever happened: members left running would load the
     // backends and the machine under the runs that follow.
@@ -348,6 +573,7 @@ async fn changes(
     group: &str,
     log: &Log,
     members: &[Running],
+    calls: Option<&Calls>,
 ) -> Result<Vec<Row>, String> {
     let limit = plan.lease * 10 + Duration::from_secs(30);
     let three: Vec<&Running> = members.iter().collect();
@@ -355,14 +581,14 @@ async fn changes(
     let mut rows = Vec::new();
     // Join.
     let t0 = Instant::now();
-    let joiner = member(&t.url, plan, group, partitions, 3, log).await?;
+    let (joiner, _) = member(&t.url, plan, group, partitions, 3, log).await?;
     let mut four = three.clone();
     four.push(&joiner);
     let r = settle(log, &[0, 1, 2, 3], partitions, limit, &four, group)
         .await
         .map(|()| moves(log, t0, None));
     let min = log.owned(4)[3];
-    rows.push(row(t, partitions, "join 3 → 4", min, r));
+    rows.push(row(t, partitions, "join 3 → 4", min, r, calls));
     // Graceful leave of the joiner.
     let min = log.owned(4)[3];
     let t0 = Instant::now();
@@ -370,7 +596,7 @@ async fn changes(
     let r = settle(log, &[0, 1, 2], partitions, limit, &three, group)
         .await
         .map(|()| moves(log, t0, None));
-    rows.push(row(t, partitions, "graceful leave 4 → 3", min, r));
+    rows.push(row(t, partitions, "graceful leave 4 → 3", min, r, calls));
     joiner.0.close().await;
     // Crash of member 2: its backend is cut, nothing is released.
     let min = log.owned(4)[2];
@@ -385,6 +611,7 @@ async fn changes(
         &format!("crash 3 → 2 (lease {})", fmt_secs(plan.lease.as_secs_f64())),
         min,
         r,
+        None,
     ));
     Ok(rows)
 }
