@@ -250,7 +250,8 @@ struct Sql {
     /// The interruption alone: MariaDB interrupts every sleeping waker in
     /// one compound statement; MySQL lists them (then one `KILL QUERY` each).
     kick: String,
-    /// The waited names that are free now (`@names@`: a quoted list).
+    /// The waited names that are free now (`@names@`: a quoted list),
+    /// with their latest token.
     free: String,
     /// At most [`GROUP_FREE_MAX`] free partitions of the groups that the
     /// sessions `@sessions@` (hex literals) joined.
@@ -409,7 +410,7 @@ impl Sql {
             close_only,
             kick,
             free: format!(
-                "SELECT CAST(l.name AS CHAR) FROM {l} l \
+                "SELECT CAST(l.name AS CHAR), l.token FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE l.name IN (@names@) AND h.id IS NULL"
             ),
@@ -1326,6 +1327,7 @@ impl Backend for MysqlBackend {
                 nudges_open: true,
                 kick_conn: None,
                 kicked_at: Instant::now(),
+                waited_free: BTreeSet::new(),
                 group_free: BTreeSet::new(),
                 mariadb: self.mariadb,
             };
@@ -1393,6 +1395,9 @@ struct Waker {
     kick_conn: Option<sqlx::MySqlConnection>,
     /// When the last wake-up ran.
     kicked_at: Instant,
+    /// The free waited names that the last read found (and yielded if
+    /// they were new), with their latest token.
+    waited_free: BTreeSet<(String, i64)>,
     /// The free partitions of the node's groups that the last read found
     /// (and yielded if they were new), with their latest token.
     group_free: BTreeSet<(String, i64)>,
@@ -1650,6 +1655,7 @@ impl Waker {
             );
         }
         if stmts.is_empty() {
+            self.waited_free.clear();
             self.group_free.clear();
             return;
         }
@@ -1657,39 +1663,37 @@ impl Waker {
         match run_multi(conn, &stmts.join("; ")).await {
             Ok(results) => {
                 let mut rows = results.into_iter().map(|(_, rows)| rows);
-                let names = |rows: Vec<sqlx::mysql::MySqlRow>| {
-                    rows.into_iter()
-                        .filter_map(|r| r.try_get::<String, _>(0).ok())
-                        .collect::<Vec<_>>()
-                };
-                if !waited.is_empty() {
-                    for n in names(rows.next().unwrap_or_default()) {
-                        if let Ok(name) = LeaseName::new(&n) {
-                            self.pending.push_back(name);
-                        }
-                    }
-                }
-                if group_read {
-                    // Only the partitions free since the last read: a
-                    // partition still free was yielded then (with 1,000
-                    // partitions, hundreds are free during a move). One
-                    // taken and freed again since has a later token: it is
-                    // newly free (a member that joined and left between two
-                    // reads frees the partitions the last read found free).
-                    let free: BTreeSet<(String, i64)> = rows
-                        .next()
-                        .unwrap_or_default()
-                        .into_iter()
-                        .filter_map(|r| Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?)))
-                        .collect();
-                    for (n, _) in free.difference(&self.group_free) {
-                        if let Ok(name) = LeaseName::new(n) {
-                            if !self.pending.contains(&name) {
-                                self.pending.push_back(name);
+                // Only the names free since the last read: one still free
+                // was yielded then (a joiner of 1,000 partitions waits for
+                // hundreds, and yielding every free one at every wake
+                // flooded its engine until its renewals starved). One taken
+                // and freed again since has a later token: it is newly free
+                // (a member that joined and left between two reads frees
+                // the partitions the last read found free).
+                let mut newly =
+                    |rows: Vec<sqlx::mysql::MySqlRow>, last: &mut BTreeSet<(String, i64)>| {
+                        let free: BTreeSet<(String, i64)> = rows
+                            .into_iter()
+                            .filter_map(|r| {
+                                Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?))
+                            })
+                            .collect();
+                        for (n, _) in free.difference(last) {
+                            if let Ok(name) = LeaseName::new(n) {
+                                if !self.pending.contains(&name) {
+                                    self.pending.push_back(name);
+                                }
                             }
                         }
-                    }
-                    self.group_free = free;
+                        *last = free;
+                    };
+                if waited.is_empty() {
+                    self.waited_free.clear();
+                } else {
+                    newly(rows.next().unwrap_or_default(), &mut self.waited_free);
+                }
+                if group_read {
+                    newly(rows.next().unwrap_or_default(), &mut self.group_free);
                 }
             }
             Err(e) => {
