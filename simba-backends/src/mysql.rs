@@ -73,10 +73,11 @@ const SESSIONS_MAX: usize = 64;
 /// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
 /// recognisable by its text; a release or close that frees a lease
 /// interrupts every such statement of the same table prefix that its user
-/// may see and kill (a release through its own waker's second connection,
-/// [`Waker::kick`]), and each woken node reads which of the names it waits
-/// for, and which partitions of its groups, are newly free. A wake is only
-/// a hint.
+/// may see and kill but its own node's (a release through its own waker's
+/// second connection, [`Waker::kick`]), and each woken node reads which of
+/// the names it waits for, and which partitions of its groups, are newly
+/// free; the names a node freed reach its own stream without an
+/// interruption. A wake is only a hint.
 #[derive(Debug)]
 struct Wake {
     /// Whether this node runs a waker (`simba_listen`, default on).
