@@ -36,6 +36,10 @@ use std::time::{Duration, Instant};
 const NAME: &str = "mysql";
 /// Stands for the session id (a hex literal) in `Sql::renew`.
 const RENEW_ID: &str = "@simba_session@";
+/// Stands for the connection id of the node's own waker in the statements
+/// that find the sleeping wakers (0: none): a node's own releases reach its
+/// waker without an interruption ([`Wake::freed`]).
+const SELF_ID: &str = "@simba_self@";
 /// Now, in microseconds since the epoch, on the server's clock.
 const NOW: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)";
 
@@ -69,10 +73,11 @@ const SESSIONS_MAX: usize = 64;
 /// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
 /// recognisable by its text; a release or close that frees a lease
 /// interrupts every such statement of the same table prefix that its user
-/// may see and kill (a release through its own waker's second connection,
-/// [`Waker::kick`]), and each woken node reads which of the names it waits
-/// for, and which partitions of its groups, are newly free. A wake is only
-/// a hint.
+/// may see and kill but its own node's (a release through its own waker's
+/// second connection, [`Waker::kick`]), and each woken node reads which of
+/// the names it waits for, and which partitions of its groups, are newly
+/// free; the names a node freed reach its own stream without an
+/// interruption. A wake is only a hint.
 #[derive(Debug)]
 struct Wake {
     /// Whether this node runs a waker (`simba_listen`, default on).
@@ -112,6 +117,9 @@ struct Wake {
     /// Asks this node's waker to interrupt every sleeping waker
     /// ([`Waker::kick`]); `None` while no waker runs. Requests coalesce.
     kick: Mutex<Option<futures::channel::mpsc::Sender<()>>>,
+    /// Tells this node's waker that names it freed wait in `freed`: they
+    /// reach its stream while it sleeps, without an interruption.
+    nudge: Mutex<Option<futures::channel::mpsc::Sender<()>>>,
 }
 
 impl Wake {
@@ -151,10 +159,35 @@ impl Wake {
 
     fn freed(&self, names: impl IntoIterator<Item = String>) {
         if self.subscribed.load(Ordering::Relaxed) {
-            let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
-            let room = FREED_MAX.saturating_sub(freed.len());
-            freed.extend(names.into_iter().take(room));
+            {
+                let mut freed = self.freed.lock().unwrap_or_else(|p| p.into_inner());
+                let room = FREED_MAX.saturating_sub(freed.len());
+                freed.extend(names.into_iter().take(room));
+            }
+            // A full channel: a nudge is pending, which covers these.
+            if let Some(n) = self
+                .nudge
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_mut()
+            {
+                let _ = n.try_send(());
+            }
         }
+    }
+
+    /// `stmt` with [`SELF_ID`] as this node's waker's connection id (0:
+    /// none running), which it then does not interrupt.
+    fn without_self(&self, stmt: &str) -> String {
+        stmt.replace(SELF_ID, &self.sleeper.load(Ordering::Relaxed).to_string())
+    }
+
+    fn has_freed(&self) -> bool {
+        !self
+            .freed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
     }
 
     fn take_freed(&self) -> Vec<String> {
@@ -218,7 +251,8 @@ struct Sql {
     /// The interruption alone: MariaDB interrupts every sleeping waker in
     /// one compound statement; MySQL lists them (then one `KILL QUERY` each).
     kick: String,
-    /// The waited names that are free now (`@names@`: a quoted list).
+    /// The waited names that are free now (`@names@`: a quoted list),
+    /// with their latest token.
     free: String,
     /// At most [`GROUP_FREE_MAX`] free partitions of the groups that the
     /// sessions `@sessions@` (hex literals) joined.
@@ -239,7 +273,7 @@ impl Sql {
         // only its own connections.
         let sleepers = format!(
             "SELECT CAST({} AS SIGNED) AS q FROM information_schema.PROCESSLIST \
-             WHERE STATE = 'User sleep' AND COMMAND = 'Query' \
+             WHERE STATE = 'User sleep' AND COMMAND = 'Query' AND ID <> {SELF_ID} \
              AND INFO = CONCAT('SELECT SLEEP({WAKER_SLEEP_S}), ''simba', '-waker:{prefix}''')",
             if mariadb { "QUERY_ID" } else { "ID" }
         );
@@ -377,14 +411,15 @@ impl Sql {
             close_only,
             kick,
             free: format!(
-                "SELECT CAST(l.name AS CHAR) FROM {l} l \
+                "SELECT CAST(l.name AS CHAR), l.token FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE l.name IN (@names@) AND h.id IS NULL"
             ),
             // Partition leases `{{group}}:p{{index}}` (S3.1) of the groups
-            // the node's sessions joined, by a range of the primary key.
+            // the node's sessions joined, by a range of the primary key,
+            // with their latest token (each acquire gives the next one).
             group_free: format!(
-                "SELECT CAST(l.name AS CHAR) FROM {m} g \
+                "SELECT CAST(l.name AS CHAR), l.token FROM {m} g \
                  JOIN {l} l ON l.name >= CONCAT(g.name, ':p') AND l.name < CONCAT(g.name, ':q') \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE g.session IN (@sessions@) AND h.id IS NULL LIMIT {GROUP_FREE_MAX}"
@@ -428,6 +463,7 @@ impl MysqlBackend {
             open: AtomicU64::new(0),
             sleeper: AtomicU64::new(0),
             kick: Mutex::new(None),
+            nudge: Mutex::new(None),
             sessions: Mutex::new(BTreeSet::new()),
             kicks_asked: AtomicU64::new(0),
             kicks_done: AtomicU64::new(0),
@@ -624,6 +660,7 @@ impl MysqlBackend {
                 open: AtomicU64::new(0),
                 sleeper: AtomicU64::new(0),
                 kick: Mutex::new(None),
+                nudge: Mutex::new(None),
                 sessions: Mutex::new(BTreeSet::new()),
                 kicks_asked: AtomicU64::new(0),
                 kicks_done: AtomicU64::new(0),
@@ -1012,7 +1049,8 @@ async fn release_on(
     } else {
         &sql.release_wake
     };
-    let stmt = stmt
+    let stmt = wake
+        .without_self(stmt)
         .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
         .replace("@name@", name.as_str())
         .replace("@token@", &token.to_string());
@@ -1025,14 +1063,16 @@ async fn release_on(
         results.first().is_some_and(|(n, _)| *n > 0)
     };
     let woke = !kicks;
-    if freed {
-        wake.freed([name.as_str().to_owned()]);
-    }
     if !mariadb && freed && woke {
         wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
     }
+    // The others first: the waker wakes them before it yields this name
+    // to its own node's stream.
     if freed && !woke && !wake.request_kick() {
-        kick_on(&sql.kick, c, mariadb).await;
+        kick_on(&wake.without_self(&sql.kick), c, mariadb).await;
+    }
+    if freed {
+        wake.freed([name.as_str().to_owned()]);
     }
     Ok(())
 }
@@ -1053,7 +1093,9 @@ async fn close_on(
     } else {
         &sql.close_wake
     };
-    let stmt = stmt.replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
+    let stmt = wake
+        .without_self(stmt)
+        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
     let results = run_multi(c, &stmt).await.map_err(get)?;
     let mut held = Vec::new();
     if let Some((_, rows)) = results.first() {
@@ -1066,7 +1108,7 @@ async fn close_on(
         // The node may be ending: a wake-up is not left to its waker (this
         // one, or one asked for by a release just before).
         if freed || wake.kick_pending() {
-            kick_on(&sql.kick, c, mariadb).await;
+            kick_on(&wake.without_self(&sql.kick), c, mariadb).await;
         }
     } else if !mariadb {
         wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
@@ -1269,8 +1311,11 @@ impl Backend for MysqlBackend {
             // before the waker takes it.
             let (kick, kicks) = futures::channel::mpsc::channel(0);
             *self.wake.kick.lock().unwrap_or_else(|p| p.into_inner()) = Some(kick);
+            let (nudge, nudges) = futures::channel::mpsc::channel(0);
+            *self.wake.nudge.lock().unwrap_or_else(|p| p.into_inner()) = Some(nudge);
             let waker = Waker {
                 conn: Some(conn),
+                sleeping: None,
                 opts,
                 wake: Arc::clone(&self.wake),
                 sql: self.sql.clone(),
@@ -1278,8 +1323,12 @@ impl Backend for MysqlBackend {
                 // At the start, the waited names already free count too.
                 woken: true,
                 kicks,
+                kicks_open: true,
+                nudges,
+                nudges_open: true,
                 kick_conn: None,
                 kicked_at: Instant::now(),
+                waited_free: BTreeSet::new(),
                 group_free: BTreeSet::new(),
                 mariadb: self.mariadb,
             };
@@ -1310,10 +1359,25 @@ async fn connection_id(c: &mut sqlx::MySqlConnection) -> u64 {
         .unwrap_or(0)
 }
 
+/// The waker's running sleep: it owns the connection until the statement
+/// answers, so the waker can yield its own node's freed names and wake the
+/// other nodes meanwhile.
+type Sleeping = BoxFuture<
+    'static,
+    (
+        sqlx::MySqlConnection,
+        Result<Vec<sqlx::mysql::MySqlRow>, sqlx::Error>,
+    ),
+>;
+
 /// A node's waker: its own connection, sleeping until a release wakes it
 /// (see [`Wake`]).
 struct Waker {
+    /// The connection while no sleep runs on it.
     conn: Option<sqlx::MySqlConnection>,
+    /// The sleep running on the connection, and when it is presumed dead
+    /// (no answer within [`WAKER_SLEEP_S`] and 5 s more).
+    sleeping: Option<(Sleeping, Instant)>,
     opts: MySqlConnectOptions,
     wake: Arc<Wake>,
     sql: Sql,
@@ -1323,14 +1387,21 @@ struct Waker {
     woken: bool,
     /// Requests to wake the other nodes ([`Wake::request_kick`]).
     kicks: futures::channel::mpsc::Receiver<()>,
+    kicks_open: bool,
+    /// Names this node freed wait in `Wake::freed` ([`Wake::freed`]).
+    nudges: futures::channel::mpsc::Receiver<()>,
+    nudges_open: bool,
     /// The connection that wakes the others, opened at a request and
     /// closed [`KICK_IDLE`] after the last.
     kick_conn: Option<sqlx::MySqlConnection>,
     /// When the last wake-up ran.
     kicked_at: Instant,
+    /// The free waited names that the last read found (and yielded if
+    /// they were new), with their latest token.
+    waited_free: BTreeSet<(String, i64)>,
     /// The free partitions of the node's groups that the last read found
-    /// (and yielded if they were new).
-    group_free: BTreeSet<String>,
+    /// (and yielded if they were new), with their latest token.
+    group_free: BTreeSet<(String, i64)>,
     mariadb: bool,
 }
 
@@ -1339,48 +1410,51 @@ struct Waker {
 const KICK_IDLE: Duration = Duration::from_secs(30);
 
 impl Waker {
-    /// The connection is presumed broken: dropped, reconnected next round.
+    /// The connection is presumed broken: dropped (with its sleep, if one
+    /// runs), reconnected next round.
     fn lose_conn(&mut self) {
         self.conn = None;
+        self.sleeping = None;
         self.wake.sleeper.store(0, Ordering::Relaxed);
     }
 
-    /// Takes every pending request to wake the others: whether any was.
-    fn take_kicks(kicks: &mut futures::channel::mpsc::Receiver<()>) -> bool {
+    /// Takes every pending message of `rx`: whether any was.
+    fn take_all(rx: &mut futures::channel::mpsc::Receiver<()>) -> bool {
         let mut any = false;
-        while let Ok(()) = kicks.try_recv() {
+        while let Ok(()) = rx.try_recv() {
             any = true;
         }
         any
     }
 
-    /// Wakes every sleeping waker of the table prefix (this node's own
-    /// too, which then yields the names its node freed), on a connection of
-    /// its own: every release that committed before this runs is covered.
-    /// On MariaDB a `KILL QUERY` of a sleeping statement can take up to
-    /// 2 s (measured: concurrent kills of `SELECT SLEEP` statements stall
-    /// in steps of about 2 s), so it never runs on the pooled connection
-    /// that renewals wait for. A failure is logged (a wake is only a hint).
-    async fn kick(
-        kick_conn: &mut Option<sqlx::MySqlConnection>,
-        opts: &MySqlConnectOptions,
-        kick: &str,
-        mariadb: bool,
-    ) {
-        if kick_conn.is_none() {
-            match sqlx::MySqlConnection::connect_with(opts).await {
-                Ok(c) => *kick_conn = Some(c),
+    /// Wakes every sleeping waker of the table prefix but this node's own
+    /// (its node's freed names reach it through `Wake::freed`), on a
+    /// connection of its own: every release that committed before this
+    /// runs is covered. On MariaDB a `KILL QUERY` of a sleeping statement
+    /// stalls 2 s when another `SLEEP` starts or ends at that moment (the
+    /// server's kill retries its lock on the sleeps' one mutex for 2 s
+    /// while the woken sleep waits for the killer), so it never runs on the
+    /// pooled connection that renewals wait for. A failure is logged (a
+    /// wake is only a hint).
+    async fn kick(&mut self) {
+        let asked = self.wake.kicks_asked.load(Ordering::Relaxed);
+        Self::take_all(&mut self.kicks);
+        if self.kick_conn.is_none() {
+            match sqlx::MySqlConnection::connect_with(&self.opts).await {
+                Ok(c) => self.kick_conn = Some(c),
                 Err(e) => {
                     tracing::debug!(backend = NAME, error = %e, "release wake-up cannot connect");
-                    return;
                 }
             }
         }
-        if let Some(c) = kick_conn.as_mut() {
-            if !kick_on(kick, c, mariadb).await {
-                *kick_conn = None;
+        if let Some(c) = self.kick_conn.as_mut() {
+            let kick = self.wake.without_self(&self.sql.kick);
+            if !kick_on(&kick, c, self.mariadb).await {
+                self.kick_conn = None;
             }
         }
+        self.kicked_at = Instant::now();
+        self.wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
     }
 
     /// Closes the waking connection.
@@ -1390,176 +1464,140 @@ impl Waker {
         }
     }
 
-    /// One step: wake the others if asked, reconnect, or read the free
-    /// waited names after a wake, or sleep until woken (or for
-    /// [`WAKER_SLEEP_S`]), waking the others meanwhile if asked.
-    async fn round(&mut self) {
-        use futures::future::{select, Either};
-        let asked = self.wake.kicks_asked.load(Ordering::Relaxed);
-        if Self::take_kicks(&mut self.kicks) {
-            Self::kick(
-                &mut self.kick_conn,
-                &self.opts,
-                &self.sql.kick,
-                self.mariadb,
-            )
-            .await;
-            self.kicked_at = Instant::now();
-            self.wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
-        }
+    /// Moves the names its own node freed to `pending`.
+    fn take_freed(&mut self) {
         for n in self.wake.take_freed() {
             if let Ok(name) = LeaseName::new(&n) {
                 self.pending.push_back(name);
             }
         }
+    }
+
+    /// One step: wake the others if asked, yield the names its node freed,
+    /// reconnect, or read the free waited names after a wake, or sleep
+    /// until woken (or for [`WAKER_SLEEP_S`]), waking the others meanwhile
+    /// if asked, and returning (the sleep still running) when its node
+    /// freed names.
+    async fn round(&mut self) {
+        use futures::future::{select, Either};
+        if Self::take_all(&mut self.kicks) {
+            // `kick` takes the requests again: one more is no matter.
+            self.kick().await;
+        }
+        Self::take_all(&mut self.nudges);
+        self.take_freed();
         if !self.pending.is_empty() {
             return;
         }
         if self.wake.closed.load(Ordering::Relaxed) {
-            // No session open: no connection until one opens again.
+            // No session open: no connection until one opens again (the
+            // close ended the sleeping connection on the server).
             self.close_kick_conn().await;
+            self.sleeping = None;
             if let Some(conn) = self.conn.take() {
-                self.wake.sleeper.store(0, Ordering::Relaxed);
                 let _ = sqlx::Connection::close(conn).await;
             }
+            self.wake.sleeper.store(0, Ordering::Relaxed);
             futures_timer::Delay::new(Duration::from_millis(250)).await;
             return;
         }
-        let Some(conn) = self.conn.as_mut() else {
-            match sqlx::MySqlConnection::connect_with(&self.opts).await {
-                Ok(mut c) => {
-                    let id = connection_id(&mut c).await;
-                    self.wake.sleeper.store(id, Ordering::Relaxed);
-                    self.conn = Some(c);
-                    // Releases while it was down were not seen.
-                    self.woken = true;
+        if self.sleeping.is_none() {
+            if self.conn.is_none() {
+                match sqlx::MySqlConnection::connect_with(&self.opts).await {
+                    Ok(mut c) => {
+                        let id = connection_id(&mut c).await;
+                        self.wake.sleeper.store(id, Ordering::Relaxed);
+                        self.conn = Some(c);
+                        // Releases while it was down were not seen.
+                        self.woken = true;
+                    }
+                    Err(e) => {
+                        tracing::debug!(backend = NAME, error = %e, "release waker cannot connect");
+                        futures_timer::Delay::new(Duration::from_millis(250)).await;
+                    }
                 }
-                Err(e) => {
-                    tracing::debug!(backend = NAME, error = %e, "release waker cannot connect");
-                    futures_timer::Delay::new(Duration::from_millis(250)).await;
-                }
-            }
-            return;
-        };
-        if std::mem::take(&mut self.woken) {
-            let waited = self.wake.waited();
-            let sessions: Vec<String> = {
-                let open = self.wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
-                open.iter().map(|id| format!("X'{id}'")).collect()
-            };
-            // The names' checked characters hold no quote (S3.1).
-            let list = waited
-                .iter()
-                .map(|n| format!("'{n}'"))
-                .collect::<Vec<_>>()
-                .join(",");
-            let mut stmts = Vec::new();
-            if !waited.is_empty() {
-                stmts.push(self.sql.free.replace("@names@", &list));
-            }
-            if !sessions.is_empty() {
-                stmts.push(
-                    self.sql
-                        .group_free
-                        .replace("@sessions@", &sessions.join(",")),
-                );
-            }
-            if stmts.is_empty() {
-                self.group_free.clear();
                 return;
             }
-            let group_read = !sessions.is_empty();
-            match run_multi(conn, &stmts.join("; ")).await {
-                Ok(results) => {
-                    let mut rows = results.into_iter().map(|(_, rows)| rows);
-                    let names = |rows: Vec<sqlx::mysql::MySqlRow>| {
-                        rows.into_iter()
-                            .filter_map(|r| r.try_get::<String, _>(0).ok())
-                            .collect::<Vec<_>>()
-                    };
-                    if !waited.is_empty() {
-                        for n in names(rows.next().unwrap_or_default()) {
-                            if let Ok(name) = LeaseName::new(&n) {
-                                self.pending.push_back(name);
-                            }
-                        }
-                    }
-                    if group_read {
-                        // Only the partitions free since the last read: a
-                        // partition still free was yielded then (with 1,000
-                        // partitions, hundreds are free during a move).
-                        let free: BTreeSet<String> =
-                            names(rows.next().unwrap_or_default()).into_iter().collect();
-                        for n in free.difference(&self.group_free) {
-                            if let Ok(name) = LeaseName::new(n) {
-                                if !self.pending.contains(&name) {
-                                    self.pending.push_back(name);
-                                }
-                            }
-                        }
-                        self.group_free = free;
-                    }
-                }
-                Err(e) => {
-                    tracing::debug!(backend = NAME, error = %e, "release waker failed");
-                    self.lose_conn();
-                }
+            if std::mem::take(&mut self.woken) {
+                self.read_free().await;
+                return;
             }
-            return;
+            let Some(mut conn) = self.conn.take() else {
+                return;
+            };
+            let stmt = self.sql.sleep.clone();
+            let sleep: Sleeping = async move {
+                let r = sqlx::Executor::fetch_all(&mut conn, stmt.as_str()).await;
+                (conn, r)
+            }
+            .boxed();
+            let until = Instant::now() + Duration::from_secs(WAKER_SLEEP_S + 5);
+            self.sleeping = Some((sleep, until));
         }
-        let limit = Duration::from_secs(WAKER_SLEEP_S + 5);
-        let Waker {
-            sql,
-            opts,
-            kicks,
-            kick_conn,
-            kicked_at,
-            mariadb,
-            wake,
-            ..
-        } = self;
-        let slept = {
-            let mut sleep = Box::pin(sqlx::Executor::fetch_all(&mut *conn, sql.sleep.as_str()));
-            let mut limit = futures_timer::Delay::new(limit);
-            let mut kicks_open = true;
-            loop {
-                // While the waking connection is open: closed when idle.
-                let idle = match kick_conn {
-                    Some(_) => KICK_IDLE.saturating_sub(kicked_at.elapsed()),
-                    None => Duration::from_secs(WAKER_SLEEP_S + 5),
-                };
-                let asked = async {
-                    if kicks_open {
-                        futures::StreamExt::next(kicks).await
-                    } else {
-                        futures::future::pending().await
+        let slept = loop {
+            let Some((sleep, until)) = self.sleeping.as_mut() else {
+                return;
+            };
+            let limit = futures_timer::Delay::new(until.saturating_duration_since(Instant::now()));
+            // While the waking connection is open: closed when idle.
+            let idle = match self.kick_conn {
+                Some(_) => KICK_IDLE.saturating_sub(self.kicked_at.elapsed()),
+                None => Duration::from_secs(WAKER_SLEEP_S + 5),
+            };
+            let (kicks_open, nudges_open) = (self.kicks_open, self.nudges_open);
+            let kicks = &mut self.kicks;
+            let nudges = &mut self.nudges;
+            let asked = async {
+                if kicks_open {
+                    futures::StreamExt::next(kicks).await
+                } else {
+                    futures::future::pending().await
+                }
+            };
+            let nudged = async {
+                if nudges_open {
+                    futures::StreamExt::next(nudges).await
+                } else {
+                    futures::future::pending().await
+                }
+            };
+            let asked = select(Box::pin(asked), Box::pin(nudged));
+            let other = select(asked, futures_timer::Delay::new(idle));
+            match select(select(sleep, limit), other).await {
+                Either::Left((Either::Left((r, _)), _)) => break Some(r),
+                Either::Left((Either::Right(_), _)) => break None,
+                // Asked to wake the others.
+                Either::Right((Either::Left((Either::Left((Some(()), _)), _)), _)) => {
+                    self.kick().await;
+                    if self.wake.has_freed() {
+                        return;
                     }
-                };
-                let other = select(Box::pin(asked), futures_timer::Delay::new(idle));
-                match select(select(&mut sleep, &mut limit), other).await {
-                    Either::Left((Either::Left((r, _)), _)) => break Some(r),
-                    Either::Left((Either::Right(_), _)) => break None,
-                    Either::Right((Either::Left((Some(()), _)), _)) => {
-                        let asked = wake.kicks_asked.load(Ordering::Relaxed);
-                        Self::take_kicks(kicks);
-                        Self::kick(kick_conn, opts, &sql.kick, *mariadb).await;
-                        *kicked_at = Instant::now();
-                        wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
+                }
+                Either::Right((Either::Left((Either::Left((None, _)), _)), _)) => {
+                    self.kicks_open = false;
+                }
+                // Its node freed names: yielded at once, the sleep runs on.
+                Either::Right((Either::Left((Either::Right((Some(()), _)), _)), _)) => {
+                    if Self::take_all(&mut self.kicks) {
+                        self.kick().await;
                     }
-                    Either::Right((Either::Left((None, _)), _)) => kicks_open = false,
-                    Either::Right((Either::Right(_), _)) => {
-                        if kick_conn.is_some() && kicked_at.elapsed() >= KICK_IDLE {
-                            if let Some(c) = kick_conn.take() {
-                                let _ = sqlx::Connection::close(c).await;
-                            }
-                        }
+                    return;
+                }
+                Either::Right((Either::Left((Either::Right((None, _)), _)), _)) => {
+                    self.nudges_open = false;
+                }
+                Either::Right((Either::Right(_), _)) => {
+                    if self.kick_conn.is_some() && self.kicked_at.elapsed() >= KICK_IDLE {
+                        self.close_kick_conn().await;
                     }
                 }
             }
         };
+        self.sleeping = None;
         match slept {
             // `SLEEP` answers 1 if interrupted, 0 if it slept its time.
-            Some(Ok(rows)) => {
+            Some((conn, Ok(rows))) => {
+                self.conn = Some(conn);
                 self.woken = rows
                     .first()
                     .and_then(|r| r.try_get::<i64, _>(0).ok())
@@ -1567,12 +1605,14 @@ impl Waker {
             }
             // MariaDB answers an interrupted sleep with error 1317
             // (SQLSTATE 70100): the connection is fine.
-            Some(Err(e)) => {
+            Some((conn, Err(e))) => {
                 let interrupted = e
                     .as_database_error()
                     .and_then(|d| d.code())
                     .is_some_and(|c| c == "70100");
-                if !interrupted {
+                if interrupted {
+                    self.conn = Some(conn);
+                } else {
                     tracing::debug!(backend = NAME, error = %e, "release waker failed");
                     self.lose_conn();
                 }
@@ -1582,6 +1622,84 @@ impl Waker {
             None => {
                 self.lose_conn();
                 self.woken = true;
+            }
+        }
+    }
+
+    /// After a wake: reads which waited names, and which partitions of its
+    /// node's groups, are free, and queues the waited ones and the
+    /// partitions newly free since the last read.
+    async fn read_free(&mut self) {
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        let waited = self.wake.waited();
+        let sessions: Vec<String> = {
+            let open = self.wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            open.iter().map(|id| format!("X'{id}'")).collect()
+        };
+        // The names' checked characters hold no quote (S3.1).
+        let list = waited
+            .iter()
+            .map(|n| format!("'{n}'"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut stmts = Vec::new();
+        if !waited.is_empty() {
+            stmts.push(self.sql.free.replace("@names@", &list));
+        }
+        if !sessions.is_empty() {
+            stmts.push(
+                self.sql
+                    .group_free
+                    .replace("@sessions@", &sessions.join(",")),
+            );
+        }
+        if stmts.is_empty() {
+            self.waited_free.clear();
+            self.group_free.clear();
+            return;
+        }
+        let group_read = !sessions.is_empty();
+        match run_multi(conn, &stmts.join("; ")).await {
+            Ok(results) => {
+                let mut rows = results.into_iter().map(|(_, rows)| rows);
+                // Only the names free since the last read: one still free
+                // was yielded then (a joiner of 1,000 partitions waits for
+                // hundreds, and yielding every free one at every wake
+                // flooded its engine until its renewals starved). One taken
+                // and freed again since has a later token: it is newly free
+                // (a member that joined and left between two reads frees
+                // the partitions the last read found free).
+                let mut newly =
+                    |rows: Vec<sqlx::mysql::MySqlRow>, last: &mut BTreeSet<(String, i64)>| {
+                        let free: BTreeSet<(String, i64)> = rows
+                            .into_iter()
+                            .filter_map(|r| {
+                                Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?))
+                            })
+                            .collect();
+                        for (n, _) in free.difference(last) {
+                            if let Ok(name) = LeaseName::new(n) {
+                                if !self.pending.contains(&name) {
+                                    self.pending.push_back(name);
+                                }
+                            }
+                        }
+                        *last = free;
+                    };
+                if waited.is_empty() {
+                    self.waited_free.clear();
+                } else {
+                    newly(rows.next().unwrap_or_default(), &mut self.waited_free);
+                }
+                if group_read {
+                    newly(rows.next().unwrap_or_default(), &mut self.group_free);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(backend = NAME, error = %e, "release waker failed");
+                self.lose_conn();
             }
         }
     }

@@ -189,3 +189,53 @@ async fn mysql_release_without_privilege_to_wake_still_succeeds() {
             .unwrap();
     }
 }
+
+/// The query id of the sleeping waker of `prefix` (exactly one).
+async fn waker_query(admin: &sqlx::MySqlPool, prefix: &str) -> i64 {
+    let ids: Vec<i64> = sqlx::query_scalar(
+        "SELECT CAST(QUERY_ID AS SIGNED) FROM information_schema.PROCESSLIST \
+         WHERE STATE = 'User sleep' AND INFO LIKE ?",
+    )
+    .bind(format!("%simba-waker:{prefix}%"))
+    .fetch_all(admin)
+    .await
+    .unwrap();
+    assert_eq!(ids.len(), 1, "one waker of `{prefix}` sleeps: {ids:?}");
+    ids[0]
+}
+
+/// S4.2, issue 30: a node's own release reaches its own stream without an
+/// interruption of its own waker (a MariaDB `KILL QUERY` of a second sleep
+/// right after the first can stall 2 s, `docs/BACKENDS.md`, "The
+/// hand-over's tail"): the same sleep runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_2_mysql_own_release_reaches_own_stream_without_interrupting_its_waker() {
+    if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
+        return;
+    }
+    let tag = tag();
+    let prefix = format!("{tag}_w_");
+    let admin = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
+    let a = backend(MYSQL_URL, &tag).await;
+    let mut own = a.subscribe_releases().await.unwrap().unwrap();
+    prime(&mut own).await;
+    let n = LeaseName::new("own").unwrap();
+    let sa = a.open_session(LONG).await.unwrap().session;
+    let t = won(&a, sa, &n).await;
+    waker_sleeping(&admin, &prefix).await;
+    let before = waker_query(&admin, &prefix).await;
+    a.release(sa, &n, t).await.unwrap();
+    let got = next_within(&mut own, Duration::from_secs(5)).await;
+    assert_eq!(
+        got.as_ref(),
+        Some(&n),
+        "the node's own stream yields its release"
+    );
+    assert_eq!(
+        waker_query(&admin, &prefix).await,
+        before,
+        "the node's own release interrupted its own waker"
+    );
+    a.close_session(sa).await.unwrap();
+    drop_mysql_tables(&tag).await;
+}
