@@ -64,7 +64,10 @@ impl Checks {
                 handover,
                 slots,
             } = &mut *all;
-            let checkers: [&mut dyn Checker; 4] = [revocation, validity, handover, slots];
+            // Term validity first: when a reused token confuses the
+            // revocation checker at the same step, the valid stale term is
+            // the fault to report.
+            let checkers: [&mut dyn Checker; 4] = [validity, revocation, handover, slots];
             checkers
                 .into_iter()
                 .filter_map(|c| c.observe(node.id(), &seen))
