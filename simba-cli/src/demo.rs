@@ -293,7 +293,7 @@ pub async fn demo(lease: Duration) -> Result<u8, CliError> {
     out.raw(&format!(
         "\n{}\n  tokens          {token1} -> {token2} -> {token3} ({})\n  \
          fail-over       {} after a crash (lease {})\n  \
-         handover        {} after a graceful stop (SQLite has no release broadcast: the next retry takes it)\n",
+         handover        {} after a graceful stop (SQLite's release hint wakes the next candidate at once, S4.2)\n",
         style::bold("Summary"),
         if increasing {
             style::good("strictly increasing: a stale leader's writes can be refused")
