@@ -32,6 +32,44 @@ fn cluster(members: usize, partitions: u32) -> Cluster {
     c
 }
 
+/// The commands `e` emitted since the last call.
+fn drain(e: &mut Engine) -> Vec<Command> {
+    std::iter::from_fn(|| e.poll_output())
+        .filter_map(|o| match o {
+            Output::Command(c) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An engine that joined the group `g` of `partitions` at `t0` and whose
+/// session (id 7, 3 s left) opened at `at`.
+fn joined(partitions: u32, t0: Timestamp, at: Timestamp) -> (Engine, LeaseName, SessionId) {
+    let mut e = Engine::new(config(), BackendProfile::default(), t0);
+    let g = LeaseName::new("g").unwrap();
+    e.join_group(t0, g.clone(), partitions, false, TaskExitPolicy::default())
+        .unwrap();
+    let open = drain(&mut e)
+        .into_iter()
+        .find_map(|c| match c {
+            Command::OpenSession { op, .. } => Some(op),
+            _ => None,
+        })
+        .unwrap();
+    let session = SessionId::from_u128(7);
+    e.handle(
+        at,
+        Input::SessionOpened {
+            op: open,
+            result: Ok(SessionGrant {
+                session,
+                remaining: Duration::from_secs(3),
+            }),
+        },
+    );
+    (e, g, session)
+}
+
 /// Runs until `settled` holds or `limit` passes; returns the time it took.
 fn settle(c: &mut Cluster, members: &[usize], limit: Duration) -> Duration {
     let start = c.now;
@@ -123,37 +161,8 @@ fn s10_2_join_refuses_bad_groups_and_taken_names() {
 #[test]
 fn s10_3_a_leave_waits_for_the_join_in_flight() {
     let t0 = Timestamp::from_nanos(1_000_000_000);
-    let mut e = Engine::new(config(), BackendProfile::default(), t0);
-    let g = LeaseName::new("g").unwrap();
-    e.join_group(t0, g.clone(), 4, false, TaskExitPolicy::default())
-        .unwrap();
-    let drain = |e: &mut Engine| -> Vec<Command> {
-        std::iter::from_fn(|| e.poll_output())
-            .filter_map(|o| match o {
-                Output::Command(c) => Some(c),
-                _ => None,
-            })
-            .collect()
-    };
-    let open = drain(&mut e)
-        .into_iter()
-        .find_map(|c| match c {
-            Command::OpenSession { op, .. } => Some(op),
-            _ => None,
-        })
-        .unwrap();
-    let session = SessionId::from_u128(7);
     let t1 = t0 + ms(10);
-    e.handle(
-        t1,
-        Input::SessionOpened {
-            op: open,
-            result: Ok(SessionGrant {
-                session,
-                remaining: Duration::from_secs(3),
-            }),
-        },
-    );
+    let (mut e, g, session) = joined(4, t0, t1);
     let join = drain(&mut e)
         .into_iter()
         .find_map(|c| match c {
@@ -198,36 +207,7 @@ fn s10_3_a_leave_waits_for_the_join_in_flight() {
 #[test]
 fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
     let t0 = Timestamp::from_nanos(1_000_000_000);
-    let mut e = Engine::new(config(), BackendProfile::default(), t0);
-    let g = LeaseName::new("g").unwrap();
-    e.join_group(t0, g.clone(), 4, false, TaskExitPolicy::default())
-        .unwrap();
-    let drain = |e: &mut Engine| -> Vec<Command> {
-        std::iter::from_fn(|| e.poll_output())
-            .filter_map(|o| match o {
-                Output::Command(c) => Some(c),
-                _ => None,
-            })
-            .collect()
-    };
-    let open = drain(&mut e)
-        .into_iter()
-        .find_map(|c| match c {
-            Command::OpenSession { op, .. } => Some(op),
-            _ => None,
-        })
-        .unwrap();
-    let session = SessionId::from_u128(7);
-    e.handle(
-        t0,
-        Input::SessionOpened {
-            op: open,
-            result: Ok(SessionGrant {
-                session,
-                remaining: Duration::from_secs(3),
-            }),
-        },
-    );
+    let (mut e, _, _) = joined(4, t0, t0);
     let first = drain(&mut e)
         .into_iter()
         .find_map(|c| match c {
@@ -834,37 +814,8 @@ fn s10_3_s4_6_a_released_partition_is_asked_for_first_with_one_acquire_slot() {
 fn s10_3_a_leaver_releases_its_partitions_once_its_leave_is_answered() {
     for leave_ok in [true, false] {
         let t0 = Timestamp::from_nanos(1_000_000_000);
-        let mut e = Engine::new(config(), BackendProfile::default(), t0);
-        let g = LeaseName::new("g").unwrap();
-        e.join_group(t0, g.clone(), 2, false, TaskExitPolicy::default())
-            .unwrap();
-        let drain = |e: &mut Engine| -> Vec<Command> {
-            std::iter::from_fn(|| e.poll_output())
-                .filter_map(|o| match o {
-                    Output::Command(c) => Some(c),
-                    _ => None,
-                })
-                .collect()
-        };
-        let open = drain(&mut e)
-            .into_iter()
-            .find_map(|c| match c {
-                Command::OpenSession { op, .. } => Some(op),
-                _ => None,
-            })
-            .unwrap();
-        let me = SessionId::from_u128(7);
         let mut now = t0 + ms(10);
-        e.handle(
-            now,
-            Input::SessionOpened {
-                op: open,
-                result: Ok(SessionGrant {
-                    session: me,
-                    remaining: Duration::from_secs(3),
-                }),
-            },
-        );
+        let (mut e, g, me) = joined(2, t0, now);
         // Join, renew (listing this member alone), win both partitions.
         let mut won = 0;
         for _ in 0..20 {
