@@ -18,6 +18,10 @@
 //! | [`Backend::holder`] | who holds one lease: session, token, remaining time, metadata |
 //! | [`Backend::subscribe_releases`] | a stream of freed names, where the backend broadcasts (S4.2) |
 //!
+//! To count, time, log or fail a backend's calls, wrap it in a [`Layer`]: it
+//! sees each call as one [`Call`] value and forwards everything else
+//! ([`Layered`] is the wrapped backend).
+//!
 //! Features: `sqlite` (default), `postgres`, `mysql`, `redis` (with
 //! `redis-tls` / `redis-tls-async-std` for `rediss://`), `etcd` (needs
 //! `protoc` at build time), `zookeeper` (with `zookeeper-tls` for `zks://`), `testkit` (test
@@ -44,6 +48,7 @@
 
 mod config;
 pub mod fencing;
+mod layer;
 mod memory;
 mod metadata;
 mod pool;
@@ -79,6 +84,7 @@ pub use config::{
     redact, BackendConfig, BackendKind, ConfigError, SessionAttrs, DEFAULT_KEY_PREFIX,
     DEFAULT_POOL_ACQUIRE_TIMEOUT, DEFAULT_POOL_MAX, DEFAULT_TABLE_PREFIX, PING_IDLE_AFTER,
 };
+pub use layer::{Call, Layer, Layered, Reply};
 #[cfg(feature = "testkit")]
 pub use memory::Flaw;
 pub use memory::MemoryBackend;

@@ -11,14 +11,10 @@ use common::*;
 use futures::future::{BoxFuture, FutureExt};
 use simba_backends::sqlite::SqliteBackend;
 use simba_backends::testkit::{run_selected, Capability, Factory, Outcome};
-use simba_backends::{Backend, Inspection};
-use simba_core::{
-    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
-    SlotClaim, Token,
-};
+use simba_backends::{Backend, Call, Layer, Layered, Reply};
+use simba_core::{BackendError, LeaseName, SessionId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Lie {
@@ -36,97 +32,43 @@ struct Liar {
     joined: Arc<Mutex<BTreeMap<LeaseName, BTreeSet<SessionId>>>>,
 }
 
-impl Backend for Liar {
-    fn open_session(&self, d: Duration) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.inner.open_session(d)
+impl Layer for Liar {
+    fn inner(&self) -> &dyn Backend {
+        &self.inner
     }
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        async move {
-            let mut r = self.inner.renew(session).await?;
-            if self.lie == Lie::StaleMembers {
-                let joined = self.joined.lock().unwrap();
-                for view in &mut r.groups {
-                    if let Some(all) = joined.get(&view.group) {
-                        view.members = all.iter().copied().collect();
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        match call {
+            Call::LeaveGroup { .. } if self.lie == Lie::LeaveIgnored => {
+                futures::future::ready(Reply::Done(Ok(()))).boxed()
+            }
+            Call::Renew { .. } if self.lie == Lie::StaleMembers => async move {
+                let mut reply = call.run(&self.inner).await;
+                if let Reply::Renewed(Ok(r)) = &mut reply {
+                    let joined = self.joined.lock().unwrap();
+                    for view in &mut r.groups {
+                        if let Some(all) = joined.get(&view.group) {
+                            view.members = all.iter().copied().collect();
+                        }
                     }
                 }
+                reply
             }
-            Ok(r)
+            .boxed(),
+            Call::JoinGroup { session, group } => async move {
+                let reply = call.run(&self.inner).await;
+                if let Reply::Done(Ok(())) = reply {
+                    self.joined
+                        .lock()
+                        .unwrap()
+                        .entry(group.clone())
+                        .or_default()
+                        .insert(session);
+                }
+                reply
+            }
+            .boxed(),
+            other => other.run(&self.inner),
         }
-        .boxed()
-    }
-    fn acquire<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        self.inner.acquire(session, name)
-    }
-    fn release<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.release(session, name, token)
-    }
-    fn withdraw<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.withdraw(session, name)
-    }
-    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        self.inner.close_session(session)
-    }
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        self.inner.inspect(prefix)
-    }
-    fn subscribe_releases(
-        &self,
-    ) -> BoxFuture<'_, Result<Option<futures::stream::BoxStream<'static, LeaseName>>, BackendError>>
-    {
-        self.inner.subscribe_releases()
-    }
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            self.inner.join_group(session, group).await?;
-            self.joined
-                .lock()
-                .unwrap()
-                .entry(group.clone())
-                .or_default()
-                .insert(session);
-            Ok(())
-        }
-        .boxed()
-    }
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        if self.lie == Lie::LeaveIgnored {
-            return futures::future::ready(Ok(())).boxed();
-        }
-        self.inner.leave_group(session, group)
-    }
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        self.inner.claim_slot(session, name, token, slot)
     }
     fn name(&self) -> &'static str {
         "lying-sqlite"
@@ -140,14 +82,14 @@ struct LiarFactory {
 }
 
 impl Factory for LiarFactory {
-    type Backend = Liar;
-    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Liar, BackendError>> {
+    type Backend = Layered<Liar>;
+    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Layered<Liar>, BackendError>> {
         async move {
-            Ok(Liar {
+            Ok(Layered(Liar {
                 inner: self.sqlite.connect(ns).await?,
                 lie: self.lie,
                 joined: self.joined.clone(),
-            })
+            }))
         }
         .boxed()
     }

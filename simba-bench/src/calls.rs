@@ -8,11 +8,8 @@
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use simba_backends::{Backend, Inspection};
-use simba_core::{
-    AcquireOutcome, BackendError, Fraction, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, SlotClaim, Token,
-};
+use simba_backends::{Backend, Call, Layer, Layered, Reply};
+use simba_core::{AcquireOutcome, BackendError, LeaseName};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -68,11 +65,11 @@ impl Releases {
 /// `inner`, recording when it sends releases in `releases`, and logging
 /// its calls as member `member` when `SIMBA_BENCH_CALLS` is set.
 pub fn wrap(inner: Arc<dyn Backend>, member: usize, releases: Releases) -> Arc<dyn Backend> {
-    Arc::new(Logged {
+    Arc::new(Layered(Logged {
         inner,
         member,
         releases,
-    })
+    }))
 }
 
 struct Logged {
@@ -81,93 +78,46 @@ struct Logged {
     releases: Releases,
 }
 
-impl Backend for Logged {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        self.inner.max_concurrent_calls()
+impl Layer for Logged {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
-    fn open_session_with<'a>(
-        &'a self,
-        lease_duration: Duration,
-        metadata: &'a simba_backends::SessionMetadata,
-    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
-        self.inner.open_session_with(lease_duration, metadata)
-    }
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.inner.open_session(lease_duration)
-    }
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        let word = match call {
+            Call::Renew { .. } => "renew",
+            Call::Acquire { .. } => "acquire",
+            Call::Release { .. } => "release",
+            Call::Withdraw { .. } => "withdraw",
+            Call::JoinGroup { .. } => "join",
+            Call::LeaveGroup { .. } => "leave",
+            _ => return call.run(&*self.inner),
+        };
         async move {
+            let name = call.name().map_or("-", LeaseName::as_str);
+            if let Call::Release { name, .. } = call {
+                self.releases.sent(name);
+            }
             let t = Instant::now();
-            let r = self.inner.renew(session).await;
+            let r = call.run(&*self.inner).await;
             let o = match &r {
-                Ok(r) => format!("ok/{}", r.groups.first().map_or(0, |g| g.members.len())),
-                Err(e) => format!("err:{e:?}").replace(' ', "_"),
+                _ if matches!(call, Call::JoinGroup { .. } | Call::LeaveGroup { .. }) => {
+                    "-".to_string()
+                }
+                Reply::Renewed(Ok(r)) => {
+                    format!("ok/{}", r.groups.first().map_or(0, |g| g.members.len()))
+                }
+                Reply::Renewed(Err(e)) => format!("err:{e:?}").replace(' ', "_"),
+                Reply::Acquired(Ok(AcquireOutcome::Won { .. })) => "won".to_string(),
+                Reply::Acquired(Ok(AcquireOutcome::Held { .. })) => "held".to_string(),
+                Reply::Acquired(Ok(o)) => format!("{o:?}").replace(' ', "_"),
+                Reply::Acquired(Err(e)) => format!("err:{e}").replace(' ', "_"),
+                r if r.error().is_some() => "err".to_string(),
+                _ => "ok".to_string(),
             };
-            line(self.member, "renew", "-", &o, Some(t.elapsed()));
+            line(self.member, word, name, &o, Some(t.elapsed()));
             r
         }
         .boxed()
-    }
-    fn acquire<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        async move {
-            let t = Instant::now();
-            let r = self.inner.acquire(session, name).await;
-            let o = match &r {
-                Ok(AcquireOutcome::Won { .. }) => "won".to_string(),
-                Ok(AcquireOutcome::Held { .. }) => "held".to_string(),
-                Ok(o) => format!("{o:?}").replace(' ', "_"),
-                Err(e) => format!("err:{e}").replace(' ', "_"),
-            };
-            line(self.member, "acquire", name.as_str(), &o, Some(t.elapsed()));
-            r
-        }
-        .boxed()
-    }
-    fn release<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            self.releases.sent(name);
-            let t = Instant::now();
-            let r = self.inner.release(session, name, token).await;
-            let o = if r.is_ok() { "ok" } else { "err" };
-            line(self.member, "release", name.as_str(), o, Some(t.elapsed()));
-            r
-        }
-        .boxed()
-    }
-    fn withdraw<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let t = Instant::now();
-            let r = self.inner.withdraw(session, name).await;
-            let o = if r.is_ok() { "ok" } else { "err" };
-            line(self.member, "withdraw", name.as_str(), o, Some(t.elapsed()));
-            r
-        }
-        .boxed()
-    }
-    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        self.inner.close_session(session)
-    }
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        self.inner.inspect(prefix)
     }
     fn subscribe_releases(
         &self,
@@ -180,49 +130,5 @@ impl Backend for Logged {
             }))
         }
         .boxed()
-    }
-    fn broadcasts_releases(&self) -> bool {
-        self.inner.broadcasts_releases()
-    }
-    fn renewal_proves(&self) -> Fraction {
-        self.inner.renewal_proves()
-    }
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let t = Instant::now();
-            let r = self.inner.join_group(session, group).await;
-            line(self.member, "join", group.as_str(), "-", Some(t.elapsed()));
-            r
-        }
-        .boxed()
-    }
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let t = Instant::now();
-            let r = self.inner.leave_group(session, group).await;
-            line(self.member, "leave", group.as_str(), "-", Some(t.elapsed()));
-            r
-        }
-        .boxed()
-    }
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        self.inner.claim_slot(session, name, token, slot)
-    }
-    fn name(&self) -> &'static str {
-        self.inner.name()
     }
 }

@@ -508,7 +508,12 @@ async fn settle(
 }
 
 /// A member: its client, its group and the switch that cuts it off.
-type Running = (Simba, GroupTask, Arc<Severable>, Failures);
+type Running = (
+    Simba,
+    GroupTask,
+    Arc<simba_backends::Layered<Severable>>,
+    Failures,
+);
 
 async fn scenario(
     t: &Target,

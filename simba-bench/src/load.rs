@@ -15,13 +15,9 @@
 use crate::counters::Counter;
 use crate::sys;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use futures::FutureExt;
-use simba_backends::{Backend, BackendConfig, BackendKind, Inspection};
-use simba_core::{
-    AcquireOutcome, BackendError, Fraction, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, SlotClaim, Token,
-};
+use simba_backends::{Backend, BackendConfig, BackendKind, Call, Layer, Layered, Reply};
+use simba_core::RenewError;
 use simba_tokio::{Election, ElectionListener, Simba, SimbaConfig, Term};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -261,136 +257,60 @@ fn push(v: &Mutex<Vec<u64>>, since: Instant) {
     }
 }
 
-/// A backend that times its acquire and renew calls and counts errors.
+/// A layer that times its acquire and renew calls and counts errors.
 struct Timed {
     inner: Arc<dyn Backend>,
     stats: Arc<CallStats>,
 }
 
-impl Backend for Timed {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // The wrapped backend's slots (S4.6): the wrapper adds no capacity.
-        self.inner.max_concurrent_calls()
+impl Layer for Timed {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
-    fn open_session_with<'a>(
-        &'a self,
-        lease_duration: Duration,
-        metadata: &'a simba_backends::SessionMetadata,
-    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
-        async move {
-            let r = self.inner.open_session_with(lease_duration, metadata).await;
-            match &r {
-                Ok(_) => {
-                    self.stats.opened.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => self.stats.error(e),
-            }
-            r
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        if !matches!(
+            call,
+            Call::OpenSession { .. } | Call::Renew { .. } | Call::Acquire { .. }
+        ) {
+            return call.run(&*self.inner);
         }
-        .boxed()
-    }
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.inner.open_session(lease_duration)
-    }
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         async move {
             let t = Instant::now();
-            let r = self.inner.renew(session).await;
-            push(&self.stats.renew_us, t);
-            self.stats.renews.fetch_add(1, Ordering::Relaxed);
+            let r = call.run(&*self.inner).await;
+            let stats = &self.stats;
             match &r {
-                Ok(_) => {
-                    self.stats.renews_ok.fetch_add(1, Ordering::Relaxed);
+                Reply::Opened(Ok(_)) => {
+                    stats.opened.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(RenewError::Expired) => {
-                    self.stats.expired.fetch_add(1, Ordering::Relaxed);
-                    self.stats.error(&RenewError::Expired);
+                Reply::Renewed(result) => {
+                    push(&stats.renew_us, t);
+                    stats.renews.fetch_add(1, Ordering::Relaxed);
+                    match result {
+                        Ok(_) => {
+                            stats.renews_ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(RenewError::Expired) => {
+                            stats.expired.fetch_add(1, Ordering::Relaxed);
+                            stats.error(&RenewError::Expired);
+                        }
+                        Err(e) => stats.error(e),
+                    }
                 }
-                Err(e) => self.stats.error(e),
+                Reply::Acquired(result) => {
+                    push(&stats.acquire_us, t);
+                    if let Err(e) = result {
+                        stats.error(e);
+                    }
+                }
+                other => {
+                    if let Some(e) = other.error() {
+                        stats.error(&e.to_string());
+                    }
+                }
             }
             r
         }
         .boxed()
-    }
-    fn acquire<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        async move {
-            let t = Instant::now();
-            let r = self.inner.acquire(session, name).await;
-            push(&self.stats.acquire_us, t);
-            if let Err(e) = &r {
-                self.stats.error(e);
-            }
-            r
-        }
-        .boxed()
-    }
-    fn release<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.release(session, name, token)
-    }
-    fn withdraw<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.withdraw(session, name)
-    }
-    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        self.inner.close_session(session)
-    }
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        self.inner.inspect(prefix)
-    }
-    fn subscribe_releases(
-        &self,
-    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        self.inner.subscribe_releases()
-    }
-    fn broadcasts_releases(&self) -> bool {
-        self.inner.broadcasts_releases()
-    }
-    fn renewal_proves(&self) -> Fraction {
-        self.inner.renewal_proves()
-    }
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.join_group(session, group)
-    }
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.leave_group(session, group)
-    }
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        self.inner.claim_slot(session, name, token, slot)
-    }
-    fn name(&self) -> &'static str {
-        self.inner.name()
     }
 }
 
@@ -761,10 +681,10 @@ pub async fn run(o: &LoadOpts) -> Result<LoadReport, String> {
     let mut nodes = Vec::with_capacity(n);
     for (i, b) in backends.into_iter().enumerate() {
         let stats = Arc::new(CallStats::default());
-        let timed = Timed {
+        let timed = Layered(Timed {
             inner: b,
             stats: stats.clone(),
-        };
+        });
         let simba = simba_tokio::builder(timed)
             .config(config.clone())
             .build()

@@ -447,10 +447,10 @@ pub fn pause(plan: &Plan, broadcasts: bool) -> Duration {
 pub async fn handover(t: &Target, plan: &Plan) -> Result<(Figure, Option<String>), String> {
     let logs = [crate::trace::Log::default(), crate::trace::Log::default()];
     let traced = |b: Arc<dyn Backend>, log: &crate::trace::Log| -> Arc<dyn Backend> {
-        Arc::new(crate::trace::Traced {
+        Arc::new(simba_backends::Layered(crate::trace::Traced {
             inner: b,
             log: Arc::clone(log),
-        })
+        }))
     };
     let backend = traced(connect(&t.url).await?, &logs[0]);
     let a = simba_tokio::builder_dyn(backend.clone())

@@ -8,11 +8,8 @@
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use simba_backends::{Backend, Inspection};
-use simba_core::{
-    AcquireOutcome, BackendError, Fraction, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, SlotClaim, Token,
-};
+use simba_backends::{Backend, Call, Layer, Reply};
+use simba_core::{AcquireOutcome, BackendError, LeaseName};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -82,7 +79,7 @@ pub const PARTS: [&str; 6] = [
     "acquire returned → on_elected",
 ];
 
-/// A backend that notes [`Mark`]s in a [`Log`].
+/// A layer that notes [`Mark`]s in a [`Log`] (a backend as [`simba_backends::Layered`]).
 pub struct Traced {
     /// The backend.
     pub inner: Arc<dyn Backend>,
@@ -90,70 +87,28 @@ pub struct Traced {
     pub log: Log,
 }
 
-impl Backend for Traced {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        self.inner.max_concurrent_calls()
+impl Layer for Traced {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
-    fn open_session_with<'a>(
-        &'a self,
-        lease_duration: Duration,
-        metadata: &'a simba_backends::SessionMetadata,
-    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
-        self.inner.open_session_with(lease_duration, metadata)
-    }
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.inner.open_session(lease_duration)
-    }
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        self.inner.renew(session)
-    }
-    fn acquire<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        let (sent, done) = match call {
+            Call::Acquire { .. } => (Mark::AcquireSent, Mark::AcquireWon),
+            Call::Release { .. } => (Mark::ReleaseSent, Mark::ReleaseDone),
+            _ => return call.run(&*self.inner),
+        };
         async move {
-            note(&self.log, Mark::AcquireSent);
-            let r = self.inner.acquire(session, name).await;
-            if matches!(r, Ok(AcquireOutcome::Won { .. })) {
-                note(&self.log, Mark::AcquireWon);
+            note(&self.log, sent);
+            let r = call.run(&*self.inner).await;
+            if matches!(
+                r,
+                Reply::Done(_) | Reply::Acquired(Ok(AcquireOutcome::Won { .. }))
+            ) {
+                note(&self.log, done);
             }
             r
         }
         .boxed()
-    }
-    fn release<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            note(&self.log, Mark::ReleaseSent);
-            let r = self.inner.release(session, name, token).await;
-            note(&self.log, Mark::ReleaseDone);
-            r
-        }
-        .boxed()
-    }
-    fn withdraw<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.withdraw(session, name)
-    }
-    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        self.inner.close_session(session)
-    }
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        self.inner.inspect(prefix)
     }
     fn subscribe_releases(
         &self,
@@ -167,37 +122,5 @@ impl Backend for Traced {
                 .map(|s| s.inspect(move |_| note(&log, Mark::Broadcast)).boxed()))
         }
         .boxed()
-    }
-    fn broadcasts_releases(&self) -> bool {
-        self.inner.broadcasts_releases()
-    }
-    fn renewal_proves(&self) -> Fraction {
-        self.inner.renewal_proves()
-    }
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.join_group(session, group)
-    }
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.leave_group(session, group)
-    }
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        self.inner.claim_slot(session, name, token, slot)
-    }
-    fn name(&self) -> &'static str {
-        self.inner.name()
     }
 }

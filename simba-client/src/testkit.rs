@@ -29,7 +29,7 @@ use crate::{
 };
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use simba_backends::{Backend, BackendConfig, MemoryBackend};
+use simba_backends::{Backend, BackendConfig, Call, Layer, Layered, MemoryBackend, Reply};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -1304,11 +1304,11 @@ pub struct Severable {
 }
 
 impl Severable {
-    pub fn new(inner: Arc<dyn Backend>) -> Arc<Severable> {
-        Arc::new(Severable {
+    pub fn new(inner: Arc<dyn Backend>) -> Arc<Layered<Severable>> {
+        Arc::new(Layered(Severable {
             inner,
             cut: AtomicBool::new(false),
-        })
+        }))
     }
     pub fn cut(&self) {
         self.cut.store(true, Ordering::Release);
@@ -1325,115 +1325,18 @@ impl Severable {
     }
 }
 
-impl Backend for Severable {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // The wrapped backend's slots (S4.6): the wrapper adds no capacity.
-        self.inner.max_concurrent_calls()
+impl Layer for Severable {
+    fn inner(&self) -> &dyn Backend {
+        &*self.inner
     }
-    fn renewal_proves(&self) -> simba_core::Fraction {
-        // ZooKeeper's 5/12 (S8.5): the engine must not believe more.
-        self.inner.renewal_proves()
-    }
-    fn open_session(
-        &self,
-        d: Duration,
-    ) -> futures::future::BoxFuture<'_, Result<simba_core::SessionGrant, simba_core::BackendError>>
-    {
+    fn call<'a>(&'a self, call: Call<'a>) -> futures::future::BoxFuture<'a, Reply> {
         match self.check() {
-            Ok(()) => self.inner.open_session(d),
-            Err(e) => Box::pin(async move { Err(e) }),
+            Err(e) if !matches!(call, Call::Inspect { .. } | Call::Holder { .. }) => {
+                let reply = call.failed(e);
+                Box::pin(async move { reply })
+            }
+            _ => call.run(&*self.inner),
         }
-    }
-    fn renew(
-        &self,
-        s: simba_core::SessionId,
-    ) -> futures::future::BoxFuture<'_, Result<simba_core::Renewal, simba_core::RenewError>> {
-        match self.check() {
-            Ok(()) => self.inner.renew(s),
-            Err(e) => Box::pin(async move { Err(e.into()) }),
-        }
-    }
-    fn acquire<'a>(
-        &'a self,
-        s: simba_core::SessionId,
-        n: &'a simba_core::LeaseName,
-    ) -> futures::future::BoxFuture<'a, Result<simba_core::AcquireOutcome, simba_core::BackendError>>
-    {
-        match self.check() {
-            Ok(()) => self.inner.acquire(s, n),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn release<'a>(
-        &'a self,
-        s: simba_core::SessionId,
-        n: &'a simba_core::LeaseName,
-        t: simba_core::Token,
-    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
-        match self.check() {
-            Ok(()) => self.inner.release(s, n, t),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn withdraw<'a>(
-        &'a self,
-        s: simba_core::SessionId,
-        n: &'a simba_core::LeaseName,
-    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
-        match self.check() {
-            Ok(()) => self.inner.withdraw(s, n),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn close_session(
-        &self,
-        s: simba_core::SessionId,
-    ) -> futures::future::BoxFuture<'_, Result<(), simba_core::BackendError>> {
-        match self.check() {
-            Ok(()) => self.inner.close_session(s),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn inspect<'a>(
-        &'a self,
-        p: Option<&'a str>,
-    ) -> futures::future::BoxFuture<'a, Result<simba_backends::Inspection, simba_core::BackendError>>
-    {
-        self.inner.inspect(p)
-    }
-    fn subscribe_releases(
-        &self,
-    ) -> futures::future::BoxFuture<
-        '_,
-        Result<Option<BoxStream<'static, simba_core::LeaseName>>, simba_core::BackendError>,
-    > {
-        self.inner.subscribe_releases()
-    }
-    fn broadcasts_releases(&self) -> bool {
-        self.inner.broadcasts_releases()
-    }
-    fn join_group<'a>(
-        &'a self,
-        s: simba_core::SessionId,
-        g: &'a simba_core::LeaseName,
-    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
-        match self.check() {
-            Ok(()) => self.inner.join_group(s, g),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn leave_group<'a>(
-        &'a self,
-        s: simba_core::SessionId,
-        g: &'a simba_core::LeaseName,
-    ) -> futures::future::BoxFuture<'a, Result<(), simba_core::BackendError>> {
-        match self.check() {
-            Ok(()) => self.inner.leave_group(s, g),
-            Err(e) => Box::pin(async move { Err(e) }),
-        }
-    }
-    fn name(&self) -> &'static str {
-        self.inner.name()
     }
 }
 

@@ -908,14 +908,14 @@ fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app
         wall_offset_ms: conditions.wall_offset_ms,
         seed: node_seed,
     };
-    let backend = SimBackend {
+    let backend = simba_backends::Layered(SimBackend {
         inner: world.backend.clone(),
         cell: cell.clone(),
         generation,
         journal: world.journal.clone(),
         backend_down: world.backend_down.clone(),
         hang: sim.config.lease_duration(),
-    };
+    });
     let config = sim
         .config
         .to_builder()

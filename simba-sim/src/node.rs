@@ -8,12 +8,9 @@ use crate::rng::Rng;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use simba_backends::{Backend, Inspection, MemoryBackend, SessionMetadata};
+use simba_backends::{Backend, Call, Layer, MemoryBackend, Reply};
 use simba_client::{AsyncRuntime, Simba, SuspendClock};
-use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, SlotClaim, Token,
-};
+use simba_core::{AcquireOutcome, BackendError, BackendErrorKind, LeaseName, SessionId};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -389,10 +386,10 @@ impl SimBackend {
 
     /// One call through the faults: latency, loss, partition, backend
     /// down, then `op` on the shared backend, then the reply's way back.
-    async fn call<T, E>(
+    async fn through_faults<'a, T, E>(
         &self,
         what: String,
-        op: impl FnOnce() -> BoxFuture<'static, Result<T, E>>,
+        op: impl FnOnce() -> BoxFuture<'a, Result<T, E>>,
         show: impl FnOnce(&Result<T, E>) -> String,
     ) -> Result<T, E>
     where
@@ -451,134 +448,73 @@ fn sid(s: SessionId) -> String {
     s.chars().take(8).collect()
 }
 
-impl Backend for SimBackend {
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        let inner = self.inner.clone();
-        self.call(
-            "open_session".to_owned(),
-            move || async move { inner.open_session(lease_duration).await }.boxed(),
-            |r| match r {
-                Ok(g) => format!("session {}", sid(g.session)),
-                Err(e) => format!("error: {e}"),
-            },
-        )
-        .boxed()
+/// How the journal names a call.
+fn describe(call: &Call<'_>) -> String {
+    match *call {
+        Call::OpenSession { .. } => "open_session".to_owned(),
+        Call::Renew { session } => format!("renew {}", sid(session)),
+        Call::Acquire { name, .. } => format!("acquire {name}"),
+        Call::Release { name, token, .. } => format!("release {name} token {token}"),
+        Call::Withdraw { name, .. } => format!("withdraw {name}"),
+        Call::CloseSession { session } => format!("close_session {}", sid(session)),
+        Call::JoinGroup { group, .. } => format!("join_group {group}"),
+        Call::LeaveGroup { group, .. } => format!("leave_group {group}"),
+        Call::ClaimSlot {
+            name, token, slot, ..
+        } => format!("claim_slot {name} token {token} slot {slot}"),
+        Call::Inspect { .. } => "inspect".to_owned(),
+        Call::Holder { name } => format!("holder {name}"),
+    }
+}
+
+/// How the journal shows a reply.
+fn show(reply: &Reply) -> String {
+    match reply {
+        Reply::Opened(Ok(g)) => format!("session {}", sid(g.session)),
+        Reply::Acquired(Ok(AcquireOutcome::Won { token, .. })) => format!("won, token {token}"),
+        Reply::Acquired(Ok(AcquireOutcome::Held { token, .. })) => {
+            format!("held by another, token {token:?}")
+        }
+        Reply::Acquired(r) => short(r),
+        Reply::Claimed(r) => short(r),
+        Reply::Holder(r) => short(r),
+        other => match other.error() {
+            Some(e) => format!("error: {e}"),
+            None => "ok".to_owned(),
+        },
+    }
+}
+
+impl Layer for SimBackend {
+    fn inner(&self) -> &dyn Backend {
+        &self.inner
     }
 
-    fn open_session_with<'a>(
-        &'a self,
-        lease_duration: Duration,
-        metadata: &'a SessionMetadata,
-    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
-        let inner = self.inner.clone();
-        let metadata = metadata.clone();
-        self.call(
-            "open_session".to_owned(),
-            move || async move { inner.open_session_with(lease_duration, &metadata).await }.boxed(),
-            |r| match r {
-                Ok(g) => format!("session {}", sid(g.session)),
-                Err(e) => format!("error: {e}"),
-            },
-        )
-        .boxed()
-    }
-
-    fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        let inner = self.inner.clone();
-        self.call(
-            format!("renew {}", sid(session)),
-            move || async move { inner.renew(session).await }.boxed(),
-            |r| match r {
-                Ok(_) => "ok".to_owned(),
-                Err(e) => format!("error: {e}"),
-            },
-        )
-        .boxed()
-    }
-
-    fn acquire<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        let inner = self.inner.clone();
-        let n = name.clone();
-        let journal = self.journal.clone();
-        let won_name = name.clone();
-        // The token check runs when the backend decides, not when (or
-        // whether) the reply arrives.
-        self.call(
-            format!("acquire {name}"),
-            move || async move { inner.acquire(session, &n).await }.boxed(),
-            move |r| match r {
-                Ok(AcquireOutcome::Won { token, .. }) => {
-                    journal.token_won(&won_name, session, *token);
-                    format!("won, token {token}")
-                }
-                Ok(AcquireOutcome::Held { token, .. }) => {
-                    format!("held by another, token {token:?}")
-                }
-                other => short(other),
-            },
-        )
-        .boxed()
-    }
-
-    fn release<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        let inner = self.inner.clone();
-        let n = name.clone();
-        self.call(
-            format!("release {name} token {token}"),
-            move || async move { inner.release(session, &n, token).await }.boxed(),
-            ok_or_err,
-        )
-        .boxed()
-    }
-
-    fn withdraw<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        let inner = self.inner.clone();
-        let n = name.clone();
-        self.call(
-            format!("withdraw {name}"),
-            move || async move { inner.withdraw(session, &n).await }.boxed(),
-            ok_or_err,
-        )
-        .boxed()
-    }
-
-    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        let inner = self.inner.clone();
-        self.call(
-            format!("close_session {}", sid(session)),
-            move || async move { inner.close_session(session).await }.boxed(),
-            ok_or_err,
-        )
-        .boxed()
-    }
-
-    fn inspect<'a>(
-        &'a self,
-        prefix: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        let inner = self.inner.clone();
-        let p = prefix.map(str::to_owned);
-        self.call(
-            "inspect".to_owned(),
-            move || async move { inner.inspect(p.as_deref()).await }.boxed(),
-            ok_or_err,
-        )
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        async move {
+            let reply = self
+                .through_faults(
+                    describe(&call),
+                    || call.run(&self.inner).map(Ok).boxed(),
+                    |r: &Result<Reply, BackendError>| {
+                        // The token check runs when the backend decides, not
+                        // when (or whether) the reply arrives.
+                        if let (
+                            Call::Acquire { session, name },
+                            Ok(Reply::Acquired(Ok(AcquireOutcome::Won { token, .. }))),
+                        ) = (call, r)
+                        {
+                            self.journal.token_won(name, session, *token);
+                        }
+                        match r {
+                            Ok(reply) => show(reply),
+                            Err(e) => format!("error: {e}"),
+                        }
+                    },
+                )
+                .await;
+            reply.unwrap_or_else(|e| call.failed(e))
+        }
         .boxed()
     }
 
@@ -590,7 +526,7 @@ impl Backend for SimBackend {
         let generation = self.generation;
         async move {
             let stream = self
-                .call(
+                .through_faults(
                     "subscribe_releases".to_owned(),
                     move || async move { inner.subscribe_releases().await }.boxed(),
                     ok_or_err,
@@ -605,65 +541,6 @@ impl Backend for SimBackend {
                 .boxed()
             }))
         }
-        .boxed()
-    }
-
-    fn broadcasts_releases(&self) -> bool {
-        self.inner.broadcasts_releases()
-    }
-
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        self.inner.max_concurrent_calls()
-    }
-
-    fn renewal_proves(&self) -> Fraction {
-        self.inner.renewal_proves()
-    }
-
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        let inner = self.inner.clone();
-        let g = group.clone();
-        self.call(
-            format!("join_group {group}"),
-            move || async move { inner.join_group(session, &g).await }.boxed(),
-            ok_or_err,
-        )
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        let inner = self.inner.clone();
-        let g = group.clone();
-        self.call(
-            format!("leave_group {group}"),
-            move || async move { inner.leave_group(session, &g).await }.boxed(),
-            ok_or_err,
-        )
-        .boxed()
-    }
-
-    fn claim_slot<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-        slot: u64,
-    ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
-        let inner = self.inner.clone();
-        let n = name.clone();
-        self.call(
-            format!("claim_slot {name} token {token} slot {slot}"),
-            move || async move { inner.claim_slot(session, &n, token, slot).await }.boxed(),
-            short,
-        )
         .boxed()
     }
 

@@ -10,18 +10,13 @@
 //! cargo run --release -p simba-tokio --example perf
 //! ```
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
-use simba_backends::{Backend, Inspection, MemoryBackend};
-use simba_core::{
-    AcquireOutcome, BackendError, Fraction, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, Token,
-};
+use simba_backends::{Backend, Call, Layer, Layered, MemoryBackend, Reply};
 use simba_tokio::{NoListener, SimbaConfig, Status};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Counts every call by kind, then delegates.
+/// Counts every call by kind, then delegates (a backend as [`Layered`]).
 #[derive(Default)]
 struct Counting {
     inner: MemoryBackend,
@@ -45,59 +40,23 @@ impl Counting {
     }
 }
 
-impl Backend for Counting {
-    fn open_session(&self, d: Duration) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open.fetch_add(1, Ordering::Relaxed);
-        self.inner.open_session(d)
+impl Layer for Counting {
+    fn inner(&self) -> &dyn Backend {
+        &self.inner
     }
-    fn renew(&self, s: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        self.renew.fetch_add(1, Ordering::Relaxed);
-        self.inner.renew(s)
-    }
-    fn acquire<'a>(
-        &'a self,
-        s: SessionId,
-        n: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        self.acquire.fetch_add(1, Ordering::Relaxed);
-        self.inner.acquire(s, n)
-    }
-    fn release<'a>(
-        &'a self,
-        s: SessionId,
-        n: &'a LeaseName,
-        t: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.release.fetch_add(1, Ordering::Relaxed);
-        self.inner.release(s, n, t)
-    }
-    fn withdraw<'a>(
-        &'a self,
-        s: SessionId,
-        n: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.withdraw(s, n)
-    }
-    fn close_session(&self, s: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        self.close.fetch_add(1, Ordering::Relaxed);
-        self.inner.close_session(s)
-    }
-    fn inspect<'a>(
-        &'a self,
-        p: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        self.inner.inspect(p)
-    }
-    fn subscribe_releases(
-        &self,
-    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        self.inner.subscribe_releases()
-    }
-    fn broadcasts_releases(&self) -> bool {
-        self.inner.broadcasts_releases()
-    }
-    fn renewal_proves(&self) -> Fraction {
-        self.inner.renewal_proves()
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        let counter = match call {
+            Call::OpenSession { .. } => Some(&self.open),
+            Call::Renew { .. } => Some(&self.renew),
+            Call::Acquire { .. } => Some(&self.acquire),
+            Call::Release { .. } => Some(&self.release),
+            Call::CloseSession { .. } => Some(&self.close),
+            _ => None,
+        };
+        if let Some(c) = counter {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        call.run(&self.inner)
     }
     fn name(&self) -> &'static str {
         "counting-memory"
@@ -151,7 +110,7 @@ async fn cpu_per_renewal() -> Result<(), Box<dyn std::error::Error>> {
     }
     let tick = (process_cpu().ok_or("no /proc")? - c0).saturating_sub(idle) / ticks;
 
-    let backend = Arc::new(Counting::default());
+    let backend = Arc::new(Layered(Counting::default()));
     let config = SimbaConfig::builder()
         .lease_duration(Duration::from_millis(60))
         .renew_interval(Duration::from_millis(10))
@@ -184,7 +143,7 @@ async fn cpu_per_renewal() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn thousand_elections() -> Result<(), Box<dyn std::error::Error>> {
-    let backend = Arc::new(Counting::default());
+    let backend = Arc::new(Layered(Counting::default()));
     let renew = Duration::from_millis(500);
     let config = SimbaConfig::builder()
         .lease_duration(Duration::from_millis(1500))

@@ -10,9 +10,8 @@
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use simba_backends::{Backend, Inspection, MemoryBackend};
-use simba_core::{AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant};
-use simba_core::{SessionId, Token};
+use simba_backends::{Backend, Call, Layer, Layered, MemoryBackend, Reply};
+use simba_core::{BackendError, LeaseName};
 use simba_tokio::{ElectionListener, SimbaConfig, Term};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,56 +30,31 @@ struct Narrow {
 
 const SLOW: Duration = Duration::from_millis(5);
 
-impl Backend for Narrow {
-    fn open_session(&self, d: Duration) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.inner.open_session(d)
+impl Layer for Narrow {
+    fn inner(&self) -> &dyn Backend {
+        &self.inner
     }
-    fn renew(&self, s: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        self.inner.renew(s)
-    }
-    fn acquire<'a>(
-        &'a self,
-        s: SessionId,
-        n: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        if !matches!(call, Call::Acquire { .. }) {
+            return call.run(&self.inner);
+        }
         Box::pin(async move {
             self.acquires.fetch_add(1, Ordering::SeqCst);
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.peak.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(SLOW).await;
-            let out = self.inner.acquire(s, n).await;
+            let out = call.run(&self.inner).await;
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             out
         })
-    }
-    fn release<'a>(
-        &'a self,
-        s: SessionId,
-        n: &'a LeaseName,
-        t: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.release(s, n, t)
-    }
-    fn withdraw<'a>(
-        &'a self,
-        s: SessionId,
-        n: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.inner.withdraw(s, n)
-    }
-    fn close_session(&self, s: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        self.inner.close_session(s)
-    }
-    fn inspect<'a>(
-        &'a self,
-        p: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        self.inner.inspect(p)
     }
     fn subscribe_releases(
         &self,
     ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
         Box::pin(async { Ok(None) })
+    }
+    fn broadcasts_releases(&self) -> bool {
+        false
     }
     fn max_concurrent_calls(&self) -> Option<usize> {
         self.limit
@@ -100,14 +74,14 @@ impl ElectionListener for Count {
 
 /// Starts `n` elections on one client and waits until all are won; returns
 /// the backend (for its counters) and the virtual time it took.
-async fn burst(limit: Option<usize>, n: usize) -> (Arc<Narrow>, Duration) {
-    let backend = Arc::new(Narrow {
+async fn burst(limit: Option<usize>, n: usize) -> (Arc<Layered<Narrow>>, Duration) {
+    let backend = Arc::new(Layered(Narrow {
         inner: MemoryBackend::new(),
         limit,
         in_flight: AtomicUsize::new(0),
         peak: AtomicUsize::new(0),
         acquires: AtomicUsize::new(0),
-    });
+    }));
     // A 3 s lease: renewals every second, calls time out after a second.
     let config = SimbaConfig::builder()
         .lease_duration(Duration::from_secs(3))
