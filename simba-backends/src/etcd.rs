@@ -106,7 +106,6 @@ use etcd_client::{
     TxnOpResponse, WatchFilterType, WatchOptions,
 };
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
@@ -118,9 +117,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "etcd";
-/// At most this many calls (renewals aside) in flight at once; see
-/// [`Backend::max_concurrent_calls`].
-const MAX_CALLS_IN_FLIGHT: usize = 32;
 
 /// The key prefix used when the URL has no path.
 pub const DEFAULT_KEY_PREFIX: &str = "/simba";
@@ -405,7 +401,7 @@ struct Inner {
     /// may have been deleted unseen, and is not recorded.
     watch_from: std::sync::atomic::AtomicI64,
     /// Serializes starting the watch.
-    tracker_start: tokio::sync::Mutex<()>,
+    tracker_start: futures::lock::Mutex<()>,
     /// Dropped with the backend: the watch task then ends.
     tracker_stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -608,7 +604,7 @@ impl EtcdBackend {
                 tracker: Mutex::new(Tracker::default()),
                 holders: Mutex::new(HashMap::new()),
                 watch_from: std::sync::atomic::AtomicI64::new(i64::MAX),
-                tracker_start: tokio::sync::Mutex::new(()),
+                tracker_start: futures::lock::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
             }),
         })
@@ -857,35 +853,32 @@ impl EtcdBackend {
     /// Starts the backend's watch unless it runs (see [`track`]); resolves
     /// once etcd confirmed it.
     async fn ensure_tracker(&self) -> Result<(), BackendError> {
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let _start = self.inner.tracker_start.lock().await;
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-        self.inner.rt.handle.spawn(track(
-            Arc::downgrade(&self.inner),
-            self.client(),
-            self.inner.prefix.clone(),
-            self.inner.timeout,
-            ready_tx,
-            stop_rx,
-        ));
-        match ready_rx.await {
-            Ok(Ok(())) => {
-                *lock(&self.inner.tracker_stop) = Some(stop_tx);
-                lock(&self.inner.tracker).running = true;
-                Ok(())
+        let start = async {
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+            self.inner.rt.handle.spawn(track(
+                Arc::downgrade(&self.inner),
+                self.client(),
+                self.inner.prefix.clone(),
+                self.inner.timeout,
+                ready_tx,
+                stop_rx,
+            ));
+            match ready_rx.await {
+                Ok(Ok(())) => {
+                    *lock(&self.inner.tracker_stop) = Some(stop_tx);
+                    lock(&self.inner.tracker).running = true;
+                    Ok(())
+                }
+                Ok(Err(e)) => Err(map_err("watch", e)),
+                Err(_) => Err(BackendError::new(
+                    BackendErrorKind::Other,
+                    "etcd watch: the watch task stopped",
+                )),
             }
-            Ok(Err(e)) => Err(map_err("watch", e)),
-            Err(_) => Err(BackendError::new(
-                BackendErrorKind::Other,
-                "etcd watch: the watch task stopped",
-            )),
-        }
+        };
+        let inner = &self.inner;
+        crate::queue::ensure_running(&inner.tracker, &inner.tracker_start, start).await
     }
 
     /// The acquire transaction (see the module docs): place the session in
@@ -1112,20 +1105,9 @@ fn ttl_for(lease_duration: Duration) -> Result<i64, BackendError> {
 }
 
 impl Backend for EtcdBackend {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // Calls share one connection, but each acquire or release is a write
-        // that etcd commits one after the other: beyond a few dozen in
-        // flight, more only wait inside the server while their call timeouts
-        // (S2.4) run down. A burst of elections waits in the client instead.
-        Some(MAX_CALLS_IN_FLIGHT)
-    }
+    crate::queue::queue_backend_common!();
 
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &crate::metadata::NO_METADATA)
-    }
+    crate::forward::open_session_without_metadata!();
 
     fn open_session_with<'a>(
         &'a self,
@@ -1660,20 +1642,6 @@ impl Backend for EtcdBackend {
             Ok(out)
         }
         .boxed()
-    }
-
-    fn subscribe_releases(
-        &self,
-    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        async move {
-            self.ensure_tracker().await?;
-            Ok(Some(lock(&self.inner.tracker).subscribe()))
-        }
-        .boxed()
-    }
-
-    fn broadcasts_releases(&self) -> bool {
-        true
     }
 
     fn join_group<'a>(

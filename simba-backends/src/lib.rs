@@ -44,6 +44,7 @@
 
 mod config;
 pub mod fencing;
+mod forward;
 mod memory;
 mod metadata;
 mod pool;

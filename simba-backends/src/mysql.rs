@@ -14,7 +14,7 @@
 use crate::sql::{
     acquire_version, group_views, malformed, map_err, micros, name_from, pool_call, prefixed,
     session_from, slot_from, slot_to_i64, token_from, token_to_i64, AcquireRoutine, Skeleton,
-    Statements, Tables, ACQUIRE_MARK, TABLES,
+    Statements, Tables, ACQUIRE_MARK,
 };
 use crate::{Backend, BackendConfig, PoolOptions, SessionMetadata};
 use futures::future::BoxFuture;
@@ -516,13 +516,13 @@ impl MysqlBackend {
     /// procedure).
     pub async fn migrate(&self) -> Result<(), BackendError> {
         let state = self.acquire_proc_state().await?;
-        let usable = state.usable();
-        if self.sql.sk.check_tables(&self.pool).await? == TABLES && usable {
+        let sk = &self.sql.sk;
+        let Some(state) = sk
+            .routine_to_migrate(&self.pool, state, &self.routine())
+            .await?
+        else {
             return Ok(());
-        }
-        if state == AcquireRoutine::Foreign {
-            return Err(self.proc_error(state));
-        }
+        };
         let prefix = &self.sql.sk.t.prefix;
         let tables = prefixed(&MIGRATIONS[..2].concat(), prefix);
         for ddl in tables.split(";\n").filter(|d| !d.trim().is_empty()) {
@@ -557,15 +557,14 @@ impl MysqlBackend {
     /// unless every table and this version's acquire procedure (or a newer
     /// Simba's) exist.
     async fn prepare_schema(&self, create: bool) -> Result<(), BackendError> {
-        if create {
-            return self.migrate().await;
-        }
-        self.sql.sk.require_tables(&self.pool).await?;
-        let state = self.acquire_proc_state().await?;
-        state
-            .usable()
-            .then_some(())
-            .ok_or_else(|| self.proc_error(state))
+        let routine = async {
+            self.acquire_proc_state()
+                .await?
+                .check(NAME, &self.routine())
+        };
+        let sk = &self.sql.sk;
+        sk.prepare_schema(&self.pool, create, self.migrate(), routine)
+            .await
     }
 
     /// Whether the acquire procedure in the current database is this
@@ -603,10 +602,9 @@ impl MysqlBackend {
         })
     }
 
-    /// The error for an acquire procedure that is not this version's.
-    fn proc_error(&self, state: AcquireRoutine) -> BackendError {
-        let p = &self.sql.acquire_proc;
-        state.error(NAME, &format!("procedure `{p}`"))
+    /// The acquire procedure, as its errors name it.
+    fn routine(&self) -> String {
+        format!("procedure `{}`", self.sql.acquire_proc)
     }
 
     /// The DDL that creates Simba's tables and acquire procedure under
@@ -680,23 +678,9 @@ impl MysqlBackend {
     /// # Errors
     /// As any call, or `Rejected` without the privilege to drop.
     pub async fn drop_tables(&self) -> Result<(), BackendError> {
-        let Tables {
-            sessions,
-            leases,
-            members,
-            slots,
-            ..
-        } = &self.sql.sk.t;
-        for ddl in [
-            format!("DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"),
-            acquire_drop_sql(&self.sql.sk.t.prefix),
-        ] {
-            sqlx::raw_sql(&ddl)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "drop tables", e))?;
-        }
-        Ok(())
+        let sk = &self.sql.sk;
+        let ddl = [sk.t.drop_sql(), acquire_drop_sql(&sk.t.prefix)];
+        sk.drop_tables(&self.pool, &ddl).await
     }
 
     /// Whether this backend's connection to the server is encrypted (TLS),
@@ -760,31 +744,29 @@ impl MysqlBackend {
         // The statement shown is the procedure's, or the CALL.
         let pattern = format!("%{}leases l LEFT JOIN%", self.sql.sk.t.prefix);
         let call = format!("%{}%", self.sql.acquire_proc);
-        let killer = async {
-            for _ in 0..250 {
+        let killer = crate::sql::kill_waiting(&mut blocker, move |blocker| {
+            let (pattern, call) = (pattern.clone(), call.clone());
+            async move {
                 let ids: Vec<i64> = sqlx::query_scalar(
                     "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \
                      WHERE (INFO LIKE ? OR INFO LIKE ?) AND ID <> CONNECTION_ID()",
                 )
                 .bind(&pattern)
                 .bind(&call)
-                .fetch_all(&mut blocker)
+                .fetch_all(&mut *blocker)
                 .await
                 .map_err(err)?;
-                if let Some(id) = ids.first() {
-                    blocker
-                        .execute(format!("KILL {id}").as_str())
-                        .await
-                        .map_err(err)?;
-                    return Ok(());
-                }
-                futures_timer::Delay::new(Duration::from_millis(20)).await;
+                let Some(id) = ids.first() else {
+                    return Ok(false);
+                };
+                blocker
+                    .execute(format!("KILL {id}").as_str())
+                    .await
+                    .map_err(err)?;
+                Ok(true)
             }
-            Err(BackendError::new(
-                simba_core::BackendErrorKind::Other,
-                "test helper: the acquire never waited on the lock",
-            ))
-        };
+            .boxed()
+        });
         let (result, killed) = futures::join!(self.acquire(session, name), killer);
         blocker.execute("ROLLBACK").await.map_err(err)?;
         let _ = blocker.close().await;

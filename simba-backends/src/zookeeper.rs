@@ -48,14 +48,12 @@
 //! last renewal was sent; ZooKeeper's own expiry (a dead or partitioned
 //! process) ends it too. See `docs/BACKENDS.md`.
 
-use crate::metadata::NO_METADATA;
 use crate::queue::{HOLDER_FRESH, MAX_HOLDERS};
 use crate::zookeeper_queue::{judge, parse_place, place_prefix, QueueView};
 use crate::zookeeper_tls::Tls;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
 use crate::{LeaseInfo, SessionInfo, SessionMetadata};
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
@@ -68,9 +66,6 @@ use std::time::{Duration, Instant};
 use zookeeper_client as zk;
 
 const NAME: &str = "zookeeper";
-/// At most this many calls (renewals aside) in flight at once; see
-/// [`Backend::max_concurrent_calls`].
-const MAX_CALLS_IN_FLIGHT: usize = 32;
 /// The session timeout the backend's own (observer) session asks for.
 const OBSERVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -512,34 +507,31 @@ impl ZkBackend {
     /// move this backend's waiting places forward and then reach the
     /// release broadcasts' subscribers (S4.2), in that order.
     async fn ensure_tracker(&self) -> Result<(), BackendError> {
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let _start = self.inner.tracker_start.lock().await;
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let c = self.observer().await?;
-        let watcher = c
-            .watch(
-                &self.inner.leases_dir,
-                zk::AddWatchMode::PersistentRecursive,
-            )
-            .await
-            .map_err(|e| map_err("watch", e))?;
-        let (stop_tx, stop_rx) = futures::channel::oneshot::channel();
-        *lock(&self.inner.tracker_stop) = Some(stop_tx);
-        {
-            let mut tracker = lock(&self.inner.tracker);
-            tracker.running = true;
-            self.inner.watch_epoch.fetch_add(1, Ordering::SeqCst);
-        }
-        drop(asyncs::spawn(track(
-            Arc::downgrade(&self.inner),
-            watcher,
-            stop_rx,
-        )));
-        Ok(())
+        let start = async {
+            let c = self.observer().await?;
+            let watcher = c
+                .watch(
+                    &self.inner.leases_dir,
+                    zk::AddWatchMode::PersistentRecursive,
+                )
+                .await
+                .map_err(|e| map_err("watch", e))?;
+            let (stop_tx, stop_rx) = futures::channel::oneshot::channel();
+            *lock(&self.inner.tracker_stop) = Some(stop_tx);
+            {
+                let mut tracker = lock(&self.inner.tracker);
+                tracker.running = true;
+                self.inner.watch_epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            drop(asyncs::spawn(track(
+                Arc::downgrade(&self.inner),
+                watcher,
+                stop_rx,
+            )));
+            Ok(())
+        };
+        let inner = &self.inner;
+        crate::queue::ensure_running(&inner.tracker, &inner.tracker_start, start).await
     }
 
     fn lease_path(&self, name: &str) -> String {
@@ -1309,20 +1301,9 @@ async fn clean_up(entry: Weak<Entry>, client: zk::Client, stale: Vec<(String, St
 }
 
 impl Backend for ZkBackend {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // Calls share one connection, but each acquire or release is a write
-        // that ZooKeeper commits one after the other: beyond a few dozen in
-        // flight, more only wait inside the server while their call timeouts
-        // (S2.4) run down. A burst of elections waits in the client instead.
-        Some(MAX_CALLS_IN_FLIGHT)
-    }
+    crate::queue::queue_backend_common!();
 
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &NO_METADATA)
-    }
+    crate::forward::open_session_without_metadata!();
 
     fn open_session_with<'a>(
         &'a self,
@@ -1696,20 +1677,6 @@ impl Backend for ZkBackend {
             Ok(out)
         }
         .boxed()
-    }
-
-    fn subscribe_releases(
-        &self,
-    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        async move {
-            self.ensure_tracker().await?;
-            Ok(Some(lock(&self.inner.tracker).subscribe()))
-        }
-        .boxed()
-    }
-
-    fn broadcasts_releases(&self) -> bool {
-        true
     }
 
     fn join_group<'a>(
