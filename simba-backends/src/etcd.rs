@@ -723,6 +723,54 @@ impl EtcdBackend {
         }
     }
 
+    /// Joins (`join`) or leaves `group` for `session`: one transaction that
+    /// writes (on the session's lease) or deletes the member key and the
+    /// session's joined key, only while the session is live (S10.1).
+    async fn membership(
+        &self,
+        join: bool,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> Result<(), BackendError> {
+        let Some(lease) = lease_of(session) else {
+            return Ok(());
+        };
+        let sid = session.to_string();
+        let member = format!("{}{sid}", self.key_group(group));
+        let joined = format!("{}{group}", self.key_joined(lease));
+        let (what, ops) = if join {
+            let on_lease = || Some(PutOptions::new().with_lease(lease));
+            let ops = [
+                TxnOp::put(member, "", on_lease()),
+                TxnOp::put(joined, "", on_lease()),
+            ];
+            ("join group", ops)
+        } else {
+            let ops = [TxnOp::delete(member, None), TxnOp::delete(joined, None)];
+            ("leave group", ops)
+        };
+        let txn = Txn::new()
+            .when([Compare::value(
+                self.key_session(lease),
+                CompareOp::Equal,
+                sid,
+            )])
+            .and_then(ops);
+        let mut c = self.client();
+        let resp = self.run(what, async move { c.txn(txn).await }).await?;
+        // Not live: a join is a no-op. A leave is known either way.
+        if resp.succeeded() || !join {
+            self.cache_groups(lease, session, |known| {
+                if join {
+                    known.insert(group.clone());
+                } else {
+                    known.remove(group);
+                }
+            });
+        }
+        Ok(())
+    }
+
     /// Reads the members of `groups` in one read-only transaction.
     async fn read_members(&self, groups: &[LeaseName]) -> Result<Vec<GroupView>, BackendError> {
         let txn = Txn::new().and_then(
@@ -1644,72 +1692,7 @@ impl Backend for EtcdBackend {
         .boxed()
     }
 
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let Some(lease) = lease_of(session) else {
-                return Ok(());
-            };
-            let sid = session.to_string();
-            let on_lease = || Some(PutOptions::new().with_lease(lease));
-            let txn = Txn::new()
-                .when([Compare::value(
-                    self.key_session(lease),
-                    CompareOp::Equal,
-                    sid.clone(),
-                )])
-                .and_then([
-                    TxnOp::put(format!("{}{sid}", self.key_group(group)), "", on_lease()),
-                    TxnOp::put(format!("{}{group}", self.key_joined(lease)), "", on_lease()),
-                ]);
-            let mut c = self.client();
-            let resp = self
-                .run("join group", async move { c.txn(txn).await })
-                .await?;
-            // Not live: a join is a no-op.
-            if resp.succeeded() {
-                self.cache_groups(lease, session, |known| {
-                    known.insert(group.clone());
-                });
-            }
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let Some(lease) = lease_of(session) else {
-                return Ok(());
-            };
-            let sid = session.to_string();
-            let txn = Txn::new()
-                .when([Compare::value(
-                    self.key_session(lease),
-                    CompareOp::Equal,
-                    sid.clone(),
-                )])
-                .and_then([
-                    TxnOp::delete(format!("{}{sid}", self.key_group(group)), None),
-                    TxnOp::delete(format!("{}{group}", self.key_joined(lease)), None),
-                ]);
-            let mut c = self.client();
-            self.run("leave group", async move { c.txn(txn).await.map(|_| ()) })
-                .await?;
-            self.cache_groups(lease, session, |known| {
-                known.remove(group);
-            });
-            Ok(())
-        }
-        .boxed()
-    }
+    crate::forward::groups_by_membership!();
 
     fn claim_slot<'a>(
         &'a self,

@@ -448,7 +448,7 @@ impl MemoryBackend {
     fn changing<T, E>(
         &self,
         f: impl FnOnce(&mut State, Timestamp) -> Result<T, E>,
-    ) -> BoxFuture<'static, Result<T, E>>
+    ) -> futures::future::Ready<Result<T, E>>
     where
         T: Send + 'static,
         E: From<BackendError> + Send + 'static,
@@ -464,7 +464,26 @@ impl MemoryBackend {
         if result.is_ok() {
             st.broadcast();
         }
-        futures::future::ready(result).boxed()
+        futures::future::ready(result)
+    }
+
+    /// Joins (`join`) or leaves `group` for `session`; with a session that
+    /// is not live a join is a no-op, as on every backend: the session's
+    /// next renewal says `Expired`.
+    fn membership(
+        &self,
+        join: bool,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> futures::future::Ready<Result<(), BackendError>> {
+        self.changing(|st, now| {
+            if join {
+                st.model.join_group(now, session, group);
+            } else {
+                st.model.leave_group(now, session, group);
+            }
+            Ok(())
+        })
     }
 }
 
@@ -514,6 +533,7 @@ impl Backend for MemoryBackend {
             renewal.remaining = st.reported(renewal.remaining);
             Ok(renewal)
         })
+        .boxed()
     }
 
     fn acquire<'a>(
@@ -533,6 +553,7 @@ impl Backend for MemoryBackend {
             };
             Ok(st.report(outcome))
         })
+        .boxed()
     }
 
     fn release<'a>(
@@ -545,6 +566,7 @@ impl Backend for MemoryBackend {
             st.model.release(now, session, name, token);
             Ok::<_, BackendError>(())
         })
+        .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
@@ -552,6 +574,7 @@ impl Backend for MemoryBackend {
             st.model.close_session(now, session);
             Ok::<_, BackendError>(())
         })
+        .boxed()
     }
 
     fn inspect<'a>(
@@ -586,6 +609,7 @@ impl Backend for MemoryBackend {
                 .collect();
             Ok::<_, BackendError>(Inspection { leases, sessions })
         })
+        .boxed()
     }
 
     fn subscribe_releases(
@@ -600,29 +624,7 @@ impl Backend for MemoryBackend {
         true
     }
 
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.changing(|st, now| {
-            // With a session that is not live, a no-op, as on every
-            // backend: the session's next renewal says `Expired`.
-            st.model.join_group(now, session, group);
-            Ok::<_, BackendError>(())
-        })
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        self.changing(|st, now| {
-            st.model.leave_group(now, session, group);
-            Ok::<_, BackendError>(())
-        })
-    }
+    crate::forward::groups_by_membership!();
 
     fn claim_slot<'a>(
         &'a self,

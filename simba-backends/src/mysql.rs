@@ -123,6 +123,29 @@ struct Wake {
 }
 
 impl Wake {
+    /// A new node's waker state: `listen`, whether release wake-ups are on;
+    /// `own_pool`, whether the backend made its pool (and sets its lock
+    /// wait).
+    fn new(listen: bool, own_pool: bool) -> Arc<Wake> {
+        Arc::new(Wake {
+            listen,
+            waited: Mutex::new(BTreeSet::new()),
+            freed: Mutex::new(Vec::new()),
+            subscribed: AtomicBool::new(false),
+            lock_wait_s: AtomicU64::new(0),
+            lock_wait_changed: Mutex::new(None),
+            own_pool,
+            closed: AtomicBool::new(false),
+            open: AtomicU64::new(0),
+            sleeper: AtomicU64::new(0),
+            kick: Mutex::new(None),
+            nudge: Mutex::new(None),
+            sessions: Mutex::new(BTreeSet::new()),
+            kicks_asked: AtomicU64::new(0),
+            kicks_done: AtomicU64::new(0),
+        })
+    }
+
     /// Whether a pooled connection of age `age` was made after the lock
     /// wait bound last changed (so it has the current bound).
     fn made_after_change(&self, age: Duration) -> bool {
@@ -192,6 +215,17 @@ impl Wake {
 
     fn take_freed(&self) -> Vec<String> {
         std::mem::take(&mut *self.freed.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether the waker wakes the others (see [`Wake::kicks`]), and the
+    /// statement for `session` that goes with it: `only` if so, else
+    /// `wakes` (which wakes the sleeping wakers itself), in either case
+    /// without this node's own waker.
+    fn statement(&self, only: &str, wakes: &str, session: SessionId) -> (bool, String) {
+        let kicks = self.kicks();
+        let stmt = if kicks { only } else { wakes };
+        let id = format!("X'{}'", hex_id(session));
+        (kicks, self.without_self(stmt).replace(RENEW_ID, &id))
     }
 
     /// Whether this node's waker runs and wakes the others for it.
@@ -451,23 +485,7 @@ impl MysqlBackend {
         let opts = MySqlConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
             .timezone(Some("+00:00".to_owned()));
-        let wake = Arc::new(Wake {
-            listen: config.listen(),
-            waited: Mutex::new(BTreeSet::new()),
-            freed: Mutex::new(Vec::new()),
-            subscribed: AtomicBool::new(false),
-            lock_wait_s: AtomicU64::new(0),
-            lock_wait_changed: Mutex::new(None),
-            own_pool: true,
-            closed: AtomicBool::new(false),
-            open: AtomicU64::new(0),
-            sleeper: AtomicU64::new(0),
-            kick: Mutex::new(None),
-            nudge: Mutex::new(None),
-            sessions: Mutex::new(BTreeSet::new()),
-            kicks_asked: AtomicU64::new(0),
-            kicks_done: AtomicU64::new(0),
-        });
+        let wake = Wake::new(config.listen(), true);
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
         // row locks no longer than a call may last (`lock_wait_sql`).
@@ -646,23 +664,7 @@ impl MysqlBackend {
         let backend = MysqlBackend {
             pool,
             sql: Sql::new(options.get_table_prefix(), mariadb),
-            wake: Arc::new(Wake {
-                listen: true,
-                waited: Mutex::new(BTreeSet::new()),
-                freed: Mutex::new(Vec::new()),
-                subscribed: AtomicBool::new(false),
-                lock_wait_s: AtomicU64::new(0),
-                lock_wait_changed: Mutex::new(None),
-                own_pool: false,
-                closed: AtomicBool::new(false),
-                open: AtomicU64::new(0),
-                sleeper: AtomicU64::new(0),
-                kick: Mutex::new(None),
-                nudge: Mutex::new(None),
-                sessions: Mutex::new(BTreeSet::new()),
-                kicks_asked: AtomicU64::new(0),
-                kicks_done: AtomicU64::new(0),
-            }),
+            wake: Wake::new(true, false),
             mariadb,
         };
         backend.prepare_schema(options.get_create_schema()).await?;
@@ -1025,15 +1027,8 @@ async fn release_on(
     // of its own: an interruption may take seconds on MariaDB (see
     // [`Waker::kick`]), and must not hold the one pooled connection that
     // this node's renewals wait for.
-    let kicks = wake.kicks();
-    let stmt = if kicks {
-        &sql.release_only
-    } else {
-        &sql.release_wake
-    };
-    let stmt = wake
-        .without_self(stmt)
-        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
+    let (kicks, stmt) = wake.statement(&sql.release_only, &sql.release_wake, session);
+    let stmt = stmt
         .replace("@name@", name.as_str())
         .replace("@token@", &token.to_string());
     let results = run_multi(c, &stmt).await.map_err(get)?;
@@ -1069,15 +1064,7 @@ async fn close_on(
     (wake, mariadb): (&Wake, bool),
 ) -> Result<(), BackendError> {
     let get = |e| map_err(NAME, "close session", e);
-    let kicks = wake.kicks();
-    let stmt = if kicks {
-        &sql.close_only
-    } else {
-        &sql.close_wake
-    };
-    let stmt = wake
-        .without_self(stmt)
-        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
+    let (kicks, stmt) = wake.statement(&sql.close_only, &sql.close_wake, session);
     let results = run_multi(c, &stmt).await.map_err(get)?;
     let mut held = Vec::new();
     if let Some((_, rows)) = results.first() {

@@ -893,6 +893,35 @@ impl RedisBackend {
         Ok(result)
     }
 
+    /// Joins (`join`) or leaves `group` for `session`, by the join or leave
+    /// script (a join also checks the session's key: 0, the session is not
+    /// live, and a join by it is a no-op).
+    async fn membership(
+        &self,
+        join: bool,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> Result<(), BackendError> {
+        let scripts = &self.inner.scripts;
+        let (what, script) = if join {
+            ("join group", &scripts.join)
+        } else {
+            ("leave group", &scripts.leave)
+        };
+        let _: i64 = self
+            .run(what, script, |keys, inv| {
+                if join {
+                    inv.key(keys.session(session));
+                }
+                inv.key(keys.joined(session))
+                    .key(keys.group(group))
+                    .arg(session.to_string())
+                    .arg(group.as_str());
+            })
+            .await?;
+        Ok(())
+    }
+
     /// For failure tests: the server's id of this client's shared
     /// connection (`CLIENT ID`), and a helper connection of its own.
     #[cfg(feature = "testkit")]
@@ -1224,45 +1253,7 @@ impl Backend for RedisBackend {
         true
     }
 
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            // 0: the session is not live, and a join by it is a no-op.
-            let _: i64 = self
-                .run("join group", &self.inner.scripts.join, |keys, inv| {
-                    inv.key(keys.session(session))
-                        .key(keys.joined(session))
-                        .key(keys.group(group))
-                        .arg(session.to_string())
-                        .arg(group.as_str());
-                })
-                .await?;
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let _: i64 = self
-                .run("leave group", &self.inner.scripts.leave, |keys, inv| {
-                    inv.key(keys.joined(session))
-                        .key(keys.group(group))
-                        .arg(session.to_string())
-                        .arg(group.as_str());
-                })
-                .await?;
-            Ok(())
-        }
-        .boxed()
-    }
+    crate::forward::groups_by_membership!();
 
     fn claim_slot<'a>(
         &'a self,

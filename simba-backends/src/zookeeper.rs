@@ -558,6 +558,50 @@ impl ZkBackend {
         format!("{}/{:016x}", self.inner.sessions_dir, zk_id as u64)
     }
 
+    /// The live session's entry and client for the call `what`: `None`
+    /// once the session expired (an unknown one is checked first, see
+    /// [`ZkBackend::unknown`]); `suspended` while its connection is lost,
+    /// which is not expiry (S1.2): the session is suspended until the
+    /// client reconnects or ZooKeeper expires it.
+    async fn live(
+        &self,
+        session: SessionId,
+        what: &str,
+    ) -> Result<Option<(Arc<Entry>, zk::Client)>, BackendError> {
+        let (entry, client) = match self.client_of(session).await {
+            Ok(x) => x,
+            Err(Gone::Expired) => return Ok(None),
+            Err(Gone::Unknown) => {
+                self.unknown(session).await?;
+                return Ok(None);
+            }
+        };
+        if client.state() == zk::SessionState::Disconnected {
+            return Err(suspended(what));
+        }
+        Ok(Some((entry, client)))
+    }
+
+    /// Runs `call` on the live session `entry` within its timeout: `None`
+    /// if ZooKeeper expired the session meanwhile (it is then forgotten);
+    /// any other failure as the error of the call `what`.
+    async fn on_session<T>(
+        &self,
+        session: SessionId,
+        entry: &Arc<Entry>,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, zk::Error>>,
+    ) -> Result<Option<T>, BackendError> {
+        match bounded(call, entry.timeout).await {
+            Ok(t) => Ok(Some(t)),
+            Err(zk::Error::SessionExpired) => {
+                self.forget(session, entry).await;
+                Ok(None)
+            }
+            Err(e) => Err(map_err(what, e)),
+        }
+    }
+
     /// The session's live client, or why there is none.
     async fn client_of(&self, session: SessionId) -> Result<(Arc<Entry>, zk::Client), Gone> {
         let entry = lock(&self.inner.sessions).get(&session).cloned();
@@ -1357,19 +1401,10 @@ impl Backend for ZkBackend {
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
-                Err(Gone::Expired) => return Err(RenewError::Expired),
-                Err(Gone::Unknown) => {
-                    self.unknown(session).await?;
-                    return Err(RenewError::Expired);
-                }
+            // Connection loss is not expiry (S1.2), see `live`.
+            let Some((entry, client)) = self.live(session, "renew").await? else {
+                return Err(RenewError::Expired);
             };
-            if client.state() == zk::SessionState::Disconnected {
-                // Connection loss is not expiry (S1.2): the session is
-                // suspended until the client reconnects or ZooKeeper expires it.
-                return Err(suspended("renew").into());
-            }
             let sent = Instant::now();
             // The members of the joined groups (S10.1): one multi-read, sent
             // with the listing before either reply is awaited (one round
@@ -1387,13 +1422,9 @@ impl Backend for ZkBackend {
                 let (paths, members) = futures::join!(listing, members);
                 Ok::<_, zk::Error>((paths?, members?))
             };
-            let (paths, members) = match bounded(both, entry.timeout).await {
-                Ok(p) => p,
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    return Err(RenewError::Expired);
-                }
-                Err(e) => return Err(map_err("renew", e).into()),
+            let read = self.on_session(session, &entry, "renew", both).await?;
+            let Some((paths, members)) = read else {
+                return Err(RenewError::Expired);
             };
             let late = {
                 let mut deadline = lock(&entry.deadline);
@@ -1470,25 +1501,12 @@ impl Backend for ZkBackend {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
-                Err(Gone::Expired) => return Ok(AcquireOutcome::Expired),
-                Err(Gone::Unknown) => {
-                    self.unknown(session).await?;
-                    return Ok(AcquireOutcome::Expired);
-                }
+            let Some((entry, client)) = self.live(session, "acquire").await? else {
+                return Ok(AcquireOutcome::Expired);
             };
-            if client.state() == zk::SessionState::Disconnected {
-                return Err(suspended("acquire"));
-            }
-            match bounded(self.acquire_with(&entry, &client, name), entry.timeout).await {
-                Ok(outcome) => Ok(outcome),
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    Ok(AcquireOutcome::Expired)
-                }
-                Err(e) => Err(map_err("acquire", e)),
-            }
+            let call = self.acquire_with(&entry, &client, name);
+            let outcome = self.on_session(session, &entry, "acquire", call).await?;
+            Ok(outcome.unwrap_or(AcquireOutcome::Expired))
         }
         .boxed()
     }
@@ -1685,15 +1703,10 @@ impl Backend for ZkBackend {
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
+            let Some((entry, client)) = self.live(session, "join group").await? else {
                 // A session that is not live joins nothing.
-                Err(Gone::Expired) => return Ok(()),
-                Err(Gone::Unknown) => return self.unknown(session).await,
+                return Ok(());
             };
-            if client.state() == zk::SessionState::Disconnected {
-                return Err(suspended("join group"));
-            }
             let g = group.as_str();
             let member = self.member_path(g, entry.zk_id);
             let acls = self.inner.target.acls();
@@ -1714,20 +1727,16 @@ impl Backend for ZkBackend {
                 }
                 Ok(false)
             };
-            match bounded(join, entry.timeout).await {
-                Ok(true) => {
+            match self.on_session(session, &entry, "join group", join).await? {
+                Some(true) => {
                     lock(&entry.groups).insert(g.to_owned());
                     Ok(())
                 }
-                Ok(false) => Err(BackendError::new(
+                Some(false) => Err(BackendError::new(
                     BackendErrorKind::Other,
                     format!("{NAME} join group: `{g}` vanished four times while joining"),
                 )),
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    Ok(())
-                }
-                Err(e) => Err(map_err("join group", e)),
+                None => Ok(()),
             }
         }
         .boxed()
@@ -1762,30 +1771,12 @@ impl Backend for ZkBackend {
         slot: u64,
     ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
-                Err(Gone::Expired) => return Ok(SlotClaim::NotHolder),
-                Err(Gone::Unknown) => {
-                    self.unknown(session).await?;
-                    return Ok(SlotClaim::NotHolder);
-                }
+            let Some((entry, client)) = self.live(session, "claim slot").await? else {
+                return Ok(SlotClaim::NotHolder);
             };
-            if client.state() == zk::SessionState::Disconnected {
-                return Err(suspended("claim slot"));
-            }
-            match bounded(
-                self.claim_with(&entry, &client, name, token, slot),
-                entry.timeout,
-            )
-            .await
-            {
-                Ok(answer) => Ok(answer),
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    Ok(SlotClaim::NotHolder)
-                }
-                Err(e) => Err(map_err("claim slot", e)),
-            }
+            let call = self.claim_with(&entry, &client, name, token, slot);
+            let answer = self.on_session(session, &entry, "claim slot", call).await?;
+            Ok(answer.unwrap_or(SlotClaim::NotHolder))
         }
         .boxed()
     }
