@@ -771,6 +771,24 @@ impl EtcdBackend {
         Ok(())
     }
 
+    /// Deletes the place on `name` of the session on `lease` and its owned
+    /// key, in one transaction, if `when` holds; `what` names the call.
+    async fn delete_place(
+        &self,
+        what: &str,
+        lease: i64,
+        name: &LeaseName,
+        when: impl Into<Vec<Compare>>,
+    ) -> Result<(), BackendError> {
+        let txn = Txn::new().when(when).and_then([
+            TxnOp::delete(self.key_place(name, lease), None),
+            TxnOp::delete(self.key_owned(lease, name), None),
+        ]);
+        let mut c = self.client();
+        self.run(what, async move { c.txn(txn).await.map(|_| ()) })
+            .await
+    }
+
     /// Reads the members of `groups` in one read-only transaction.
     async fn read_members(&self, groups: &[LeaseName]) -> Result<Vec<GroupView>, BackendError> {
         let txn = Txn::new().and_then(
@@ -1461,18 +1479,11 @@ impl Backend for EtcdBackend {
             // The term's own place: unique to the term (a later place of
             // this session has a higher revision), so a stale release
             // compares false and is a no-op (S3.5).
-            let txn = Txn::new()
-                .when([
-                    Compare::create_revision(place.clone(), CompareOp::Equal, rev),
-                    Compare::value(place.clone(), CompareOp::Equal, session.to_string()),
-                ])
-                .and_then([
-                    TxnOp::delete(place, None),
-                    TxnOp::delete(self.key_owned(lease, name), None),
-                ]);
-            let mut c = self.client();
-            self.run("release", async move { c.txn(txn).await.map(|_| ()) })
-                .await?;
+            let when = [
+                Compare::create_revision(place.clone(), CompareOp::Equal, rev),
+                Compare::value(place, CompareOp::Equal, session.to_string()),
+            ];
+            self.delete_place("release", lease, name, when).await?;
             if let Some(Place::Won { rev: r, .. }) = self.place_of(lease, session, name) {
                 if r == rev {
                     self.set_place(lease, session, name, None);
@@ -1507,18 +1518,11 @@ impl Backend for EtcdBackend {
             }
             let sid = session.to_string();
             let place = self.key_place(name, lease);
-            let txn = Txn::new()
-                .when([
-                    Compare::value(self.key_session(lease), CompareOp::Equal, sid.clone()),
-                    Compare::value(place.clone(), CompareOp::Equal, sid),
-                ])
-                .and_then([
-                    TxnOp::delete(place, None),
-                    TxnOp::delete(self.key_owned(lease, name), None),
-                ]);
-            let mut c = self.client();
-            self.run("withdraw", async move { c.txn(txn).await.map(|_| ()) })
-                .await?;
+            let when = [
+                Compare::value(self.key_session(lease), CompareOp::Equal, sid.clone()),
+                Compare::value(place, CompareOp::Equal, sid),
+            ];
+            self.delete_place("withdraw", lease, name, when).await?;
             self.set_place(lease, session, name, None);
             Ok(())
         }
@@ -1814,18 +1818,8 @@ async fn clean_up(
             continue;
         }
         let place = b.key_place(&name, lease);
-        let txn = Txn::new()
-            .when([Compare::create_revision(
-                place.clone(),
-                CompareOp::Equal,
-                rev,
-            )])
-            .and_then([
-                TxnOp::delete(place, None),
-                TxnOp::delete(b.key_owned(lease, &name), None),
-            ]);
-        let mut c = b.client();
-        match b.run("clean up", async move { c.txn(txn).await }).await {
+        let when = [Compare::create_revision(place, CompareOp::Equal, rev)];
+        match b.delete_place("clean up", lease, &name, when).await {
             Ok(_) => match b.place_of(lease, session, &name) {
                 Some(Place::Waiting { w, .. }) if w.rev == rev => {
                     b.set_place(lease, session, &name, None)
