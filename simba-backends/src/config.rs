@@ -1111,6 +1111,11 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// The error of a URL that must be refused.
+    fn refused(url: &str) -> ConfigError {
+        BackendConfig::parse(url).err().unwrap()
+    }
+
     #[test]
     fn parses_every_scheme_and_strips_simba_parameters() {
         let c = BackendConfig::parse("sqlite:///tmp/x.db?mode=rwc&simba_table_prefix=a_").unwrap();
@@ -1147,9 +1152,7 @@ mod tests {
             DEFAULT_KEY_PREFIX
         );
         for bad in ["", "a{b}", "a b", &"k".repeat(65)] {
-            let e = BackendConfig::parse(&format!("redis://:pw@h/?simba_key_prefix={bad}"))
-                .err()
-                .unwrap();
+            let e = refused(&format!("redis://:pw@h/?simba_key_prefix={bad}"));
             assert!(matches!(e, ConfigError::InvalidKeyPrefix { .. }), "{bad}");
         }
     }
@@ -1244,26 +1247,18 @@ mod tests {
                 url: "mysql://u:***@h1:3306,h2:3306/db".into()
             }
         );
-        let e = BackendConfig::parse("oracle://scott:tiger@h/x")
-            .err()
-            .unwrap();
+        let e = refused("oracle://scott:tiger@h/x");
         assert!(matches!(e, ConfigError::UnknownScheme { .. }));
         assert!(!e.to_string().contains("tiger"), "{e}");
-        let e = BackendConfig::parse("postgres://u:pw@h/x?simba_table_prefix=Bad-Prefix")
-            .err()
-            .unwrap();
+        let e = refused("postgres://u:pw@h/x?simba_table_prefix=Bad-Prefix");
         assert!(matches!(e, ConfigError::InvalidPrefix { .. }));
-        let e = BackendConfig::parse("postgres://u:pw@h/x?simba_max_connections=0")
-            .err()
-            .unwrap();
+        let e = refused("postgres://u:pw@h/x?simba_max_connections=0");
         assert!(!e.to_string().contains("pw@"), "{e}");
     }
 
     #[test]
     fn a_bad_port_or_redis_database_says_what_is_wrong() {
-        let e = BackendConfig::parse("redis://u:pw@127.0.0.1:99999/")
-            .err()
-            .unwrap();
+        let e = refused("redis://u:pw@127.0.0.1:99999/");
         assert!(matches!(e, ConfigError::InvalidUrl { .. }));
         let text = e.to_string();
         assert!(text.contains("port 99999 is out of range"), "{text}");
@@ -1325,9 +1320,7 @@ mod tests {
             "simba_listen_url=%zz",
             "simba_transaction_pooling=",
         ] {
-            let e = BackendConfig::parse(&format!("postgres://h/db?{bad}"))
-                .err()
-                .unwrap();
+            let e = refused(&format!("postgres://h/db?{bad}"));
             assert!(matches!(e, ConfigError::InvalidParameter { .. }), "{bad}");
         }
     }

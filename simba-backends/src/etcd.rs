@@ -106,7 +106,6 @@ use etcd_client::{
     TxnOpResponse, WatchFilterType, WatchOptions,
 };
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, GroupView, LeaseName, RenewError, Renewal,
@@ -118,9 +117,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 const NAME: &str = "etcd";
-/// At most this many calls (renewals aside) in flight at once; see
-/// [`Backend::max_concurrent_calls`].
-const MAX_CALLS_IN_FLIGHT: usize = 32;
 
 /// The key prefix used when the URL has no path.
 pub const DEFAULT_KEY_PREFIX: &str = "/simba";
@@ -405,7 +401,7 @@ struct Inner {
     /// may have been deleted unseen, and is not recorded.
     watch_from: std::sync::atomic::AtomicI64,
     /// Serializes starting the watch.
-    tracker_start: tokio::sync::Mutex<()>,
+    tracker_start: futures::lock::Mutex<()>,
     /// Dropped with the backend: the watch task then ends.
     tracker_stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -608,7 +604,7 @@ impl EtcdBackend {
                 tracker: Mutex::new(Tracker::default()),
                 holders: Mutex::new(HashMap::new()),
                 watch_from: std::sync::atomic::AtomicI64::new(i64::MAX),
-                tracker_start: tokio::sync::Mutex::new(()),
+                tracker_start: futures::lock::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
             }),
         })
@@ -725,6 +721,72 @@ impl EtcdBackend {
         if let Some(l) = local.get_mut(&lease).filter(|l| l.session == session) {
             change(&mut l.groups);
         }
+    }
+
+    /// Joins (`join`) or leaves `group` for `session`: one transaction that
+    /// writes (on the session's lease) or deletes the member key and the
+    /// session's joined key, only while the session is live (S10.1).
+    async fn membership(
+        &self,
+        join: bool,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> Result<(), BackendError> {
+        let Some(lease) = lease_of(session) else {
+            return Ok(());
+        };
+        let sid = session.to_string();
+        let member = format!("{}{sid}", self.key_group(group));
+        let joined = format!("{}{group}", self.key_joined(lease));
+        let (what, ops) = if join {
+            let on_lease = || Some(PutOptions::new().with_lease(lease));
+            let ops = [
+                TxnOp::put(member, "", on_lease()),
+                TxnOp::put(joined, "", on_lease()),
+            ];
+            ("join group", ops)
+        } else {
+            let ops = [TxnOp::delete(member, None), TxnOp::delete(joined, None)];
+            ("leave group", ops)
+        };
+        let txn = Txn::new()
+            .when([Compare::value(
+                self.key_session(lease),
+                CompareOp::Equal,
+                sid,
+            )])
+            .and_then(ops);
+        let mut c = self.client();
+        let resp = self.run(what, async move { c.txn(txn).await }).await?;
+        // Not live: a join is a no-op. A leave is known either way.
+        if resp.succeeded() || !join {
+            self.cache_groups(lease, session, |known| {
+                if join {
+                    known.insert(group.clone());
+                } else {
+                    known.remove(group);
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes the place on `name` of the session on `lease` and its owned
+    /// key, in one transaction, if `when` holds; `what` names the call.
+    async fn delete_place(
+        &self,
+        what: &str,
+        lease: i64,
+        name: &LeaseName,
+        when: impl Into<Vec<Compare>>,
+    ) -> Result<(), BackendError> {
+        let txn = Txn::new().when(when).and_then([
+            TxnOp::delete(self.key_place(name, lease), None),
+            TxnOp::delete(self.key_owned(lease, name), None),
+        ]);
+        let mut c = self.client();
+        self.run(what, async move { c.txn(txn).await.map(|_| ()) })
+            .await
     }
 
     /// Reads the members of `groups` in one read-only transaction.
@@ -857,35 +919,32 @@ impl EtcdBackend {
     /// Starts the backend's watch unless it runs (see [`track`]); resolves
     /// once etcd confirmed it.
     async fn ensure_tracker(&self) -> Result<(), BackendError> {
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let _start = self.inner.tracker_start.lock().await;
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-        self.inner.rt.handle.spawn(track(
-            Arc::downgrade(&self.inner),
-            self.client(),
-            self.inner.prefix.clone(),
-            self.inner.timeout,
-            ready_tx,
-            stop_rx,
-        ));
-        match ready_rx.await {
-            Ok(Ok(())) => {
-                *lock(&self.inner.tracker_stop) = Some(stop_tx);
-                lock(&self.inner.tracker).running = true;
-                Ok(())
+        let start = async {
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+            self.inner.rt.handle.spawn(track(
+                Arc::downgrade(&self.inner),
+                self.client(),
+                self.inner.prefix.clone(),
+                self.inner.timeout,
+                ready_tx,
+                stop_rx,
+            ));
+            match ready_rx.await {
+                Ok(Ok(())) => {
+                    *lock(&self.inner.tracker_stop) = Some(stop_tx);
+                    lock(&self.inner.tracker).running = true;
+                    Ok(())
+                }
+                Ok(Err(e)) => Err(map_err("watch", e)),
+                Err(_) => Err(BackendError::new(
+                    BackendErrorKind::Other,
+                    "etcd watch: the watch task stopped",
+                )),
             }
-            Ok(Err(e)) => Err(map_err("watch", e)),
-            Err(_) => Err(BackendError::new(
-                BackendErrorKind::Other,
-                "etcd watch: the watch task stopped",
-            )),
-        }
+        };
+        let inner = &self.inner;
+        crate::queue::ensure_running(&inner.tracker, &inner.tracker_start, start).await
     }
 
     /// The acquire transaction (see the module docs): place the session in
@@ -1112,20 +1171,9 @@ fn ttl_for(lease_duration: Duration) -> Result<i64, BackendError> {
 }
 
 impl Backend for EtcdBackend {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // Calls share one connection, but each acquire or release is a write
-        // that etcd commits one after the other: beyond a few dozen in
-        // flight, more only wait inside the server while their call timeouts
-        // (S2.4) run down. A burst of elections waits in the client instead.
-        Some(MAX_CALLS_IN_FLIGHT)
-    }
+    crate::queue::queue_backend_common!();
 
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &crate::metadata::NO_METADATA)
-    }
+    crate::forward::open_session_without_metadata!();
 
     fn open_session_with<'a>(
         &'a self,
@@ -1431,18 +1479,11 @@ impl Backend for EtcdBackend {
             // The term's own place: unique to the term (a later place of
             // this session has a higher revision), so a stale release
             // compares false and is a no-op (S3.5).
-            let txn = Txn::new()
-                .when([
-                    Compare::create_revision(place.clone(), CompareOp::Equal, rev),
-                    Compare::value(place.clone(), CompareOp::Equal, session.to_string()),
-                ])
-                .and_then([
-                    TxnOp::delete(place, None),
-                    TxnOp::delete(self.key_owned(lease, name), None),
-                ]);
-            let mut c = self.client();
-            self.run("release", async move { c.txn(txn).await.map(|_| ()) })
-                .await?;
+            let when = [
+                Compare::create_revision(place.clone(), CompareOp::Equal, rev),
+                Compare::value(place, CompareOp::Equal, session.to_string()),
+            ];
+            self.delete_place("release", lease, name, when).await?;
             if let Some(Place::Won { rev: r, .. }) = self.place_of(lease, session, name) {
                 if r == rev {
                     self.set_place(lease, session, name, None);
@@ -1477,18 +1518,11 @@ impl Backend for EtcdBackend {
             }
             let sid = session.to_string();
             let place = self.key_place(name, lease);
-            let txn = Txn::new()
-                .when([
-                    Compare::value(self.key_session(lease), CompareOp::Equal, sid.clone()),
-                    Compare::value(place.clone(), CompareOp::Equal, sid),
-                ])
-                .and_then([
-                    TxnOp::delete(place, None),
-                    TxnOp::delete(self.key_owned(lease, name), None),
-                ]);
-            let mut c = self.client();
-            self.run("withdraw", async move { c.txn(txn).await.map(|_| ()) })
-                .await?;
+            let when = [
+                Compare::value(self.key_session(lease), CompareOp::Equal, sid.clone()),
+                Compare::value(place, CompareOp::Equal, sid),
+            ];
+            self.delete_place("withdraw", lease, name, when).await?;
             self.set_place(lease, session, name, None);
             Ok(())
         }
@@ -1662,86 +1696,7 @@ impl Backend for EtcdBackend {
         .boxed()
     }
 
-    fn subscribe_releases(
-        &self,
-    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        async move {
-            self.ensure_tracker().await?;
-            Ok(Some(lock(&self.inner.tracker).subscribe()))
-        }
-        .boxed()
-    }
-
-    fn broadcasts_releases(&self) -> bool {
-        true
-    }
-
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let Some(lease) = lease_of(session) else {
-                return Ok(());
-            };
-            let sid = session.to_string();
-            let on_lease = || Some(PutOptions::new().with_lease(lease));
-            let txn = Txn::new()
-                .when([Compare::value(
-                    self.key_session(lease),
-                    CompareOp::Equal,
-                    sid.clone(),
-                )])
-                .and_then([
-                    TxnOp::put(format!("{}{sid}", self.key_group(group)), "", on_lease()),
-                    TxnOp::put(format!("{}{group}", self.key_joined(lease)), "", on_lease()),
-                ]);
-            let mut c = self.client();
-            let resp = self
-                .run("join group", async move { c.txn(txn).await })
-                .await?;
-            // Not live: a join is a no-op.
-            if resp.succeeded() {
-                self.cache_groups(lease, session, |known| {
-                    known.insert(group.clone());
-                });
-            }
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let Some(lease) = lease_of(session) else {
-                return Ok(());
-            };
-            let sid = session.to_string();
-            let txn = Txn::new()
-                .when([Compare::value(
-                    self.key_session(lease),
-                    CompareOp::Equal,
-                    sid.clone(),
-                )])
-                .and_then([
-                    TxnOp::delete(format!("{}{sid}", self.key_group(group)), None),
-                    TxnOp::delete(format!("{}{group}", self.key_joined(lease)), None),
-                ]);
-            let mut c = self.client();
-            self.run("leave group", async move { c.txn(txn).await.map(|_| ()) })
-                .await?;
-            self.cache_groups(lease, session, |known| {
-                known.remove(group);
-            });
-            Ok(())
-        }
-        .boxed()
-    }
+    crate::forward::groups_by_membership!();
 
     fn claim_slot<'a>(
         &'a self,
@@ -1863,18 +1818,8 @@ async fn clean_up(
             continue;
         }
         let place = b.key_place(&name, lease);
-        let txn = Txn::new()
-            .when([Compare::create_revision(
-                place.clone(),
-                CompareOp::Equal,
-                rev,
-            )])
-            .and_then([
-                TxnOp::delete(place, None),
-                TxnOp::delete(b.key_owned(lease, &name), None),
-            ]);
-        let mut c = b.client();
-        match b.run("clean up", async move { c.txn(txn).await }).await {
+        let when = [Compare::create_revision(place, CompareOp::Equal, rev)];
+        match b.delete_place("clean up", lease, &name, when).await {
             Ok(_) => match b.place_of(lease, session, &name) {
                 Some(Place::Waiting { w, .. }) if w.rev == rev => {
                     b.set_place(lease, session, &name, None)

@@ -210,6 +210,26 @@ fn check_table(table: &str) -> Result<(), FenceError> {
     }
 }
 
+/// Creates the fence table `table` (a checked name, see [`check_table`])
+/// with `columns` (and table options) if it is missing.
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+async fn create_table<DB>(
+    pool: &sqlx::Pool<DB>,
+    table: &str,
+    columns: &str,
+) -> Result<(), FenceError>
+where
+    DB: sqlx::Database,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    check_table(table)?;
+    sqlx::query(&format!("CREATE TABLE IF NOT EXISTS {table} {columns}"))
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// The token as the `BIGINT` the fence tables hold.
 #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
 fn sql_token(token: &impl AsToken) -> Result<i64, FenceError> {
@@ -268,7 +288,7 @@ pub use pg::PgFence;
 
 #[cfg(feature = "postgres")]
 mod pg {
-    use super::{check_table, sql_token, AsToken, FenceError};
+    use super::{create_table, sql_token, AsToken, FenceError};
     use sqlx::postgres::PgPool;
     use sqlx::PgConnection;
 
@@ -301,13 +321,8 @@ mod pg {
         /// [`FenceError::InvalidTable`] for a bad table name; the driver's
         /// error (missing privileges, …) as [`FenceError::Database`].
         pub async fn create(pool: PgPool, table: &str) -> Result<PgFence, FenceError> {
-            check_table(table)?;
-            sqlx::query(&format!(
-                "CREATE TABLE IF NOT EXISTS {table} \
-                 (resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))"
-            ))
-            .execute(&pool)
-            .await?;
+            let columns = "(resource text PRIMARY KEY, token bigint NOT NULL CHECK (token > 0))";
+            create_table(&pool, table, columns).await?;
             Ok(PgFence {
                 pool,
                 admit_sql: format!(
@@ -361,7 +376,7 @@ mod pg {
 
 #[cfg(feature = "mysql")]
 mod my {
-    use super::{check_table, sql_token, AsToken, FenceError};
+    use super::{create_table, sql_token, AsToken, FenceError};
     use sqlx::mysql::MySqlPool;
     use sqlx::MySqlConnection;
 
@@ -397,13 +412,9 @@ mod my {
         /// # Errors
         /// [`FenceError::InvalidTable`] for a bad table name; the driver's error.
         pub async fn create(pool: MySqlPool, table: &str) -> Result<MysqlFence, FenceError> {
-            check_table(table)?;
-            sqlx::query(&format!(
-                "CREATE TABLE IF NOT EXISTS {table} \
-                 (resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB"
-            ))
-            .execute(&pool)
-            .await?;
+            let columns =
+                "(resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL) ENGINE=InnoDB";
+            create_table(&pool, table, columns).await?;
             Ok(MysqlFence {
                 pool,
                 upsert_sql: format!(
@@ -455,7 +466,7 @@ mod my {
 
 #[cfg(feature = "sqlite")]
 mod lite {
-    use super::{check_table, sql_token, AsToken, FenceError};
+    use super::{create_table, sql_token, AsToken, FenceError};
     use sqlx::sqlite::SqlitePool;
     use sqlx::SqliteConnection;
 
@@ -487,13 +498,8 @@ mod lite {
         /// # Errors
         /// [`FenceError::InvalidTable`] for a bad table name; the driver's error.
         pub async fn create(pool: SqlitePool, table: &str) -> Result<SqliteFence, FenceError> {
-            check_table(table)?;
-            sqlx::query(&format!(
-                "CREATE TABLE IF NOT EXISTS {table} \
-                 (resource TEXT PRIMARY KEY, token INTEGER NOT NULL CHECK (token > 0))"
-            ))
-            .execute(&pool)
-            .await?;
+            let columns = "(resource TEXT PRIMARY KEY, token INTEGER NOT NULL CHECK (token > 0))";
+            create_table(&pool, table, columns).await?;
             Ok(SqliteFence {
                 pool,
                 admit_sql: format!(

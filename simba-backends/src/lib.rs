@@ -48,6 +48,7 @@
 
 mod config;
 pub mod fencing;
+mod forward;
 mod layer;
 mod memory;
 mod metadata;

@@ -4,7 +4,6 @@
 //! slots). The shell adds a mutex, the process's monotonic clock, release
 //! broadcasts, injected failures and, for must-fail tests, deliberate flaws.
 
-use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, Backend, Inspection, LeaseInfo,
     SessionInfo, SessionMetadata,
@@ -442,13 +441,54 @@ impl MemoryBackend {
     }
 }
 
-impl Backend for MemoryBackend {
-    fn open_session(
+impl MemoryBackend {
+    /// A call that reads or changes the model: fails as injected, else runs
+    /// `f` on the state at the model's time and, once it succeeded, hands
+    /// what it announced to the release subscribers (S4.2, S10.5).
+    fn changing<T, E>(
         &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &NO_METADATA)
+        f: impl FnOnce(&mut State, Timestamp) -> Result<T, E>,
+    ) -> futures::future::Ready<Result<T, E>>
+    where
+        T: Send + 'static,
+        E: From<BackendError> + Send + 'static,
+    {
+        let mut st = self.lock();
+        let result = match st.injected_failure() {
+            Ok(()) => {
+                let now = st.now();
+                f(&mut st, now)
+            }
+            Err(e) => Err(e.into()),
+        };
+        if result.is_ok() {
+            st.broadcast();
+        }
+        futures::future::ready(result)
     }
+
+    /// Joins (`join`) or leaves `group` for `session`; with a session that
+    /// is not live a join is a no-op, as on every backend: the session's
+    /// next renewal says `Expired`.
+    fn membership(
+        &self,
+        join: bool,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> futures::future::Ready<Result<(), BackendError>> {
+        self.changing(|st, now| {
+            if join {
+                st.model.join_group(now, session, group);
+            } else {
+                st.model.leave_group(now, session, group);
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Backend for MemoryBackend {
+    crate::forward::open_session_without_metadata!();
 
     fn open_session_with<'a>(
         &'a self,
@@ -480,10 +520,7 @@ impl Backend for MemoryBackend {
     }
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
-        let result = (|| {
-            let mut st = self.lock();
-            st.injected_failure()?;
-            let now = st.now();
+        self.changing(|st, now| {
             let kept = if flawed!(st, RenewKeepsExpiry) {
                 st.model.expires_at(session)
             } else {
@@ -494,10 +531,9 @@ impl Backend for MemoryBackend {
                 st.model.set_expiry(session, at);
             }
             renewal.remaining = st.reported(renewal.remaining);
-            st.broadcast();
             Ok(renewal)
-        })();
-        futures::future::ready(result).boxed()
+        })
+        .boxed()
     }
 
     fn acquire<'a>(
@@ -509,19 +545,15 @@ impl Backend for MemoryBackend {
         if flawed!(self.lock(), SplitAcquire) {
             return self.split_acquire(session, name).boxed();
         }
-        let result = (|| {
-            let mut st = self.lock();
-            st.injected_failure()?;
-            let now = st.now();
+        self.changing(|st, now| {
             let outcome = if st.skip_holder_check {
                 st.model.acquire_ignoring_holder(now, session, name)?
             } else {
                 st.model.acquire(now, session, name)?
             };
-            st.broadcast();
             Ok(st.report(outcome))
-        })();
-        futures::future::ready(result).boxed()
+        })
+        .boxed()
     }
 
     fn release<'a>(
@@ -530,41 +562,31 @@ impl Backend for MemoryBackend {
         name: &'a LeaseName,
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
-        let result = (|| {
-            let mut st = self.lock();
-            st.injected_failure()?;
-            let now = st.now();
+        self.changing(|st, now| {
             st.model.release(now, session, name, token);
-            st.broadcast();
-            Ok(())
-        })();
-        futures::future::ready(result).boxed()
+            Ok::<_, BackendError>(())
+        })
+        .boxed()
     }
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        let result = (|| {
-            let mut st = self.lock();
-            st.injected_failure()?;
-            let now = st.now();
+        self.changing(|st, now| {
             st.model.close_session(now, session);
-            st.broadcast();
-            Ok(())
-        })();
-        futures::future::ready(result).boxed()
+            Ok::<_, BackendError>(())
+        })
+        .boxed()
     }
 
     fn inspect<'a>(
         &'a self,
         prefix: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Inspection, BackendError>> {
-        let result = (|| {
-            let prefix = prefix.unwrap_or("");
-            check_prefix(prefix)?;
-            let mut st = self.lock();
-            st.injected_failure()?;
-            let now = st.now();
+        let prefix = prefix.unwrap_or("");
+        if let Err(e) = check_prefix(prefix) {
+            return futures::future::ready(Err(e)).boxed();
+        }
+        self.changing(|st, now| {
             let seen = st.model.inspect(now, Some(prefix));
-            st.broadcast();
             let sessions = seen
                 .sessions
                 .into_iter()
@@ -585,9 +607,9 @@ impl Backend for MemoryBackend {
                     remaining: l.remaining.map(|r| st.reported(r)),
                 })
                 .collect();
-            Ok(Inspection { leases, sessions })
-        })();
-        futures::future::ready(result).boxed()
+            Ok::<_, BackendError>(Inspection { leases, sessions })
+        })
+        .boxed()
     }
 
     fn subscribe_releases(
@@ -602,39 +624,7 @@ impl Backend for MemoryBackend {
         true
     }
 
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        let result = (|| {
-            let mut st = self.lock();
-            st.injected_failure()?;
-            let now = st.now();
-            // With a session that is not live, a no-op, as on every
-            // backend: the session's next renewal says `Expired`.
-            st.model.join_group(now, session, group);
-            st.broadcast();
-            Ok(())
-        })();
-        futures::future::ready(result).boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        let result = (|| {
-            let mut st = self.lock();
-            st.injected_failure()?;
-            let now = st.now();
-            st.model.leave_group(now, session, group);
-            st.broadcast();
-            Ok(())
-        })();
-        futures::future::ready(result).boxed()
-    }
+    crate::forward::groups_by_membership!();
 
     fn claim_slot<'a>(
         &'a self,

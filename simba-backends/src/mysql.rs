@@ -14,7 +14,7 @@
 use crate::sql::{
     acquire_version, group_views, malformed, map_err, micros, name_from, pool_call, prefixed,
     session_from, slot_from, slot_to_i64, token_from, token_to_i64, AcquireRoutine, Skeleton,
-    Statements, Tables, ACQUIRE_MARK, TABLES,
+    Statements, Tables, ACQUIRE_MARK,
 };
 use crate::{Backend, BackendConfig, PoolOptions, SessionMetadata};
 use futures::future::BoxFuture;
@@ -123,6 +123,29 @@ struct Wake {
 }
 
 impl Wake {
+    /// A new node's waker state: `listen`, whether release wake-ups are on;
+    /// `own_pool`, whether the backend made its pool (and sets its lock
+    /// wait).
+    fn new(listen: bool, own_pool: bool) -> Arc<Wake> {
+        Arc::new(Wake {
+            listen,
+            waited: Mutex::new(BTreeSet::new()),
+            freed: Mutex::new(Vec::new()),
+            subscribed: AtomicBool::new(false),
+            lock_wait_s: AtomicU64::new(0),
+            lock_wait_changed: Mutex::new(None),
+            own_pool,
+            closed: AtomicBool::new(false),
+            open: AtomicU64::new(0),
+            sleeper: AtomicU64::new(0),
+            kick: Mutex::new(None),
+            nudge: Mutex::new(None),
+            sessions: Mutex::new(BTreeSet::new()),
+            kicks_asked: AtomicU64::new(0),
+            kicks_done: AtomicU64::new(0),
+        })
+    }
+
     /// Whether a pooled connection of age `age` was made after the lock
     /// wait bound last changed (so it has the current bound).
     fn made_after_change(&self, age: Duration) -> bool {
@@ -192,6 +215,17 @@ impl Wake {
 
     fn take_freed(&self) -> Vec<String> {
         std::mem::take(&mut *self.freed.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Whether the waker wakes the others (see [`Wake::kicks`]), and the
+    /// statement for `session` that goes with it: `only` if so, else
+    /// `wakes` (which wakes the sleeping wakers itself), in either case
+    /// without this node's own waker.
+    fn statement(&self, only: &str, wakes: &str, session: SessionId) -> (bool, String) {
+        let kicks = self.kicks();
+        let stmt = if kicks { only } else { wakes };
+        let id = format!("X'{}'", hex_id(session));
+        (kicks, self.without_self(stmt).replace(RENEW_ID, &id))
     }
 
     /// Whether this node's waker runs and wakes the others for it.
@@ -451,23 +485,7 @@ impl MysqlBackend {
         let opts = MySqlConnectOptions::from_str(config.url())
             .map_err(|e| map_err(NAME, "URL", e))?
             .timezone(Some("+00:00".to_owned()));
-        let wake = Arc::new(Wake {
-            listen: config.listen(),
-            waited: Mutex::new(BTreeSet::new()),
-            freed: Mutex::new(Vec::new()),
-            subscribed: AtomicBool::new(false),
-            lock_wait_s: AtomicU64::new(0),
-            lock_wait_changed: Mutex::new(None),
-            own_pool: true,
-            closed: AtomicBool::new(false),
-            open: AtomicU64::new(0),
-            sleeper: AtomicU64::new(0),
-            kick: Mutex::new(None),
-            nudge: Mutex::new(None),
-            sessions: Mutex::new(BTreeSet::new()),
-            kicks_asked: AtomicU64::new(0),
-            kicks_done: AtomicU64::new(0),
-        });
+        let wake = Wake::new(config.listen(), true);
         // A statement abandoned at its call timeout (S2.4) keeps the
         // connection until the server ends it: a new connection waits for
         // row locks no longer than a call may last (`lock_wait_sql`).
@@ -516,13 +534,13 @@ impl MysqlBackend {
     /// procedure).
     pub async fn migrate(&self) -> Result<(), BackendError> {
         let state = self.acquire_proc_state().await?;
-        let usable = state.usable();
-        if self.sql.sk.check_tables(&self.pool).await? == TABLES && usable {
+        let sk = &self.sql.sk;
+        let Some(state) = sk
+            .routine_to_migrate(&self.pool, state, &self.routine())
+            .await?
+        else {
             return Ok(());
-        }
-        if state == AcquireRoutine::Foreign {
-            return Err(self.proc_error(state));
-        }
+        };
         let prefix = &self.sql.sk.t.prefix;
         let tables = prefixed(&MIGRATIONS[..2].concat(), prefix);
         for ddl in tables.split(";\n").filter(|d| !d.trim().is_empty()) {
@@ -557,15 +575,14 @@ impl MysqlBackend {
     /// unless every table and this version's acquire procedure (or a newer
     /// Simba's) exist.
     async fn prepare_schema(&self, create: bool) -> Result<(), BackendError> {
-        if create {
-            return self.migrate().await;
-        }
-        self.sql.sk.require_tables(&self.pool).await?;
-        let state = self.acquire_proc_state().await?;
-        state
-            .usable()
-            .then_some(())
-            .ok_or_else(|| self.proc_error(state))
+        let routine = async {
+            self.acquire_proc_state()
+                .await?
+                .check(NAME, &self.routine())
+        };
+        let sk = &self.sql.sk;
+        sk.prepare_schema(&self.pool, create, self.migrate(), routine)
+            .await
     }
 
     /// Whether the acquire procedure in the current database is this
@@ -603,10 +620,9 @@ impl MysqlBackend {
         })
     }
 
-    /// The error for an acquire procedure that is not this version's.
-    fn proc_error(&self, state: AcquireRoutine) -> BackendError {
-        let p = &self.sql.acquire_proc;
-        state.error(NAME, &format!("procedure `{p}`"))
+    /// The acquire procedure, as its errors name it.
+    fn routine(&self) -> String {
+        format!("procedure `{}`", self.sql.acquire_proc)
     }
 
     /// The DDL that creates Simba's tables and acquire procedure under
@@ -648,23 +664,7 @@ impl MysqlBackend {
         let backend = MysqlBackend {
             pool,
             sql: Sql::new(options.get_table_prefix(), mariadb),
-            wake: Arc::new(Wake {
-                listen: true,
-                waited: Mutex::new(BTreeSet::new()),
-                freed: Mutex::new(Vec::new()),
-                subscribed: AtomicBool::new(false),
-                lock_wait_s: AtomicU64::new(0),
-                lock_wait_changed: Mutex::new(None),
-                own_pool: false,
-                closed: AtomicBool::new(false),
-                open: AtomicU64::new(0),
-                sleeper: AtomicU64::new(0),
-                kick: Mutex::new(None),
-                nudge: Mutex::new(None),
-                sessions: Mutex::new(BTreeSet::new()),
-                kicks_asked: AtomicU64::new(0),
-                kicks_done: AtomicU64::new(0),
-            }),
+            wake: Wake::new(true, false),
             mariadb,
         };
         backend.prepare_schema(options.get_create_schema()).await?;
@@ -680,23 +680,9 @@ impl MysqlBackend {
     /// # Errors
     /// As any call, or `Rejected` without the privilege to drop.
     pub async fn drop_tables(&self) -> Result<(), BackendError> {
-        let Tables {
-            sessions,
-            leases,
-            members,
-            slots,
-            ..
-        } = &self.sql.sk.t;
-        for ddl in [
-            format!("DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}"),
-            acquire_drop_sql(&self.sql.sk.t.prefix),
-        ] {
-            sqlx::raw_sql(&ddl)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| map_err(NAME, "drop tables", e))?;
-        }
-        Ok(())
+        let sk = &self.sql.sk;
+        let ddl = [sk.t.drop_sql(), acquire_drop_sql(&sk.t.prefix)];
+        sk.drop_tables(&self.pool, &ddl).await
     }
 
     /// Whether this backend's connection to the server is encrypted (TLS),
@@ -760,31 +746,29 @@ impl MysqlBackend {
         // The statement shown is the procedure's, or the CALL.
         let pattern = format!("%{}leases l LEFT JOIN%", self.sql.sk.t.prefix);
         let call = format!("%{}%", self.sql.acquire_proc);
-        let killer = async {
-            for _ in 0..250 {
+        let killer = crate::sql::kill_waiting(&mut blocker, move |blocker| {
+            let (pattern, call) = (pattern.clone(), call.clone());
+            async move {
                 let ids: Vec<i64> = sqlx::query_scalar(
                     "SELECT CAST(ID AS SIGNED) FROM information_schema.PROCESSLIST \
                      WHERE (INFO LIKE ? OR INFO LIKE ?) AND ID <> CONNECTION_ID()",
                 )
                 .bind(&pattern)
                 .bind(&call)
-                .fetch_all(&mut blocker)
+                .fetch_all(&mut *blocker)
                 .await
                 .map_err(err)?;
-                if let Some(id) = ids.first() {
-                    blocker
-                        .execute(format!("KILL {id}").as_str())
-                        .await
-                        .map_err(err)?;
-                    return Ok(());
-                }
-                futures_timer::Delay::new(Duration::from_millis(20)).await;
+                let Some(id) = ids.first() else {
+                    return Ok(false);
+                };
+                blocker
+                    .execute(format!("KILL {id}").as_str())
+                    .await
+                    .map_err(err)?;
+                Ok(true)
             }
-            Err(BackendError::new(
-                simba_core::BackendErrorKind::Other,
-                "test helper: the acquire never waited on the lock",
-            ))
-        };
+            .boxed()
+        });
         let (result, killed) = futures::join!(self.acquire(session, name), killer);
         blocker.execute("ROLLBACK").await.map_err(err)?;
         let _ = blocker.close().await;
@@ -1043,15 +1027,8 @@ async fn release_on(
     // of its own: an interruption may take seconds on MariaDB (see
     // [`Waker::kick`]), and must not hold the one pooled connection that
     // this node's renewals wait for.
-    let kicks = wake.kicks();
-    let stmt = if kicks {
-        &sql.release_only
-    } else {
-        &sql.release_wake
-    };
-    let stmt = wake
-        .without_self(stmt)
-        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)))
+    let (kicks, stmt) = wake.statement(&sql.release_only, &sql.release_wake, session);
+    let stmt = stmt
         .replace("@name@", name.as_str())
         .replace("@token@", &token.to_string());
     let results = run_multi(c, &stmt).await.map_err(get)?;
@@ -1087,15 +1064,7 @@ async fn close_on(
     (wake, mariadb): (&Wake, bool),
 ) -> Result<(), BackendError> {
     let get = |e| map_err(NAME, "close session", e);
-    let kicks = wake.kicks();
-    let stmt = if kicks {
-        &sql.close_only
-    } else {
-        &sql.close_wake
-    };
-    let stmt = wake
-        .without_self(stmt)
-        .replace(RENEW_ID, &format!("X'{}'", hex_id(session)));
+    let (kicks, stmt) = wake.statement(&sql.close_only, &sql.close_wake, session);
     let results = run_multi(c, &stmt).await.map_err(get)?;
     let mut held = Vec::new();
     if let Some((_, rows)) = results.first() {

@@ -18,13 +18,13 @@ use crate::sql::{
     acquire_version, map_err, prefixed, AcquireRoutine, ClaimSql, Skeleton, Statements, Tables,
     ACQUIRE_MARK, TABLES,
 };
-use crate::{Backend, BackendConfig, PoolOptions, SessionAttrs, SessionMetadata};
+use crate::{Backend, BackendConfig, PoolOptions, SessionAttrs};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionGrant,
-    SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionId,
+    SlotClaim, Token,
 };
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::Connection;
@@ -283,13 +283,13 @@ impl PgBackend {
     /// `Rejected` naming a foreign table or a missing privilege.
     pub async fn migrate(&self) -> Result<(), BackendError> {
         let state = self.acquire_fn_state().await?;
-        let usable = state.usable();
-        if self.sql.sk.check_tables(&self.pool).await? == TABLES && usable {
+        let sk = &self.sql.sk;
+        let Some(state) = sk
+            .routine_to_migrate(&self.pool, state, &self.routine())
+            .await?
+        else {
             return Ok(());
-        }
-        if state == AcquireRoutine::Foreign {
-            return Err(self.fn_error(state));
-        }
+        };
         if state == AcquireRoutine::Newer {
             // Only the tables: a newer Simba's function stays.
             let ddl = Self::tables_sql(&self.sql.sk.t.prefix);
@@ -318,15 +318,10 @@ impl PgBackend {
     /// With `create`, [`PgBackend::migrate`]; without, refuses to start
     /// unless every table and this version's acquire function exist.
     async fn prepare_schema(&self, create: bool) -> Result<(), BackendError> {
-        if create {
-            return self.migrate().await;
-        }
-        self.sql.sk.require_tables(&self.pool).await?;
-        let state = self.acquire_fn_state().await?;
-        state
-            .usable()
-            .then_some(())
-            .ok_or_else(|| self.fn_error(state))
+        let routine = async { self.acquire_fn_state().await?.check(NAME, &self.routine()) };
+        let sk = &self.sql.sk;
+        sk.prepare_schema(&self.pool, create, self.migrate(), routine)
+            .await
     }
 
     /// Whether the acquire function in the current schema is this
@@ -356,10 +351,9 @@ impl PgBackend {
         })
     }
 
-    /// The error for an acquire function that is not this version's.
-    fn fn_error(&self, state: AcquireRoutine) -> BackendError {
-        let f = &self.sql.acquire_fn;
-        state.error(NAME, &format!("function `{f}({ACQUIRE_ARGS})`"))
+    /// The acquire function, as its errors name it.
+    fn routine(&self) -> String {
+        format!("function `{}({ACQUIRE_ARGS})`", self.sql.acquire_fn)
     }
 
     /// The DDL that creates Simba's tables and acquire function under
@@ -420,22 +414,13 @@ impl PgBackend {
     /// # Errors
     /// As any call, or `Rejected` without the privilege to drop.
     pub async fn drop_tables(&self) -> Result<(), BackendError> {
-        let Tables {
-            sessions,
-            leases,
-            members,
-            slots,
-            ..
-        } = &self.sql.sk.t;
-        sqlx::raw_sql(&format!(
-            "DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}; \
-             DROP FUNCTION IF EXISTS {}({ACQUIRE_ARGS})",
+        let sk = &self.sql.sk;
+        let ddl = format!(
+            "{}; DROP FUNCTION IF EXISTS {}({ACQUIRE_ARGS})",
+            sk.t.drop_sql(),
             self.sql.acquire_fn
-        ))
-        .execute(&self.pool)
-        .await
-        .map_err(|e| map_err(NAME, "drop tables", e))?;
-        Ok(())
+        );
+        sk.drop_tables(&self.pool, &[ddl]).await
     }
 
     /// Whether this backend's connection to the server is encrypted (TLS),
@@ -518,31 +503,29 @@ impl PgBackend {
         // transaction, pg_stat_activity would show one cached snapshot.
         let mut watcher = sqlx::PgConnection::connect_with(&opts).await.map_err(err)?;
         let pattern = format!("%{}%", self.sql.acquire_fn);
-        let killer = async {
-            for _ in 0..250 {
+        let killer = crate::sql::kill_waiting(&mut watcher, move |watcher| {
+            let pattern = pattern.clone();
+            async move {
                 let pids: Vec<i32> = sqlx::query_scalar(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
                      AND query LIKE $1 AND pid <> pg_backend_pid()",
                 )
                 .bind(&pattern)
-                .fetch_all(&mut watcher)
+                .fetch_all(&mut *watcher)
                 .await
                 .map_err(err)?;
-                if let Some(pid) = pids.first() {
-                    sqlx::query("SELECT pg_terminate_backend($1)")
-                        .bind(pid)
-                        .execute(&mut watcher)
-                        .await
-                        .map_err(err)?;
-                    return Ok(());
-                }
-                futures_timer::Delay::new(Duration::from_millis(20)).await;
+                let Some(pid) = pids.first() else {
+                    return Ok(false);
+                };
+                sqlx::query("SELECT pg_terminate_backend($1)")
+                    .bind(pid)
+                    .execute(&mut *watcher)
+                    .await
+                    .map_err(err)?;
+                Ok(true)
             }
-            Err(BackendError::new(
-                BackendErrorKind::Other,
-                "test helper: the acquire never waited on the lock",
-            ))
-        };
+            .boxed()
+        });
         let (result, killed) = futures::join!(self.acquire(session, name), killer);
         blocker.execute("ROLLBACK").await.map_err(err)?;
         let _ = blocker.close().await;
@@ -707,6 +690,10 @@ macro_rules! unwrapped {
 }
 
 impl PgBackend {
+    /// The names a release or a close freed: already broadcast by the
+    /// statement's own NOTIFY (S4.2), nothing more to do.
+    fn freed(&self, _names: &[String]) {}
+
     /// A pooled connection, watched for a server failure (see
     /// [`Watched`]); with a host list, the host is found again first if
     /// the last call failed as a dead server makes it fail.
@@ -991,54 +978,7 @@ impl ServerFailed for RenewError {
 
 impl Backend for PgBackend {
     crate::sql::sql_backend_common!(call, unwrapped);
-
-    fn open_session_with<'a>(
-        &'a self,
-        lease_duration: Duration,
-        metadata: &'a SessionMetadata,
-    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
-        async move {
-            let sk = &self.sql.sk;
-            call!(self, "open session", |c| sk.open(
-                c,
-                lease_duration,
-                metadata
-            ))
-        }
-        .boxed()
-    }
-
-    fn acquire<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        // One simple query: no explicit transaction needed behind a
-        // transaction-pooling proxy (see `acquire_on`).
-        async move { unwrapped!(self, "acquire", |c| acquire_on(&self.sql, c, session, name)) }
-            .boxed()
-    }
-
-    fn release<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let sk = &self.sql.sk;
-            call!(self, "release", |c| sk.release(c, session, name, token)).map(drop)
-        }
-        .boxed()
-    }
-
-    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        async move {
-            let sk = &self.sql.sk;
-            call!(self, "close session", |c| sk.close(c, session)).map(drop)
-        }
-        .boxed()
-    }
+    crate::sql::sql_backend_calls!(call, unwrapped);
 
     fn subscribe_releases(
         &self,

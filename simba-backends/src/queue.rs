@@ -10,9 +10,15 @@
 //! freed name on to the release broadcast's subscribers (S4.2).
 
 use futures::stream::BoxStream;
-use simba_core::LeaseName;
+use simba_core::{BackendError, LeaseName};
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// At most this many calls (renewals aside) in flight at once; see
+/// [`Backend::max_concurrent_calls`](crate::Backend::max_concurrent_calls).
+pub(crate) const MAX_CALLS_IN_FLIGHT: usize = 32;
 
 /// Whose a place of a listing is, to the session reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,6 +203,60 @@ impl<V> Tracker<V> {
         self.subscribers.clear();
     }
 }
+
+/// Runs `start` (which starts the watch and marks `tracker` running)
+/// unless the watch runs, one start at a time: `starting` serializes the
+/// starts, and a start that waited for another checks again.
+pub(crate) async fn ensure_running<V>(
+    tracker: &Mutex<Tracker<V>>,
+    starting: &futures::lock::Mutex<()>,
+    start: impl Future<Output = Result<(), BackendError>>,
+) -> Result<(), BackendError> {
+    let running = || tracker.lock().unwrap_or_else(|p| p.into_inner()).running;
+    if running() {
+        return Ok(());
+    }
+    let _start = starting.lock().await;
+    if running() {
+        return Ok(());
+    }
+    start.await
+}
+
+/// The calls that the backends with waiter queues on the server (etcd,
+/// ZooKeeper) make the same way, for their `impl Backend`: the bound on
+/// calls in flight, and the release broadcast (S4.2) that the backend's one
+/// watch feeds (the backend has `ensure_tracker` and `inner.tracker`, and
+/// `lock` in its module).
+macro_rules! queue_backend_common {
+    () => {
+        fn max_concurrent_calls(&self) -> Option<usize> {
+            // Calls share one connection, but each acquire or release is a
+            // write that the server commits one after the other: beyond a
+            // few dozen in flight, more only wait inside the server while
+            // their call timeouts (S2.4) run down. A burst of elections
+            // waits in the client instead.
+            Some($crate::queue::MAX_CALLS_IN_FLIGHT)
+        }
+
+        fn subscribe_releases(
+            &self,
+        ) -> futures::future::BoxFuture<
+            '_,
+            Result<Option<futures::stream::BoxStream<'static, LeaseName>>, BackendError>,
+        > {
+            futures::FutureExt::boxed(async move {
+                self.ensure_tracker().await?;
+                Ok(Some(lock(&self.inner.tracker).subscribe()))
+            })
+        }
+
+        fn broadcasts_releases(&self) -> bool {
+            true
+        }
+    };
+}
+pub(crate) use queue_backend_common;
 
 #[cfg(test)]
 mod tests {

@@ -28,7 +28,6 @@
 //! (feature `runtime-async-std`; async-std and smol share one reactor) drive
 //! the connection; with both, a call inside a tokio runtime uses tokio.
 
-use crate::metadata::NO_METADATA;
 use crate::{
     check_lease_duration, check_prefix, random_session_id, redact, Backend, BackendConfig,
     Inspection, LeaseInfo, SessionInfo, SessionMetadata,
@@ -818,11 +817,17 @@ impl RedisBackend {
         err
     }
 
+    /// Runs `script` with the keys and arguments that `build` gives it
+    /// (from the backend's key names) on the shared connection; `what`
+    /// names the call in errors.
     async fn run<T: ::redis::FromRedisValue>(
         &self,
         what: &str,
-        inv: ScriptInvocation<'_>,
+        script: &Script,
+        build: impl FnOnce(&Keys, &mut ScriptInvocation<'_>),
     ) -> Result<T, BackendError> {
+        let mut inv = script.prepare_invoke();
+        build(&self.inner.keys, &mut inv);
         let mut conn = self.conn().await?;
         inv.invoke_async(&mut conn)
             .await
@@ -858,20 +863,7 @@ impl RedisBackend {
         call: impl std::future::Future<Output = T>,
     ) -> Result<T, BackendError> {
         let err = |e: RedisError| map_err("test helper", &e);
-        let mut ours = self.conn().await?;
-        let id: i64 = ::redis::cmd("CLIENT")
-            .arg("ID")
-            .query_async(&mut ours)
-            .await
-            .map_err(err)?;
-        let mut helper = self
-            .inner
-            .target
-            .client(&self.inner.config)
-            .await?
-            .get_multiplexed_async_connection_with_config(&self.inner.config)
-            .await
-            .map_err(err)?;
+        let (id, mut helper) = self.helper_connection().await?;
         ::redis::cmd("CLIENT")
             .arg("PAUSE")
             .arg(3000)
@@ -901,6 +893,59 @@ impl RedisBackend {
         Ok(result)
     }
 
+    /// Joins (`join`) or leaves `group` for `session`, by the join or leave
+    /// script (a join also checks the session's key: 0, the session is not
+    /// live, and a join by it is a no-op).
+    async fn membership(
+        &self,
+        join: bool,
+        session: SessionId,
+        group: &LeaseName,
+    ) -> Result<(), BackendError> {
+        let scripts = &self.inner.scripts;
+        let (what, script) = if join {
+            ("join group", &scripts.join)
+        } else {
+            ("leave group", &scripts.leave)
+        };
+        let _: i64 = self
+            .run(what, script, |keys, inv| {
+                if join {
+                    inv.key(keys.session(session));
+                }
+                inv.key(keys.joined(session))
+                    .key(keys.group(group))
+                    .arg(session.to_string())
+                    .arg(group.as_str());
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// For failure tests: the server's id of this client's shared
+    /// connection (`CLIENT ID`), and a helper connection of its own.
+    #[cfg(feature = "testkit")]
+    async fn helper_connection(
+        &self,
+    ) -> Result<(i64, ::redis::aio::MultiplexedConnection), BackendError> {
+        let err = |e: RedisError| map_err("test helper", &e);
+        let mut ours = self.conn().await?;
+        let id: i64 = ::redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut ours)
+            .await
+            .map_err(err)?;
+        let helper = self
+            .inner
+            .target
+            .client(&self.inner.config)
+            .await?
+            .get_multiplexed_async_connection_with_config(&self.inner.config)
+            .await
+            .map_err(err)?;
+        Ok((id, helper))
+    }
+
     /// For failure tests: kills every connection of this client's shared
     /// connection from the server side (`CLIENT KILL ID`) and returns how
     /// many were killed.
@@ -910,20 +955,7 @@ impl RedisBackend {
     #[cfg(feature = "testkit")]
     pub async fn kill_connection(&self) -> Result<i64, BackendError> {
         let err = |e: RedisError| map_err("test helper", &e);
-        let mut ours = self.conn().await?;
-        let id: i64 = ::redis::cmd("CLIENT")
-            .arg("ID")
-            .query_async(&mut ours)
-            .await
-            .map_err(err)?;
-        let mut helper = self
-            .inner
-            .target
-            .client(&self.inner.config)
-            .await?
-            .get_multiplexed_async_connection_with_config(&self.inner.config)
-            .await
-            .map_err(err)?;
+        let (id, mut helper) = self.helper_connection().await?;
         ::redis::cmd("CLIENT")
             .arg("KILL")
             .arg("ID")
@@ -960,12 +992,7 @@ fn lease_ms(lease_duration: Duration) -> Result<(i64, i64), BackendError> {
 }
 
 impl Backend for RedisBackend {
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &NO_METADATA)
-    }
+    crate::forward::open_session_without_metadata!();
 
     fn open_session_with<'a>(
         &'a self,
@@ -980,14 +1007,15 @@ impl Backend for RedisBackend {
                 format!("{us}|{}", metadata.encode())
             };
             let session = random_session_id()?;
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.open.prepare_invoke();
-            inv.key(keys.session(session))
-                .key(&keys.sessions)
-                .arg(session.to_string())
-                .arg(value)
-                .arg(ms);
-            let granted: i64 = self.run("open session", inv).await?;
+            let granted: i64 = self
+                .run("open session", &self.inner.scripts.open, |keys, inv| {
+                    inv.key(keys.session(session))
+                        .key(&keys.sessions)
+                        .arg(session.to_string())
+                        .arg(value)
+                        .arg(ms);
+                })
+                .await?;
             Ok(SessionGrant {
                 session,
                 remaining: millis(granted),
@@ -998,18 +1026,19 @@ impl Backend for RedisBackend {
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         async move {
-            let keys = &self.inner.keys;
             let seen = self.cached_version(session);
-            let mut inv = self.inner.scripts.renew.prepare_invoke();
-            inv.key(keys.session(session))
-                .key(keys.owned(session))
-                .key(&keys.sessions)
-                .key(keys.joined(session))
-                .arg(session.to_string())
-                .arg(&keys.tag)
-                .arg(seen.as_deref().unwrap_or(""));
             type Reply = (i64, Vec<String>, Vec<String>, String, i64);
-            let reply: Option<Reply> = self.run("renew", inv).await?;
+            let reply: Option<Reply> = self
+                .run("renew", &self.inner.scripts.renew, |keys, inv| {
+                    inv.key(keys.session(session))
+                        .key(keys.owned(session))
+                        .key(&keys.sessions)
+                        .key(keys.joined(session))
+                        .arg(session.to_string())
+                        .arg(&keys.tag)
+                        .arg(seen.as_deref().unwrap_or(""));
+                })
+                .await?;
             let Some((ms, flat, groups, version, full)) = reply else {
                 self.forget(session);
                 return Err(RenewError::Expired);
@@ -1045,17 +1074,17 @@ impl Backend for RedisBackend {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.acquire.prepare_invoke();
-            inv.key(keys.session(session))
-                .key(keys.owned(session))
-                .key(keys.lease(name))
-                .key(&keys.names)
-                .arg(session.to_string())
-                .arg(name.as_str())
-                .arg(&keys.tag);
-            let (code, token, holder, ms): (i64, String, String, i64) =
-                self.run("acquire", inv).await?;
+            let (code, token, holder, ms): (i64, String, String, i64) = self
+                .run("acquire", &self.inner.scripts.acquire, |keys, inv| {
+                    inv.key(keys.session(session))
+                        .key(keys.owned(session))
+                        .key(keys.lease(name))
+                        .key(&keys.names)
+                        .arg(session.to_string())
+                        .arg(name.as_str())
+                        .arg(&keys.tag);
+                })
+                .await?;
             match code {
                 0 => Ok(AcquireOutcome::Expired),
                 1 => Ok(AcquireOutcome::Won {
@@ -1085,16 +1114,17 @@ impl Backend for RedisBackend {
         token: Token,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.release.prepare_invoke();
-            inv.key(keys.lease(name))
-                .key(keys.owned(session))
-                .key(keys.session(session))
-                .arg(session.to_string())
-                .arg(token.get().to_string())
-                .arg(name.as_str())
-                .arg(&keys.channel);
-            let _: i64 = self.run("release", inv).await?;
+            let _: i64 = self
+                .run("release", &self.inner.scripts.release, |keys, inv| {
+                    inv.key(keys.lease(name))
+                        .key(keys.owned(session))
+                        .key(keys.session(session))
+                        .arg(session.to_string())
+                        .arg(token.get().to_string())
+                        .arg(name.as_str())
+                        .arg(&keys.channel);
+                })
+                .await?;
             Ok(())
         }
         .boxed()
@@ -1102,16 +1132,17 @@ impl Backend for RedisBackend {
 
     fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
         async move {
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.close.prepare_invoke();
-            inv.key(keys.session(session))
-                .key(keys.owned(session))
-                .key(&keys.sessions)
-                .key(keys.joined(session))
-                .arg(session.to_string())
-                .arg(&keys.tag)
-                .arg(&keys.channel);
-            let _: i64 = self.run("close session", inv).await?;
+            let _: i64 = self
+                .run("close session", &self.inner.scripts.close, |keys, inv| {
+                    inv.key(keys.session(session))
+                        .key(keys.owned(session))
+                        .key(&keys.sessions)
+                        .key(keys.joined(session))
+                        .arg(session.to_string())
+                        .arg(&keys.tag)
+                        .arg(&keys.channel);
+                })
+                .await?;
             self.forget(session);
             Ok(())
         }
@@ -1131,14 +1162,15 @@ impl Backend for RedisBackend {
             } else {
                 (format!("[{prefix}"), format!("[{prefix}~"))
             };
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.inspect.prepare_invoke();
-            inv.key(&keys.sessions)
-                .key(&keys.names)
-                .arg(&keys.tag)
-                .arg(lo)
-                .arg(hi);
-            let (ss, ls): (Vec<String>, Vec<String>) = self.run("inspect", inv).await?;
+            let (ss, ls): (Vec<String>, Vec<String>) = self
+                .run("inspect", &self.inner.scripts.inspect, |keys, inv| {
+                    inv.key(&keys.sessions)
+                        .key(&keys.names)
+                        .arg(&keys.tag)
+                        .arg(lo)
+                        .arg(hi);
+                })
+                .await?;
             if ss.len() % 3 != 0 || ls.len() % 4 != 0 {
                 return Err(malformed("inspect answered a ragged list".into()));
             }
@@ -1221,43 +1253,7 @@ impl Backend for RedisBackend {
         true
     }
 
-    fn join_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.join.prepare_invoke();
-            inv.key(keys.session(session))
-                .key(keys.joined(session))
-                .key(keys.group(group))
-                .arg(session.to_string())
-                .arg(group.as_str());
-            // 0: the session is not live, and a join by it is a no-op.
-            let _: i64 = self.run("join group", inv).await?;
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn leave_group<'a>(
-        &'a self,
-        session: SessionId,
-        group: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.leave.prepare_invoke();
-            inv.key(keys.joined(session))
-                .key(keys.group(group))
-                .arg(session.to_string())
-                .arg(group.as_str());
-            let _: i64 = self.run("leave group", inv).await?;
-            Ok(())
-        }
-        .boxed()
-    }
+    crate::forward::groups_by_membership!();
 
     fn claim_slot<'a>(
         &'a self,
@@ -1267,15 +1263,16 @@ impl Backend for RedisBackend {
         slot: u64,
     ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
         async move {
-            let keys = &self.inner.keys;
-            let mut inv = self.inner.scripts.claim.prepare_invoke();
-            inv.key(keys.session(session))
-                .key(keys.lease(name))
-                .key(keys.slot(name))
-                .arg(session.to_string())
-                .arg(token.get().to_string())
-                .arg(slot.to_string());
-            let (code, last): (i64, String) = self.run("claim slot", inv).await?;
+            let (code, last): (i64, String) = self
+                .run("claim slot", &self.inner.scripts.claim, |keys, inv| {
+                    inv.key(keys.session(session))
+                        .key(keys.lease(name))
+                        .key(keys.slot(name))
+                        .arg(session.to_string())
+                        .arg(token.get().to_string())
+                        .arg(slot.to_string());
+                })
+                .await?;
             match code {
                 0 => Ok(SlotClaim::NotHolder),
                 1 => Ok(SlotClaim::Claimed),

@@ -541,6 +541,16 @@ impl AcquireRoutine {
         matches!(self, AcquireRoutine::Current | AcquireRoutine::Newer)
     }
 
+    /// `Ok` if acquires can call it as it is, else its
+    /// [`AcquireRoutine::error`].
+    pub(crate) fn check(self, backend: &str, routine: &str) -> Result<(), BackendError> {
+        if self.usable() {
+            Ok(())
+        } else {
+            Err(self.error(backend, routine))
+        }
+    }
+
     /// The `Rejected` error for a routine that acquires cannot call as it
     /// is; `routine` names it (e.g. "function `f(args)`").
     pub(crate) fn error(self, backend: &str, routine: &str) -> BackendError {
@@ -614,6 +624,20 @@ impl Tables {
             (&self.members, MEMBER_COLUMNS),
             (&self.slots, SLOT_COLUMNS),
         ]
+    }
+
+    /// The DDL that drops the four tables (the group members and schedule
+    /// slots first).
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) fn drop_sql(&self) -> String {
+        let Tables {
+            sessions,
+            leases,
+            members,
+            slots,
+            ..
+        } = self;
+        format!("DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}")
     }
 
     /// The error of a backend started without DDL whose tables are not
@@ -823,6 +847,61 @@ where
     pub(crate) async fn require_tables(&self, pool: &sqlx::Pool<DB>) -> Result<(), BackendError> {
         if self.check_tables(pool).await? < TABLES {
             return Err(self.t.missing(self.name, self.name));
+        }
+        Ok(())
+    }
+
+    /// Prepares the schema at start-up: with `create`, runs `migrate`;
+    /// without, refuses to start unless every table exists and `routine`
+    /// (the check of the acquire routine, where the backend has one) passes.
+    pub(crate) async fn prepare_schema(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        create: bool,
+        migrate: impl std::future::Future<Output = Result<(), BackendError>>,
+        routine: impl std::future::Future<Output = Result<(), BackendError>>,
+    ) -> Result<(), BackendError> {
+        if create {
+            return migrate.await;
+        }
+        self.require_tables(pool).await?;
+        routine.await
+    }
+
+    /// A migration's first step where the schema has an acquire routine
+    /// (`routine` names it) found in `state`: `None` if every table and a
+    /// usable routine are in place (nothing to do); `Rejected` for a
+    /// routine Simba did not create (nothing is changed); else
+    /// `Some(state)`, to migrate from.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) async fn routine_to_migrate(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        state: AcquireRoutine,
+        routine: &str,
+    ) -> Result<Option<AcquireRoutine>, BackendError> {
+        if self.check_tables(pool).await? == TABLES && state.usable() {
+            return Ok(None);
+        }
+        if state == AcquireRoutine::Foreign {
+            return Err(state.error(self.name, routine));
+        }
+        Ok(Some(state))
+    }
+
+    /// Runs the DDL `ddl` (each string one query, which may hold several
+    /// statements) that drops the tables, for `drop_tables`.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) async fn drop_tables(
+        &self,
+        pool: &sqlx::Pool<DB>,
+        ddl: &[String],
+    ) -> Result<(), BackendError> {
+        for stmt in ddl {
+            sqlx::raw_sql(stmt)
+                .execute(pool)
+                .await
+                .map_err(self.err("drop tables"))?;
         }
         Ok(())
     }
@@ -1168,6 +1247,29 @@ where
     Ok(false)
 }
 
+/// For the conformance suite's `acquire_while_killed`: calls `kill` with
+/// `conn` every 20 ms until it answers `true` (it found the server
+/// connection serving the acquire waiting on a lock and ended it), for 5 s
+/// at most (then an error: the acquire never waited).
+#[cfg(all(feature = "testkit", any(feature = "postgres", feature = "mysql")))]
+pub(crate) async fn kill_waiting<C>(
+    conn: &mut C,
+    mut kill: impl for<'c> FnMut(
+        &'c mut C,
+    ) -> futures::future::BoxFuture<'c, Result<bool, BackendError>>,
+) -> Result<(), BackendError> {
+    for _ in 0..250 {
+        if kill(&mut *conn).await? {
+            return Ok(());
+        }
+        futures_timer::Delay::new(Duration::from_millis(20)).await;
+    }
+    Err(BackendError::new(
+        BackendErrorKind::Other,
+        "test helper: the acquire never waited on the lock",
+    ))
+}
+
 /// Runs `$body` (a future using the connection `$c`) on a connection of
 /// `$self.pool`.
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
@@ -1237,12 +1339,7 @@ macro_rules! sql_backend_common {
             usize::try_from(self.pool.options().get_max_connections()).ok()
         }
 
-        fn open_session(
-            &self,
-            lease_duration: std::time::Duration,
-        ) -> futures::future::BoxFuture<'_, Result<simba_core::SessionGrant, BackendError>> {
-            self.open_session_with(lease_duration, &$crate::metadata::NO_METADATA)
-        }
+        $crate::forward::open_session_without_metadata!();
 
         fn renew(
             &self,
@@ -1304,6 +1401,75 @@ macro_rules! sql_backend_common {
     };
 }
 pub(crate) use sql_backend_common;
+
+/// The session and lease calls of the SQL backends whose calls are the
+/// skeleton's (PostgreSQL, SQLite), for their `impl Backend`, with `$call`
+/// and `$tx` as in [`sql_backend_common`]: the backend has `acquire_on` in
+/// its module, and a method `freed(&self, names: &[String])` that is handed
+/// the names a release or a close freed (a close's as
+/// [`Skeleton::close`] answers them).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! sql_backend_calls {
+    ($call:ident, $tx:ident) => {
+        fn open_session_with<'a>(
+            &'a self,
+            lease_duration: std::time::Duration,
+            metadata: &'a $crate::SessionMetadata,
+        ) -> futures::future::BoxFuture<'a, Result<simba_core::SessionGrant, BackendError>> {
+            futures::FutureExt::boxed(async move {
+                let sk = &self.sql.sk;
+                $call!(self, "open session", |c| sk.open(
+                    c,
+                    lease_duration,
+                    metadata
+                ))
+            })
+        }
+
+        fn acquire<'a>(
+            &'a self,
+            session: SessionId,
+            name: &'a LeaseName,
+        ) -> futures::future::BoxFuture<'a, Result<simba_core::AcquireOutcome, BackendError>> {
+            // One statement (SQLite) or one simple query (PostgreSQL): no
+            // explicit transaction is needed behind a transaction-pooling
+            // proxy (see `acquire_on`).
+            futures::FutureExt::boxed(async move {
+                $tx!(self, "acquire", |c| acquire_on(&self.sql, c, session, name))
+            })
+        }
+
+        fn release<'a>(
+            &'a self,
+            session: SessionId,
+            name: &'a LeaseName,
+            token: Token,
+        ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
+            futures::FutureExt::boxed(async move {
+                let sk = &self.sql.sk;
+                let done = $call!(self, "release", |c| sk.release(c, session, name, token))?;
+                if done.rows_affected() > 0 {
+                    self.freed(&[name.as_str().to_owned()]);
+                }
+                Ok(())
+            })
+        }
+
+        fn close_session(
+            &self,
+            session: SessionId,
+        ) -> futures::future::BoxFuture<'_, Result<(), BackendError>> {
+            futures::FutureExt::boxed(async move {
+                let sk = &self.sql.sk;
+                let freed = $call!(self, "close session", |c| sk.close(c, session))?;
+                self.freed(&freed);
+                Ok(())
+            })
+        }
+    };
+}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use sql_backend_calls;
 
 /// The [`Hold`](crate::testkit::Hold) calls that every SQL backend's test
 /// hold makes the same way, on its open transaction `tx` (with `pool` and

@@ -22,13 +22,12 @@ use crate::sql::{
     held_outcome, map_err, micros, pool_call, prefixed, token_from, ClaimSql, Skeleton, Statements,
     Tables, TABLES,
 };
-use crate::{Backend, BackendConfig, PoolOptions, SessionMetadata};
+use crate::{Backend, BackendConfig, PoolOptions};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
-    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
-    SlotClaim, Token,
+    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionId, SlotClaim, Token,
 };
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -310,10 +309,17 @@ impl SqliteBackend {
     /// With `create`, [`SqliteBackend::migrate`]; without, refuses to start
     /// unless every table exists.
     async fn prepare_schema(&self, create: bool) -> Result<(), BackendError> {
-        if create {
-            return self.migrate().await;
+        let sk = &self.sql.sk;
+        sk.prepare_schema(&self.pool, create, self.migrate(), async { Ok(()) })
+            .await
+    }
+
+    /// The names a release or a close freed: appended to the hint file,
+    /// if there is one (S4.2).
+    fn freed(&self, names: &[String]) {
+        if let Some(hint) = &self.hint {
+            announce(hint, names);
         }
-        self.sql.sk.require_tables(&self.pool).await
     }
 
     /// The DDL that creates Simba's tables under `table_prefix`: what
@@ -424,60 +430,7 @@ async fn claim_on(
 
 impl Backend for SqliteBackend {
     crate::sql::sql_backend_common!(pool_call, pool_call);
-
-    fn open_session_with<'a>(
-        &'a self,
-        lease_duration: Duration,
-        metadata: &'a SessionMetadata,
-    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
-        async move {
-            let sk = &self.sql.sk;
-            pool_call!(self, "open session", |c| sk.open(
-                c,
-                lease_duration,
-                metadata
-            ))
-        }
-        .boxed()
-    }
-
-    fn acquire<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        async move { pool_call!(self, "acquire", |c| acquire_on(&self.sql, c, session, name)) }
-            .boxed()
-    }
-
-    fn release<'a>(
-        &'a self,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            let sk = &self.sql.sk;
-            let done = pool_call!(self, "release", |c| sk.release(c, session, name, token))?;
-            if let (true, Some(hint)) = (done.rows_affected() > 0, &self.hint) {
-                announce(hint, &[name.as_str().to_owned()]);
-            }
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn close_session(&self, session: SessionId) -> BoxFuture<'_, Result<(), BackendError>> {
-        async move {
-            let sk = &self.sql.sk;
-            let freed = pool_call!(self, "close session", |c| sk.close(c, session))?;
-            if let Some(hint) = &self.hint {
-                announce(hint, &freed);
-            }
-            Ok(())
-        }
-        .boxed()
-    }
+    crate::sql::sql_backend_calls!(pool_call, pool_call);
 
     fn subscribe_releases(
         &self,

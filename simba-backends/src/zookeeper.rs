@@ -48,14 +48,12 @@
 //! last renewal was sent; ZooKeeper's own expiry (a dead or partitioned
 //! process) ends it too. See `docs/BACKENDS.md`.
 
-use crate::metadata::NO_METADATA;
 use crate::queue::{HOLDER_FRESH, MAX_HOLDERS};
 use crate::zookeeper_queue::{judge, parse_place, place_prefix, QueueView};
 use crate::zookeeper_tls::Tls;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
 use crate::{LeaseInfo, SessionInfo, SessionMetadata};
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
     AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
@@ -68,9 +66,6 @@ use std::time::{Duration, Instant};
 use zookeeper_client as zk;
 
 const NAME: &str = "zookeeper";
-/// At most this many calls (renewals aside) in flight at once; see
-/// [`Backend::max_concurrent_calls`].
-const MAX_CALLS_IN_FLIGHT: usize = 32;
 /// The session timeout the backend's own (observer) session asks for.
 const OBSERVER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -512,34 +507,31 @@ impl ZkBackend {
     /// move this backend's waiting places forward and then reach the
     /// release broadcasts' subscribers (S4.2), in that order.
     async fn ensure_tracker(&self) -> Result<(), BackendError> {
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let _start = self.inner.tracker_start.lock().await;
-        if lock(&self.inner.tracker).running {
-            return Ok(());
-        }
-        let c = self.observer().await?;
-        let watcher = c
-            .watch(
-                &self.inner.leases_dir,
-                zk::AddWatchMode::PersistentRecursive,
-            )
-            .await
-            .map_err(|e| map_err("watch", e))?;
-        let (stop_tx, stop_rx) = futures::channel::oneshot::channel();
-        *lock(&self.inner.tracker_stop) = Some(stop_tx);
-        {
-            let mut tracker = lock(&self.inner.tracker);
-            tracker.running = true;
-            self.inner.watch_epoch.fetch_add(1, Ordering::SeqCst);
-        }
-        drop(asyncs::spawn(track(
-            Arc::downgrade(&self.inner),
-            watcher,
-            stop_rx,
-        )));
-        Ok(())
+        let start = async {
+            let c = self.observer().await?;
+            let watcher = c
+                .watch(
+                    &self.inner.leases_dir,
+                    zk::AddWatchMode::PersistentRecursive,
+                )
+                .await
+                .map_err(|e| map_err("watch", e))?;
+            let (stop_tx, stop_rx) = futures::channel::oneshot::channel();
+            *lock(&self.inner.tracker_stop) = Some(stop_tx);
+            {
+                let mut tracker = lock(&self.inner.tracker);
+                tracker.running = true;
+                self.inner.watch_epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            drop(asyncs::spawn(track(
+                Arc::downgrade(&self.inner),
+                watcher,
+                stop_rx,
+            )));
+            Ok(())
+        };
+        let inner = &self.inner;
+        crate::queue::ensure_running(&inner.tracker, &inner.tracker_start, start).await
     }
 
     fn lease_path(&self, name: &str) -> String {
@@ -564,6 +556,50 @@ impl ZkBackend {
 
     fn marker_path(&self, zk_id: i64) -> String {
         format!("{}/{:016x}", self.inner.sessions_dir, zk_id as u64)
+    }
+
+    /// The live session's entry and client for the call `what`: `None`
+    /// once the session expired (an unknown one is checked first, see
+    /// [`ZkBackend::unknown`]); `suspended` while its connection is lost,
+    /// which is not expiry (S1.2): the session is suspended until the
+    /// client reconnects or ZooKeeper expires it.
+    async fn live(
+        &self,
+        session: SessionId,
+        what: &str,
+    ) -> Result<Option<(Arc<Entry>, zk::Client)>, BackendError> {
+        let (entry, client) = match self.client_of(session).await {
+            Ok(x) => x,
+            Err(Gone::Expired) => return Ok(None),
+            Err(Gone::Unknown) => {
+                self.unknown(session).await?;
+                return Ok(None);
+            }
+        };
+        if client.state() == zk::SessionState::Disconnected {
+            return Err(suspended(what));
+        }
+        Ok(Some((entry, client)))
+    }
+
+    /// Runs `call` on the live session `entry` within its timeout: `None`
+    /// if ZooKeeper expired the session meanwhile (it is then forgotten);
+    /// any other failure as the error of the call `what`.
+    async fn on_session<T>(
+        &self,
+        session: SessionId,
+        entry: &Arc<Entry>,
+        what: &str,
+        call: impl std::future::Future<Output = Result<T, zk::Error>>,
+    ) -> Result<Option<T>, BackendError> {
+        match bounded(call, entry.timeout).await {
+            Ok(t) => Ok(Some(t)),
+            Err(zk::Error::SessionExpired) => {
+                self.forget(session, entry).await;
+                Ok(None)
+            }
+            Err(e) => Err(map_err(what, e)),
+        }
     }
 
     /// The session's live client, or why there is none.
@@ -1309,20 +1345,9 @@ async fn clean_up(entry: Weak<Entry>, client: zk::Client, stale: Vec<(String, St
 }
 
 impl Backend for ZkBackend {
-    fn max_concurrent_calls(&self) -> Option<usize> {
-        // Calls share one connection, but each acquire or release is a write
-        // that ZooKeeper commits one after the other: beyond a few dozen in
-        // flight, more only wait inside the server while their call timeouts
-        // (S2.4) run down. A burst of elections waits in the client instead.
-        Some(MAX_CALLS_IN_FLIGHT)
-    }
+    crate::queue::queue_backend_common!();
 
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &NO_METADATA)
-    }
+    crate::forward::open_session_without_metadata!();
 
     fn open_session_with<'a>(
         &'a self,
@@ -1376,19 +1401,10 @@ impl Backend for ZkBackend {
 
     fn renew(&self, session: SessionId) -> BoxFuture<'_, Result<Renewal, RenewError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
-                Err(Gone::Expired) => return Err(RenewError::Expired),
-                Err(Gone::Unknown) => {
-                    self.unknown(session).await?;
-                    return Err(RenewError::Expired);
-                }
+            // Connection loss is not expiry (S1.2), see `live`.
+            let Some((entry, client)) = self.live(session, "renew").await? else {
+                return Err(RenewError::Expired);
             };
-            if client.state() == zk::SessionState::Disconnected {
-                // Connection loss is not expiry (S1.2): the session is
-                // suspended until the client reconnects or ZooKeeper expires it.
-                return Err(suspended("renew").into());
-            }
             let sent = Instant::now();
             // The members of the joined groups (S10.1): one multi-read, sent
             // with the listing before either reply is awaited (one round
@@ -1406,13 +1422,9 @@ impl Backend for ZkBackend {
                 let (paths, members) = futures::join!(listing, members);
                 Ok::<_, zk::Error>((paths?, members?))
             };
-            let (paths, members) = match bounded(both, entry.timeout).await {
-                Ok(p) => p,
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    return Err(RenewError::Expired);
-                }
-                Err(e) => return Err(map_err("renew", e).into()),
+            let read = self.on_session(session, &entry, "renew", both).await?;
+            let Some((paths, members)) = read else {
+                return Err(RenewError::Expired);
             };
             let late = {
                 let mut deadline = lock(&entry.deadline);
@@ -1489,25 +1501,12 @@ impl Backend for ZkBackend {
         name: &'a LeaseName,
     ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
-                Err(Gone::Expired) => return Ok(AcquireOutcome::Expired),
-                Err(Gone::Unknown) => {
-                    self.unknown(session).await?;
-                    return Ok(AcquireOutcome::Expired);
-                }
+            let Some((entry, client)) = self.live(session, "acquire").await? else {
+                return Ok(AcquireOutcome::Expired);
             };
-            if client.state() == zk::SessionState::Disconnected {
-                return Err(suspended("acquire"));
-            }
-            match bounded(self.acquire_with(&entry, &client, name), entry.timeout).await {
-                Ok(outcome) => Ok(outcome),
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    Ok(AcquireOutcome::Expired)
-                }
-                Err(e) => Err(map_err("acquire", e)),
-            }
+            let call = self.acquire_with(&entry, &client, name);
+            let outcome = self.on_session(session, &entry, "acquire", call).await?;
+            Ok(outcome.unwrap_or(AcquireOutcome::Expired))
         }
         .boxed()
     }
@@ -1698,35 +1697,16 @@ impl Backend for ZkBackend {
         .boxed()
     }
 
-    fn subscribe_releases(
-        &self,
-    ) -> BoxFuture<'_, Result<Option<BoxStream<'static, LeaseName>>, BackendError>> {
-        async move {
-            self.ensure_tracker().await?;
-            Ok(Some(lock(&self.inner.tracker).subscribe()))
-        }
-        .boxed()
-    }
-
-    fn broadcasts_releases(&self) -> bool {
-        true
-    }
-
     fn join_group<'a>(
         &'a self,
         session: SessionId,
         group: &'a LeaseName,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
+            let Some((entry, client)) = self.live(session, "join group").await? else {
                 // A session that is not live joins nothing.
-                Err(Gone::Expired) => return Ok(()),
-                Err(Gone::Unknown) => return self.unknown(session).await,
+                return Ok(());
             };
-            if client.state() == zk::SessionState::Disconnected {
-                return Err(suspended("join group"));
-            }
             let g = group.as_str();
             let member = self.member_path(g, entry.zk_id);
             let acls = self.inner.target.acls();
@@ -1747,20 +1727,16 @@ impl Backend for ZkBackend {
                 }
                 Ok(false)
             };
-            match bounded(join, entry.timeout).await {
-                Ok(true) => {
+            match self.on_session(session, &entry, "join group", join).await? {
+                Some(true) => {
                     lock(&entry.groups).insert(g.to_owned());
                     Ok(())
                 }
-                Ok(false) => Err(BackendError::new(
+                Some(false) => Err(BackendError::new(
                     BackendErrorKind::Other,
                     format!("{NAME} join group: `{g}` vanished four times while joining"),
                 )),
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    Ok(())
-                }
-                Err(e) => Err(map_err("join group", e)),
+                None => Ok(()),
             }
         }
         .boxed()
@@ -1795,30 +1771,12 @@ impl Backend for ZkBackend {
         slot: u64,
     ) -> BoxFuture<'a, Result<SlotClaim, BackendError>> {
         async move {
-            let (entry, client) = match self.client_of(session).await {
-                Ok(x) => x,
-                Err(Gone::Expired) => return Ok(SlotClaim::NotHolder),
-                Err(Gone::Unknown) => {
-                    self.unknown(session).await?;
-                    return Ok(SlotClaim::NotHolder);
-                }
+            let Some((entry, client)) = self.live(session, "claim slot").await? else {
+                return Ok(SlotClaim::NotHolder);
             };
-            if client.state() == zk::SessionState::Disconnected {
-                return Err(suspended("claim slot"));
-            }
-            match bounded(
-                self.claim_with(&entry, &client, name, token, slot),
-                entry.timeout,
-            )
-            .await
-            {
-                Ok(answer) => Ok(answer),
-                Err(zk::Error::SessionExpired) => {
-                    self.forget(session, &entry).await;
-                    Ok(SlotClaim::NotHolder)
-                }
-                Err(e) => Err(map_err("claim slot", e)),
-            }
+            let call = self.claim_with(&entry, &client, name, token, slot);
+            let answer = self.on_session(session, &entry, "claim slot", call).await?;
+            Ok(answer.unwrap_or(SlotClaim::NotHolder))
         }
         .boxed()
     }
