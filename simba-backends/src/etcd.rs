@@ -1173,8 +1173,6 @@ fn ttl_for(lease_duration: Duration) -> Result<i64, BackendError> {
 impl Backend for EtcdBackend {
     crate::queue::queue_backend_common!();
 
-    crate::forward::open_session_without_metadata!();
-
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,

@@ -359,13 +359,6 @@ macro_rules! through {
 }
 
 impl<L: Layer> Backend for Layered<L> {
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        self.open_session_with(lease_duration, &crate::metadata::NO_METADATA)
-    }
-
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,

@@ -109,30 +109,29 @@ use std::time::Duration;
 /// client never sends a time of its own, only durations.
 pub trait Backend: Send + Sync + 'static {
     /// Opens a new session that the backend expires `lease_duration` after its
-    /// last renewal (S1.1); its id is 128 random bits (S1.3).
+    /// last renewal (S1.1); its id is 128 random bits (S1.3). It stores
+    /// `metadata` with the session until it ends, for [`Backend::inspect`]
+    /// and [`Backend::holder`] to show (leader observation); every backend
+    /// of this crate stores it, and one that cannot may drop it.
     ///
     /// # Errors
     /// A [`BackendError`] if the call failed (nothing was created, or the
     /// created session is never returned and simply expires).
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>>;
-
-    /// As [`Backend::open_session`], and stores `metadata` with the session
-    /// until it ends, for [`Backend::inspect`] and [`Backend::holder`] to
-    /// show (leader observation). Every backend of this crate stores it; the
-    /// default, for a backend that cannot, drops it and opens the session.
-    ///
-    /// # Errors
-    /// As [`Backend::open_session`].
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,
         metadata: &'a SessionMetadata,
-    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
-        let _ = metadata;
-        self.open_session(lease_duration)
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>>;
+
+    /// [`Backend::open_session_with`] without metadata.
+    ///
+    /// # Errors
+    /// As [`Backend::open_session_with`].
+    fn open_session(
+        &self,
+        lease_duration: Duration,
+    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+        self.open_session_with(lease_duration, &metadata::NO_METADATA)
     }
 
     /// Who holds `name` now: the live holder's session, the term's token,
@@ -419,12 +418,6 @@ fn unsupported(backend: &str, what: &str) -> BackendError {
 }
 
 impl<B: Backend + ?Sized> Backend for Box<B> {
-    fn open_session(
-        &self,
-        lease_duration: Duration,
-    ) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        (**self).open_session(lease_duration)
-    }
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,

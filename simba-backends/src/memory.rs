@@ -488,8 +488,6 @@ impl MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
-    crate::forward::open_session_without_metadata!();
-
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,

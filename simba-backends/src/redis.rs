@@ -992,8 +992,6 @@ fn lease_ms(lease_duration: Duration) -> Result<(i64, i64), BackendError> {
 }
 
 impl Backend for RedisBackend {
-    crate::forward::open_session_without_metadata!();
-
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,

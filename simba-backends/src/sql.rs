@@ -1339,8 +1339,6 @@ macro_rules! sql_backend_common {
             usize::try_from(self.pool.options().get_max_connections()).ok()
         }
 
-        $crate::forward::open_session_without_metadata!();
-
         fn renew(
             &self,
             session: SessionId,

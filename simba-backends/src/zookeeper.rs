@@ -1347,8 +1347,6 @@ async fn clean_up(entry: Weak<Entry>, client: zk::Client, stale: Vec<(String, St
 impl Backend for ZkBackend {
     crate::queue::queue_backend_common!();
 
-    crate::forward::open_session_without_metadata!();
-
     fn open_session_with<'a>(
         &'a self,
         lease_duration: Duration,

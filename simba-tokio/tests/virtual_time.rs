@@ -9,7 +9,7 @@
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use simba_backends::{Backend, Inspection};
+use simba_backends::{Backend, Inspection, SessionMetadata};
 use simba_core::{
     AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId, Token,
 };
@@ -24,7 +24,11 @@ struct Stalling {
 }
 
 impl Backend for Stalling {
-    fn open_session(&self, d: Duration) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
+    fn open_session_with<'a>(
+        &'a self,
+        d: Duration,
+        _metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Result<SessionGrant, BackendError>> {
         Box::pin(async move {
             Ok(SessionGrant {
                 session: SessionId::from_bytes([7; 16]),

@@ -43,10 +43,6 @@ impl SimClient {
 }
 
 impl Backend for SimClient {
-    fn open_session(&self, d: Duration) -> BoxFuture<'_, Result<SessionGrant, BackendError>> {
-        let r = self.with(|b, now| b.open_session(now, d));
-        async move { r }.boxed()
-    }
     fn open_session_with<'a>(
         &'a self,
         d: Duration,
