@@ -107,18 +107,13 @@ async fn zookeeper_history_linearizes() {
         return;
     }
     let factory = ZkFactory::new();
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        clients.push(factory.connect("h").await.unwrap());
-    }
     let load = simba_backends::testkit::history::Load {
         calls: 30,
         lease: Duration::from_secs(1),
         seed: 7,
         queueing: true,
     };
-    history_check("zookeeper", &clients, load, factory.expiry_lateness()).await;
-    drop(clients);
+    factory_history_check("zookeeper", &factory, load).await;
     cleanup(&factory).await;
 }
 
@@ -131,9 +126,7 @@ async fn zookeeper_a_waiter_keeps_its_turn_without_acquiring() {
         return;
     }
     let factory = ZkFactory::new();
-    let b = factory.connect("turn").await.unwrap();
-    let result = waiter_keeps_its_turn(&b, Duration::from_secs(2)).await;
-    drop(b);
+    let result = factory_waiter_keeps_its_turn(&factory, Duration::from_secs(2)).await;
     cleanup(&factory).await;
     result.unwrap();
 }
