@@ -7,6 +7,29 @@ use harness::*;
 use simba_core::*;
 use std::time::Duration;
 
+/// Declares the test `$test`: `$check` passes on the engine; and (feature
+/// `mutants`) the test `$caught`: it fails on the engine broken by
+/// `$mutant`, saying `$says` (a check that never fired proves nothing).
+macro_rules! check_and_mutant {
+    (
+        $(#[$doc:meta])* $test:ident,
+        $(#[$caught_doc:meta])* $caught:ident: $check:ident, $mutant:ident, $says:literal
+    ) => {
+        $(#[$doc])*
+        #[test]
+        fn $test() {
+            $check(fast_config()).unwrap();
+        }
+
+        $(#[$caught_doc])*
+        #[cfg(feature = "mutants")]
+        #[test]
+        fn $caught() {
+            assert_mutant_caught($check, Mutant::$mutant, $says);
+        }
+    };
+}
+
 // ----- S1 sessions --------------------------------------------------------
 
 #[test]
@@ -461,21 +484,12 @@ fn expiry_timed_retry(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s4_4_a_held_reply_times_the_next_attempt_just_after_the_holders_expiry() {
-    expiry_timed_retry(fast_config()).unwrap();
-}
-
-/// The check fires on the mutant that times the attempt by the earliest
-/// expiry (S2.1's formula) instead of the latest.
-#[cfg(feature = "mutants")]
-#[test]
-fn s4_4_mutant_retry_before_expiry_is_caught() {
-    assert_mutant_caught(
-        expiry_timed_retry,
-        Mutant::RetryBeforeExpiry,
-        "before the holder's latest expiry",
-    );
+check_and_mutant! {
+    s4_4_a_held_reply_times_the_next_attempt_just_after_the_holders_expiry,
+    /// The check fires on the mutant that times the attempt by the earliest
+    /// expiry (S2.1's formula) instead of the latest.
+    s4_4_mutant_retry_before_expiry_is_caught:
+        expiry_timed_retry, RetryBeforeExpiry, "before the holder's latest expiry"
 }
 
 #[test]
@@ -2146,22 +2160,13 @@ fn panic_gives_up_the_term(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s6_5_a_panicking_task_leaves_no_zombie_leader() {
-    panic_gives_up_the_term(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant that keeps the term
-/// after a panic fails it.
-/// `cargo test -p simba-core --features mutants --test rules`
-#[cfg(feature = "mutants")]
-#[test]
-fn s6_5_mutant_keep_term_after_panic_is_caught() {
-    assert_mutant_caught(
-        panic_gives_up_the_term,
-        Mutant::KeepTermAfterPanic,
-        "not revoked",
-    );
+check_and_mutant! {
+    s6_5_a_panicking_task_leaves_no_zombie_leader,
+    /// A check that never fired proves nothing: the mutant that keeps the term
+    /// after a panic fails it.
+    /// `cargo test -p simba-core --features mutants --test rules`
+    s6_5_mutant_keep_term_after_panic_is_caught:
+        panic_gives_up_the_term, KeepTermAfterPanic, "not revoked"
 }
 
 // ----- the checks above, run on deliberately broken engines ---------------
@@ -2182,22 +2187,13 @@ fn taken_over_revokes(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s3_4_a_renewal_not_listing_a_term_takes_it_over() {
-    taken_over_revokes(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant that ignores a
-/// renewal reply no longer listing a held lease fails it.
-/// `cargo test -p simba-core --features mutants --test rules`
-#[cfg(feature = "mutants")]
-#[test]
-fn s3_4_mutant_ignore_taken_over_is_caught() {
-    assert_mutant_caught(
-        taken_over_revokes,
-        Mutant::IgnoreTakenOver,
-        "not revoked as TakenOver",
-    );
+check_and_mutant! {
+    s3_4_a_renewal_not_listing_a_term_takes_it_over,
+    /// A check that never fired proves nothing: the mutant that ignores a
+    /// renewal reply no longer listing a held lease fails it.
+    /// `cargo test -p simba-core --features mutants --test rules`
+    s3_4_mutant_ignore_taken_over_is_caught:
+        taken_over_revokes, IgnoreTakenOver, "not revoked as TakenOver"
 }
 
 /// The S2.4 check on the renewal slot: a renewal nobody answers fails with
@@ -2223,21 +2219,12 @@ fn stuck_renewal_times_out(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s2_4_a_stuck_renewal_frees_the_renewal_slot() {
-    stuck_renewal_times_out(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant whose renewal calls
-/// never time out fails it.
-#[cfg(feature = "mutants")]
-#[test]
-fn s2_4_mutant_renew_never_times_out_is_caught() {
-    assert_mutant_caught(
-        stuck_renewal_times_out,
-        Mutant::RenewNeverTimesOut,
-        "not timed out",
-    );
+check_and_mutant! {
+    s2_4_a_stuck_renewal_frees_the_renewal_slot,
+    /// A check that never fired proves nothing: the mutant whose renewal calls
+    /// never time out fails it.
+    s2_4_mutant_renew_never_times_out_is_caught:
+        stuck_renewal_times_out, RenewNeverTimesOut, "not timed out"
 }
 
 /// The S4.1 check: while an attempt is in flight (unanswered, not yet timed
@@ -2260,21 +2247,12 @@ fn one_attempt_in_flight(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s4_1_no_second_acquire_while_one_is_in_flight() {
-    one_attempt_in_flight(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant that re-sends an
-/// acquire while one is in flight fails it.
-#[cfg(feature = "mutants")]
-#[test]
-fn s4_1_mutant_acquire_while_in_flight_is_caught() {
-    assert_mutant_caught(
-        one_attempt_in_flight,
-        Mutant::AcquireWhileInFlight,
-        "second acquire",
-    );
+check_and_mutant! {
+    s4_1_no_second_acquire_while_one_is_in_flight,
+    /// A check that never fired proves nothing: the mutant that re-sends an
+    /// acquire while one is in flight fails it.
+    s4_1_mutant_acquire_while_in_flight_is_caught:
+        one_attempt_in_flight, AcquireWhileInFlight, "second acquire"
 }
 
 // ----- S10.2 the assignment rule ------------------------------------------
