@@ -55,6 +55,22 @@ async fn check_held<B: Backend>(
     assert!(r.owned.iter().any(|(n, _)| n == name), "holder lost {name}");
 }
 
+/// The in-flight renewal on the connection `$renewal`: a transaction
+/// (begun by `$begin`) extends holder `$h`'s session in namespace "x" of
+/// run tag `$tag` (`$placeholder` binds the id) and stays open while the
+/// holder's old expiry passes.
+macro_rules! renewal_in_flight {
+    ($renewal:ident, $begin:literal, $tag:expr, $placeholder:literal, $h:expr) => {{
+        $renewal.execute($begin).await.unwrap();
+        sqlx::query(&extend_holder_sql($tag, $placeholder))
+            .bind(&$h.to_bytes()[..])
+            .execute(&mut $renewal)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+    }};
+}
+
 /// On `b`: a holder `h` of 1 s leases that has won "raced", and a taker
 /// `a` of 30 s leases; returns `(h, a, name)`.
 async fn raced_holder<B: Backend>(b: &B) -> (SessionId, SessionId, LeaseName) {
@@ -97,13 +113,7 @@ async fn postgres_takeover_waits_for_a_renewal_in_flight() {
         .fetch_one(&mut renewal)
         .await
         .unwrap();
-    renewal.execute("BEGIN").await.unwrap();
-    sqlx::query(&extend_holder_sql(&tag, "$1"))
-        .bind(&h.to_bytes()[..])
-        .execute(&mut renewal)
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(1300)).await; // the old expiry passes
+    renewal_in_flight!(renewal, "BEGIN", &tag, "$1", h);
     let mut watcher = sqlx::PgConnection::connect(PG_URL).await.unwrap();
     let waiting = async {
         for _ in 0..500 {
@@ -143,13 +153,7 @@ async fn mysql_takeover_waits_for_a_renewal_in_flight() {
         .fetch_one(&mut renewal)
         .await
         .unwrap();
-    renewal.execute("BEGIN").await.unwrap();
-    sqlx::query(&extend_holder_sql(&tag, "?"))
-        .bind(&h.to_bytes()[..])
-        .execute(&mut renewal)
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    renewal_in_flight!(renewal, "BEGIN", &tag, "?", h);
     let mut watcher = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
     let waiting = async {
         for _ in 0..500 {
@@ -198,13 +202,7 @@ async fn sqlite_takeover_waits_for_a_renewal_in_flight() {
     let (h, a, n) = raced_holder(&b).await;
     // Another connection, as another process on the host would have.
     let mut renewal = sqlx::SqliteConnection::connect(&factory.url).await.unwrap();
-    renewal.execute("BEGIN IMMEDIATE").await.unwrap();
-    sqlx::query(&extend_holder_sql(&factory.tag, "?1"))
-        .bind(&h.to_bytes()[..])
-        .execute(&mut renewal)
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    renewal_in_flight!(renewal, "BEGIN IMMEDIATE", &factory.tag, "?1", h);
     // SQLite has no lock-wait view: a grace period instead.
     let waiting = tokio::time::sleep(Duration::from_millis(400));
     check_held(&b, a, h, &n, waiting, async {
