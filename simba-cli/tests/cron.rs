@@ -15,18 +15,7 @@ use std::time::{Duration, Instant};
 const RECORD: &str = "echo \"$SIMBA_SCHEDULE_SLOT $SIMBA_FENCING_TOKEN $PPID\" >> \"$OUT\"";
 
 fn runs(path: &std::path::Path) -> Vec<(u64, u64, u32)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let v: Vec<&str> = l.split_whitespace().collect();
-            (
-                v[0].parse().unwrap(),
-                v[1].parse().unwrap(),
-                v[2].parse().unwrap(),
-            )
-        })
-        .collect()
+    number_triples(&std::fs::read_to_string(path).unwrap_or_default())
 }
 
 fn wait_runs(path: &std::path::Path, n: usize, timeout: Duration) -> Vec<(u64, u64, u32)> {

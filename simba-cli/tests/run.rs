@@ -46,17 +46,7 @@ fn only_one_child_runs_at_a_time(backend: &TestBackend) {
         );
     }
     let text = std::fs::read_to_string(&out).unwrap();
-    let mut runs: Vec<(u64, u128, u128)> = text
-        .lines()
-        .map(|l| {
-            let v: Vec<&str> = l.split_whitespace().collect();
-            (
-                v[0].parse().unwrap(),
-                v[1].parse().unwrap(),
-                v[2].parse().unwrap(),
-            )
-        })
-        .collect();
+    let mut runs: Vec<(u64, u128, u128)> = number_triples(&text);
     assert_eq!(runs.len(), 3, "every process ran its child once:\n{text}");
     runs.sort_by_key(|r| r.1);
     for w in runs.windows(2) {

@@ -294,6 +294,29 @@ pub fn spawn_lock_holder(backend: &TestBackend, name: &str, mark: &Path) -> Chil
     holder
 }
 
+/// Each line of `text` as three numbers separated by white space (what a
+/// recording child appended, one line a run).
+pub fn number_triples<A, B, C>(text: &str) -> Vec<(A, B, C)>
+where
+    A: std::str::FromStr,
+    B: std::str::FromStr,
+    C: std::str::FromStr,
+    A::Err: std::fmt::Debug,
+    B::Err: std::fmt::Debug,
+    C::Err: std::fmt::Debug,
+{
+    text.lines()
+        .map(|l| {
+            let v: Vec<&str> = l.split_whitespace().collect();
+            (
+                v[0].parse().unwrap(),
+                v[1].parse().unwrap(),
+                v[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// Reads the `token pid` a marking child wrote.
 pub fn read_mark(mark: &Path) -> (u64, u32) {
     let text = std::fs::read_to_string(mark).unwrap();
