@@ -441,6 +441,16 @@ impl<'a> Supervisor<'a> {
         code.or(last).unwrap_or(1)
     }
 
+    /// Stops (see [`Supervisor::stop`]) and returns `result`.
+    async fn stop_with<T>(
+        self,
+        signals: &mut StopSignals,
+        result: Result<T, CliError>,
+    ) -> Result<T, CliError> {
+        let _ = self.stop(signals).await;
+        result
+    }
+
     /// On the stop signal `sig`: says so, stops, and returns simba's exit
     /// code for it.
     async fn stop_on_signal(self, sig: i32, signals: &mut StopSignals) -> u8 {
@@ -514,14 +524,10 @@ pub async fn run(
                             style::bad("lost"), spec.program()));
                     } else if own {
                         // The election ended with the task (StopElection).
-                        let _ = sup.stop(signals).await;
-                        return Ok(code);
+                        return sup.stop_with(signals, Ok(code)).await;
                     }
                 }
-                Some(Ev::Failed(e)) => {
-                    let _ = sup.stop(signals).await;
-                    return Err(e);
-                }
+                Some(Ev::Failed(e)) => return sup.stop_with(signals, Err(e)).await,
                 }
             },
             sig = signals.recv() => return Ok(sup.stop_on_signal(sig, signals).await),
@@ -555,11 +561,10 @@ pub async fn lock(
         };
         tokio::select! {
             () = timeout => {
-                let _ = sup.stop(signals).await;
-                return Err(CliError::NotAcquired {
+                return sup.stop_with(signals, Err(CliError::NotAcquired {
                     name: name.to_owned(),
                     waited: wait.unwrap_or_default(),
-                });
+                })).await;
             }
             ev = sup.events.recv() => {
                 sup.take_note(ev.as_ref()).await;
@@ -580,13 +585,9 @@ pub async fn lock(
                         note(&format!("{}: lock `{name}` over while simba was held up; the guard stopped {}",
                             style::bad("lost"), spec.program()));
                     }
-                    let _ = sup.stop(signals).await;
-                    return Ok(code);
+                    return sup.stop_with(signals, Ok(code)).await;
                 }
-                Some(Ev::Failed(e)) => {
-                    let _ = sup.stop(signals).await;
-                    return Err(e);
-                }
+                Some(Ev::Failed(e)) => return sup.stop_with(signals, Err(e)).await,
                 }
             },
             sig = signals.recv() => return Ok(sup.stop_on_signal(sig, signals).await),
