@@ -11,10 +11,7 @@ use simba_backends::testkit::{run_all, Factory};
 /// The whole suite on `factory`: the report is shown, `cleanup` runs, then
 /// every case must have passed.
 async fn suite_passes<F: Factory>(factory: &F, cleanup: impl std::future::Future<Output = ()>) {
-    let report = run_all(factory).await;
-    show(&report);
-    cleanup.await;
-    report.assert_passed();
+    assert_suite_passed(run_all(factory).await, cleanup).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,13 +52,14 @@ async fn mysql_passes_the_conformance_suite() {
 fn sqlite_passes_core_cases_on_async_std() {
     async_std::task::block_on(async {
         let (factory, path) = SqliteFactory::new();
-        let report = simba_backends::testkit::run_selected(&factory, |c| {
-            !c.contains("sixteen") && !c.contains("expir")
-        })
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |c| {
+                !c.contains("sixteen") && !c.contains("expir")
+            })
+            .await,
+            async { remove_db(&path) },
+        )
         .await;
-        show(&report);
-        remove_db(&path);
-        report.assert_passed();
     });
 }
 
@@ -74,13 +72,14 @@ fn postgres_passes_core_cases_on_async_std() {
             return;
         }
         let factory = PgFactory { tag: tag() };
-        let report = simba_backends::testkit::run_selected(&factory, |c| {
-            c.contains("notification") || c.contains("sixteen") || c.contains("killed")
-        })
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |c| {
+                c.contains("notification") || c.contains("sixteen") || c.contains("killed")
+            })
+            .await,
+            drop_pg_tables(&factory.tag),
+        )
         .await;
-        show(&report);
-        drop_pg_tables(&factory.tag).await;
-        report.assert_passed();
     });
 }
 

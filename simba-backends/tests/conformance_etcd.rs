@@ -15,10 +15,7 @@ async fn etcd_passes_the_conformance_suite() {
         return;
     }
     let factory = EtcdFactory { tag: tag() };
-    let report = run_all(&factory).await;
-    println!("{report}");
-    factory.cleanup().await;
-    report.assert_passed();
+    assert_suite_passed(run_all(&factory).await, factory.cleanup()).await;
 }
 
 /// Outside tokio the backend runs its calls on a runtime thread of its own;
@@ -30,17 +27,18 @@ fn etcd_passes_the_conformance_suite_on_async_std() {
             return;
         }
         let factory = EtcdFactory { tag: tag() };
-        let report = run_selected(&factory, |c| {
-            c.contains("notification")
-                || c.contains("sixteen")
-                || c.contains("contention")
-                || c.contains("s1_open_renew")
-                || c.contains("inspect")
-        })
+        assert_suite_passed(
+            run_selected(&factory, |c| {
+                c.contains("notification")
+                    || c.contains("sixteen")
+                    || c.contains("contention")
+                    || c.contains("s1_open_renew")
+                    || c.contains("inspect")
+            })
+            .await,
+            factory.cleanup(),
+        )
         .await;
-        println!("{report}");
-        factory.cleanup().await;
-        report.assert_passed();
     });
 }
 

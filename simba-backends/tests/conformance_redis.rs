@@ -109,10 +109,11 @@ async fn redis_passes_the_conformance_suite() {
     let Some(factory) = redis_factory().await else {
         return;
     };
-    let report = run_all(&factory).await;
-    println!("{report}");
-    delete_keys(REDIS_URL, &factory.tag).await;
-    report.assert_passed();
+    assert_suite_passed(
+        run_all(&factory).await,
+        delete_keys(REDIS_URL, &factory.tag),
+    )
+    .await;
 }
 
 /// The same backend on async-std (redis's smol support).
@@ -123,13 +124,14 @@ fn redis_passes_core_cases_on_async_std() {
         let Some(factory) = redis_factory().await else {
             return;
         };
-        let report = simba_backends::testkit::run_selected(&factory, |c| {
-            !c.contains("expir") && !c.contains("s1_open")
-        })
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |c| {
+                !c.contains("expir") && !c.contains("s1_open")
+            })
+            .await,
+            delete_keys(REDIS_URL, &factory.tag),
+        )
         .await;
-        println!("{report}");
-        delete_keys(REDIS_URL, &factory.tag).await;
-        report.assert_passed();
     });
 }
 

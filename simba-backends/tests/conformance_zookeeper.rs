@@ -76,10 +76,7 @@ async fn zookeeper_passes_the_conformance_suite() {
         return;
     }
     let factory = ZkFactory::new();
-    let report = run_all(&factory).await;
-    println!("{report}");
-    cleanup(&factory).await;
-    report.assert_passed();
+    assert_suite_passed(run_all(&factory).await, cleanup(&factory)).await;
 }
 
 /// The same backend on async-std (zookeeper-client's async-global-executor).
@@ -91,10 +88,11 @@ fn zookeeper_passes_the_conformance_suite_on_async_std() {
             return;
         }
         let factory = ZkFactory::new();
-        let report = simba_backends::testkit::run_selected(&factory, |_| true).await;
-        println!("{report}");
-        cleanup(&factory).await;
-        report.assert_passed();
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |_| true).await,
+            cleanup(&factory),
+        )
+        .await;
     });
 }
 

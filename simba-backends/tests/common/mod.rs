@@ -75,6 +75,28 @@ pub fn show(report: &Report) {
     }
 }
 
+/// A backend's own hold (`hold`, its future), boxed as [`Factory::hold`]
+/// returns it.
+#[cfg(feature = "testkit")]
+pub fn boxed_hold<'a, H, E>(
+    hold: impl std::future::Future<Output = Result<H, E>> + Send + 'a,
+) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>>
+where
+    H: Hold + 'static,
+    HoldError: From<E>,
+{
+    async move { Ok(Box::new(hold.await?) as Box<dyn Hold>) }.boxed()
+}
+
+/// Shows a conformance `report` ([`show`]), runs `cleanup`, then asserts
+/// that every case passed.
+#[cfg(feature = "testkit")]
+pub async fn assert_suite_passed(report: Report, cleanup: impl std::future::Future<Output = ()>) {
+    show(&report);
+    cleanup.await;
+    report.assert_passed();
+}
+
 /// In-memory clients, one shared state per namespace; a "killed" call is an
 /// injected connection failure. With a flaw, every namespace's backend has it.
 #[cfg(feature = "testkit")]
@@ -286,7 +308,7 @@ impl Factory for SqliteFactory {
         &'a self,
         backend: &'a Self::Backend,
     ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
-        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
+        boxed_hold(backend.hold())
     }
     fn lacks(&self) -> Vec<Capability> {
         // One file, no server: no connection to kill. Releases are hinted
@@ -328,7 +350,7 @@ macro_rules! sql_server_factory {
                 &'a self,
                 backend: &'a Self::Backend,
             ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
-                async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
+                boxed_hold(backend.hold())
             }
         }
     };
