@@ -8,6 +8,8 @@
 //! `SIMBA_BENCH_ITERS` the iteration count, default 1000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
 use futures::StreamExt;
 use simba_backends::etcd::EtcdBackend;
 use simba_backends::Backend;
@@ -15,10 +17,7 @@ use simba_core::{AcquireOutcome, LeaseName};
 use std::time::{Duration, Instant};
 
 fn iters() -> usize {
-    std::env::var("SIMBA_BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000)
+    common::iters()
 }
 
 fn pct(mut v: Vec<Duration>, p: f64) -> Duration {
@@ -51,16 +50,8 @@ async fn main() {
         a.prefix()
     );
 
-    let sa = a
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
-    let sb = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let sa = common::session(&a, Duration::from_secs(30)).await;
+    let sb = common::session(&b, Duration::from_secs(30)).await;
     let name = LeaseName::new("bench.lease").unwrap();
     let key = format!("{}/l/{name}", a.prefix());
 

@@ -14,6 +14,8 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
 use futures::StreamExt;
 use simba_backends::redis::RedisBackend;
 use simba_backends::{Backend, BackendConfig};
@@ -56,11 +58,7 @@ async fn main() {
         }
     };
     let iters = 2000;
-    let s = b
-        .open_session(Duration::from_secs(60))
-        .await
-        .unwrap()
-        .session;
+    let s = common::session(&b, Duration::from_secs(60)).await;
     let n = LeaseName::new("bench.cycle").unwrap();
     // Warm up (script cache, connection).
     for _ in 0..100 {
@@ -91,11 +89,7 @@ async fn main() {
 
     // Handover: holder on one client, candidate on another, listening.
     let c = RedisBackend::connect(&config).await.unwrap();
-    let cs = c
-        .open_session(Duration::from_secs(60))
-        .await
-        .unwrap()
-        .session;
+    let cs = common::session(&c, Duration::from_secs(60)).await;
     let mut releases = c.subscribe_releases().await.unwrap().unwrap();
     let h = LeaseName::new("bench.handover").unwrap();
     let mut handover = Vec::new();
@@ -130,11 +124,7 @@ async fn main() {
 
     // Renewal with 1, 100 and 10,000 held leases.
     for count in [1usize, 100, 10_000] {
-        let rs = b
-            .open_session(Duration::from_secs(120))
-            .await
-            .unwrap()
-            .session;
+        let rs = common::session(&b, Duration::from_secs(120)).await;
         for i in 0..count {
             let name = LeaseName::new(format!("bench.r{count}.{i}")).unwrap();
             won(&b, rs, &name).await;

@@ -8,15 +8,14 @@
 //! `SIMBA_BENCH_ITERS` the iteration count, default 1000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
 use simba_backends::{Backend, BackendConfig};
 use simba_core::LeaseName;
 use std::time::{Duration, Instant};
 
 fn iters() -> u32 {
-    std::env::var("SIMBA_BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000)
+    common::iters()
 }
 
 fn tag() -> String {
@@ -42,14 +41,7 @@ where
     median(v)
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
+use common::{median, us};
 
 /// What differs per database: the floors and the bulk setup.
 trait Db {
@@ -129,11 +121,7 @@ db_impl!(
 async fn bench<B: Backend, D: Db>(label: &str, backend: &B, db: &D, leases_table: &str) {
     let n = iters();
     db.setup_floor("").await;
-    let s = backend
-        .open_session(Duration::from_secs(3600))
-        .await
-        .unwrap()
-        .session;
+    let s = common::session(backend, Duration::from_secs(3600)).await;
     let name = LeaseName::new("bench.cycle").unwrap();
     // Interleave the three measurements one iteration at a time and compare
     // medians, so a noisy neighbour (shared disk, other builds) hits them
@@ -177,11 +165,7 @@ async fn bench<B: Backend, D: Db>(label: &str, backend: &B, db: &D, leases_table
     );
     let mut line = format!("{label:9} renew:");
     for count in [1u32, 100, 10_000] {
-        let s = backend
-            .open_session(Duration::from_secs(3600))
-            .await
-            .unwrap()
-            .session;
+        let s = common::session(backend, Duration::from_secs(3600)).await;
         db.bulk_leases(leases_table, &s.to_bytes(), &format!("r{count}."), count)
             .await;
         let r = backend.renew(s).await.unwrap();
@@ -194,6 +178,37 @@ async fn bench<B: Backend, D: Db>(label: &str, backend: &B, db: &D, leases_table
         line.push_str(&format!(" {count} leases {:9.1} us |", us(t)));
     }
     println!("{line}");
+}
+
+/// Benchmarks the SQL server backend `$backend` (labelled `$label`) on the
+/// URL in `$env`, else `$default`, with tables prefixed `<$t>_` and two
+/// connections, then drops the run's tables; a server that does not answer
+/// is reported missing (`$what`).
+macro_rules! bench_server {
+    ($label:literal, $what:literal, $env:literal, $default:literal, $backend:ty, $t:expr) => {{
+        let t: &str = $t;
+        let url = std::env::var($env).unwrap_or_else(|_| $default.into());
+        match <$backend>::connect(
+            &BackendConfig::parse(&url)
+                .unwrap()
+                .with_table_prefix(&format!("{t}_"))
+                .unwrap()
+                .with_max_connections(2),
+        )
+        .await
+        {
+            Ok(b) => {
+                let db = (b.pool().clone(), format!("{t}_floor"));
+                bench($label, &b, &db, &format!("{t}_leases")).await;
+                for x in ["floor", "leases", "sessions"] {
+                    let _ = sqlx::query(&format!("DROP TABLE {t}_{x}"))
+                        .execute(b.pool())
+                        .await;
+                }
+            }
+            Err(e) => missing($label, $what, &e),
+        }
+    }};
 }
 
 fn main() {
@@ -209,50 +224,22 @@ fn main() {
     rt.block_on(async {
         println!("iterations per measurement: {}", iters());
         let t = tag();
-        let pg = std::env::var("SIMBA_BENCH_PG")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        match simba_backends::postgres::PgBackend::connect(
-            &BackendConfig::parse(&pg)
-                .unwrap()
-                .with_table_prefix(&format!("{t}_"))
-                .unwrap()
-                .with_max_connections(2),
-        )
-        .await
-        {
-            Ok(b) => {
-                let db = (b.pool().clone(), format!("{t}_floor"));
-                bench("postgres", &b, &db, &format!("{t}_leases")).await;
-                for x in ["floor", "leases", "sessions"] {
-                    let _ = sqlx::query(&format!("DROP TABLE {t}_{x}"))
-                        .execute(b.pool())
-                        .await;
-                }
-            }
-            Err(e) => missing("postgres", "PostgreSQL", &e),
-        }
-        let my = std::env::var("SIMBA_BENCH_MYSQL")
-            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
-        match simba_backends::mysql::MysqlBackend::connect(
-            &BackendConfig::parse(&my)
-                .unwrap()
-                .with_table_prefix(&format!("{t}_"))
-                .unwrap()
-                .with_max_connections(2),
-        )
-        .await
-        {
-            Ok(b) => {
-                let db = (b.pool().clone(), format!("{t}_floor"));
-                bench("mysql", &b, &db, &format!("{t}_leases")).await;
-                for x in ["floor", "leases", "sessions"] {
-                    let _ = sqlx::query(&format!("DROP TABLE {t}_{x}"))
-                        .execute(b.pool())
-                        .await;
-                }
-            }
-            Err(e) => missing("mysql", "MySQL/MariaDB", &e),
-        }
+        bench_server!(
+            "postgres",
+            "PostgreSQL",
+            "SIMBA_BENCH_PG",
+            "postgres://postgres@127.0.0.1:5432/test",
+            simba_backends::postgres::PgBackend,
+            &t
+        );
+        bench_server!(
+            "mysql",
+            "MySQL/MariaDB",
+            "SIMBA_BENCH_MYSQL",
+            "mysql://root@127.0.0.1:3306/test",
+            simba_backends::mysql::MysqlBackend,
+            &t
+        );
         let path = std::env::temp_dir().join(format!("simba-bench-{t}.db"));
         let b = simba_backends::sqlite::SqliteBackend::connect(
             &BackendConfig::parse(&format!("sqlite://{}", path.display())).unwrap(),

@@ -10,43 +10,27 @@
 //! `SIMBA_BENCH_ITERS` the iteration count, default 1000).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod common;
+
 use futures::StreamExt;
 use simba_backends::zookeeper::ZkBackend;
 use simba_backends::{Backend, BackendConfig};
 use simba_core::{AcquireOutcome, LeaseName};
 use std::time::{Duration, Instant};
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
+use common::{median, us};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let base = std::env::var("SIMBA_BENCH_ZK").unwrap_or_else(|_| "zk://127.0.0.1:2181".into());
-    let n: usize = std::env::var("SIMBA_BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = common::iters();
     let tag = simba_backends::random_session_id().unwrap().to_string();
     let url = format!("{base}/simba-bench-{}", &tag[..8]);
     let config = BackendConfig::parse(&url).unwrap();
     let a = ZkBackend::connect(&config).await.unwrap();
     let b = ZkBackend::connect(&config).await.unwrap();
-    let sa = a
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
-    let sb = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let sa = common::session(&a, Duration::from_secs(30)).await;
+    let sb = common::session(&b, Duration::from_secs(30)).await;
     let raw = a.zk_client(sa).unwrap();
     let solo = LeaseName::new("bench.solo").unwrap();
     let hand = LeaseName::new("bench.handover").unwrap();

@@ -26,21 +26,22 @@ async fn wrong_urls_are_rejected_without_showing_credentials() {
     }
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test]
-async fn unreachable_postgres_is_unavailable_and_redacted() {
-    let c = BackendConfig::parse("postgres://u:s3cret@127.0.0.1:1/db")
+/// Connects to `url`, where nothing listens: `Unavailable` or `Timeout`
+/// within the 2 s connect timeout, the password (`s3cret`) never shown.
+async fn unreachable(url: &str) -> simba_core::BackendError {
+    let c = BackendConfig::parse(url)
         .unwrap()
         .with_connect_timeout(Duration::from_secs(2));
     let e = c.connect().await.err().unwrap();
-    assert!(
-        matches!(
-            e.kind,
-            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-        ),
-        "{e}"
-    );
+    assert!(is_unreachable(e.kind), "{e}");
     assert!(!e.to_string().contains("s3cret"), "{e}");
+    e
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn unreachable_postgres_is_unavailable_and_redacted() {
+    let e = unreachable("postgres://u:s3cret@127.0.0.1:1/db").await;
     assert!(
         e.to_string().contains("127.0.0.1:1"),
         "names the server: {e}"
@@ -50,18 +51,7 @@ async fn unreachable_postgres_is_unavailable_and_redacted() {
 #[cfg(feature = "mysql")]
 #[tokio::test]
 async fn unreachable_mysql_is_unavailable_and_redacted() {
-    let c = BackendConfig::parse("mysql://u:s3cret@127.0.0.1:1/db")
-        .unwrap()
-        .with_connect_timeout(Duration::from_secs(2));
-    let e = c.connect().await.err().unwrap();
-    assert!(
-        matches!(
-            e.kind,
-            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-        ),
-        "{e}"
-    );
-    assert!(!e.to_string().contains("s3cret"), "{e}");
+    unreachable("mysql://u:s3cret@127.0.0.1:1/db").await;
 }
 
 #[cfg(feature = "sqlite")]
@@ -121,15 +111,8 @@ async fn sqlite_foreign_table_is_reported_and_left_alone() {
 #[tokio::test]
 async fn sqlite_out_of_range_values_are_malformed_not_panics() {
     let (factory, path) = SqliteFactory::new();
-    let b =
-        simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "r"))
-            .await
-            .unwrap();
-    let s = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let b = sqlite_backend(&factory, "r").await;
+    let s = session(&b, Duration::from_secs(30)).await;
     let l = format!("{}_r_leases", factory.tag);
     sqlx::query(&format!(
         "INSERT INTO {l} (name, session, token) VALUES ('neg', ?1, -5)"
@@ -169,7 +152,7 @@ async fn sqlite_out_of_range_values_are_malformed_not_panics() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_without_create_privilege_is_rejected_by_name() {
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let admin = sqlx::PgPool::connect(PG_URL).await.unwrap();
@@ -203,7 +186,7 @@ async fn postgres_without_create_privilege_is_rejected_by_name() {
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_foreign_table_and_bad_rows_are_typed_errors() {
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let tag = tag();
@@ -218,14 +201,8 @@ async fn postgres_foreign_table_and_bad_rows_are_typed_errors() {
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{e}");
     assert!(e.message.contains(&format!("{tag}_f_leases")), "{e}");
 
-    let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "r"))
-        .await
-        .unwrap();
-    let s = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let b = pg_backend(&tag, "r").await;
+    let s = session(&b, Duration::from_secs(30)).await;
     sqlx::query(&format!(
         "INSERT INTO {tag}_r_leases (name, session, token) VALUES ('zero', $1, 0)"
     ))
@@ -243,7 +220,7 @@ async fn postgres_foreign_table_and_bad_rows_are_typed_errors() {
 #[cfg(feature = "mysql")]
 #[tokio::test]
 async fn mysql_without_create_privilege_and_foreign_tables_are_rejected() {
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let admin = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();

@@ -6,51 +6,44 @@
 mod common;
 
 use common::*;
-use simba_backends::testkit::run_all;
+use simba_backends::testkit::{run_all, Factory};
+
+/// The whole suite on `factory`: the report is shown, `cleanup` runs, then
+/// every case must have passed.
+async fn suite_passes<F: Factory>(factory: &F, cleanup: impl std::future::Future<Output = ()>) {
+    assert_suite_passed(run_all(factory).await, cleanup).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_backend_passes_the_conformance_suite() {
-    let report = run_all(&MemoryFactory::default()).await;
-    show(&report);
-    report.assert_passed();
+    suite_passes(&MemoryFactory::default(), async {}).await;
 }
 
 #[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_file_passes_the_conformance_suite() {
     let (factory, path) = SqliteFactory::new();
-    let report = run_all(&factory).await;
-    show(&report);
-    remove_db(&path);
-    report.assert_passed();
+    suite_passes(&factory, async { remove_db(&path) }).await;
 }
 
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_passes_the_conformance_suite() {
-    let probe = pg_probe().await;
-    if !server_available("PostgreSQL at 127.0.0.1:5432", probe) {
+    if !pg_available().await {
         return;
     }
     let factory = PgFactory { tag: tag() };
-    let report = run_all(&factory).await;
-    show(&report);
-    drop_pg_tables(&factory.tag).await;
-    report.assert_passed();
+    suite_passes(&factory, drop_pg_tables(&factory.tag)).await;
 }
 
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_passes_the_conformance_suite() {
-    let probe = mysql_probe().await;
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", probe) {
+    if !mysql_available().await {
         return;
     }
     let factory = MysqlFactory { tag: tag() };
-    let report = run_all(&factory).await;
-    show(&report);
-    drop_mysql_tables(&factory.tag).await;
-    report.assert_passed();
+    suite_passes(&factory, drop_mysql_tables(&factory.tag)).await;
 }
 
 /// The same backends work on async-std (sqlx's `runtime-async-std`).
@@ -59,13 +52,14 @@ async fn mysql_passes_the_conformance_suite() {
 fn sqlite_passes_core_cases_on_async_std() {
     async_std::task::block_on(async {
         let (factory, path) = SqliteFactory::new();
-        let report = simba_backends::testkit::run_selected(&factory, |c| {
-            !c.contains("sixteen") && !c.contains("expir")
-        })
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |c| {
+                !c.contains("sixteen") && !c.contains("expir")
+            })
+            .await,
+            async { remove_db(&path) },
+        )
         .await;
-        show(&report);
-        remove_db(&path);
-        report.assert_passed();
     });
 }
 
@@ -74,17 +68,18 @@ fn sqlite_passes_core_cases_on_async_std() {
 #[test]
 fn postgres_passes_core_cases_on_async_std() {
     async_std::task::block_on(async {
-        if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+        if !pg_available().await {
             return;
         }
         let factory = PgFactory { tag: tag() };
-        let report = simba_backends::testkit::run_selected(&factory, |c| {
-            c.contains("notification") || c.contains("sixteen") || c.contains("killed")
-        })
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |c| {
+                c.contains("notification") || c.contains("sixteen") || c.contains("killed")
+            })
+            .await,
+            drop_pg_tables(&factory.tag),
+        )
         .await;
-        show(&report);
-        drop_pg_tables(&factory.tag).await;
-        report.assert_passed();
     });
 }
 

@@ -7,18 +7,15 @@
 mod common;
 
 use common::*;
-use simba_backends::testkit::{run_all, run_selected, Factory};
+use simba_backends::testkit::{run_all, run_selected};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_passes_the_conformance_suite() {
-    if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {
+    if !etcd_available().await {
         return;
     }
     let factory = EtcdFactory { tag: tag() };
-    let report = run_all(&factory).await;
-    println!("{report}");
-    factory.cleanup().await;
-    report.assert_passed();
+    assert_suite_passed(run_all(&factory).await, factory.cleanup()).await;
 }
 
 /// Outside tokio the backend runs its calls on a runtime thread of its own;
@@ -26,21 +23,22 @@ async fn etcd_passes_the_conformance_suite() {
 #[test]
 fn etcd_passes_the_conformance_suite_on_async_std() {
     async_std::task::block_on(async {
-        if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {
+        if !etcd_available().await {
             return;
         }
         let factory = EtcdFactory { tag: tag() };
-        let report = run_selected(&factory, |c| {
-            c.contains("notification")
-                || c.contains("sixteen")
-                || c.contains("contention")
-                || c.contains("s1_open_renew")
-                || c.contains("inspect")
-        })
+        assert_suite_passed(
+            run_selected(&factory, |c| {
+                c.contains("notification")
+                    || c.contains("sixteen")
+                    || c.contains("contention")
+                    || c.contains("s1_open_renew")
+                    || c.contains("inspect")
+            })
+            .await,
+            factory.cleanup(),
+        )
         .await;
-        println!("{report}");
-        factory.cleanup().await;
-        report.assert_passed();
     });
 }
 
@@ -50,22 +48,17 @@ fn etcd_passes_the_conformance_suite_on_async_std() {
 /// side only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_history_linearizes() {
-    if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {
+    if !etcd_available().await {
         return;
     }
     let factory = EtcdFactory { tag: tag() };
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        clients.push(factory.connect("h").await.unwrap());
-    }
     let load = simba_backends::testkit::history::Load {
         calls: 30,
         lease: std::time::Duration::from_secs(2),
         seed: 8,
         queueing: true,
     };
-    history_check("etcd", &clients, load, factory.expiry_lateness()).await;
-    drop(clients);
+    factory_history_check("etcd", &factory, load).await;
     factory.cleanup().await;
 }
 
@@ -74,13 +67,11 @@ async fn etcd_history_linearizes() {
 /// removes it (S4.5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_a_waiter_keeps_its_turn_without_acquiring() {
-    if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {
+    if !etcd_available().await {
         return;
     }
     let factory = EtcdFactory { tag: tag() };
-    let b = factory.connect("turn").await.unwrap();
-    let result = waiter_keeps_its_turn(&b, std::time::Duration::from_secs(2)).await;
-    drop(b);
+    let result = factory_waiter_keeps_its_turn(&factory, std::time::Duration::from_secs(2)).await;
     factory.cleanup().await;
     result.unwrap();
 }

@@ -60,6 +60,21 @@ async fn redis_probe(url: &str) -> Result<(), BackendError> {
     b.ping().await
 }
 
+/// Whether a test that needs the Redis test server may run (see
+/// [`server_available`]: a missing server fails the test unless skipped).
+async fn redis_available() -> bool {
+    server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await)
+}
+
+/// Clients of the Redis test server under a fresh run tag, or `None` when
+/// the test is to be skipped ([`redis_available`]).
+async fn redis_factory() -> Option<RedisFactory> {
+    redis_available().await.then(|| RedisFactory {
+        url: REDIS_URL.into(),
+        tag: tag(),
+    })
+}
+
 /// Deletes every key under `{<tag>…}` (SCAN, never FLUSH).
 async fn delete_keys(url: &str, tag: &str) {
     let client = redis::Client::open(url).unwrap();
@@ -91,17 +106,14 @@ async fn delete_keys(url: &str, tag: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_passes_the_conformance_suite() {
-    if !server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await) {
+    let Some(factory) = redis_factory().await else {
         return;
-    }
-    let factory = RedisFactory {
-        url: REDIS_URL.into(),
-        tag: tag(),
     };
-    let report = run_all(&factory).await;
-    println!("{report}");
-    delete_keys(REDIS_URL, &factory.tag).await;
-    report.assert_passed();
+    assert_suite_passed(
+        run_all(&factory).await,
+        delete_keys(REDIS_URL, &factory.tag),
+    )
+    .await;
 }
 
 /// The same backend on async-std (redis's smol support).
@@ -109,20 +121,17 @@ async fn redis_passes_the_conformance_suite() {
 #[test]
 fn redis_passes_core_cases_on_async_std() {
     async_std::task::block_on(async {
-        if !server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await) {
+        let Some(factory) = redis_factory().await else {
             return;
-        }
-        let factory = RedisFactory {
-            url: REDIS_URL.into(),
-            tag: tag(),
         };
-        let report = simba_backends::testkit::run_selected(&factory, |c| {
-            !c.contains("expir") && !c.contains("s1_open")
-        })
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |c| {
+                !c.contains("expir") && !c.contains("s1_open")
+            })
+            .await,
+            delete_keys(REDIS_URL, &factory.tag),
+        )
         .await;
-        println!("{report}");
-        delete_keys(REDIS_URL, &factory.tag).await;
-        report.assert_passed();
     });
 }
 
@@ -130,7 +139,7 @@ fn redis_passes_core_cases_on_async_std() {
 /// password.
 #[tokio::test]
 async fn bad_credentials_and_urls_are_typed_and_redacted() {
-    if !server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await) {
+    if !redis_available().await {
         return;
     }
     let e = RedisBackend::connect_url("redis://nobody:hunter2@127.0.0.1:6379/0")
@@ -154,24 +163,16 @@ async fn bad_credentials_and_urls_are_typed_and_redacted() {
 /// name with 300 ms leases; the history must linearize (S1.2, S3.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_history_linearizes() {
-    if !server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await) {
+    let Some(factory) = redis_factory().await else {
         return;
-    }
-    let factory = RedisFactory {
-        url: REDIS_URL.into(),
-        tag: tag(),
     };
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        clients.push(factory.connect("h").await.unwrap());
-    }
     let load = simba_backends::testkit::history::Load {
         calls: 60,
         lease: std::time::Duration::from_millis(300),
         seed: 6,
         queueing: false,
     };
-    history_check("redis", &clients, load, factory.expiry_lateness()).await;
+    factory_history_check("redis", &factory, load).await;
     delete_keys(REDIS_URL, &factory.tag).await;
 }
 
@@ -182,20 +183,12 @@ async fn redis_history_linearizes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_lists_every_change_to_the_owned_leases() {
     use simba_backends::Backend;
-    if !server_available("Redis at 127.0.0.1:6379", redis_probe(REDIS_URL).await) {
+    let Some(factory) = redis_factory().await else {
         return;
-    }
-    let factory = RedisFactory {
-        url: REDIS_URL.into(),
-        tag: tag(),
     };
     let a = factory.connect("v").await.unwrap();
     let b = factory.connect("v").await.unwrap();
-    let s = a
-        .open_session(std::time::Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let s = session(&a, std::time::Duration::from_secs(30)).await;
     let n1 = LeaseName::new("v.one").unwrap();
     let n2 = LeaseName::new("v.two").unwrap();
     let names = |r: &simba_core::Renewal| {

@@ -76,10 +76,7 @@ async fn zookeeper_passes_the_conformance_suite() {
         return;
     }
     let factory = ZkFactory::new();
-    let report = run_all(&factory).await;
-    println!("{report}");
-    cleanup(&factory).await;
-    report.assert_passed();
+    assert_suite_passed(run_all(&factory).await, cleanup(&factory)).await;
 }
 
 /// The same backend on async-std (zookeeper-client's async-global-executor).
@@ -91,10 +88,11 @@ fn zookeeper_passes_the_conformance_suite_on_async_std() {
             return;
         }
         let factory = ZkFactory::new();
-        let report = simba_backends::testkit::run_selected(&factory, |_| true).await;
-        println!("{report}");
-        cleanup(&factory).await;
-        report.assert_passed();
+        assert_suite_passed(
+            simba_backends::testkit::run_selected(&factory, |_| true).await,
+            cleanup(&factory),
+        )
+        .await;
     });
 }
 
@@ -107,18 +105,13 @@ async fn zookeeper_history_linearizes() {
         return;
     }
     let factory = ZkFactory::new();
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        clients.push(factory.connect("h").await.unwrap());
-    }
     let load = simba_backends::testkit::history::Load {
         calls: 30,
         lease: Duration::from_secs(1),
         seed: 7,
         queueing: true,
     };
-    history_check("zookeeper", &clients, load, factory.expiry_lateness()).await;
-    drop(clients);
+    factory_history_check("zookeeper", &factory, load).await;
     cleanup(&factory).await;
 }
 
@@ -131,9 +124,7 @@ async fn zookeeper_a_waiter_keeps_its_turn_without_acquiring() {
         return;
     }
     let factory = ZkFactory::new();
-    let b = factory.connect("turn").await.unwrap();
-    let result = waiter_keeps_its_turn(&b, Duration::from_secs(2)).await;
-    drop(b);
+    let result = factory_waiter_keeps_its_turn(&factory, Duration::from_secs(2)).await;
     cleanup(&factory).await;
     result.unwrap();
 }

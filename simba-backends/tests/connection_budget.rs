@@ -27,11 +27,7 @@ where
     for w in 0..tasks {
         let b = b.clone();
         workers.push(tokio::spawn(async move {
-            let s = b
-                .open_session(Duration::from_secs(30))
-                .await
-                .unwrap()
-                .session;
+            let s = session(&b, Duration::from_secs(30)).await;
             for r in 0..rounds {
                 let name = LeaseName::new(format!("budget-{}", (w + r) % 3)).unwrap();
                 b.renew(s).await.unwrap();
@@ -53,12 +49,23 @@ where
     max.max(count().await)
 }
 
+/// How many server connections the application `app` has open
+/// (PostgreSQL's `pg_stat_activity`).
+#[cfg(feature = "postgres")]
+async fn pg_connections_of(observer: &sqlx::PgPool, app: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+        .bind(app)
+        .fetch_one(observer)
+        .await
+        .unwrap()
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_node_holds_one_call_connection_and_one_listener() {
     use futures::StreamExt;
     use simba_backends::postgres::PgBackend;
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let tag = tag();
@@ -68,15 +75,7 @@ async fn postgres_node_holds_one_call_connection_and_one_listener() {
     let observer = sqlx::PgPool::connect(PG_URL).await.unwrap();
     let count = || {
         let (observer, app) = (observer.clone(), app.clone());
-        async move {
-            sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-            )
-            .bind(&app)
-            .fetch_one(&observer)
-            .await
-            .unwrap()
-        }
+        async move { pg_connections_of(&observer, &app).await }
     };
     // The listener runs throughout, as in a client.
     let mut releases = b.subscribe_releases().await.unwrap().unwrap();
@@ -97,7 +96,7 @@ async fn postgres_node_holds_one_call_connection_and_one_listener() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_pool_max_is_honoured() {
     use simba_backends::postgres::PgBackend;
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let tag = tag();
@@ -118,12 +117,7 @@ async fn postgres_pool_max_is_honoured() {
         "pool allowed a 4th connection"
     );
     let observer = sqlx::PgPool::connect(PG_URL).await.unwrap();
-    let n: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
-            .bind(&app)
-            .fetch_one(&observer)
-            .await
-            .unwrap();
+    let n = pg_connections_of(&observer, &app).await;
     eprintln!("connection_budget: PostgreSQL simba_pool_max=3: {n} server connections");
     assert_eq!(n, 3);
     drop(held);
@@ -135,22 +129,14 @@ async fn postgres_pool_max_is_honoured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mariadb_node_holds_one_call_connection_and_one_waker() {
     use simba_backends::mysql::MysqlBackend;
-    if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let tag = tag();
     // A user of its own, so the server's process list tells its connections apart.
     let user = format!("sb_{tag}");
     let admin = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
-    for stmt in [
-        format!("CREATE USER '{user}'@'%'"),
-        format!("CREATE USER '{user}'@'localhost'"),
-        format!("GRANT ALL ON test.* TO '{user}'@'%'"),
-        format!("GRANT ALL ON test.* TO '{user}'@'localhost'"),
-        format!("GRANT PROCESS ON *.* TO '{user}'@'%'"),
-    ] {
-        sqlx::query(&stmt).execute(&admin).await.unwrap();
-    }
+    create_mysql_user(&admin, &user, &["PROCESS ON *.*"]).await;
     let url = format!("mysql://{user}@127.0.0.1:3306/test?simba_table_prefix={tag}_");
     let b = MysqlBackend::connect_url(&url).await.unwrap();
     let count = || {
@@ -176,12 +162,7 @@ async fn mariadb_node_holds_one_call_connection_and_one_waker() {
     wake.abort();
     drop(b);
     drop_mysql_tables(&tag).await;
-    for host in ["%", "localhost"] {
-        sqlx::query(&format!("DROP USER '{user}'@'{host}'"))
-            .execute(&admin)
-            .await
-            .unwrap();
-    }
+    drop_mysql_user(&admin, &user).await;
     // Calls, the release waker, and the waker's second connection, which
     // wakes the other nodes after a burst of releases (issue 30: a MariaDB
     // `KILL QUERY` can stall for seconds, so it never runs on the call

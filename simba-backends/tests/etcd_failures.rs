@@ -128,10 +128,7 @@ impl PrivateEtcd {
     }
 
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill_child(&mut self.child);
     }
 
     /// Kills it (SIGKILL, no clean shutdown) and starts it again on the
@@ -175,16 +172,23 @@ async fn renew_until_ok(b: &EtcdBackend, s: simba_core::SessionId) -> simba_core
         match b.renew(s).await {
             Ok(r) => return r,
             Err(RenewError::Backend(e))
-                if matches!(
-                    e.kind,
-                    BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-                ) && started.elapsed() < Duration::from_secs(30) =>
+                if is_unreachable(e.kind) && started.elapsed() < Duration::from_secs(30) =>
             {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             other => panic!("renew after the restart gave {other:?}"),
         }
     }
+}
+
+/// The next release broadcast; fails after `limit`.
+async fn next_release(
+    releases: &mut futures::stream::BoxStream<'static, LeaseName>,
+    limit: Duration,
+) -> Option<LeaseName> {
+    tokio::time::timeout(limit, futures::StreamExt::next(releases))
+        .await
+        .unwrap_or_else(|_| panic!("no release broadcast within {limit:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,16 +198,8 @@ async fn etcd_restarted_while_a_term_is_held() {
     };
     let b = etcd.backend().await;
     let mut releases = b.subscribe_releases().await.unwrap().unwrap();
-    let s = b
-        .open_session(Duration::from_secs(20))
-        .await
-        .unwrap()
-        .session;
-    let o = b
-        .open_session(Duration::from_secs(20))
-        .await
-        .unwrap()
-        .session;
+    let s = session(&b, Duration::from_secs(20)).await;
+    let o = session(&b, Duration::from_secs(20)).await;
     let n = LeaseName::new("restart.held").unwrap();
     let AcquireOutcome::Won { token, .. } = b.acquire(s, &n).await.unwrap() else {
         panic!("first acquire did not win");
@@ -225,12 +221,7 @@ async fn etcd_restarted_while_a_term_is_held() {
     }
     // The release broadcast resumes too (the watch reconnects).
     b.release(s, &n, token).await.unwrap();
-    let got = tokio::time::timeout(
-        Duration::from_secs(30),
-        futures::StreamExt::next(&mut releases),
-    )
-    .await
-    .expect("no release broadcast within 30 s of a release after the restart");
+    let got = next_release(&mut releases, Duration::from_secs(30)).await;
     assert_eq!(got, Some(n.clone()));
     let AcquireOutcome::Won { token: t2, .. } = b.acquire(o, &n).await.unwrap() else {
         panic!("acquire after the release did not win");
@@ -246,13 +237,7 @@ async fn etcd_unreachable_at_start_is_a_typed_error_not_a_hang() {
         .unwrap()
         .with_timeout(Duration::from_secs(2));
     let e = EtcdBackend::connect_with(opts).await.unwrap_err();
-    assert!(
-        matches!(
-            e.kind,
-            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-        ),
-        "{e:?}"
-    );
+    assert!(is_unreachable(e.kind), "{e:?}");
     assert!(!e.message.contains("secret"), "{e}");
     // A port that accepts connections but never answers.
     let silent = std::net::TcpListener::bind("127.0.0.1:23793").unwrap();
@@ -260,13 +245,7 @@ async fn etcd_unreachable_at_start_is_a_typed_error_not_a_hang() {
         .unwrap()
         .with_timeout(Duration::from_secs(2));
     let e = EtcdBackend::connect_with(opts).await.unwrap_err();
-    assert!(
-        matches!(
-            e.kind,
-            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-        ),
-        "{e:?}"
-    );
+    assert!(is_unreachable(e.kind), "{e:?}");
     drop(silent);
     // Bounded by the timeouts, not by etcd: generous for a loaded machine.
     assert!(
@@ -279,13 +258,7 @@ async fn etcd_unreachable_at_start_is_a_typed_error_not_a_hang() {
         .await
         .err()
         .unwrap();
-    assert!(
-        matches!(
-            e.kind,
-            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-        ),
-        "{e:?}"
-    );
+    assert!(is_unreachable(e.kind), "{e:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,11 +267,7 @@ async fn etcd_connection_killed_mid_renewal() {
         return;
     };
     let b = etcd.backend().await;
-    let s = b
-        .open_session(Duration::from_secs(20))
-        .await
-        .unwrap()
-        .session;
+    let s = session(&b, Duration::from_secs(20)).await;
     let n = LeaseName::new("killed.renewal").unwrap();
     let AcquireOutcome::Won { token, .. } = b.acquire(s, &n).await.unwrap() else {
         panic!("acquire did not win");
@@ -311,11 +280,7 @@ async fn etcd_connection_killed_mid_renewal() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     etcd.kill();
     match renewal.await.unwrap() {
-        Err(RenewError::Backend(e))
-            if matches!(
-                e.kind,
-                BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-            ) => {}
+        Err(RenewError::Backend(e)) if is_unreachable(e.kind) => {}
         other => panic!("renewal on a killed connection gave {other:?}"),
     }
     etcd.spawn();
@@ -338,16 +303,8 @@ async fn etcd_a_woken_waiter_wins_without_a_call() {
     };
     let b = etcd.backend().await;
     let mut releases = b.subscribe_releases().await.unwrap().unwrap();
-    let a = b
-        .open_session(Duration::from_secs(20))
-        .await
-        .unwrap()
-        .session;
-    let w = b
-        .open_session(Duration::from_secs(20))
-        .await
-        .unwrap()
-        .session;
+    let a = session(&b, Duration::from_secs(20)).await;
+    let w = session(&b, Duration::from_secs(20)).await;
     let n = LeaseName::new("handed.over").unwrap();
     let AcquireOutcome::Won { token, .. } = b.acquire(a, &n).await.unwrap() else {
         panic!("the first acquire did not win");
@@ -357,12 +314,7 @@ async fn etcd_a_woken_waiter_wins_without_a_call() {
         other => panic!("the waiter's acquire gave {other:?}"),
     }
     b.release(a, &n, token).await.unwrap();
-    let got = tokio::time::timeout(
-        Duration::from_secs(10),
-        futures::StreamExt::next(&mut releases),
-    )
-    .await
-    .expect("no release broadcast within 10 s");
+    let got = next_release(&mut releases, Duration::from_secs(10)).await;
     assert_eq!(got, Some(n.clone()));
     etcd.freeze();
     let won = tokio::time::timeout(Duration::from_millis(500), b.acquire(w, &n)).await;

@@ -15,25 +15,58 @@ fn t(v: u64) -> Token {
     Token::new(v).unwrap()
 }
 
+/// Creates the table `<tag>_ledger` holding the one row (1, 0) on `pool`
+/// (the same SQL on PostgreSQL and MySQL).
+macro_rules! create_ledger {
+    ($pool:expr, $tag:expr) => {{
+        sqlx::query(&format!(
+            "CREATE TABLE {}_ledger (id INT PRIMARY KEY, writer BIGINT)",
+            $tag
+        ))
+        .execute($pool)
+        .await
+        .unwrap();
+        sqlx::query(&format!("INSERT INTO {}_ledger VALUES (1, 0)", $tag))
+            .execute($pool)
+            .await
+            .unwrap();
+    }};
+}
+
+/// The token of the last write that landed in `<tag>_ledger`.
+macro_rules! ledger_writer {
+    ($pool:expr, $tag:expr) => {{
+        let writer: i64 = sqlx::query_scalar(&format!("SELECT writer FROM {}_ledger", $tag))
+            .fetch_one($pool)
+            .await
+            .unwrap();
+        writer
+    }};
+}
+
+/// The MySQL fence table of `MYSQL_PATTERN`.
+fn mysql_fence_table_sql(table: &str) -> String {
+    format!("CREATE TABLE {table} (resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL)")
+}
+
+/// The upsert of `MYSQL_PATTERN`: the fence keeps the highest token.
+fn mysql_upsert_sql(table: &str) -> String {
+    format!(
+        "INSERT INTO {table} (resource, token) VALUES (?, ?) \
+         ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))"
+    )
+}
+
 #[cfg(feature = "postgres")]
 #[tokio::test]
 async fn s9_postgres_fence_refuses_a_stale_token() {
     use simba_backends::fencing::PgFence;
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let tag = tag();
     let pool = sqlx::PgPool::connect(PG_URL).await.unwrap();
-    sqlx::query(&format!(
-        "CREATE TABLE {tag}_ledger (id int PRIMARY KEY, writer bigint)"
-    ))
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query(&format!("INSERT INTO {tag}_ledger VALUES (1, 0)"))
-        .execute(&pool)
-        .await
-        .unwrap();
+    create_ledger!(&pool, tag);
     let fence = PgFence::create(pool.clone(), &format!("{tag}_fence"))
         .await
         .unwrap();
@@ -65,10 +98,7 @@ async fn s9_postgres_fence_refuses_a_stale_token() {
         fence.admit("other", t(1)).await.unwrap(),
         "resources are independent"
     );
-    let writer: i64 = sqlx::query_scalar(&format!("SELECT writer FROM {tag}_ledger"))
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let writer = ledger_writer!(&pool, tag);
     assert_eq!(writer, 7, "the stale write never landed");
     assert!(PgFence::create(pool.clone(), "Bad Name").await.is_err());
     drop_pg_tables(&tag).await;
@@ -117,32 +147,27 @@ async fn s9_sqlite_pattern_refuses_a_stale_token() {
 #[cfg(feature = "mysql")]
 #[tokio::test]
 async fn s9_mysql_pattern_refuses_a_stale_token() {
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let tag = tag();
     let pool = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
     let table = format!("{tag}_fence");
-    sqlx::query(&format!(
-        "CREATE TABLE {table} (resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL)"
-    ))
-    .execute(&pool)
-    .await
-    .unwrap();
+    sqlx::query(&mysql_fence_table_sql(&table))
+        .execute(&pool)
+        .await
+        .unwrap();
     let admit = |token: Token| {
         let pool = pool.clone();
         let table = table.clone();
         async move {
             let mut tx = pool.begin().await.unwrap();
-            sqlx::query(&format!(
-                "INSERT INTO {table} (resource, token) VALUES (?, ?) \
-                 ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))"
-            ))
-            .bind("ledger")
-            .bind(token.get() as i64)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+            sqlx::query(&mysql_upsert_sql(&table))
+                .bind("ledger")
+                .bind(token.get() as i64)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
             let seen: i64 =
                 sqlx::query_scalar(&format!("SELECT token FROM {table} WHERE resource = ?"))
                     .bind("ledger")
@@ -174,25 +199,17 @@ async fn s9_mysql_pattern_refuses_a_stale_token() {
 #[tokio::test]
 async fn s9_mysql_admission_is_a_locking_read() {
     use sqlx::{Connection, Executor};
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let tag = tag();
     let table = format!("{tag}_fence");
     let mut setup = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
     setup
-        .execute(
-            format!(
-                "CREATE TABLE {table} (resource VARCHAR(255) PRIMARY KEY, token BIGINT NOT NULL)"
-            )
-            .as_str(),
-        )
+        .execute(mysql_fence_table_sql(&table).as_str())
         .await
         .unwrap();
-    let upsert = format!(
-        "INSERT INTO {table} (resource, token) VALUES (?, ?) \
-         ON DUPLICATE KEY UPDATE token = GREATEST(token, VALUES(token))"
-    );
+    let upsert = mysql_upsert_sql(&table);
     // Runs the pattern for a stale token after an earlier read; `admit` is
     // the admission read. Returns whether the stale token was admitted.
     let stale_admitted = |admit: String, resource: &'static str| {
@@ -263,21 +280,12 @@ async fn s9_mysql_admission_is_a_locking_read() {
 #[tokio::test]
 async fn s9_mysql_fence_refuses_a_stale_token() {
     use simba_backends::fencing::{AsToken, FenceError, MysqlFence};
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let tag = tag();
     let pool = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
-    sqlx::query(&format!(
-        "CREATE TABLE {tag}_ledger (id INT PRIMARY KEY, writer BIGINT)"
-    ))
-    .execute(&pool)
-    .await
-    .unwrap();
-    sqlx::query(&format!("INSERT INTO {tag}_ledger VALUES (1, 0)"))
-        .execute(&pool)
-        .await
-        .unwrap();
+    create_ledger!(&pool, tag);
     let fence = MysqlFence::create(pool.clone(), &format!("{tag}_fence"))
         .await
         .unwrap();
@@ -314,10 +322,7 @@ async fn s9_mysql_fence_refuses_a_stale_token() {
         fence.admit("other", t(2)).await.unwrap(),
         "resources are independent"
     );
-    let writer: i64 = sqlx::query_scalar(&format!("SELECT writer FROM {tag}_ledger"))
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let writer = ledger_writer!(&pool, tag);
     assert_eq!(writer, 9, "the stale write never landed");
     assert!(matches!(
         MysqlFence::create(pool.clone(), "Bad Name").await,
@@ -440,7 +445,7 @@ async fn s9_redis_recipe_refuses_a_stale_token() {
 async fn s9_etcd_recipe_refuses_a_stale_token() {
     use etcd_client::{Compare, CompareOp, Txn, TxnOp};
     use simba_backends::fencing::etcd_token;
-    if !server_available("etcd at 127.0.0.1:2379", etcd_probe().await) {
+    if !etcd_available().await {
         return;
     }
     let tag = tag();

@@ -36,13 +36,11 @@ fn won(o: AcquireOutcome) -> Token {
 #[tokio::test]
 async fn postgres_release_and_close_commit_asynchronously_and_nothing_else() {
     use simba_backends::testkit::Hold;
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let tag = tag();
-    let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "dur"))
-        .await
-        .unwrap();
+    let b = pg_backend(&tag, "dur").await;
     let n = LeaseName::new("durable").unwrap();
 
     // Open, acquire, renew: durable.
@@ -61,11 +59,7 @@ async fn postgres_release_and_close_commit_asynchronously_and_nothing_else() {
     h.rollback().await.unwrap();
 
     // Close: asynchronous (with and without leases to free).
-    let s = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let s = session(&b, Duration::from_secs(30)).await;
     won(b.acquire(s, &n).await.unwrap());
     let mut h = b.hold().await.unwrap();
     h.close_session(s).await.unwrap();
@@ -101,11 +95,7 @@ async fn sqlite_release_hints_reach_another_instance_and_renewals_stay_quiet() {
         .unwrap()
         .expect("a hint stream");
 
-    let s = a
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let s = session(&a, Duration::from_secs(30)).await;
     let n = LeaseName::new("hinted").unwrap();
     let t = won(a.acquire(s, &n).await.unwrap());
     // Renewals and acquires are not releases: nothing to hear.

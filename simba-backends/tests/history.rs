@@ -29,28 +29,28 @@ fn load(seed: u64) -> Load {
 }
 
 async fn clients<F: Factory>(f: &F, ns: &str) -> Vec<F::Backend> {
-    let mut v = Vec::new();
-    for _ in 0..CLIENTS {
-        v.push(f.connect(ns).await.unwrap());
-    }
-    v
+    clients_of(f, ns, CLIENTS).await
 }
 
 fn verify(label: &str, h: &History) {
-    let v = check(h, &Check::default());
-    println!("[{label}] {v}");
-    assert!(v.ok(), "[{label}] history check failed: {v}");
-    assert!(
-        v.terms >= 2,
-        "[{label}] too few terms to mean anything: {v}"
-    );
+    verify_history(label, h, Check::default().late);
+}
+
+/// The history of random calls by `cs` on the name "history", from `seed`.
+async fn history_of<B: Backend>(cs: &[B], seed: u64) -> History {
+    record(cs, &LeaseName::new("history").unwrap(), &load(seed)).await
+}
+
+/// `CLIENTS` clients of one memory backend `b`.
+fn memory_clients(b: &MemoryBackend) -> Vec<MemoryBackend> {
+    (0..CLIENTS).map(|_| b.clone()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_history_linearizes() {
     let b = MemoryBackend::new();
-    let cs: Vec<MemoryBackend> = (0..CLIENTS).map(|_| b.clone()).collect();
-    let h = record(&cs, &LeaseName::new("history").unwrap(), &load(1)).await;
+    let cs = memory_clients(&b);
+    let h = history_of(&cs, 1).await;
     verify("memory", &h);
 }
 
@@ -58,8 +58,8 @@ async fn memory_history_linearizes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_checker_fires_on_a_backend_that_skips_the_holder_check() {
     let b = MemoryBackend::broken_skipping_holder_check();
-    let cs: Vec<MemoryBackend> = (0..CLIENTS).map(|_| b.clone()).collect();
-    let h = record(&cs, &LeaseName::new("history").unwrap(), &load(2)).await;
+    let cs = memory_clients(&b);
+    let h = history_of(&cs, 2).await;
     let v = check(&h, &Check::default());
     println!("[broken memory] {v}");
     assert!(
@@ -77,7 +77,7 @@ async fn the_checker_fires_on_a_backend_that_skips_the_holder_check() {
 async fn sqlite_history_linearizes() {
     let (factory, path) = SqliteFactory::new();
     let cs = clients(&factory, "h").await;
-    let h = record(&cs, &LeaseName::new("history").unwrap(), &load(3)).await;
+    let h = history_of(&cs, 3).await;
     drop(cs);
     remove_db(&path);
     verify("sqlite", &h);
@@ -86,12 +86,12 @@ async fn sqlite_history_linearizes() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_history_linearizes() {
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let factory = PgFactory { tag: tag() };
     let cs = clients(&factory, "h").await;
-    let h = record(&cs, &LeaseName::new("history").unwrap(), &load(4)).await;
+    let h = history_of(&cs, 4).await;
     for c in &cs {
         c.pool().close().await;
     }
@@ -102,12 +102,12 @@ async fn postgres_history_linearizes() {
 #[cfg(feature = "mysql")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_history_linearizes() {
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let factory = MysqlFactory { tag: tag() };
     let cs = clients(&factory, "h").await;
-    let h = record(&cs, &LeaseName::new("history").unwrap(), &load(5)).await;
+    let h = history_of(&cs, 5).await;
     for c in &cs {
         c.pool().close().await;
     }

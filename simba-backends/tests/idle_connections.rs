@@ -31,7 +31,7 @@ async fn kill_connections_of(app: &str) -> usize {
 
 #[tokio::test]
 async fn a_connection_broken_while_idle_fails_one_call_or_is_replaced_after_the_ping_time() {
-    if !common::server_available("PostgreSQL", common::pg_probe().await) {
+    if !common::pg_available().await {
         return;
     }
     let tag = common::tag();
@@ -43,11 +43,7 @@ async fn a_connection_broken_while_idle_fails_one_call_or_is_replaced_after_the_
     let backend = PgBackend::connect(&BackendConfig::parse(&url).unwrap())
         .await
         .unwrap();
-    let session = backend
-        .open_session(Duration::from_secs(60))
-        .await
-        .unwrap()
-        .session;
+    let session = common::session(&backend, Duration::from_secs(60)).await;
     backend.renew(session).await.unwrap();
 
     // Broken, then used again at once: that one call fails, typed. (The

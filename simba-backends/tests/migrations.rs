@@ -105,7 +105,7 @@ async fn sqlite_file_migration_then_start_without_ddl() {
 /// DDL allowed it creates the tables itself.
 #[tokio::test]
 async fn postgres_and_mysql_from_the_applications_pool() {
-    if common::server_available("PostgreSQL", common::pg_probe().await) {
+    if common::pg_available().await {
         let tag = common::tag();
         let prefix = format!("{tag}_byo_");
         let pool = sqlx::PgPool::connect(common::PG_URL).await.unwrap();
@@ -127,7 +127,7 @@ async fn postgres_and_mysql_from_the_applications_pool() {
         exercise(&PgBackend::from_pool(pool, &other).await.unwrap()).await;
         common::drop_pg_tables(&tag).await;
     }
-    if common::server_available("MariaDB", common::mysql_probe().await) {
+    if common::mysql_available().await {
         let tag = common::tag();
         let prefix = format!("{tag}_byo_");
         let pool = sqlx::MySqlPool::connect(common::MYSQL_URL).await.unwrap();
@@ -169,24 +169,27 @@ async fn exercise(backend: &dyn Backend) {
     backend.close_session(grant.session).await.unwrap();
 }
 
+/// Pool options with the table prefix `prefix`: creating the schema (DDL),
+/// and not.
+fn ddl_and_no_ddl(prefix: &str) -> (PoolOptions, PoolOptions) {
+    let ddl = PoolOptions::new().table_prefix(prefix).unwrap();
+    (ddl.clone(), ddl.create_schema(false))
+}
+
 /// PostgreSQL's acquire function (`0003_acquire.sql`): without DDL, a
 /// missing or older function is refused by name; with DDL an older Simba's
 /// is replaced; a newer Simba's is used and kept; a function of that name
 /// Simba did not write is never replaced, with or without DDL.
 #[tokio::test]
 async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
-    if !common::server_available("PostgreSQL", common::pg_probe().await) {
+    if !common::pg_available().await {
         return;
     }
     let tag = common::tag();
     let prefix = format!("{tag}_fn_");
     let f = format!("{prefix}acquire_lease");
     let pool = sqlx::PgPool::connect(common::PG_URL).await.unwrap();
-    let no_ddl = PoolOptions::new()
-        .table_prefix(&prefix)
-        .unwrap()
-        .create_schema(false);
-    let ddl = PoolOptions::new().table_prefix(&prefix).unwrap();
+    let (ddl, no_ddl) = ddl_and_no_ddl(&prefix);
     // The tables alone (files 0001 and 0002): the function is missing.
     let tables_only = PgBackend::schema_sql(&prefix);
     let tables_only = &tables_only[..tables_only.find("CREATE OR REPLACE FUNCTION").unwrap()];
@@ -200,10 +203,17 @@ async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
     );
     assert!(err.to_string().contains("0003_acquire.sql"), "{err}");
     // An older Simba's function (its first line, another body).
-    let older = format!(
-        "CREATE FUNCTION {f}(p_session bytea, p_name text) \
-         RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint) \
-         LANGUAGE plpgsql AS $$\n-- Simba's acquire, version 0\nBEGIN RETURN; END $$"
+    // `create` a function of that name and arguments with `body`.
+    let function = |create: &str, body: &str| {
+        format!(
+            "{create} {f}(p_session bytea, p_name text) \
+             RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint) \
+             LANGUAGE plpgsql AS $${body}$$"
+        )
+    };
+    let older = function(
+        "CREATE FUNCTION",
+        "\n-- Simba's acquire, version 0\nBEGIN RETURN; END ",
     );
     sqlx::raw_sql(&older).execute(&pool).await.unwrap();
     let err = PgBackend::from_pool(pool.clone(), &no_ddl)
@@ -216,11 +226,7 @@ async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
     // A newer Simba's (a higher version, as in a rolling upgrade): used
     // as it is, with or without DDL, and never replaced.
     let newer_body = "\n-- Simba's acquire, version 999\nBEGIN RETURN; END ";
-    let newer = format!(
-        "CREATE OR REPLACE FUNCTION {f}(p_session bytea, p_name text) \
-         RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint) \
-         LANGUAGE plpgsql AS $${newer_body}$$"
-    );
+    let newer = function("CREATE OR REPLACE FUNCTION", newer_body);
     sqlx::raw_sql(&newer).execute(&pool).await.unwrap();
     for options in [&ddl, &no_ddl] {
         PgBackend::from_pool(pool.clone(), options).await.unwrap();
@@ -228,11 +234,7 @@ async fn postgres_acquire_function_is_checked_and_replaced_only_if_simbas() {
     let src = prosrc(&pool, &f).await;
     assert_eq!(src, newer_body, "a newer function was replaced");
     // Someone else's function of that name and arguments: refused, kept.
-    let foreign = format!(
-        "CREATE OR REPLACE FUNCTION {f}(p_session bytea, p_name text) \
-         RETURNS TABLE (holder bytea, token bigint, mine_us bigint, holder_us bigint) \
-         LANGUAGE plpgsql AS $$\nBEGIN RETURN; END $$"
-    );
+    let foreign = function("CREATE OR REPLACE FUNCTION", "\nBEGIN RETURN; END ");
     sqlx::raw_sql(&foreign).execute(&pool).await.unwrap();
     for options in [&ddl, &no_ddl] {
         let err = PgBackend::from_pool(pool.clone(), options)
@@ -263,18 +265,14 @@ async fn prosrc(pool: &sqlx::PgPool, f: &str) -> String {
 /// Simba did not write is never replaced, with or without DDL.
 #[tokio::test]
 async fn mysql_acquire_procedure_is_checked_and_replaced_only_if_simbas() {
-    if !common::server_available("MariaDB", common::mysql_probe().await) {
+    if !common::mysql_available().await {
         return;
     }
     let tag = common::tag();
     let prefix = format!("{tag}_fn_");
     let p = format!("{prefix}acquire_lease");
     let pool = sqlx::MySqlPool::connect(common::MYSQL_URL).await.unwrap();
-    let no_ddl = PoolOptions::new()
-        .table_prefix(&prefix)
-        .unwrap()
-        .create_schema(false);
-    let ddl = PoolOptions::new().table_prefix(&prefix).unwrap();
+    let (ddl, no_ddl) = ddl_and_no_ddl(&prefix);
     // The tables alone (files 0001 and 0002): the procedure is missing.
     let tables_only = MysqlBackend::schema_sql(&prefix);
     let tables_only = &tables_only[..tables_only.find("DROP PROCEDURE").unwrap()];
@@ -366,7 +364,7 @@ async fn mysql_acquire_procedure_is_checked_and_replaced_only_if_simbas() {
 #[tokio::test]
 async fn mysql_acquire_procedure_error_leaves_no_transaction_open() {
     use sqlx::{Connection, Executor};
-    if !common::server_available("MariaDB", common::mysql_probe().await) {
+    if !common::mysql_available().await {
         return;
     }
     let tag = common::tag();
@@ -376,11 +374,7 @@ async fn mysql_acquire_procedure_error_leaves_no_transaction_open() {
     let backend = MysqlBackend::from_pool(pool.clone(), &options)
         .await
         .unwrap();
-    let me = backend
-        .open_session(std::time::Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let me = common::session(&backend, std::time::Duration::from_secs(30)).await;
     let name = simba_core::LeaseName::new("err").unwrap();
     let mut blocker = pool.acquire().await.unwrap();
     blocker.execute("BEGIN").await.unwrap();

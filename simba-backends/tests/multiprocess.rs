@@ -72,9 +72,7 @@ fn sqlite_file_is_safe_for_several_processes_on_one_host() {
     // Create the schema once, so the children only contend on leases.
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "mp"))
-            .await
-            .unwrap();
+        sqlite_backend(&factory, "mp").await;
     });
     let exe = std::env::current_exe().unwrap();
     let outs: Vec<_> = (0..4)

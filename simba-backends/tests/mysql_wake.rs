@@ -71,27 +71,41 @@ async fn waker_sleeping(admin: &sqlx::MySqlPool, prefix: &str) {
     panic!("no waker of `{prefix}` sleeping within 5 s");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
-    if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
-        return;
+/// A run tag, the waker prefix of its namespace "w" and an admin pool on
+/// the MySQL test server; `None` when the test is to be skipped.
+async fn wake_setup() -> Option<(String, String, sqlx::MySqlPool)> {
+    if !mysql_available().await {
+        return None;
     }
     let tag = tag();
     let prefix = format!("{tag}_w_");
     let admin = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
+    Some((tag, prefix, admin))
+}
+
+/// `s`'s acquire of `n` on `b` is answered `Held`.
+async fn assert_held(b: &MysqlBackend, s: simba_core::SessionId, n: &LeaseName) {
+    assert!(matches!(
+        b.acquire(s, n).await.unwrap(),
+        AcquireOutcome::Held { .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
+    let Some((tag, prefix, admin)) = wake_setup().await else {
+        return;
+    };
     let a = backend(MYSQL_URL, &tag).await;
     let b = backend(MYSQL_URL, &tag).await;
     assert!(b.broadcasts_releases());
     let mut stream = b.subscribe_releases().await.unwrap().unwrap();
     prime(&mut stream).await;
     let n = LeaseName::new("woken").unwrap();
-    let sa = a.open_session(LONG).await.unwrap().session;
-    let sb = b.open_session(LONG).await.unwrap().session;
+    let sa = session(&a, LONG).await;
+    let sb = session(&b, LONG).await;
     let t = won(&a, sa, &n).await;
-    assert!(matches!(
-        b.acquire(sb, &n).await.unwrap(),
-        AcquireOutcome::Held { .. }
-    ));
+    assert_held(&b, sb, &n).await;
     // A plain sleep of the same user, and a waker's text of another prefix:
     // neither may be interrupted.
     let bystander = admin.clone();
@@ -110,10 +124,7 @@ async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
     assert_eq!(got.as_ref(), Some(&n), "the release woke the waiting node");
     won(&b, sb, &n).await;
     // The close of the holder frees it too.
-    assert!(matches!(
-        a.acquire(sa, &n).await.unwrap(),
-        AcquireOutcome::Held { .. }
-    ));
+    assert_held(&a, sa, &n).await;
     let mut own = a.subscribe_releases().await.unwrap().unwrap();
     prime(&mut own).await;
     waker_sleeping(&admin, &prefix).await;
@@ -141,34 +152,21 @@ async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_release_without_privilege_to_wake_still_succeeds() {
-    if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
+    let Some((tag, prefix, admin)) = wake_setup().await else {
         return;
-    }
-    let tag = tag();
-    let prefix = format!("{tag}_w_");
-    let admin = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
+    };
     // A user of its own without PROCESS: it sees only its own connections.
     let user = format!("sw_{tag}");
-    for stmt in [
-        format!("CREATE USER '{user}'@'%'"),
-        format!("CREATE USER '{user}'@'localhost'"),
-        format!("GRANT ALL ON test.* TO '{user}'@'%'"),
-        format!("GRANT ALL ON test.* TO '{user}'@'localhost'"),
-    ] {
-        sqlx::query(&stmt).execute(&admin).await.unwrap();
-    }
+    create_mysql_user(&admin, &user, &[]).await;
     let releaser = backend(&format!("mysql://{user}@127.0.0.1:3306/test"), &tag).await;
     let waiter = backend(MYSQL_URL, &tag).await;
     let mut stream = waiter.subscribe_releases().await.unwrap().unwrap();
     prime(&mut stream).await;
     let n = LeaseName::new("unseen").unwrap();
-    let sa = releaser.open_session(LONG).await.unwrap().session;
-    let sb = waiter.open_session(LONG).await.unwrap().session;
+    let sa = session(&releaser, LONG).await;
+    let sb = session(&waiter, LONG).await;
     let t = won(&releaser, sa, &n).await;
-    assert!(matches!(
-        waiter.acquire(sb, &n).await.unwrap(),
-        AcquireOutcome::Held { .. }
-    ));
+    assert_held(&waiter, sb, &n).await;
     waker_sleeping(&admin, &prefix).await;
     releaser.release(sa, &n, t).await.unwrap();
     assert_eq!(
@@ -182,12 +180,7 @@ async fn mysql_release_without_privilege_to_wake_still_succeeds() {
     releaser.close_session(sa).await.unwrap();
     drop(releaser);
     drop_mysql_tables(&tag).await;
-    for host in ["%", "localhost"] {
-        sqlx::query(&format!("DROP USER '{user}'@'{host}'"))
-            .execute(&admin)
-            .await
-            .unwrap();
-    }
+    drop_mysql_user(&admin, &user).await;
 }
 
 /// The query id of the sleeping waker of `prefix` (exactly one).
@@ -210,17 +203,14 @@ async fn waker_query(admin: &sqlx::MySqlPool, prefix: &str) -> i64 {
 /// hand-over's tail"): the same sleep runs on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s4_2_mysql_own_release_reaches_own_stream_without_interrupting_its_waker() {
-    if !server_available("MariaDB at 127.0.0.1:3306", mysql_probe().await) {
+    let Some((tag, prefix, admin)) = wake_setup().await else {
         return;
-    }
-    let tag = tag();
-    let prefix = format!("{tag}_w_");
-    let admin = sqlx::MySqlPool::connect(MYSQL_URL).await.unwrap();
+    };
     let a = backend(MYSQL_URL, &tag).await;
     let mut own = a.subscribe_releases().await.unwrap().unwrap();
     prime(&mut own).await;
     let n = LeaseName::new("own").unwrap();
-    let sa = a.open_session(LONG).await.unwrap().session;
+    let sa = session(&a, LONG).await;
     let t = won(&a, sa, &n).await;
     waker_sleeping(&admin, &prefix).await;
     let before = waker_query(&admin, &prefix).await;

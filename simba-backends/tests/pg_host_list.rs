@@ -56,7 +56,7 @@ impl Proxy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_list_moves_to_the_next_host_when_its_server_goes() {
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+    if !pg_available().await {
         return;
     }
     let tag = tag();
@@ -73,11 +73,7 @@ async fn a_host_list_moves_to_the_next_host_when_its_server_goes() {
         "the first host of the list that accepts"
     );
     let mut releases = b.subscribe_releases().await.unwrap().unwrap();
-    let s = b
-        .open_session(Duration::from_secs(60))
-        .await
-        .unwrap()
-        .session;
+    let s = session(&b, Duration::from_secs(60)).await;
     let name = LeaseName::new("hostlist").unwrap();
 
     proxy.kill();

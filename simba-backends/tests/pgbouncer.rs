@@ -54,7 +54,7 @@ impl Factory for PgBouncerFactory {
         &'a self,
         backend: &'a Self::Backend,
     ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
-        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
+        boxed_hold(backend.hold())
     }
     fn lacks(&self) -> Vec<Capability> {
         // Terminating the server process behind the proxy is not the
@@ -77,10 +77,7 @@ async fn postgres_through_pgbouncer_passes_the_conformance_suite() {
         url: PGBOUNCER_URL.to_owned(),
         broadcasts: false,
     };
-    let report = run_all(&factory).await;
-    show(&report);
-    drop_pg_tables(&factory.tag).await;
-    report.assert_passed();
+    assert_suite_passed(run_all(&factory).await, drop_pg_tables(&factory.tag)).await;
 }
 
 /// The release listener straight to PostgreSQL, the calls through PgBouncer.

@@ -55,46 +55,65 @@ async fn check_held<B: Backend>(
     assert!(r.owned.iter().any(|(n, _)| n == name), "holder lost {name}");
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_takeover_waits_for_a_renewal_in_flight() {
-    use sqlx::{Connection, Executor};
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
-        return;
-    }
-    let tag = tag();
-    let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "x"))
-        .await
-        .unwrap();
-    let h = b
-        .open_session(Duration::from_secs(1))
-        .await
-        .unwrap()
-        .session;
-    let a = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+/// The in-flight renewal on the connection `$renewal`: a transaction
+/// (begun by `$begin`) extends holder `$h`'s session in namespace "x" of
+/// run tag `$tag` (`$placeholder` binds the id) and stays open while the
+/// holder's old expiry passes.
+macro_rules! renewal_in_flight {
+    ($renewal:ident, $begin:literal, $tag:expr, $placeholder:literal, $h:expr) => {{
+        $renewal.execute($begin).await.unwrap();
+        sqlx::query(&extend_holder_sql($tag, $placeholder))
+            .bind(&$h.to_bytes()[..])
+            .execute(&mut $renewal)
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+    }};
+}
+
+/// On `b`: a holder `h` of 1 s leases that has won "raced", and a taker
+/// `a` of 30 s leases; returns `(h, a, name)`.
+async fn raced_holder<B: Backend>(b: &B) -> (SessionId, SessionId, LeaseName) {
+    let h = session(b, Duration::from_secs(1)).await;
+    let a = session(b, Duration::from_secs(30)).await;
     let n = LeaseName::new("raced").unwrap();
     assert!(matches!(
         b.acquire(h, &n).await.unwrap(),
         AcquireOutcome::Won { .. }
     ));
+    (h, a, n)
+}
+
+/// The in-flight renewal: extends the session whose id binds to
+/// `placeholder` by 30 s, in namespace "x" of run tag `tag`.
+fn extend_holder_sql(tag: &str, placeholder: &str) -> String {
+    format!(
+        "UPDATE {tag}_x_sessions SET expires_us = expires_us + 30000000 WHERE id = {placeholder}"
+    )
+}
+
+/// The blocker: inserts the lease row named by `placeholder`, owned by
+/// nobody, in namespace "c" of run tag `tag`.
+fn blocking_row_sql(tag: &str, placeholder: &str) -> String {
+    format!("INSERT INTO {tag}_c_leases (name, session, token) VALUES ({placeholder}, NULL, 0)")
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_takeover_waits_for_a_renewal_in_flight() {
+    use sqlx::{Connection, Executor};
+    if !pg_available().await {
+        return;
+    }
+    let tag = tag();
+    let b = pg_backend(&tag, "x").await;
+    let (h, a, n) = raced_holder(&b).await;
     let mut renewal = sqlx::PgConnection::connect(PG_URL).await.unwrap();
     let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut renewal)
         .await
         .unwrap();
-    renewal.execute("BEGIN").await.unwrap();
-    sqlx::query(&format!(
-        "UPDATE {tag}_x_sessions SET expires_us = expires_us + 30000000 WHERE id = $1"
-    ))
-    .bind(&h.to_bytes()[..])
-    .execute(&mut renewal)
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(1300)).await; // the old expiry passes
+    renewal_in_flight!(renewal, "BEGIN", &tag, "$1", h);
     let mut watcher = sqlx::PgConnection::connect(PG_URL).await.unwrap();
     let waiting = async {
         for _ in 0..500 {
@@ -123,42 +142,18 @@ async fn postgres_takeover_waits_for_a_renewal_in_flight() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_takeover_waits_for_a_renewal_in_flight() {
     use sqlx::{Connection, Executor};
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let tag = tag();
-    let b = simba_backends::mysql::MysqlBackend::connect(&config(MYSQL_URL, &tag, "x"))
-        .await
-        .unwrap();
-    let h = b
-        .open_session(Duration::from_secs(1))
-        .await
-        .unwrap()
-        .session;
-    let a = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
-    let n = LeaseName::new("raced").unwrap();
-    assert!(matches!(
-        b.acquire(h, &n).await.unwrap(),
-        AcquireOutcome::Won { .. }
-    ));
+    let b = mysql_backend(&tag, "x").await;
+    let (h, a, n) = raced_holder(&b).await;
     let mut renewal = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
     let id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
         .fetch_one(&mut renewal)
         .await
         .unwrap();
-    renewal.execute("BEGIN").await.unwrap();
-    sqlx::query(&format!(
-        "UPDATE {tag}_x_sessions SET expires_us = expires_us + 30000000 WHERE id = ?"
-    ))
-    .bind(&h.to_bytes()[..])
-    .execute(&mut renewal)
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    renewal_in_flight!(renewal, "BEGIN", &tag, "?", h);
     let mut watcher = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
     let waiting = async {
         for _ in 0..500 {
@@ -203,37 +198,11 @@ async fn mysql_takeover_waits_for_a_renewal_in_flight() {
 async fn sqlite_takeover_waits_for_a_renewal_in_flight() {
     use sqlx::{Connection, Executor};
     let (factory, path) = SqliteFactory::new();
-    let b =
-        simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "x"))
-            .await
-            .unwrap();
-    let h = b
-        .open_session(Duration::from_secs(1))
-        .await
-        .unwrap()
-        .session;
-    let a = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
-    let n = LeaseName::new("raced").unwrap();
-    assert!(matches!(
-        b.acquire(h, &n).await.unwrap(),
-        AcquireOutcome::Won { .. }
-    ));
+    let b = sqlite_backend(&factory, "x").await;
+    let (h, a, n) = raced_holder(&b).await;
     // Another connection, as another process on the host would have.
     let mut renewal = sqlx::SqliteConnection::connect(&factory.url).await.unwrap();
-    renewal.execute("BEGIN IMMEDIATE").await.unwrap();
-    sqlx::query(&format!(
-        "UPDATE {}_x_sessions SET expires_us = expires_us + 30000000 WHERE id = ?1",
-        factory.tag
-    ))
-    .bind(&h.to_bytes()[..])
-    .execute(&mut renewal)
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    renewal_in_flight!(renewal, "BEGIN IMMEDIATE", &factory.tag, "?1", h);
     // SQLite has no lock-wait view: a grace period instead.
     let waiting = tokio::time::sleep(Duration::from_millis(400));
     check_held(&b, a, h, &n, waiting, async {
@@ -285,84 +254,80 @@ async fn check_cancelled_acquire_leaves_nothing<B: Backend>(
 
 async fn two_sessions<B: Backend>(b: &B) -> (SessionId, SessionId) {
     (
-        b.open_session(Duration::from_secs(30))
-            .await
-            .unwrap()
-            .session,
-        b.open_session(Duration::from_secs(30))
-            .await
-            .unwrap()
-            .session,
+        session(b, Duration::from_secs(30)).await,
+        session(b, Duration::from_secs(30)).await,
     )
 }
 
-#[cfg(feature = "postgres")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_cancelled_call_leaves_nothing_behind() {
-    use sqlx::{Connection, Executor};
-    if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
-        return;
-    }
-    let tag = tag();
-    let b = simba_backends::postgres::PgBackend::connect(&config(PG_URL, &tag, "c"))
-        .await
-        .unwrap();
-    let n = LeaseName::new("cancelled").unwrap();
-    let sessions = two_sessions(&b).await;
-    let mut blocker = sqlx::PgConnection::connect(PG_URL).await.unwrap();
-    blocker.execute("BEGIN").await.unwrap();
-    sqlx::query(&format!(
-        "INSERT INTO {tag}_c_leases (name, session, token) VALUES ($1, NULL, 0)"
-    ))
-    .bind(n.as_str())
-    .execute(&mut blocker)
-    .await
-    .unwrap();
-    check_cancelled_acquire_leaves_nothing(&b, sessions, &n, async {
-        blocker.execute("ROLLBACK").await.unwrap();
-    })
-    .await;
-    drop_pg_tables(&tag).await;
+/// Declares the cancelled-call test `$test` on a SQL server (feature
+/// `$feature`): another connection (`$conn` to `$url`) holds the lease row
+/// the acquire waits for, inserted in a transaction it rolls back after the
+/// cancel (`$placeholder` binds the name); `$drop` removes the run's tables.
+macro_rules! cancelled_call_on_a_server {
+    (
+        $test:ident,
+        $feature:literal,
+        $available:ident,
+        $backend:ident,
+        $conn:ty,
+        $url:expr,
+        $placeholder:literal,
+        $drop:ident
+    ) => {
+        #[cfg(feature = $feature)]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            use sqlx::{Connection, Executor};
+            if !$available().await {
+                return;
+            }
+            let tag = tag();
+            let b = $backend(&tag, "c").await;
+            let n = LeaseName::new("cancelled").unwrap();
+            let sessions = two_sessions(&b).await;
+            let mut blocker = <$conn>::connect($url).await.unwrap();
+            blocker.execute("BEGIN").await.unwrap();
+            sqlx::query(&blocking_row_sql(&tag, $placeholder))
+                .bind(n.as_str())
+                .execute(&mut blocker)
+                .await
+                .unwrap();
+            check_cancelled_acquire_leaves_nothing(&b, sessions, &n, async {
+                blocker.execute("ROLLBACK").await.unwrap();
+            })
+            .await;
+            $drop(&tag).await;
+        }
+    };
 }
 
-#[cfg(feature = "mysql")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_cancelled_call_leaves_nothing_behind() {
-    use sqlx::{Connection, Executor};
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
-        return;
-    }
-    let tag = tag();
-    let b = simba_backends::mysql::MysqlBackend::connect(&config(MYSQL_URL, &tag, "c"))
-        .await
-        .unwrap();
-    let n = LeaseName::new("cancelled").unwrap();
-    let sessions = two_sessions(&b).await;
-    let mut blocker = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
-    blocker.execute("BEGIN").await.unwrap();
-    sqlx::query(&format!(
-        "INSERT INTO {tag}_c_leases (name, session, token) VALUES (?, NULL, 0)"
-    ))
-    .bind(n.as_str())
-    .execute(&mut blocker)
-    .await
-    .unwrap();
-    check_cancelled_acquire_leaves_nothing(&b, sessions, &n, async {
-        blocker.execute("ROLLBACK").await.unwrap();
-    })
-    .await;
-    drop_mysql_tables(&tag).await;
-}
+cancelled_call_on_a_server!(
+    postgres_cancelled_call_leaves_nothing_behind,
+    "postgres",
+    pg_available,
+    pg_backend,
+    sqlx::PgConnection,
+    PG_URL,
+    "$1",
+    drop_pg_tables
+);
+cancelled_call_on_a_server!(
+    mysql_cancelled_call_leaves_nothing_behind,
+    "mysql",
+    mysql_available,
+    mysql_backend,
+    sqlx::MySqlConnection,
+    MYSQL_URL,
+    "?",
+    drop_mysql_tables
+);
 
 #[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_cancelled_call_leaves_nothing_behind() {
     use sqlx::{Connection, Executor};
     let (factory, path) = SqliteFactory::new();
-    let b =
-        simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, "c"))
-            .await
-            .unwrap();
+    let b = sqlite_backend(&factory, "c").await;
     let n = LeaseName::new("cancelled").unwrap();
     let sessions = two_sessions(&b).await;
     // Another connection holds SQLite's write lock, as another process would.
@@ -389,15 +354,13 @@ async fn sqlite_cancelled_call_leaves_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_a_lock_wait_ends_at_the_call_timeout_not_the_server_default() {
     use sqlx::{Connection, Executor};
-    if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+    if !mysql_available().await {
         return;
     }
     let tag = tag();
-    let b = simba_backends::mysql::MysqlBackend::connect(&config(MYSQL_URL, &tag, "x"))
-        .await
-        .unwrap();
+    let b = mysql_backend(&tag, "x").await;
     let lease = Duration::from_secs(3);
-    let h = b.open_session(lease).await.unwrap().session;
+    let h = session(&b, lease).await;
     let n = LeaseName::new("row-locked").unwrap();
     let AcquireOutcome::Won { token, .. } = b.acquire(h, &n).await.unwrap() else {
         panic!("a free name was not won");

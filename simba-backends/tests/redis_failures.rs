@@ -62,10 +62,7 @@ impl PrivateRedis {
 
     /// Kills the server (SIGKILL: nothing is saved) and waits for it to exit.
     fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill_child(&mut self.child);
     }
 
     /// Kills it and starts a fresh one on the same port: every key is lost.
@@ -118,10 +115,7 @@ where
             Ok(v) => return v,
             Err(e) => {
                 assert!(
-                    matches!(
-                        e.kind,
-                        BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-                    ),
+                    is_unreachable(e.kind),
                     "untyped failure while the server restarts: {e}"
                 );
                 last = Some(e);
@@ -142,11 +136,7 @@ async fn tokens_increase_across_a_restart_that_loses_every_key() {
     };
     let b = RedisBackend::connect(&config(&server.url())).await.unwrap();
     let n = LeaseName::new("restart.leader").unwrap();
-    let s1 = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let s1 = session(&b, Duration::from_secs(30)).await;
     let AcquireOutcome::Won { token: t1, .. } = b.acquire(s1, &n).await.unwrap() else {
         panic!("first acquire must win");
     };
@@ -172,11 +162,7 @@ async fn tokens_increase_across_a_restart_that_loses_every_key() {
         b.acquire(s1, &n).await.unwrap(),
         AcquireOutcome::Expired
     ));
-    let s2 = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let s2 = session(&b, Duration::from_secs(30)).await;
     let AcquireOutcome::Won { token: t2, .. } = b.acquire(s2, &n).await.unwrap() else {
         panic!("acquire after the restart must win");
     };
@@ -198,13 +184,7 @@ async fn unreachable_server_gives_a_typed_error_quickly() {
     let e = RedisBackend::connect(&config("redis://127.0.0.1:6399/0"))
         .await
         .unwrap_err();
-    assert!(
-        matches!(
-            e.kind,
-            BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-        ),
-        "{e}"
-    );
+    assert!(is_unreachable(e.kind), "{e}");
     // Generous bound: only a hang fails it.
     assert!(started.elapsed() < Duration::from_secs(30), "{e}");
     // Also through the URL entry point, with credentials that stay hidden.
@@ -212,10 +192,7 @@ async fn unreachable_server_gives_a_typed_error_quickly() {
         .await
         .err()
         .unwrap();
-    assert!(matches!(
-        e.kind,
-        BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-    ));
+    assert!(is_unreachable(e.kind));
     assert!(!e.to_string().contains("hunter2"), "{e}");
 }
 
@@ -229,21 +206,13 @@ async fn connection_killed_mid_renewal_gives_a_typed_error_then_recovers() {
     };
     let b = RedisBackend::connect(&config(&server.url())).await.unwrap();
     let n = LeaseName::new("killed.renewal").unwrap();
-    let s = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let s = session(&b, Duration::from_secs(30)).await;
     let AcquireOutcome::Won { token, .. } = b.acquire(s, &n).await.unwrap() else {
         panic!("acquire must win");
     };
     let killed = b.while_killed(b.renew(s)).await.unwrap();
     match killed {
-        Err(RenewError::Backend(e))
-            if matches!(
-                e.kind,
-                BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-            ) => {}
+        Err(RenewError::Backend(e)) if is_unreachable(e.kind) => {}
         other => panic!("renew on a killed connection gave {other:?}"),
     }
     let r = until_ok(|| async {
@@ -259,11 +228,7 @@ async fn connection_killed_mid_renewal_gives_a_typed_error_then_recovers() {
     server.kill();
     for _ in 0..3 {
         match b.renew(s).await {
-            Err(RenewError::Backend(e))
-                if matches!(
-                    e.kind,
-                    BackendErrorKind::Unavailable | BackendErrorKind::Timeout
-                ) => {}
+            Err(RenewError::Backend(e)) if is_unreachable(e.kind) => {}
             other => panic!("renew with the server down gave {other:?}"),
         }
     }
@@ -281,11 +246,7 @@ async fn connection_killed_mid_renewal_gives_a_typed_error_then_recovers() {
         !renewed,
         "the session survived a restart without persistence"
     );
-    let s2 = b
-        .open_session(Duration::from_secs(30))
-        .await
-        .unwrap()
-        .session;
+    let s2 = session(&b, Duration::from_secs(30)).await;
     let AcquireOutcome::Won { token: t2, .. } = b.acquire(s2, &n).await.unwrap() else {
         panic!("acquire after the restart must win");
     };

@@ -66,11 +66,7 @@ fn tls_server(what: &str, port: u16, backend: &str) -> bool {
 /// Opens a session, renews it, wins a name, releases it: the backend works
 /// end to end.
 async fn works(b: &dyn Backend) {
-    let s = b
-        .open_session(Duration::from_secs(10))
-        .await
-        .unwrap()
-        .session;
+    let s = session(b, Duration::from_secs(10)).await;
     let renewal = b.renew(s).await.unwrap();
     assert!(renewal.remaining > Duration::ZERO, "{renewal:?}");
     let name = LeaseName::new("tls.job").unwrap();
@@ -92,6 +88,13 @@ fn with_prefix(url: &str, tag: &str) -> String {
 fn assert_refused(e: &BackendError, why: &str) {
     assert_eq!(e.kind, BackendErrorKind::Rejected, "{why}: {e}");
     assert!(!e.to_string().contains("hunter2"), "{why}: {e}");
+}
+
+/// A connection attempt that must be refused ([`assert_refused`]): its error.
+fn refused<B: std::fmt::Debug>(attempt: Result<B, BackendError>, why: &str) -> BackendError {
+    let e = attempt.unwrap_err();
+    assert_refused(&e, why);
+    e
 }
 
 #[cfg(feature = "postgres")]
@@ -148,13 +151,14 @@ mod postgres {
             return;
         }
         // Signed by a CA the settings do not name.
-        let e = connect(&format!(
-            "postgres://postgres:hunter2@localhost:5433/postgres\
+        refused(
+            connect(&format!(
+                "postgres://postgres:hunter2@localhost:5433/postgres\
              ?sslmode=verify-full&sslrootcert={DIR}/other-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "untrusted CA");
+            ))
+            .await,
+            "untrusted CA",
+        );
         // The right CA but the wrong name: the certificate is for
         // localhost and 127.0.0.1 only.
         let e = connect(&format!(
@@ -188,7 +192,7 @@ mod postgres {
     /// encrypts there.
     #[tokio::test]
     async fn the_default_mode_prefers_tls() {
-        if !server_available("PostgreSQL at 127.0.0.1:5432", pg_probe().await) {
+        if !pg_available().await {
             return;
         }
         let tag = tag();
@@ -261,12 +265,9 @@ mod mysql {
         if !tls_server(WHAT, 3307, "mysql") {
             return;
         }
-        let e = connect(&format!(
+        refused(connect(&format!(
             "mysql://root:hunter2@localhost:3307/test?ssl-mode=VERIFY_IDENTITY&ssl-ca={DIR}/other-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "untrusted CA");
+        )).await, "untrusted CA");
         let e = connect("mysql://root:hunter2@127.0.0.1:3307/test?ssl-mode=DISABLED")
             .await
             .unwrap_err();
@@ -277,7 +278,7 @@ mod mysql {
     /// plain text (logged), and `REQUIRED` refuses it with a typed error.
     #[tokio::test]
     async fn the_default_mode_falls_back_and_required_refuses() {
-        if !server_available("MariaDB/MySQL at 127.0.0.1:3306", mysql_probe().await) {
+        if !mysql_available().await {
             return;
         }
         let tag = tag();
@@ -290,12 +291,9 @@ mod mysql {
         let tls = b.uses_tls().await.unwrap();
         drop(b);
         if !tls {
-            let e = connect(&format!(
+            refused(connect(&format!(
                 "mysql://root:hunter2@127.0.0.1:3306/test?ssl-mode=REQUIRED&simba_table_prefix={tag}_"
-            ))
-            .await
-            .unwrap_err();
-            assert_refused(&e, "REQUIRED on a server without TLS");
+            )).await, "REQUIRED on a server without TLS");
         }
         drop_mysql_tables(MYSQL_URL, &tag).await;
     }
@@ -343,24 +341,27 @@ mod redis {
         if !tls_server(WHAT, 6380, "redis") {
             return;
         }
-        let e = connect(&format!(
-            "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/other-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "untrusted CA");
-        let e = connect(&format!(
-            "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "wrong password");
-        let e = connect(&format!(
-            "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/no-such-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "missing CA file");
+        refused(
+            connect(&format!(
+                "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/other-ca.pem"
+            ))
+            .await,
+            "untrusted CA",
+        );
+        refused(
+            connect(&format!(
+                "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/ca.pem"
+            ))
+            .await,
+            "wrong password",
+        );
+        refused(
+            connect(&format!(
+                "rediss://simba:hunter2@localhost:6380/0?simba_tls_ca={DIR}/no-such-ca.pem"
+            ))
+            .await,
+            "missing CA file",
+        );
         // Plain text to the TLS port never gets an answer.
         let e = connect("redis://simba:hunter2@127.0.0.1:6380/0")
             .await
@@ -417,26 +418,29 @@ mod zookeeper {
         }
         // Signed by a CA the settings do not name: Rejected, not a server
         // that is down.
-        let e = connect(&format!(
-            "zks://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/other-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "untrusted CA");
+        let e = refused(
+            connect(&format!(
+                "zks://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/other-ca.pem"
+            ))
+            .await,
+            "untrusted CA",
+        );
         assert!(e.to_string().contains("UnknownIssuer"), "{e}");
-        let e = connect(&format!(
-            "zks://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/no-such-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "missing CA file");
+        refused(
+            connect(&format!(
+                "zks://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/no-such-ca.pem"
+            ))
+            .await,
+            "missing CA file",
+        );
         // A CA file names a zks:// URL only.
-        let e = connect(&format!(
-            "zk://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "CA file on zk://");
+        refused(
+            connect(&format!(
+                "zk://simba:hunter2@localhost:2282/simba-tls?simba_tls_ca={DIR}/ca.pem"
+            ))
+            .await,
+            "CA file on zk://",
+        );
         // Plain text to the TLS port never opens a session.
         let e = connect("zk://simba:hunter2@127.0.0.1:2282/simba-tls")
             .await
@@ -483,18 +487,20 @@ mod etcd {
         }
         // The server runs without authentication, so credentials are never
         // checked; they must still never show.
-        let e = connect(&format!(
-            "etcds://simba:hunter2@localhost:2389/simba-tls?cacert={DIR}/other-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "untrusted CA");
-        let e = connect(&format!(
-            "etcds://simba:hunter2@localhost:2389/simba-tls?cacert={DIR}/no-such-ca.pem"
-        ))
-        .await
-        .unwrap_err();
-        assert_refused(&e, "missing CA file");
+        refused(
+            connect(&format!(
+                "etcds://simba:hunter2@localhost:2389/simba-tls?cacert={DIR}/other-ca.pem"
+            ))
+            .await,
+            "untrusted CA",
+        );
+        refused(
+            connect(&format!(
+                "etcds://simba:hunter2@localhost:2389/simba-tls?cacert={DIR}/no-such-ca.pem"
+            ))
+            .await,
+            "missing CA file",
+        );
         // Plain text to the TLS port never gets an answer.
         let e = connect("etcd://simba:hunter2@127.0.0.1:2389/simba-tls")
             .await

@@ -45,63 +45,41 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The timing flags (S8); each also reads a `SIMBA_SESSION_*` variable.
-#[derive(Debug, Default, Clone, Args)]
-pub struct TimingArgs {
+/// Declares [`TimingArgs`]: each field is a global `--flag` named after
+/// it that also reads the variable `$env`, whose value the help hides.
+macro_rules! timing_args {
+    ($($(#[doc = $doc:literal])+ $field:ident, $env:literal, $value_name:literal;)+) => {
+        /// The timing flags (S8); each also reads a `SIMBA_SESSION_*` variable.
+        #[derive(Debug, Default, Clone, Args)]
+        pub struct TimingArgs {
+            $(
+                $(#[doc = $doc])+
+                #[arg(
+                    long,
+                    global = true,
+                    env = $env,
+                    hide_env_values = true,
+                    value_name = $value_name
+                )]
+                pub $field: Option<String>,
+            )+
+        }
+    };
+}
+
+timing_args! {
     /// How long the backend keeps a session after its last renewal [default: 15s].
-    #[arg(
-        long,
-        global = true,
-        env = "SIMBA_SESSION_LEASE_DURATION",
-        hide_env_values = true,
-        value_name = "DURATION"
-    )]
-    pub lease_duration: Option<String>,
+    lease_duration, "SIMBA_SESSION_LEASE_DURATION", "DURATION";
     /// Renewal period [default: lease_duration / 3].
-    #[arg(
-        long,
-        global = true,
-        env = "SIMBA_SESSION_RENEW_INTERVAL",
-        hide_env_values = true,
-        value_name = "DURATION"
-    )]
-    pub renew_interval: Option<String>,
+    renew_interval, "SIMBA_SESSION_RENEW_INTERVAL", "DURATION";
     /// Bound on the clock rate difference, in [0, 0.5) [default: 0.01].
-    #[arg(
-        long,
-        global = true,
-        env = "SIMBA_SESSION_DRIFT",
-        value_name = "RATE",
-        hide_env_values = true
-    )]
-    pub drift: Option<String>,
+    drift, "SIMBA_SESSION_DRIFT", "RATE";
     /// Extra safety subtracted from every local deadline [default: 50ms].
-    #[arg(
-        long,
-        global = true,
-        env = "SIMBA_SESSION_MARGIN",
-        hide_env_values = true,
-        value_name = "DURATION"
-    )]
-    pub margin: Option<String>,
+    margin, "SIMBA_SESSION_MARGIN", "DURATION";
     /// Random extra delay of candidate retries [default: renew_interval / 2].
-    #[arg(
-        long,
-        global = true,
-        env = "SIMBA_SESSION_RETRY_JITTER",
-        hide_env_values = true,
-        value_name = "DURATION"
-    )]
-    pub retry_jitter: Option<String>,
+    retry_jitter, "SIMBA_SESSION_RETRY_JITTER", "DURATION";
     /// Floor of the back-off after a failed renewal [default: 100ms].
-    #[arg(
-        long,
-        global = true,
-        env = "SIMBA_SESSION_MIN_BACKOFF",
-        hide_env_values = true,
-        value_name = "DURATION"
-    )]
-    pub min_backoff: Option<String>,
+    min_backoff, "SIMBA_SESSION_MIN_BACKOFF", "DURATION";
 }
 
 /// The subcommands.

@@ -424,6 +424,41 @@ impl<'a> Supervisor<'a> {
         }
     }
 
+    /// Tracks an event received (`None`: the channel closed) and, with
+    /// `--json`, reports it.
+    async fn take_note(&mut self, ev: Option<&Ev>) {
+        if let Some(ev) = ev {
+            self.track(ev);
+            self.report(ev).await;
+        }
+    }
+
+    /// After a lost term: stops, and returns the status of the child
+    /// killed with the term (1 if none is known).
+    async fn stop_after_loss(mut self, signals: &mut StopSignals) -> u8 {
+        let code = self.killed_status().await;
+        let last = self.stop(signals).await;
+        code.or(last).unwrap_or(1)
+    }
+
+    /// Stops (see [`Supervisor::stop`]) and returns `result`.
+    async fn stop_with<T>(
+        self,
+        signals: &mut StopSignals,
+        result: Result<T, CliError>,
+    ) -> Result<T, CliError> {
+        let _ = self.stop(signals).await;
+        result
+    }
+
+    /// On the stop signal `sig`: says so, stops, and returns simba's exit
+    /// code for it.
+    async fn stop_on_signal(self, sig: i32, signals: &mut StopSignals) -> u8 {
+        self.note_stopping(sig);
+        let code = self.stop(signals).await;
+        crate::signals::stopped_code(sig, code)
+    }
+
     /// Note for a signal: what happens now.
     fn note_stopping(&self, signal: i32) {
         emit(&Event::Stopping {
@@ -437,6 +472,13 @@ impl<'a> Supervisor<'a> {
             self.name
         ));
     }
+}
+
+/// The client's event channel closed under a running command: closes the
+/// client and returns the error.
+async fn client_stopped(simba: &Simba) -> CliError {
+    close(simba).await;
+    CliError::Internal("the client stopped unexpectedly".into())
 }
 
 /// Runs `simba run`; returns simba's exit code.
@@ -458,15 +500,9 @@ pub async fn run(
     loop {
         tokio::select! {
             ev = sup.events.recv() => {
-                if let Some(ev) = &ev {
-                    sup.track(ev);
-                    sup.report(ev).await;
-                }
+                sup.take_note(ev.as_ref()).await;
                 match ev {
-                None => {
-                    close(simba).await;
-                    return Err(CliError::Internal("the client stopped unexpectedly".into()));
-                }
+                None => return Err(client_stopped(simba).await),
                 Some(Ev::Elected(term)) => note_text(&format!(
                     "elected: `{name}` token {}, running {}",
                     term.token(),
@@ -479,9 +515,7 @@ pub async fn run(
                     note_text(&format!("{}: term {} over ({}), stopping {}",
                         style::bad("lost"), term.token(), describe(reason), spec.program()));
                     if options.once {
-                        let code = sup.killed_status().await;
-                        let last = sup.stop(signals).await;
-                        return Ok(code.or(last).unwrap_or(1));
+                        return Ok(sup.stop_after_loss(signals).await);
                     }
                 }
                 Some(Ev::Exited { code, own, guard_fired }) => {
@@ -490,21 +524,13 @@ pub async fn run(
                             style::bad("lost"), spec.program()));
                     } else if own {
                         // The election ended with the task (StopElection).
-                        let _ = sup.stop(signals).await;
-                        return Ok(code);
+                        return sup.stop_with(signals, Ok(code)).await;
                     }
                 }
-                Some(Ev::Failed(e)) => {
-                    let _ = sup.stop(signals).await;
-                    return Err(e);
-                }
+                Some(Ev::Failed(e)) => return sup.stop_with(signals, Err(e)).await,
                 }
             },
-            sig = signals.recv() => {
-                sup.note_stopping(sig);
-                let code = sup.stop(signals).await;
-                return Ok(crate::signals::stopped_code(sig, code));
-            }
+            sig = signals.recv() => return Ok(sup.stop_on_signal(sig, signals).await),
         }
     }
 }
@@ -535,22 +561,15 @@ pub async fn lock(
         };
         tokio::select! {
             () = timeout => {
-                let _ = sup.stop(signals).await;
-                return Err(CliError::NotAcquired {
+                return sup.stop_with(signals, Err(CliError::NotAcquired {
                     name: name.to_owned(),
                     waited: wait.unwrap_or_default(),
-                });
+                })).await;
             }
             ev = sup.events.recv() => {
-                if let Some(ev) = &ev {
-                    sup.track(ev);
-                    sup.report(ev).await;
-                }
+                sup.take_note(ev.as_ref()).await;
                 match ev {
-                None => {
-                    close(simba).await;
-                    return Err(CliError::Internal("the client stopped unexpectedly".into()));
-                }
+                None => return Err(client_stopped(simba).await),
                 Some(Ev::Elected(_)) => acquired = true,
                 Some(Ev::Revoked(term, reason)) => {
                     if reason.is_voluntary() {
@@ -559,29 +578,19 @@ pub async fn lock(
                     // S5.3: a lock lost is gone for good.
                     note_text(&format!("{}: lock `{name}` token {} over ({}), stopping {}",
                         style::bad("lost"), term.token(), describe(reason), spec.program()));
-                    let code = sup.killed_status().await;
-                    let last = sup.stop(signals).await;
-                    return Ok(code.or(last).unwrap_or(1));
+                    return Ok(sup.stop_after_loss(signals).await);
                 }
                 Some(Ev::Exited { code, guard_fired, .. }) => {
                     if guard_fired {
                         note(&format!("{}: lock `{name}` over while simba was held up; the guard stopped {}",
                             style::bad("lost"), spec.program()));
                     }
-                    let _ = sup.stop(signals).await;
-                    return Ok(code);
+                    return sup.stop_with(signals, Ok(code)).await;
                 }
-                Some(Ev::Failed(e)) => {
-                    let _ = sup.stop(signals).await;
-                    return Err(e);
-                }
+                Some(Ev::Failed(e)) => return sup.stop_with(signals, Err(e)).await,
                 }
             },
-            sig = signals.recv() => {
-                sup.note_stopping(sig);
-                let code = sup.stop(signals).await;
-                return Ok(crate::signals::stopped_code(sig, code));
-            }
+            sig = signals.recv() => return Ok(sup.stop_on_signal(sig, signals).await),
         }
     }
 }

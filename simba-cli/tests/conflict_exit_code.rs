@@ -33,11 +33,7 @@ fn lock_not_acquired_within_wait_exits_with_the_conflict_exit_code() {
     assert_eq!(out.status.code(), Some(9), "{stderr}");
     assert!(stderr.contains("not acquired"), "{stderr}");
 
-    sigterm(&holder);
-    assert_eq!(
-        wait_exit(&mut holder, Duration::from_secs(30)).code(),
-        Some(0)
-    );
+    stop_cleanly(&mut holder, Duration::from_secs(30));
 
     // Once free, the command runs and its own status (here 75) is mirrored.
     let out = b

@@ -15,18 +15,7 @@ use std::time::{Duration, Instant};
 const RECORD: &str = "echo \"$SIMBA_SCHEDULE_SLOT $SIMBA_FENCING_TOKEN $PPID\" >> \"$OUT\"";
 
 fn runs(path: &std::path::Path) -> Vec<(u64, u64, u32)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let v: Vec<&str> = l.split_whitespace().collect();
-            (
-                v[0].parse().unwrap(),
-                v[1].parse().unwrap(),
-                v[2].parse().unwrap(),
-            )
-        })
-        .collect()
+    number_triples(&std::fs::read_to_string(path).unwrap_or_default())
 }
 
 fn wait_runs(path: &std::path::Path, n: usize, timeout: Duration) -> Vec<(u64, u64, u32)> {
@@ -50,9 +39,9 @@ fn cron_each_slot_once_across_a_handover(backend: &TestBackend) {
     let out = backend.path("runs");
     let mut procs: Vec<_> = (0..3)
         .map(|_| {
-            backend
-                .simba()
-                .args([
+            spawn_with(
+                backend,
+                &[
                     "--lease-duration",
                     "3s",
                     "cron",
@@ -62,11 +51,10 @@ fn cron_each_slot_once_across_a_handover(backend: &TestBackend) {
                     "sh",
                     "-c",
                     RECORD,
-                ])
-                .env("OUT", &out)
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap()
+                ],
+                "OUT",
+                &out,
+            )
         })
         .collect();
     let first = wait_runs(&out, 4, Duration::from_secs(30));
@@ -117,16 +105,9 @@ fn cron_each_slot_once_across_a_handover(backend: &TestBackend) {
     );
 }
 
-#[test]
-fn sqlite_cron_runs_each_slot_once_across_a_handover() {
-    cron_each_slot_once_across_a_handover(&TestBackend::sqlite());
-}
-
-#[test]
-fn postgres_cron_runs_each_slot_once_across_a_handover() {
-    if let Some(b) = TestBackend::postgres("cron") {
-        cron_each_slot_once_across_a_handover(&b);
-    }
+backend_tests! {
+    sqlite_cron_runs_each_slot_once_across_a_handover: sqlite => cron_each_slot_once_across_a_handover;
+    postgres_cron_runs_each_slot_once_across_a_handover: postgres("cron") => cron_each_slot_once_across_a_handover;
 }
 
 #[test]
@@ -174,11 +155,6 @@ fn a_waiting_cron_says_who_holds() {
     let line = lines.wait_for(Duration::from_secs(20), |l| l.contains("is held by"));
     assert!(line.contains(&format!("pid={}", holder.id())), "{line}");
     assert!(line.contains(&format!("token {token}")), "{line}");
-    sigterm(&waiting);
-    assert_eq!(
-        wait_exit(&mut waiting, Duration::from_secs(20)).code(),
-        Some(0)
-    );
-    sigterm(&holder);
-    wait_exit(&mut holder, Duration::from_secs(20));
+    stop_cleanly(&mut waiting, Duration::from_secs(20));
+    stop(&mut holder, Duration::from_secs(20));
 }

@@ -50,8 +50,7 @@ fn one_candidate_leads_a_listener_sees_it_then_its_successor_with_their_proposal
     assert!(leader["holder"].is_string(), "{leader}");
 
     // A SIGTERM hands over cleanly: the first prints its revocation and exits 0.
-    sigterm(&first);
-    assert_eq!(wait_exit(&mut first, LONG).code(), Some(0));
+    stop_cleanly(&mut first, LONG);
     let rest = first_out.rest(LONG);
     assert!(
         rest.iter()
@@ -68,10 +67,8 @@ fn one_candidate_leads_a_listener_sees_it_then_its_successor_with_their_proposal
     }));
     assert!(next["token"].as_u64().unwrap() > first_token, "{next}");
 
-    sigterm(&second);
-    assert_eq!(wait_exit(&mut second, LONG).code(), Some(0));
-    sigterm(&listener);
-    assert_eq!(wait_exit(&mut listener, LONG).code(), Some(0));
+    stop_cleanly(&mut second, LONG);
+    stop_cleanly(&mut listener, LONG);
     // Every line of --json output is one JSON object with an event and a time.
     for line in &seen.seen {
         let v = json(line);

@@ -15,69 +15,67 @@ fn one_line_error(out: &Output) -> String {
     stderr
 }
 
+/// Runs `cmd`; it exits `code` with one clear error line, which it returns.
+fn fails_with(cmd: &mut std::process::Command, code: i32) -> String {
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(code));
+    one_line_error(&out)
+}
+
 #[test]
 fn a_bad_url_exits_78_without_its_password() {
-    let out = simba()
-        .args(["--backend", "ftp://admin:hunter2@db/x", "status"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(78));
-    let line = one_line_error(&out);
+    let line = fails_with(
+        simba().args(["--backend", "ftp://admin:hunter2@db/x", "status"]),
+        78,
+    );
     assert!(!line.contains("hunter2"), "{line}");
 }
 
 #[test]
 fn a_url_with_a_bad_port_says_so_and_exits_78() {
-    let out = simba()
-        .args(["--backend", "redis://u:hunter2@127.0.0.1:99999/", "status"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(78));
-    let line = one_line_error(&out);
+    let line = fails_with(
+        simba().args(["--backend", "redis://u:hunter2@127.0.0.1:99999/", "status"]),
+        78,
+    );
     assert!(line.contains("port 99999 is out of range"), "{line}");
     assert!(!line.contains("hunter2"), "{line}");
 }
 
 #[test]
 fn an_unreachable_backend_exits_69_without_its_password() {
-    let out = simba()
-        .args([
+    let line = fails_with(
+        simba().args([
             "--backend",
             "postgres://admin:hunter2@127.0.0.1:1/x",
             "status",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(69));
-    let line = one_line_error(&out);
+        ]),
+        69,
+    );
     assert!(!line.contains("hunter2"), "{line}");
 }
 
 #[test]
 fn an_invalid_name_exits_65_before_any_io() {
     // The backend is unreachable: the name is refused before connecting (S3.1).
-    let out = simba()
-        .args([
+    let line = fails_with(
+        simba().args([
             "--backend",
             "postgres://127.0.0.1:1/x",
             "run",
             "a/b",
             "--",
             "true",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
-    let line = one_line_error(&out);
+        ]),
+        65,
+    );
     assert!(line.contains("invalid lease name"), "{line}");
 }
 
 #[test]
 fn settings_that_break_s8_1_exit_65() {
     let b = TestBackend::sqlite();
-    let out = b
-        .simba()
-        .args([
+    fails_with(
+        b.simba().args([
             "--lease-duration",
             "3s",
             "--renew-interval",
@@ -86,41 +84,33 @@ fn settings_that_break_s8_1_exit_65() {
             "x",
             "--",
             "true",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
-    one_line_error(&out);
-    let out = b
-        .simba()
-        .env("SIMBA_SESSION_LEASE_DURATION", "soon")
-        .args(["lock", "x", "--", "true"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(65));
-    one_line_error(&out);
+        ]),
+        65,
+    );
+    fails_with(
+        b.simba()
+            .env("SIMBA_SESSION_LEASE_DURATION", "soon")
+            .args(["lock", "x", "--", "true"]),
+        65,
+    );
 }
 
 #[test]
 fn a_missing_config_file_exits_78() {
-    let out = simba()
-        .args(["--config", "/nonexistent/simba.toml", "status"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(78));
-    one_line_error(&out);
+    fails_with(
+        simba().args(["--config", "/nonexistent/simba.toml", "status"]),
+        78,
+    );
 }
 
 #[test]
 fn a_command_that_does_not_exist_exits_127() {
     let b = TestBackend::sqlite();
-    let out = b
-        .simba()
-        .args(["lock", &unique("nf"), "--", "simba-no-such-command-xyz"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(127));
-    one_line_error(&out);
+    fails_with(
+        b.simba()
+            .args(["lock", &unique("nf"), "--", "simba-no-such-command-xyz"]),
+        127,
+    );
 }
 
 /// Issue 18: `simba lock --wait` on a backend that cannot be reached
@@ -158,8 +148,8 @@ fn an_unreachable_backend_is_retried_until_the_wait_unless_fail_fast() {
     );
     eprintln!("lock --wait 2s on an unreachable backend: exit 69 after {took:?}");
     let t0 = std::time::Instant::now();
-    let out = simba()
-        .args([
+    fails_with(
+        simba().args([
             "--backend",
             url,
             "lock",
@@ -167,11 +157,9 @@ fn an_unreachable_backend_is_retried_until_the_wait_unless_fail_fast() {
             "retried",
             "--",
             "true",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(69));
-    one_line_error(&out);
+        ]),
+        69,
+    );
     assert!(t0.elapsed() < std::time::Duration::from_secs(5));
 }
 

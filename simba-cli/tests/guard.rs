@@ -11,7 +11,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A child that appends `token nanos` (wall clock) every 20 ms to `$TICKS`.
@@ -19,9 +19,9 @@ const TICKER: &str =
     "while true; do echo \"$SIMBA_FENCING_TOKEN $(date +%s%N)\" >> \"$TICKS\"; sleep 0.02; done";
 
 fn spawn_ticker(backend: &TestBackend, name: &str, ticks: &Path) -> Child {
-    backend
-        .simba()
-        .args([
+    spawn_with(
+        backend,
+        &[
             "--lease-duration",
             "2s",
             "run",
@@ -30,11 +30,10 @@ fn spawn_ticker(backend: &TestBackend, name: &str, ticks: &Path) -> Child {
             "sh",
             "-c",
             TICKER,
-        ])
-        .env("TICKS", ticks)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap()
+        ],
+        "TICKS",
+        ticks,
+    )
 }
 
 /// `(token, nanos)` of every complete line of a ticks file.
@@ -123,14 +122,7 @@ fn a_stopped_simba_cannot_keep_its_child_running(backend: &TestBackend) {
     wait_exit(&mut b, Duration::from_secs(30));
 }
 
-#[test]
-fn sqlite_a_stopped_simba_cannot_keep_its_child_running() {
-    a_stopped_simba_cannot_keep_its_child_running(&TestBackend::sqlite());
-}
-
-#[test]
-fn postgres_a_stopped_simba_cannot_keep_its_child_running() {
-    if let Some(b) = TestBackend::postgres("guard") {
-        a_stopped_simba_cannot_keep_its_child_running(&b);
-    }
+backend_tests! {
+    sqlite_a_stopped_simba_cannot_keep_its_child_running: sqlite => a_stopped_simba_cannot_keep_its_child_running;
+    postgres_a_stopped_simba_cannot_keep_its_child_running: postgres("guard") => a_stopped_simba_cannot_keep_its_child_running;
 }

@@ -91,8 +91,7 @@ fn lock_json_ends_with_an_error_event_carrying_the_exit_code() {
     assert!(!kinds(&events).contains(&"elected"), "{events:?}");
 
     // The holder, stopped with --json off, keeps its text output.
-    sigterm(&holder);
-    assert_eq!(wait_exit(&mut holder, LONG).code(), Some(0));
+    stop_cleanly(&mut holder, LONG);
 }
 
 #[test]
@@ -128,6 +127,5 @@ fn watch_json_prints_one_status_object_per_refresh() {
             "{line}"
         );
     }
-    sigterm(&watch);
-    assert_eq!(wait_exit(&mut watch, LONG).code(), Some(0));
+    stop_cleanly(&mut watch, LONG);
 }

@@ -39,13 +39,12 @@ fn lock_mirrors_the_exit_status_and_gives_the_token() {
 fn lock_wait_times_out_with_75(b: &TestBackend) {
     let name = unique("wait");
     let mark = b.path("holder");
-    let mut holder = b
-        .simba()
-        .args(["lock", &name, "--", "sh", "-c", MARK_AND_SLEEP])
-        .env("MARK", &mark)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut holder = spawn_with(
+        b,
+        &["lock", &name, "--", "sh", "-c", MARK_AND_SLEEP],
+        "MARK",
+        &mark,
+    );
     wait_for_file(&mark, Duration::from_secs(30));
 
     // While it is held: status --json parses and shows the holder and token.
@@ -93,31 +92,13 @@ fn lock_wait_times_out_with_75(b: &TestBackend) {
     assert!(waited < Duration::from_secs(10), "gave up after {waited:?}");
     eprintln!("[{}] lock --wait 1s gave up after {waited:?}", b.kind);
 
-    sigterm(&holder);
-    assert_eq!(
-        wait_exit(&mut holder, Duration::from_secs(20)).code(),
-        Some(0),
-        "a clean stop on SIGTERM exits 0"
-    );
+    stop_cleanly(&mut holder, Duration::from_secs(20));
 }
 
-#[test]
-fn sqlite_lock_wait_times_out_with_75_and_status_json_parses() {
-    lock_wait_times_out_with_75(&TestBackend::sqlite());
-}
-
-#[test]
-fn postgres_lock_wait_times_out_with_75_and_status_json_parses() {
-    if let Some(b) = TestBackend::postgres("wait") {
-        lock_wait_times_out_with_75(&b);
-    }
-}
-
-#[test]
-fn mysql_lock_wait_times_out_with_75_and_status_json_parses() {
-    if let Some(b) = TestBackend::mysql("wait") {
-        lock_wait_times_out_with_75(&b);
-    }
+backend_tests! {
+    sqlite_lock_wait_times_out_with_75_and_status_json_parses: sqlite => lock_wait_times_out_with_75;
+    postgres_lock_wait_times_out_with_75_and_status_json_parses: postgres("wait") => lock_wait_times_out_with_75;
+    mysql_lock_wait_times_out_with_75_and_status_json_parses: mysql("wait") => lock_wait_times_out_with_75;
 }
 
 #[test]
@@ -141,9 +122,9 @@ fn run_restart_reruns_the_command_and_ctrl_c_stops_cleanly() {
     let b = TestBackend::sqlite();
     let name = unique("restart");
     let out = b.path("runs");
-    let mut p = b
-        .simba()
-        .args([
+    let mut p = spawn_with(
+        &b,
+        &[
             "run",
             &name,
             "--restart",
@@ -151,11 +132,10 @@ fn run_restart_reruns_the_command_and_ctrl_c_stops_cleanly() {
             "sh",
             "-c",
             "echo \"$SIMBA_FENCING_TOKEN\" >> \"$OUT\"; sleep 0.2",
-        ])
-        .env("OUT", &out)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+        "OUT",
+        &out,
+    );
     wait_for_file(&out, Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(1500));
     // Ctrl-C: SIGINT.
@@ -193,9 +173,7 @@ fn watch_refreshes_until_stopped() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    sigterm(&p);
-    let status = wait_exit(&mut p, Duration::from_secs(10));
-    assert_eq!(status.code(), Some(0));
+    stop_cleanly(&mut p, Duration::from_secs(10));
     let mut text = String::new();
     std::io::Read::read_to_string(&mut p.stdout.take().unwrap(), &mut text).unwrap();
     assert!(text.matches("no leases").count() >= 2, "refreshed: {text}");

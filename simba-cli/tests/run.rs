@@ -20,9 +20,9 @@ fn only_one_child_runs_at_a_time(backend: &TestBackend) {
         "s=$(date +%s%N); sleep 0.6; echo \"$SIMBA_FENCING_TOKEN $s $(date +%s%N)\" >> \"$OUT\"";
     let mut procs: Vec<_> = (0..3)
         .map(|_| {
-            backend
-                .simba()
-                .args([
+            spawn_with(
+                backend,
+                &[
                     "--lease-duration",
                     "3s",
                     "run",
@@ -31,11 +31,10 @@ fn only_one_child_runs_at_a_time(backend: &TestBackend) {
                     "sh",
                     "-c",
                     script,
-                ])
-                .env("OUT", &out)
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap()
+                ],
+                "OUT",
+                &out,
+            )
         })
         .collect();
     for p in &mut procs {
@@ -47,17 +46,7 @@ fn only_one_child_runs_at_a_time(backend: &TestBackend) {
         );
     }
     let text = std::fs::read_to_string(&out).unwrap();
-    let mut runs: Vec<(u64, u128, u128)> = text
-        .lines()
-        .map(|l| {
-            let v: Vec<&str> = l.split_whitespace().collect();
-            (
-                v[0].parse().unwrap(),
-                v[1].parse().unwrap(),
-                v[2].parse().unwrap(),
-            )
-        })
-        .collect();
+    let mut runs: Vec<(u64, u128, u128)> = number_triples(&text);
     assert_eq!(runs.len(), 3, "every process ran its child once:\n{text}");
     runs.sort_by_key(|r| r.1);
     for w in runs.windows(2) {
@@ -107,8 +96,7 @@ fn sigkill_fails_over_within_the_lease(backend: &TestBackend) {
         took_over < Duration::from_millis(3000 + 2500),
         "fail-over took {took_over:?}, more than lease_duration + 1 s (+ slack)"
     );
-    sigterm(&b);
-    wait_exit(&mut b, Duration::from_secs(20));
+    stop(&mut b, Duration::from_secs(20));
 }
 
 /// SIGTERM to the leading simba: child stopped first, then the lease
@@ -143,51 +131,17 @@ fn sigterm_hands_over_gracefully(backend: &TestBackend) {
         took_over < Duration::from_millis(1000 + 2000),
         "graceful handover took {took_over:?}, more than 1 s (+ slack)"
     );
-    sigterm(&b);
-    wait_exit(&mut b, Duration::from_secs(20));
+    stop(&mut b, Duration::from_secs(20));
 }
 
-#[test]
-fn sqlite_only_one_child_runs_at_a_time() {
-    only_one_child_runs_at_a_time(&TestBackend::sqlite());
-}
-
-#[test]
-fn sqlite_sigkill_fails_over_within_the_lease() {
-    sigkill_fails_over_within_the_lease(&TestBackend::sqlite());
-}
-
-#[test]
-fn sqlite_sigterm_hands_over_gracefully() {
-    sigterm_hands_over_gracefully(&TestBackend::sqlite());
-}
-
-#[test]
-fn postgres_only_one_child_runs_at_a_time() {
-    if let Some(b) = TestBackend::postgres("excl") {
-        only_one_child_runs_at_a_time(&b);
-    }
-}
-
-#[test]
-fn postgres_sigkill_fails_over_within_the_lease() {
-    if let Some(b) = TestBackend::postgres("kill") {
-        sigkill_fails_over_within_the_lease(&b);
-    }
-}
-
-#[test]
-fn postgres_sigterm_hands_over_gracefully_via_notify() {
-    if let Some(b) = TestBackend::postgres("term") {
-        sigterm_hands_over_gracefully(&b);
-    }
-}
-
-#[test]
-fn mysql_only_one_child_runs_at_a_time() {
-    if let Some(b) = TestBackend::mysql("excl") {
-        only_one_child_runs_at_a_time(&b);
-    }
+backend_tests! {
+    sqlite_only_one_child_runs_at_a_time: sqlite => only_one_child_runs_at_a_time;
+    sqlite_sigkill_fails_over_within_the_lease: sqlite => sigkill_fails_over_within_the_lease;
+    sqlite_sigterm_hands_over_gracefully: sqlite => sigterm_hands_over_gracefully;
+    postgres_only_one_child_runs_at_a_time: postgres("excl") => only_one_child_runs_at_a_time;
+    postgres_sigkill_fails_over_within_the_lease: postgres("kill") => sigkill_fails_over_within_the_lease;
+    postgres_sigterm_hands_over_gracefully_via_notify: postgres("term") => sigterm_hands_over_gracefully;
+    mysql_only_one_child_runs_at_a_time: mysql("excl") => only_one_child_runs_at_a_time;
 }
 
 /// A paused simba (SIGSTOP longer than the lease) finds its term over when
@@ -198,9 +152,9 @@ fn sqlite_once_exits_after_a_term_lost_to_a_pause() {
     let b = TestBackend::sqlite();
     let name = unique("pause");
     let mark = b.path("a");
-    let mut a = b
-        .simba()
-        .args([
+    let mut a = spawn_with(
+        &b,
+        &[
             "--lease-duration",
             "3s",
             "run",
@@ -210,11 +164,10 @@ fn sqlite_once_exits_after_a_term_lost_to_a_pause() {
             "sh",
             "-c",
             MARK_AND_SLEEP,
-        ])
-        .env("MARK", &mark)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+        "MARK",
+        &mark,
+    );
     wait_for_file(&mark, Duration::from_secs(30));
     let (_, child) = read_mark(&mark);
     let pid = rustix::process::Pid::from_raw(i32::try_from(a.id()).unwrap()).unwrap();

@@ -166,10 +166,26 @@ impl Env {
     where
         F: Fn(&ClientEvent) -> bool,
     {
+        self.next_matching(events, limit, ("event", "event"), f)
+            .await
+    }
+
+    /// The next item of `stream` matching `f`, within `limit`; panics when
+    /// the stream ends or the time runs out, naming the `(stream, item)`.
+    async fn next_matching<T, F>(
+        &self,
+        stream: &mut BoxStream<'static, T>,
+        limit: Duration,
+        (name, item): (&str, &str),
+        f: F,
+    ) -> T
+    where
+        F: Fn(&T) -> bool,
+    {
         let find = async {
-            while let Some(ev) = events.next().await {
-                if f(&ev) {
-                    return Some(ev);
+            while let Some(x) = stream.next().await {
+                if f(&x) {
+                    return Some(x);
                 }
             }
             None
@@ -177,14 +193,21 @@ impl Env {
         let deadline = self.sleep(limit);
         futures::pin_mut!(find, deadline);
         match futures::future::select(find, deadline).await {
-            futures::future::Either::Left((Some(ev), _)) => ev,
-            futures::future::Either::Left((None, _)) => panic!("the event stream ended"),
-            futures::future::Either::Right(_) => panic!("no matching event within {limit:?}"),
+            futures::future::Either::Left((Some(x), _)) => x,
+            futures::future::Either::Left((None, _)) => panic!("the {name} stream ended"),
+            futures::future::Either::Right(_) => panic!("no matching {item} within {limit:?}"),
         }
     }
 
     pub async fn sleep(&self, d: Duration) {
         self.runtime.sleep_until(self.runtime.now() + d).await
+    }
+
+    /// Polls `cond(shared)` every 20 ms until it holds; panics after
+    /// [`PATIENCE`]. `shared` is what the clients under test write to.
+    pub async fn until<T>(&self, what: &str, shared: &T, cond: impl Fn(&T) -> bool) {
+        self.wait_for(what, PATIENCE, || std::future::ready(cond(shared)))
+            .await
     }
 
     /// Polls `cond` every 20 ms until it holds; panics after `limit`.
@@ -201,6 +224,25 @@ impl Env {
             );
             self.sleep(Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// Starts the election `name` on `simba`, `rec` its listener.
+async fn start_recorded(
+    simba: &Simba,
+    name: &str,
+    rec: Recorder,
+) -> (crate::Election, Arc<Recorder>) {
+    let rec = Arc::new(rec);
+    let e = simba.election(name).start(rec.clone()).await.unwrap();
+    (e, rec)
+}
+
+/// A recorder whose callbacks each take `pause`.
+fn pausing(pause: Duration) -> Recorder {
+    Recorder {
+        pause,
+        ..Recorder::default()
     }
 }
 
@@ -304,23 +346,20 @@ pub async fn one_leader_among_five(env: Env) {
     let mut clients = Vec::new();
     for _ in 0..5 {
         let simba = env.client();
-        let rec = Arc::new(Recorder {
-            leading: Some(leading.clone()),
-            max_leading: Some(max.clone()),
-            ..Recorder::default()
-        });
-        let e = simba
-            .election("suite.five")
-            .start(rec.clone())
-            .await
-            .unwrap();
+        let (e, rec) = start_recorded(
+            &simba,
+            "suite.five",
+            Recorder {
+                leading: Some(leading.clone()),
+                max_leading: Some(max.clone()),
+                ..Recorder::default()
+            },
+        )
+        .await;
         clients.push((simba, e, rec));
     }
-    env.wait_for("a leader", PATIENCE, || {
-        let l = leading.clone();
-        async move { l.load(Ordering::Acquire) == 1 }
-    })
-    .await;
+    env.until("a leader", &leading, |l| l.load(Ordering::Acquire) == 1)
+        .await;
     env.sleep(RENEW * 4).await;
     let mut leaders = 0;
     for (_, e, _) in &clients {
@@ -340,12 +379,7 @@ async fn failover(env: Env, drop_leader: bool) {
     let mut clients = Vec::new();
     for _ in 0..3 {
         let simba = env.client();
-        let rec = Arc::new(Recorder::default());
-        let e = simba
-            .election("suite.failover")
-            .start(rec.clone())
-            .await
-            .unwrap();
+        let (e, rec) = start_recorded(&simba, "suite.failover", Recorder::default()).await;
         clients.push(Some((simba, e, rec)));
     }
     let mut leader = None;
@@ -380,9 +414,8 @@ async fn failover(env: Env, drop_leader: bool) {
     let t0 = Instant::now();
     let freed_at = lease_freed(&env, "suite.failover", old_token).await;
     let others: Vec<_> = clients.iter().flatten().map(|c| c.2.clone()).collect();
-    env.wait_for("a new leader", PATIENCE, || {
-        let o = others.clone();
-        async move { o.iter().any(|r| r.elected() == 1) }
+    env.until("a new leader", &others, |o| {
+        o.iter().any(|r| r.elected() == 1)
     })
     .await;
     let took = t0.elapsed();
@@ -451,17 +484,8 @@ pub async fn failover_after_drop(env: Env) {
 /// keeps the election out of the competition for the cooldown.
 pub async fn step_down_with_cooldown(env: Env) {
     let simba = env.client();
-    let rec = Arc::new(Recorder::default());
-    let e = simba
-        .election("suite.stepdown")
-        .start(rec.clone())
-        .await
-        .unwrap();
-    env.wait_for("elected", PATIENCE, || {
-        let r = rec.clone();
-        async move { r.elected() == 1 }
-    })
-    .await;
+    let (e, rec) = start_recorded(&simba, "suite.stepdown", Recorder::default()).await;
+    env.until("elected", &rec, |r| r.elected() == 1).await;
     let cooldown = Duration::from_millis(1500);
     let t0 = Instant::now();
     e.step_down(cooldown).await.unwrap();
@@ -471,11 +495,7 @@ pub async fn step_down_with_cooldown(env: Env) {
         "resolved after on_revoked"
     );
     assert_eq!(status(&e).await, Some(Status::CoolingDown));
-    env.wait_for("elected again", PATIENCE, || {
-        let r = rec.clone();
-        async move { r.elected() == 2 }
-    })
-    .await;
+    env.until("elected again", &rec, |r| r.elected() == 2).await;
     assert!(
         t0.elapsed() >= cooldown,
         "re-elected before the cooldown ended"
@@ -512,11 +532,8 @@ pub async fn handover_order(env: Env) {
         })
         .await
         .unwrap();
-    env.wait_for("A leads", PATIENCE, || {
-        let s = a_started.clone();
-        async move { s.load(Ordering::Acquire) }
-    })
-    .await;
+    env.until("A leads", &a_started, |s| s.load(Ordering::Acquire))
+        .await;
     let bs = b_start.clone();
     let tb = b
         .run_while_leader("suite.handover", move |_term| {
@@ -534,11 +551,8 @@ pub async fn handover_order(env: Env) {
         .lock()
         .unwrap()
         .expect("A's task exited before stop resolved");
-    env.wait_for("B leads", PATIENCE, || {
-        let s = b_start.clone();
-        async move { s.lock().unwrap().is_some() }
-    })
-    .await;
+    env.until("B leads", &b_start, |s| s.lock().unwrap().is_some())
+        .await;
     let start = b_start.lock().unwrap().unwrap();
     assert!(
         start >= exit,
@@ -573,17 +587,9 @@ pub async fn stubborn_task_delays_handover_at_most_remaining(env: Env) {
         })
         .await
         .unwrap();
-    env.wait_for("A leads", PATIENCE, || {
-        let s = a_started.clone();
-        async move { s.load(Ordering::Acquire) }
-    })
-    .await;
-    let rec = Arc::new(Recorder::default());
-    let eb = b
-        .election("suite.stubborn")
-        .start(rec.clone())
-        .await
-        .unwrap();
+    env.until("A leads", &a_started, |s| s.load(Ordering::Acquire))
+        .await;
+    let (eb, rec) = start_recorded(&b, "suite.stubborn", Recorder::default()).await;
     env.sleep(RENEW).await;
     let t0 = Instant::now();
     ta.stop().await;
@@ -592,11 +598,7 @@ pub async fn stubborn_task_delays_handover_at_most_remaining(env: Env) {
         took <= LEASE + Duration::from_secs(1),
         "handover waited {took:?}, more than the term's remaining time"
     );
-    env.wait_for("B leads", PATIENCE, || {
-        let r = rec.clone();
-        async move { r.elected() == 1 }
-    })
-    .await;
+    env.until("B leads", &rec, |r| r.elected() == 1).await;
     assert!(
         !a_exited.load(Ordering::Acquire),
         "B should lead while A's task still ignores its cancellation"
@@ -609,21 +611,9 @@ pub async fn stubborn_task_delays_handover_at_most_remaining(env: Env) {
 /// S7.1, S7.2: callbacks are paired and never overlap, over several terms.
 pub async fn callbacks_paired_and_serial(env: Env) {
     let simba = env.client();
-    let rec = Arc::new(Recorder {
-        pause: Duration::from_millis(30),
-        ..Recorder::default()
-    });
-    let e = simba
-        .election("suite.serial")
-        .start(rec.clone())
-        .await
-        .unwrap();
+    let (e, rec) = start_recorded(&simba, "suite.serial", pausing(Duration::from_millis(30))).await;
     for round in 1..=3 {
-        env.wait_for("elected", PATIENCE, || {
-            let r = rec.clone();
-            async move { r.elected() == round }
-        })
-        .await;
+        env.until("elected", &rec, |r| r.elected() == round).await;
         e.step_down(Duration::ZERO).await.unwrap();
     }
     e.stop().await;
@@ -642,20 +632,13 @@ pub async fn callbacks_paired_and_serial(env: Env) {
 /// S7.3: the stop future resolves after the last on_revoked has run.
 pub async fn stop_resolves_after_last_on_revoked(env: Env) {
     let simba = env.client();
-    let rec = Arc::new(Recorder {
-        pause: Duration::from_millis(300),
-        ..Recorder::default()
-    });
-    let e = simba
-        .election("suite.stopwait")
-        .start(rec.clone())
-        .await
-        .unwrap();
-    env.wait_for("elected", PATIENCE, || {
-        let r = rec.clone();
-        async move { r.elected() == 1 }
-    })
+    let (e, rec) = start_recorded(
+        &simba,
+        "suite.stopwait",
+        pausing(Duration::from_millis(300)),
+    )
     .await;
+    env.until("elected", &rec, |r| r.elected() == 1).await;
     e.stop().await;
     assert_eq!(rec.revoked(), vec![RevokeReason::Stopped]);
     assert_eq!(status(&e).await, None);
@@ -757,9 +740,8 @@ async fn close_from_callback(env: Env, executor: CallbackExecutor) {
         .start(listener.clone())
         .await
         .unwrap();
-    env.wait_for("the callback ran", PATIENCE, || {
-        let l = listener.clone();
-        async move { l.result.lock().unwrap().is_some() }
+    env.until("the callback ran", &listener, |l| {
+        l.result.lock().unwrap().is_some()
     })
     .await;
     assert_eq!(
@@ -802,12 +784,7 @@ pub async fn blocking_close_from_inline_callback(env: Env) {
 /// S7.7: a refused on_elected ends the term silently; the election cools down.
 pub async fn refused_on_elected_cools_down(env: Env) {
     let simba = env.client_with(CallbackExecutor::SpawnedBounded(0));
-    let rec = Arc::new(Recorder::default());
-    let e = simba
-        .election("suite.refused")
-        .start(rec.clone())
-        .await
-        .unwrap();
+    let (e, rec) = start_recorded(&simba, "suite.refused", Recorder::default()).await;
     env.wait_for("cooling down", PATIENCE, || {
         let e = e.clone();
         async move { status(&e).await == Some(Status::CoolingDown) }
@@ -843,11 +820,8 @@ pub async fn leader_task_term_and_revoked_future(env: Env) {
         })
         .await
         .unwrap();
-    env.wait_for("task started", PATIENCE, || {
-        let s = seen.clone();
-        async move { s.lock().unwrap().is_some() }
-    })
-    .await;
+    env.until("task started", &seen, |s| s.lock().unwrap().is_some())
+        .await;
     let (term, remaining) = seen.lock().unwrap().clone().unwrap();
     assert!(remaining > Duration::ZERO && remaining <= LEASE);
     assert!(term.is_valid());
@@ -870,6 +844,22 @@ pub async fn leader_task_term_and_revoked_future(env: Env) {
 
 fn is_task_exit(ev: &ClientEvent) -> bool {
     matches!(ev, ClientEvent::TaskExited { .. })
+}
+
+/// The next `TaskExited` event's outcome, action and error.
+async fn next_task_exit(
+    env: &Env,
+    events: &mut BoxStream<'static, ClientEvent>,
+) -> (TaskOutcome, TaskExitAction, Option<String>) {
+    match env.next_event(events, PATIENCE, is_task_exit).await {
+        ClientEvent::TaskExited {
+            outcome,
+            action,
+            error,
+            ..
+        } => (outcome, action, error),
+        _ => unreachable!(),
+    }
 }
 
 /// S6.5: a task that returns gives up its term (released, competes again):
@@ -896,15 +886,9 @@ pub async fn task_return_gives_up_the_term(env: Env) {
         })
         .await
         .unwrap();
-    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
-        ClientEvent::TaskExited {
-            outcome, action, ..
-        } => {
-            assert_eq!(outcome, TaskOutcome::Returned);
-            assert_eq!(action, TaskExitAction::Released);
-        }
-        _ => unreachable!(),
-    }
+    let (outcome, action, _) = next_task_exit(&env, &mut events).await;
+    assert_eq!(outcome, TaskOutcome::Returned);
+    assert_eq!(action, TaskExitAction::Released);
     env.next_event(&mut events, PATIENCE, |e| {
         matches!(
             e,
@@ -915,11 +899,8 @@ pub async fn task_return_gives_up_the_term(env: Env) {
         )
     })
     .await;
-    env.wait_for("elected again", PATIENCE, || {
-        let t = tokens.clone();
-        async move { t.lock().unwrap().len() == 2 }
-    })
-    .await;
+    env.until("elected again", &tokens, |t| t.lock().unwrap().len() == 2)
+        .await;
     let t = tokens.lock().unwrap().clone();
     assert!(t[1] > t[0], "a new term: {t:?}");
     task.stop().await;
@@ -952,11 +933,8 @@ pub async fn task_panic_moves_leadership(env: Env) {
         })
         .await
         .unwrap();
-    env.wait_for("A leads", PATIENCE, || {
-        let t = a_token.clone();
-        async move { t.load(Ordering::Acquire) > 0 }
-    })
-    .await;
+    env.until("A leads", &a_token, |t| t.load(Ordering::Acquire) > 0)
+        .await;
     let b_token = Arc::new(AtomicI32::new(0));
     let bt = b_token.clone();
     let tb = b
@@ -975,27 +953,15 @@ pub async fn task_panic_moves_leadership(env: Env) {
         })
         .await
         .unwrap();
-    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
-        ClientEvent::TaskExited {
-            outcome,
-            action,
-            error,
-            ..
-        } => {
-            assert_eq!(outcome, TaskOutcome::Panicked);
-            assert!(
-                matches!(action, TaskExitAction::SteppedDown { failures: 1, cooldown } if cooldown == RENEW),
-                "{action:?}"
-            );
-            assert_eq!(error.as_deref(), Some("ledger job crashed"));
-        }
-        _ => unreachable!(),
-    }
-    env.wait_for("B takes over", PATIENCE, || {
-        let t = b_token.clone();
-        async move { t.load(Ordering::Acquire) > 0 }
-    })
-    .await;
+    let (outcome, action, error) = next_task_exit(&env, &mut events).await;
+    assert_eq!(outcome, TaskOutcome::Panicked);
+    assert!(
+        matches!(action, TaskExitAction::SteppedDown { failures: 1, cooldown } if cooldown == RENEW),
+        "{action:?}"
+    );
+    assert_eq!(error.as_deref(), Some("ledger job crashed"));
+    env.until("B takes over", &b_token, |t| t.load(Ordering::Acquire) > 0)
+        .await;
     // B's first term came after A's first (tokens only grow, S3.2).
     assert!(b_token.load(Ordering::Acquire) > a_token.load(Ordering::Acquire));
     tb.stop().await;
@@ -1033,19 +999,10 @@ pub async fn task_error_is_a_failure(env: Env) {
         })
         .await
         .unwrap();
-    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
-        ClientEvent::TaskExited {
-            outcome,
-            action,
-            error,
-            ..
-        } => {
-            assert_eq!(outcome, TaskOutcome::Failed);
-            assert!(matches!(action, TaskExitAction::SteppedDown { .. }));
-            assert_eq!(error.as_deref(), Some("unbalanced batch"));
-        }
-        _ => unreachable!(),
-    }
+    let (outcome, action, error) = next_task_exit(&env, &mut events).await;
+    assert_eq!(outcome, TaskOutcome::Failed);
+    assert!(matches!(action, TaskExitAction::SteppedDown { .. }));
+    assert_eq!(error.as_deref(), Some("unbalanced batch"));
     assert_eq!(
         task.snapshot().await.unwrap().map(|s| s.status),
         Some(Status::CoolingDown)
@@ -1058,13 +1015,9 @@ pub async fn task_error_is_a_failure(env: Env) {
         })
         .await
         .unwrap();
-    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
-        ClientEvent::TaskExited { outcome, error, .. } => {
-            assert_eq!(outcome, TaskOutcome::Failed);
-            assert_eq!(error.as_deref(), Some("disk full"));
-        }
-        _ => unreachable!(),
-    }
+    let (outcome, _, error) = next_task_exit(&env, &mut events).await;
+    assert_eq!(outcome, TaskOutcome::Failed);
+    assert_eq!(error.as_deref(), Some("disk full"));
     blocking.stop().await;
     simba.close().await;
 }
@@ -1080,10 +1033,8 @@ pub async fn task_exit_opt_in_policies(env: Env) {
         .run_while_leader(|_term| async {})
         .await
         .unwrap();
-    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
-        ClientEvent::TaskExited { action, .. } => assert_eq!(action, TaskExitAction::KeptTerm),
-        _ => unreachable!(),
-    }
+    let (_, action, _) = next_task_exit(&env, &mut events).await;
+    assert_eq!(action, TaskExitAction::KeptTerm);
     env.sleep(RENEW * 2).await;
     assert_eq!(
         keep.snapshot().await.unwrap().map(|s| s.status),
@@ -1096,10 +1047,8 @@ pub async fn task_exit_opt_in_policies(env: Env) {
         .run_while_leader(|_term| async {})
         .await
         .unwrap();
-    match env.next_event(&mut events, PATIENCE, is_task_exit).await {
-        ClientEvent::TaskExited { action, .. } => assert_eq!(action, TaskExitAction::Stopped),
-        _ => unreachable!(),
-    }
+    let (_, action, _) = next_task_exit(&env, &mut events).await;
+    assert_eq!(action, TaskExitAction::Stopped);
     env.wait_for("the election is gone", PATIENCE, || {
         let once = once.clone();
         async move { once.snapshot().await.unwrap().is_none() }
@@ -1149,11 +1098,8 @@ pub async fn cooperative_interruption_of_async_tasks(env: Env) {
         })
         .await
         .unwrap();
-    env.wait_for("task started", PATIENCE, || {
-        let s = started.clone();
-        async move { s.load(Ordering::Acquire) }
-    })
-    .await;
+    env.until("task started", &started, |s| s.load(Ordering::Acquire))
+        .await;
     task.stop().await;
     assert!(
         rolled_back.load(Ordering::Acquire),
@@ -1199,11 +1145,8 @@ pub async fn stubborn_async_task_is_dropped_at_the_deadline(env: Env) {
         })
         .await
         .unwrap();
-    env.wait_for("task started", PATIENCE, || {
-        let s = started.clone();
-        async move { s.load(Ordering::Acquire) }
-    })
-    .await;
+    env.until("task started", &started, |s| s.load(Ordering::Acquire))
+        .await;
     let t0 = Instant::now();
     task.stop().await;
     let took = t0.elapsed();
@@ -1813,9 +1756,8 @@ pub async fn group_close_blocking_from_a_partition_task(env: Env) {
         .await
         .unwrap();
     let _ = handle.set(task.clone());
-    env.wait_for("a task to try closing", PATIENCE, || {
-        let r = result.clone();
-        async move { r.lock().unwrap().is_some() }
+    env.until("a task to try closing", &result, |r| {
+        r.lock().unwrap().is_some()
     })
     .await;
     assert_eq!(
@@ -1926,17 +1868,13 @@ pub async fn schedule_runs_each_slot_once_on_the_leader(env: Env) {
             .await,
         );
     }
-    env.wait_for("five runs", PATIENCE, || {
-        let log = log.clone();
-        async move { log.lock().unwrap().len() >= 5 }
-    })
-    .await;
+    env.until("five runs", &log, |log| log.lock().unwrap().len() >= 5)
+        .await;
     let leader = log.lock().unwrap()[0].0;
     jobs[leader].stop().await;
     let before = log.lock().unwrap().len();
-    env.wait_for("five runs on the next leader", PATIENCE, || {
-        let log = log.clone();
-        async move { log.lock().unwrap().len() >= before + 5 }
+    env.until("five runs on the next leader", &log, |log| {
+        log.lock().unwrap().len() >= before + 5
     })
     .await;
     for j in &jobs {
@@ -1986,11 +1924,8 @@ pub async fn schedule_missed_slots_skip_or_run_once(env: Env) {
             Some(Duration::from_millis(1400)),
         )
         .await;
-        env.wait_for("three runs", PATIENCE, || {
-            let log = log.clone();
-            async move { log.lock().unwrap().len() >= 3 }
-        })
-        .await;
+        env.until("three runs", &log, |log| log.lock().unwrap().len() >= 3)
+            .await;
         job.stop().await;
         let log = log.lock().unwrap().clone();
         assert_each_slot_once(&log);
@@ -2038,11 +1973,8 @@ pub async fn schedule_minimum_hold_delays_the_handover(env: Env) {
         None,
     )
     .await;
-    env.wait_for("A runs", PATIENCE, || {
-        let log = log.clone();
-        async move { !log.lock().unwrap().is_empty() }
-    })
-    .await;
+    env.until("A runs", &log, |log| !log.lock().unwrap().is_empty())
+        .await;
     let job_b = schedule_on(
         &env,
         &b,
@@ -2057,16 +1989,14 @@ pub async fn schedule_minimum_hold_delays_the_handover(env: Env) {
     .await;
     // Stop A right after one of its runs started.
     let count = log.lock().unwrap().len();
-    env.wait_for("another run of A", PATIENCE, || {
-        let log = log.clone();
-        async move { log.lock().unwrap().len() > count }
+    env.until("another run of A", &log, |log| {
+        log.lock().unwrap().len() > count
     })
     .await;
     job_a.stop().await;
     let stopped = Instant::now();
-    env.wait_for("B runs", PATIENCE, || {
-        let log = log.clone();
-        async move { log.lock().unwrap().iter().any(|r| r.0 == 1) }
+    env.until("B runs", &log, |log| {
+        log.lock().unwrap().iter().any(|r| r.0 == 1)
     })
     .await;
     job_b.stop().await;
@@ -2109,11 +2039,8 @@ pub async fn schedule_run_ends_with_its_term(env: Env) {
         None,
     )
     .await;
-    env.wait_for("A runs", PATIENCE, || {
-        let log = log.clone();
-        async move { !log.lock().unwrap().is_empty() }
-    })
-    .await;
+    env.until("A runs", &log, |log| !log.lock().unwrap().is_empty())
+        .await;
     let job_b = schedule_on(
         &env,
         &b,
@@ -2135,9 +2062,8 @@ pub async fn schedule_run_ends_with_its_term(env: Env) {
         log.lock().unwrap()[0].4.is_some(),
         "A's run saw its term revoked and ended before the release (S11.3, S6.1)"
     );
-    env.wait_for("B runs", PATIENCE, || {
-        let log = log.clone();
-        async move { log.lock().unwrap().iter().any(|r| r.0 == 1) }
+    env.until("B runs", &log, |log| {
+        log.lock().unwrap().iter().any(|r| r.0 == 1)
     })
     .await;
     job_b.stop().await;
@@ -2156,21 +2082,8 @@ async fn next_holder<F>(
 where
     F: Fn(&Option<crate::LeaseHolder>) -> bool,
 {
-    let find = async {
-        while let Some(h) = watch.next().await {
-            if f(&h) {
-                return Some(h);
-            }
-        }
-        None
-    };
-    let deadline = env.sleep(limit);
-    futures::pin_mut!(find, deadline);
-    match futures::future::select(find, deadline).await {
-        futures::future::Either::Left((Some(h), _)) => h,
-        futures::future::Either::Left((None, _)) => panic!("the observation stream ended"),
-        futures::future::Either::Right(_) => panic!("no matching holder within {limit:?}"),
-    }
+    env.next_matching(watch, limit, ("observation", "holder"), f)
+        .await
 }
 
 /// Leader observation: any client (here one that does not compete) sees
@@ -2198,11 +2111,7 @@ pub async fn leader_observation(env: Env) {
     let mut watch = watcher.observe(name).unwrap();
     next_holder(&env, &mut watch, PATIENCE, Option::is_none).await;
     let ea = a.election(name).start(crate::NoListener).await.unwrap();
-    env.wait_for("a leads", PATIENCE, || {
-        let ea = ea.clone();
-        async move { ea.is_leader() }
-    })
-    .await;
+    env.until("a leads", &ea, |ea| ea.is_leader()).await;
     let eb = b.election(name).start(crate::NoListener).await.unwrap();
     let token = ea.term().unwrap().token();
     let h = watcher.leader(name).await.unwrap().expect("a holder");
@@ -2223,11 +2132,7 @@ pub async fn leader_observation(env: Env) {
     assert!(!eb.is_leader());
     ea.stop().await;
     assert!(!ea.is_leader() && ea.term().is_none());
-    env.wait_for("b leads", PATIENCE, || {
-        let eb = eb.clone();
-        async move { eb.is_leader() }
-    })
-    .await;
+    env.until("b leads", &eb, |eb| eb.is_leader()).await;
     let next = next_holder(&env, &mut watch, PATIENCE, |x| {
         x.as_ref().is_some_and(|x| x.session != h.session)
     })
@@ -2355,11 +2260,7 @@ pub async fn host_suspend_ends_terms_at_once(env: Env) {
         .start(crate::NoListener)
         .await
         .unwrap();
-    env.wait_for("elected", PATIENCE, || {
-        let e = e.clone();
-        async move { e.is_leader() }
-    })
-    .await;
+    env.until("elected", &e, |e| e.is_leader()).await;
     let before = e.term().unwrap();
     // A short suspend within the lease changes nothing.
     clock.jump(Duration::from_millis(100));
@@ -2385,11 +2286,7 @@ pub async fn host_suspend_ends_terms_at_once(env: Env) {
         }
         futures::future::Either::Right(_) => panic!("the suspended term was never revoked"),
     }
-    env.wait_for("elected again", PATIENCE, || {
-        let e = e.clone();
-        async move { e.is_leader() }
-    })
-    .await;
+    env.until("elected again", &e, |e| e.is_leader()).await;
     drop(lock);
     simba.close().await;
 }

@@ -25,11 +25,35 @@ fn config() -> SimbaConfig {
 }
 
 fn cluster(members: usize, partitions: u32) -> Cluster {
-    let mut c = Cluster::new("orders", partitions, config(), ms(10));
+    cluster_with(config(), members, partitions)
+}
+
+/// `members` nodes in the group "orders" of `partitions`, on `config`.
+fn cluster_with(config: SimbaConfig, members: usize, partitions: u32) -> Cluster {
+    let mut c = Cluster::new("orders", partitions, config, ms(10));
     for _ in 0..members {
         c.add_node();
     }
     c
+}
+
+/// Runs until members 0, 1 and 2 have settled; fails after 5 s.
+fn settled_three(c: &mut Cluster) {
+    settle(c, &[0, 1, 2], Duration::from_secs(5));
+}
+
+/// [`config`] on the deliberately broken engine `mutant`.
+#[cfg(feature = "mutants")]
+fn mutant_config(mutant: Mutant) -> SimbaConfig {
+    config().to_builder().mutant(Some(mutant)).build().unwrap()
+}
+
+/// The op of the `JoinGroup` among the commands `e` emitted since the last call.
+fn join_sent(e: &mut Engine) -> Option<OpId> {
+    drain(e).into_iter().find_map(|c| match c {
+        Command::JoinGroup { op, .. } => Some(op),
+        _ => None,
+    })
 }
 
 /// The commands `e` emitted since the last call.
@@ -85,7 +109,7 @@ fn settle(c: &mut Cluster, members: &[usize], limit: Duration) -> Duration {
 #[test]
 fn s10_2_three_members_twelve_partitions_four_each() {
     let mut c = cluster(3, 12);
-    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    settled_three(&mut c);
     assert_eq!(c.owned_counts(), vec![4, 4, 4]);
     assert!(c.violations.is_empty(), "{:?}", c.violations);
 }
@@ -163,13 +187,7 @@ fn s10_3_a_leave_waits_for_the_join_in_flight() {
     let t0 = Timestamp::from_nanos(1_000_000_000);
     let t1 = t0 + ms(10);
     let (mut e, g, session) = joined(4, t0, t1);
-    let join = drain(&mut e)
-        .into_iter()
-        .find_map(|c| match c {
-            Command::JoinGroup { op, .. } => Some(op),
-            _ => None,
-        })
-        .expect("a JoinGroup with the new session");
+    let join = join_sent(&mut e).expect("a JoinGroup with the new session");
     e.leave_group(t1, &g).unwrap();
     assert!(
         !drain(&mut e)
@@ -208,13 +226,7 @@ fn s10_3_a_leave_waits_for_the_join_in_flight() {
 fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
     let t0 = Timestamp::from_nanos(1_000_000_000);
     let (mut e, _, _) = joined(4, t0, t0);
-    let first = drain(&mut e)
-        .into_iter()
-        .find_map(|c| match c {
-            Command::JoinGroup { op, .. } => Some(op),
-            _ => None,
-        })
-        .unwrap();
+    let first = join_sent(&mut e).unwrap();
     // The reply to `first` never comes. Renewals go on, listing no group.
     let mut again = None;
     let mut now = t0;
@@ -273,7 +285,7 @@ fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
 #[test]
 fn s10_3_leave_hands_over_in_order_within_three_round_trips() {
     let mut c = cluster(3, 12);
-    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    settled_three(&mut c);
     let from = c.round;
     c.leave(2);
     settle(&mut c, &[0, 1], Duration::from_secs(5));
@@ -339,7 +351,7 @@ fn s10_3_leave_hands_over_in_order_within_three_round_trips() {
 fn s10_3_a_leave_hands_over_within_three_round_trips_without_announcements() {
     let mut c = cluster(3, 12);
     c.model.quiet_groups = true;
-    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    settled_three(&mut c);
     // Away from the renewals of the others, which all follow the last join.
     c.run_for(ms(400));
     let from = c.round;
@@ -372,7 +384,7 @@ fn s10_3_a_leave_hands_over_within_three_round_trips_without_announcements() {
 #[test]
 fn s10_3_crash_moves_partitions_after_expiry() {
     let mut c = cluster(3, 12);
-    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    settled_three(&mut c);
     let crashed_at = c.now;
     c.crash(2);
     let took = settle(&mut c, &[0, 1], Duration::from_secs(10));
@@ -389,16 +401,9 @@ fn s10_3_crash_moves_partitions_after_expiry() {
 #[cfg(feature = "mutants")]
 #[test]
 fn s10_3_mutant_partition_skips_handover_is_caught() {
-    let config = config()
-        .to_builder()
-        .mutant(Some(Mutant::PartitionSkipsHandover))
-        .build()
-        .unwrap();
-    let mut c = Cluster::new("orders", 12, config, ms(10));
-    for _ in 0..3 {
-        c.add_node();
-    }
-    settle(&mut c, &[0, 1, 2], Duration::from_secs(5));
+    let config = mutant_config(Mutant::PartitionSkipsHandover);
+    let mut c = cluster_with(config, 3, 12);
+    settled_three(&mut c);
     c.leave(2);
     c.run_for(Duration::from_secs(2));
     assert!(
@@ -413,15 +418,8 @@ fn s10_3_mutant_partition_skips_handover_is_caught() {
 #[cfg(feature = "mutants")]
 #[test]
 fn s10_4_mutant_group_ignores_share_is_caught() {
-    let config = config()
-        .to_builder()
-        .mutant(Some(Mutant::GroupIgnoresShare))
-        .build()
-        .unwrap();
-    let mut c = Cluster::new("orders", 12, config, ms(10));
-    for _ in 0..3 {
-        c.add_node();
-    }
+    let config = mutant_config(Mutant::GroupIgnoresShare);
+    let mut c = cluster_with(config, 3, 12);
     c.run_for(Duration::from_secs(10));
     assert!(c.settled(&[0, 1, 2]).is_err());
 }
@@ -579,11 +577,7 @@ fn s10_2_only_the_partitions_that_must_move_move() {
 #[cfg(feature = "mutants")]
 #[test]
 fn s10_2_mutant_group_not_sticky_is_caught() {
-    let config = config()
-        .to_builder()
-        .mutant(Some(Mutant::GroupNotSticky))
-        .build()
-        .unwrap();
+    let config = mutant_config(Mutant::GroupNotSticky);
     let broken = sticky_moves(40, config).unwrap_err();
     println!("caught: {broken}");
 }

@@ -153,27 +153,13 @@ proptest! {
 /// The streams are interesting: a fixed honest run creates and revokes terms.
 #[test]
 fn a_truthful_stream_elects_and_revokes() {
-    let setup = Setup {
-        config: 0,
-        zookeeper: false,
-        seed: 1,
-        mutant: 0,
-        call_slots: None,
-    };
+    let setup = plain_setup(1);
     let reply = Action::Reply {
         pick: 0,
         answer: Answer::Truthful,
         keep: false,
     };
-    let mut actions = vec![
-        reply.clone(),
-        Action::Start {
-            name: 0,
-            lock: None,
-            runs_task: true,
-        },
-        reply.clone(),
-    ];
+    let mut actions = vec![reply.clone(), start(0, true), reply.clone()];
     for _ in 0..10 {
         actions.push(Action::Time(TimeMove::ToTimeout));
         actions.push(reply.clone());
@@ -214,6 +200,26 @@ fn generated_streams_create_and_end_terms() {
     assert!(total.rejected > 0);
 }
 
+/// The first config, no ZooKeeper, no mutant, no call limit, `seed`.
+const fn plain_setup(seed: u64) -> Setup {
+    Setup {
+        config: 0,
+        zookeeper: false,
+        seed,
+        mutant: 0,
+        call_slots: None,
+    }
+}
+
+/// Starts an election (no lock) on the name numbered `name`.
+const fn start(name: u8, runs_task: bool) -> Action {
+    Action::Start {
+        name,
+        lock: None,
+        runs_task,
+    }
+}
+
 const fn reply(answer: Answer) -> Action {
     Action::Reply {
         pick: 0,
@@ -228,20 +234,10 @@ const fn reply(answer: Answer) -> Action {
 /// (S3.2, S4.3).
 #[test]
 fn regression_taken_over_token_is_not_reused() {
-    let setup = Setup {
-        config: 0,
-        zookeeper: false,
-        seed: 0,
-        mutant: 0,
-        call_slots: None,
-    };
+    let setup = plain_setup(0);
     let actions = [
         reply(Answer::Held), // the session opens
-        Action::Start {
-            name: 0,
-            lock: None,
-            runs_task: false,
-        },
+        start(0, false),
         reply(Answer::Truthful), // won with token 1
         Action::Time(TimeMove::ToTimeout),
         reply(Answer::Held),     // the renewal lists nothing: TakenOver
@@ -258,19 +254,9 @@ fn regression_taken_over_token_is_not_reused() {
 /// "a deadline did not move past now").
 #[test]
 fn regression_cooldown_ending_during_handover_does_not_spin() {
-    let setup = Setup {
-        config: 0,
-        zookeeper: false,
-        seed: 0,
-        mutant: 0,
-        call_slots: None,
-    };
+    let setup = plain_setup(0);
     let actions = [
-        Action::Start {
-            name: 2,
-            lock: None,
-            runs_task: true,
-        },
+        start(2, true),
         reply(Answer::Truthful), // the session opens
         reply(Answer::Truthful), // won
         Action::StepDown(2, 0),
@@ -363,18 +349,8 @@ fn the_checks_catch_the_safety_mutants() {
 /// `poll_timeout()` was not after `now`.
 #[test]
 fn regression_failed_api_call_still_runs_due_deadlines() {
-    let setup = Setup {
-        config: 0,
-        zookeeper: false,
-        seed: 0,
-        mutant: 0,
-        call_slots: None,
-    };
-    let start = Action::Start {
-        name: 1,
-        lock: None,
-        runs_task: false,
-    };
+    let setup = plain_setup(0);
+    let start = start(1, false);
     let actions = [
         start.clone(),
         Action::Time(TimeMove::Silent(5000)), // the open call times out now

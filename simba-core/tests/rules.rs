@@ -7,6 +7,29 @@ use harness::*;
 use simba_core::*;
 use std::time::Duration;
 
+/// Declares the test `$test`: `$check` passes on the engine; and (feature
+/// `mutants`) the test `$caught`: it fails on the engine broken by
+/// `$mutant`, saying `$says` (a check that never fired proves nothing).
+macro_rules! check_and_mutant {
+    (
+        $(#[$doc:meta])* $test:ident,
+        $(#[$caught_doc:meta])* $caught:ident: $check:ident, $mutant:ident, $says:literal
+    ) => {
+        $(#[$doc])*
+        #[test]
+        fn $test() {
+            $check(fast_config()).unwrap();
+        }
+
+        $(#[$caught_doc])*
+        #[cfg(feature = "mutants")]
+        #[test]
+        fn $caught() {
+            assert_mutant_caught($check, Mutant::$mutant, $says);
+        }
+    };
+}
+
 // ----- S1 sessions --------------------------------------------------------
 
 #[test]
@@ -237,13 +260,7 @@ fn s2_4_every_call_times_out_after_the_renewal_period() {
         .collect();
     assert!(acquires.iter().any(|op| *op != first_acquire));
     // And the stale acquire reply, when it finally comes, releases what it won.
-    let out = h.input(Input::AcquireReplied {
-        op: first_acquire,
-        result: Ok(AcquireOutcome::Won {
-            token: tok(9),
-            remaining: secs(3),
-        }),
-    });
+    let out = h.input(won_reply(first_acquire, 9, secs(3)));
     assert_eq!(releases(&out), vec![(name("a"), tok(9))]);
     assert!(elected(&out).is_none());
 }
@@ -350,14 +367,10 @@ fn s3_5_revoke_comes_before_the_release_and_the_release_carries_the_token() {
     let t = h.elect("a", 42, false);
     h.engine.stop(h.now, &name("a")).unwrap();
     let out = h.drain();
-    let revoke_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Event(Event::Revoked { .. })))
-        .unwrap();
-    let release_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Command(Command::Release { .. })))
-        .unwrap();
+    let revoke_at = first(&out, |o| matches!(o, Output::Event(Event::Revoked { .. })));
+    let release_at = first(&out, |o| {
+        matches!(o, Output::Command(Command::Release { .. }))
+    });
     assert!(revoke_at < release_at);
     assert_eq!(releases(&out), vec![(t.name, t.token)]);
 }
@@ -411,14 +424,7 @@ fn s4_2_a_release_broadcast_makes_candidates_try_at_once() {
     let mut h = H::live(fast_config());
     h.engine.start_election(h.now, name("a"), false).unwrap();
     h.drain();
-    h.acquire_reply(
-        "a",
-        AcquireOutcome::Held {
-            holder: None,
-            token: None,
-            holder_remaining: None,
-        },
-    );
+    h.acquire_reply("a", held_elsewhere());
     let out = h.input(Input::ReleaseBroadcast { name: name("a") });
     assert_eq!(count(&out, is_acquire), 1);
 }
@@ -478,23 +484,12 @@ fn expiry_timed_retry(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s4_4_a_held_reply_times_the_next_attempt_just_after_the_holders_expiry() {
-    expiry_timed_retry(fast_config()).unwrap();
-}
-
-/// The check fires on the mutant that times the attempt by the earliest
-/// expiry (S2.1's formula) instead of the latest.
-#[cfg(feature = "mutants")]
-#[test]
-fn s4_4_mutant_retry_before_expiry_is_caught() {
-    let config = fast_config()
-        .to_builder()
-        .mutant(Some(Mutant::RetryBeforeExpiry))
-        .build()
-        .unwrap();
-    let err = expiry_timed_retry(config).unwrap_err();
-    assert!(err.contains("before the holder's latest expiry"), "{err}");
+check_and_mutant! {
+    s4_4_a_held_reply_times_the_next_attempt_just_after_the_holders_expiry,
+    /// The check fires on the mutant that times the attempt by the earliest
+    /// expiry (S2.1's formula) instead of the latest.
+    s4_4_mutant_retry_before_expiry_is_caught:
+        expiry_timed_retry, RetryBeforeExpiry, "before the holder's latest expiry"
 }
 
 #[test]
@@ -505,13 +500,7 @@ fn s4_3_a_stale_attempt_releases_what_it_won() {
     let stale = h.take_acquire("a");
     h.engine.stop(h.now, &name("a")).unwrap();
     h.drain();
-    let out = h.input(Input::AcquireReplied {
-        op: stale,
-        result: Ok(AcquireOutcome::Won {
-            token: tok(3),
-            remaining: secs(3),
-        }),
-    });
+    let out = h.input(won_reply(stale, 3, secs(3)));
     assert!(elected(&out).is_none());
     assert_eq!(releases(&out), vec![(name("a"), tok(3))]);
 }
@@ -524,13 +513,7 @@ fn s4_3_a_win_arriving_after_the_deadline_is_not_a_term() {
     let op = h.take_acquire("a");
     // Time jumps past the deadline before the reply is handled.
     h.now = h.deadline() + ms(1);
-    let out = h.input(Input::AcquireReplied {
-        op,
-        result: Ok(AcquireOutcome::Won {
-            token: tok(1),
-            remaining: secs(3),
-        }),
-    });
+    let out = h.input(won_reply(op, 1, secs(3)));
     assert!(elected(&out).is_none());
     assert_eq!(h.engine.session_state(), SessionState::Opening);
 }
@@ -588,14 +571,12 @@ fn s4_5_a_try_lock_answered_held_withdraws() {
     h.drain();
     let out = h.acquire_reply("t", held_elsewhere());
     assert_eq!(withdrawals(&out), vec![(SID, name("t"))]);
-    let withdraw_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Command(Command::Withdraw { .. })))
-        .unwrap();
-    let failed_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Event(Event::LockFailed { .. })))
-        .unwrap();
+    let withdraw_at = first(&out, |o| {
+        matches!(o, Output::Command(Command::Withdraw { .. }))
+    });
+    let failed_at = first(&out, |o| {
+        matches!(o, Output::Event(Event::LockFailed { .. }))
+    });
     assert!(withdraw_at < failed_at, "{out:?}");
     assert_eq!(h.engine.stats().withdrawals, 1);
 }
@@ -817,32 +798,15 @@ fn s4_5_a_late_held_reply_while_still_competing_withdraws_nothing() {
 /// Joins `group` of `n` partitions as its only member; every partition's
 /// first attempt is answered `Held`. Returns the partition names.
 fn waiting_partitions(h: &mut H, group: &LeaseName, n: u32) -> Vec<LeaseName> {
-    h.engine
-        .join_group(h.now, group.clone(), n, false, TaskExitPolicy::default())
-        .unwrap();
-    h.drain();
-    let join = h.take(|c| matches!(c, Command::JoinGroup { .. })).op();
-    h.input(Input::GroupJoined {
-        op: join,
-        result: Ok(()),
-    });
+    join_confirmed(h, group, n);
     // A confirmed join renews at once to learn the membership (S10.2).
     if !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
         h.advance(secs(1));
     }
+    // Nothing is held yet: the reply lists no leases.
+    assert!(h.held().is_empty());
     let renew = h.take_renew();
-    let lease = h.engine.config().lease_duration();
-    h.input(Input::RenewReplied {
-        op: renew,
-        result: Ok(Renewal {
-            remaining: lease,
-            owned: Vec::new(),
-            groups: vec![GroupView {
-                group: group.clone(),
-                members: vec![SID],
-            }],
-        }),
-    });
+    renew_reply(h, renew, group, &[SID]);
     let parts: Vec<LeaseName> = (0..n).map(|p| partition_name(group, p).unwrap()).collect();
     for p in &parts {
         h.acquire_reply(p.as_str(), held_elsewhere());
@@ -1349,14 +1313,7 @@ fn s5_3_try_and_timed_locks_give_up() {
         .acquire_lock(h.now, name("t"), LockWait::Try, false)
         .unwrap();
     h.drain();
-    let out = h.acquire_reply(
-        "t",
-        AcquireOutcome::Held {
-            holder: None,
-            token: None,
-            holder_remaining: None,
-        },
-    );
+    let out = h.acquire_reply("t", held_elsewhere());
     assert!(events(&out)
         .iter()
         .any(|e| matches!(e, Event::LockFailed { name: n, .. } if n.as_str() == "t")));
@@ -1365,14 +1322,7 @@ fn s5_3_try_and_timed_locks_give_up() {
         .acquire_lock(h.now, name("u"), LockWait::Until(until), false)
         .unwrap();
     h.drain();
-    h.acquire_reply(
-        "u",
-        AcquireOutcome::Held {
-            holder: None,
-            token: None,
-            holder_remaining: None,
-        },
-    );
+    h.acquire_reply("u", held_elsewhere());
     let mut failed = false;
     while h.now < until + secs(1) && !failed {
         let out = h.step();
@@ -1380,14 +1330,7 @@ fn s5_3_try_and_timed_locks_give_up() {
             h.renew_truthfully();
         }
         if h.has_pending(|c| matches!(c, Command::Acquire { .. })) {
-            h.acquire_reply(
-                "u",
-                AcquireOutcome::Held {
-                    holder: None,
-                    token: None,
-                    holder_remaining: None,
-                },
-            );
+            h.acquire_reply("u", held_elsewhere());
         }
         failed = events(&out)
             .iter()
@@ -1479,14 +1422,12 @@ fn s6_1_stop_revokes_interrupts_waits_for_the_task_then_releases() {
         outcome: TaskOutcome::Returned,
     });
     assert_eq!(releases(&out), vec![(name("a"), tok(7))]);
-    let release_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Command(Command::Release { .. })))
-        .unwrap();
-    let completed_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Event(Event::Completed { .. })))
-        .unwrap();
+    let release_at = first(&out, |o| {
+        matches!(o, Output::Command(Command::Release { .. }))
+    });
+    let completed_at = first(&out, |o| {
+        matches!(o, Output::Event(Event::Completed { .. }))
+    });
     assert!(release_at < completed_at);
     // S7.3: the completion says how long the hand-over took, from the
     // revocation at stop() to the release after the task exited.
@@ -1540,10 +1481,7 @@ fn s6_3_a_term_lost_otherwise_does_not_wait() {
     let t = h.elect("a", 2, true);
     h.advance(secs(1));
     let out = h.renew_ok(secs(3), vec![]);
-    let first = out
-        .iter()
-        .position(|o| matches!(o, Output::Event(Event::Revoked { .. })))
-        .unwrap();
+    let first = first(&out, |o| matches!(o, Output::Event(Event::Revoked { .. })));
     assert_eq!(
         out[first..first + 2],
         [
@@ -1629,16 +1567,7 @@ fn s7_7_a_refused_on_elected_steps_down_for_one_lease_without_on_revoked() {
     // The driver hands Elected to the executor, which refuses it, before it
     // acts on the next output (the task start).
     let op = h.take_acquire("a");
-    h.engine.handle(
-        h.now,
-        Input::AcquireReplied {
-            op,
-            result: Ok(AcquireOutcome::Won {
-                token: tok(3),
-                remaining: secs(3),
-            }),
-        },
-    );
+    h.engine.handle(h.now, won_reply(op, 3, secs(3)));
     let term = match h.engine.poll_output() {
         Some(Output::Event(Event::Elected { term })) => term,
         other => panic!("expected Elected, got {other:?}"),
@@ -1914,13 +1843,7 @@ fn garbage_replies_are_counted_and_dropped() {
     let mut h = H::live(fast_config());
     let t = h.elect("a", 1, false);
     let before = h.engine.stats().stale_replies;
-    let out = h.input(Input::AcquireReplied {
-        op: OpId(9999),
-        result: Ok(AcquireOutcome::Won {
-            token: tok(1),
-            remaining: secs(3),
-        }),
-    });
+    let out = h.input(won_reply(OpId(9999), 1, secs(3)));
     assert!(out.is_empty());
     h.input(Input::RenewReplied {
         op: OpId(12345),
@@ -2054,14 +1977,12 @@ fn s6_5_a_task_that_returns_gives_up_its_term_and_competes_again() {
         "released at once"
     );
     // The event comes first, then revoke, then release (S3.5).
-    let ended_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Event(Event::TaskEnded { .. })))
-        .unwrap();
-    let release_at = out
-        .iter()
-        .position(|o| matches!(o, Output::Command(Command::Release { .. })))
-        .unwrap();
+    let ended_at = first(&out, |o| {
+        matches!(o, Output::Event(Event::TaskEnded { .. }))
+    });
+    let release_at = first(&out, |o| {
+        matches!(o, Output::Command(Command::Release { .. }))
+    });
     assert!(ended_at < release_at);
     assert!(!out.iter().any(|o| matches!(o, Output::Task(_))));
     assert_eq!(h.status("a"), Some(Status::Candidate));
@@ -2239,24 +2160,13 @@ fn panic_gives_up_the_term(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s6_5_a_panicking_task_leaves_no_zombie_leader() {
-    panic_gives_up_the_term(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant that keeps the term
-/// after a panic fails it.
-/// `cargo test -p simba-core --features mutants --test rules`
-#[cfg(feature = "mutants")]
-#[test]
-fn s6_5_mutant_keep_term_after_panic_is_caught() {
-    let config = fast_config()
-        .to_builder()
-        .mutant(Some(Mutant::KeepTermAfterPanic))
-        .build()
-        .unwrap();
-    let err = panic_gives_up_the_term(config).unwrap_err();
-    assert!(err.contains("not revoked"), "{err}");
+check_and_mutant! {
+    s6_5_a_panicking_task_leaves_no_zombie_leader,
+    /// A check that never fired proves nothing: the mutant that keeps the term
+    /// after a panic fails it.
+    /// `cargo test -p simba-core --features mutants --test rules`
+    s6_5_mutant_keep_term_after_panic_is_caught:
+        panic_gives_up_the_term, KeepTermAfterPanic, "not revoked"
 }
 
 // ----- the checks above, run on deliberately broken engines ---------------
@@ -2277,24 +2187,13 @@ fn taken_over_revokes(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s3_4_a_renewal_not_listing_a_term_takes_it_over() {
-    taken_over_revokes(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant that ignores a
-/// renewal reply no longer listing a held lease fails it.
-/// `cargo test -p simba-core --features mutants --test rules`
-#[cfg(feature = "mutants")]
-#[test]
-fn s3_4_mutant_ignore_taken_over_is_caught() {
-    let config = fast_config()
-        .to_builder()
-        .mutant(Some(Mutant::IgnoreTakenOver))
-        .build()
-        .unwrap();
-    let err = taken_over_revokes(config).unwrap_err();
-    assert!(err.contains("not revoked as TakenOver"), "{err}");
+check_and_mutant! {
+    s3_4_a_renewal_not_listing_a_term_takes_it_over,
+    /// A check that never fired proves nothing: the mutant that ignores a
+    /// renewal reply no longer listing a held lease fails it.
+    /// `cargo test -p simba-core --features mutants --test rules`
+    s3_4_mutant_ignore_taken_over_is_caught:
+        taken_over_revokes, IgnoreTakenOver, "not revoked as TakenOver"
 }
 
 /// The S2.4 check on the renewal slot: a renewal nobody answers fails with
@@ -2320,23 +2219,12 @@ fn stuck_renewal_times_out(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s2_4_a_stuck_renewal_frees_the_renewal_slot() {
-    stuck_renewal_times_out(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant whose renewal calls
-/// never time out fails it.
-#[cfg(feature = "mutants")]
-#[test]
-fn s2_4_mutant_renew_never_times_out_is_caught() {
-    let config = fast_config()
-        .to_builder()
-        .mutant(Some(Mutant::RenewNeverTimesOut))
-        .build()
-        .unwrap();
-    let err = stuck_renewal_times_out(config).unwrap_err();
-    assert!(err.contains("not timed out"), "{err}");
+check_and_mutant! {
+    s2_4_a_stuck_renewal_frees_the_renewal_slot,
+    /// A check that never fired proves nothing: the mutant whose renewal calls
+    /// never time out fails it.
+    s2_4_mutant_renew_never_times_out_is_caught:
+        stuck_renewal_times_out, RenewNeverTimesOut, "not timed out"
 }
 
 /// The S4.1 check: while an attempt is in flight (unanswered, not yet timed
@@ -2359,23 +2247,12 @@ fn one_attempt_in_flight(config: SimbaConfig) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn s4_1_no_second_acquire_while_one_is_in_flight() {
-    one_attempt_in_flight(fast_config()).unwrap();
-}
-
-/// A check that never fired proves nothing: the mutant that re-sends an
-/// acquire while one is in flight fails it.
-#[cfg(feature = "mutants")]
-#[test]
-fn s4_1_mutant_acquire_while_in_flight_is_caught() {
-    let config = fast_config()
-        .to_builder()
-        .mutant(Some(Mutant::AcquireWhileInFlight))
-        .build()
-        .unwrap();
-    let err = one_attempt_in_flight(config).unwrap_err();
-    assert!(err.contains("second acquire"), "{err}");
+check_and_mutant! {
+    s4_1_no_second_acquire_while_one_is_in_flight,
+    /// A check that never fired proves nothing: the mutant that re-sends an
+    /// acquire while one is in flight fails it.
+    s4_1_mutant_acquire_while_in_flight_is_caught:
+        one_attempt_in_flight, AcquireWhileInFlight, "second acquire"
 }
 
 // ----- S10.2 the assignment rule ------------------------------------------
@@ -2407,6 +2284,12 @@ fn renew_reply(h: &mut H, op: OpId, group: &LeaseName, members: &[SessionId]) ->
 /// Joins `group` of `n` partitions; the join is confirmed and the renewal
 /// it brings lists `members`.
 fn join_listed(h: &mut H, group: &LeaseName, n: u32, members: &[SessionId]) {
+    join_confirmed(h, group, n);
+    renew_listing(h, group, members);
+}
+
+/// Joins `group` of `n` partitions; the backend confirms the join.
+fn join_confirmed(h: &mut H, group: &LeaseName, n: u32) {
     h.engine
         .join_group(h.now, group.clone(), n, false, TaskExitPolicy::default())
         .unwrap();
@@ -2416,7 +2299,6 @@ fn join_listed(h: &mut H, group: &LeaseName, n: u32, members: &[SessionId]) {
         op: join,
         result: Ok(()),
     });
-    renew_listing(h, group, members);
 }
 
 fn target(h: &H, group: &LeaseName) -> Vec<u32> {

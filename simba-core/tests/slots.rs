@@ -7,7 +7,7 @@ mod harness;
 
 use harness::*;
 use simba_core::{
-    ApiError, BackendError, BackendErrorKind, Command, Event, Input, Output, SlotClaim, Token,
+    ApiError, BackendError, BackendErrorKind, Command, Event, Input, Output, SlotClaim, Term, Token,
 };
 
 fn claims(out: &[Output]) -> Vec<(simba_core::LeaseName, Token, u64)> {
@@ -36,10 +36,34 @@ fn take_claim(h: &mut H) -> simba_core::OpId {
     h.take(|c| matches!(c, Command::ClaimSlot { .. })).op()
 }
 
-#[test]
-fn s11_1_a_claim_carries_the_current_terms_token_and_session() {
+/// A live session elected on "job" with token 7, its task running.
+fn elected() -> (H, Term) {
     let mut h = H::live(fast_config());
     let term = h.elect("job", 7, true);
+    (h, term)
+}
+
+/// Claims `slot` on `term` and takes the claim sent.
+fn claim(h: &mut H, term: &Term, slot: u64) -> simba_core::OpId {
+    h.engine
+        .claim_slot(h.now, &name("job"), term.token, slot)
+        .unwrap();
+    h.drain();
+    take_claim(h)
+}
+
+/// The backend's answer to the claim `op`.
+fn claim_answered(
+    h: &mut H,
+    op: simba_core::OpId,
+    result: Result<SlotClaim, BackendError>,
+) -> Vec<Output> {
+    h.input(Input::SlotClaimed { op, result })
+}
+
+#[test]
+fn s11_1_a_claim_carries_the_current_terms_token_and_session() {
+    let (mut h, term) = elected();
     h.engine
         .claim_slot(h.now, &name("job"), term.token, 1_000)
         .unwrap();
@@ -54,69 +78,40 @@ fn s11_1_a_claim_carries_the_current_terms_token_and_session() {
 
 #[test]
 fn s11_1_claimed_on_a_valid_term_runs() {
-    let mut h = H::live(fast_config());
-    let term = h.elect("job", 7, true);
-    h.engine
-        .claim_slot(h.now, &name("job"), term.token, 1_000)
-        .unwrap();
-    h.drain();
-    let op = take_claim(&mut h);
-    let out = h.input(Input::SlotClaimed {
-        op,
-        result: Ok(SlotClaim::Claimed),
-    });
+    let (mut h, term) = elected();
+    let op = claim(&mut h, &term, 1_000);
+    let out = claim_answered(&mut h, op, Ok(SlotClaim::Claimed));
     assert_eq!(answers(&out), vec![(1_000, Ok(SlotClaim::Claimed), true)]);
 }
 
 #[test]
 fn s11_1_already_claimed_and_not_holder_do_not_run() {
-    let mut h = H::live(fast_config());
-    let term = h.elect("job", 7, true);
+    let (mut h, term) = elected();
     for (slot, answer) in [
         (1_000, SlotClaim::AlreadyClaimed { last: 2_000 }),
         (3_000, SlotClaim::NotHolder),
     ] {
-        h.engine
-            .claim_slot(h.now, &name("job"), term.token, slot)
-            .unwrap();
-        h.drain();
-        let op = take_claim(&mut h);
-        let out = h.input(Input::SlotClaimed {
-            op,
-            result: Ok(answer),
-        });
+        let op = claim(&mut h, &term, slot);
+        let out = claim_answered(&mut h, op, Ok(answer));
         assert_eq!(answers(&out), vec![(slot, Ok(answer), false)]);
     }
 }
 
 #[test]
 fn s11_1_a_claim_answered_after_the_term_ended_does_not_run() {
-    let mut h = H::live(fast_config());
-    let term = h.elect("job", 7, true);
-    h.engine
-        .claim_slot(h.now, &name("job"), term.token, 1_000)
-        .unwrap();
-    h.drain();
-    let op = take_claim(&mut h);
+    let (mut h, term) = elected();
+    let op = claim(&mut h, &term, 1_000);
     // The term ends (stop) before the answer comes.
     h.engine.stop(h.now, &name("job")).unwrap();
     h.drain();
-    let out = h.input(Input::SlotClaimed {
-        op,
-        result: Ok(SlotClaim::Claimed),
-    });
+    let out = claim_answered(&mut h, op, Ok(SlotClaim::Claimed));
     assert_eq!(answers(&out), vec![(1_000, Ok(SlotClaim::Claimed), false)]);
 }
 
 #[test]
 fn s11_1_a_claim_answered_after_the_deadline_does_not_run() {
-    let mut h = H::live(fast_config());
-    let term = h.elect("job", 7, true);
-    h.engine
-        .claim_slot(h.now, &name("job"), term.token, 1_000)
-        .unwrap();
-    h.drain();
-    let op = take_claim(&mut h);
+    let (mut h, term) = elected();
+    let op = claim(&mut h, &term, 1_000);
     // No renewal answered: the deadline passes (the claim times out first).
     let d = h.deadline();
     let out = h.advance(d - h.now + ms(1));
@@ -124,10 +119,7 @@ fn s11_1_a_claim_answered_after_the_deadline_does_not_run() {
     assert_eq!(timed_out.len(), 1, "the claim timed out: {out:?}");
     assert!(!timed_out[0].2);
     // The late answer is stale: nothing more.
-    let out = h.input(Input::SlotClaimed {
-        op,
-        result: Ok(SlotClaim::Claimed),
-    });
+    let out = claim_answered(&mut h, op, Ok(SlotClaim::Claimed));
     assert!(answers(&out).is_empty(), "{out:?}");
 }
 
@@ -154,24 +146,13 @@ fn s11_1_no_claim_without_a_valid_term_of_that_token() {
 
 #[test]
 fn s11_1_a_failed_or_lost_claim_is_answered_once_and_never_runs() {
-    let mut h = H::live(fast_config());
-    let term = h.elect("job", 7, true);
-    h.engine
-        .claim_slot(h.now, &name("job"), term.token, 1_000)
-        .unwrap();
-    h.drain();
-    let op = take_claim(&mut h);
+    let (mut h, term) = elected();
+    let op = claim(&mut h, &term, 1_000);
     let error = BackendError::new(BackendErrorKind::Unavailable, "down");
-    let out = h.input(Input::SlotClaimed {
-        op,
-        result: Err(error.clone()),
-    });
+    let out = claim_answered(&mut h, op, Err(error.clone()));
     assert_eq!(answers(&out), vec![(1_000, Err(error), false)]);
     // A duplicate of the same reply is stale.
-    let out = h.input(Input::SlotClaimed {
-        op,
-        result: Ok(SlotClaim::Claimed),
-    });
+    let out = claim_answered(&mut h, op, Ok(SlotClaim::Claimed));
     assert!(answers(&out).is_empty());
     // S2.4: a claim nobody answers times out after the renewal period.
     h.engine

@@ -8,7 +8,7 @@
 //! the takeover case ([`PAST_SHORT`] after the last call of a [`SHORT`]
 //! session).
 
-use super::{name, sleep, won, Factory, Step, LONG, PAST_SHORT, SHORT};
+use super::{name, sleep, two_clients, won, Factory, Step, LONG, PAST_SHORT, SHORT};
 use crate::Backend;
 use simba_core::{GroupView, LeaseName, RenewError, SessionId, SlotClaim, Token};
 use std::collections::BTreeMap;
@@ -67,13 +67,26 @@ async fn claim<B: Backend>(
     Ok(b.claim_slot(s, n, t, slot).await?)
 }
 
+/// Claims `slot` as [`claim`] does; the answer must be `want` (`what`
+/// names the claim in the failure).
+async fn claim_is<B: Backend>(
+    b: &B,
+    s: SessionId,
+    n: &LeaseName,
+    t: Token,
+    slot: u64,
+    want: SlotClaim,
+    what: &str,
+) -> Result<(), Step> {
+    let got = claim(b, s, n, t, slot).await?;
+    check!(got == want, "{what}: {got:?}");
+    Ok(())
+}
+
 /// S10.1: join, join again (a no-op), leave, leave again; two sessions of two
 /// clients see each other in their renewals; groups are listed apart.
 pub(super) async fn join_and_leave<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
-    let b = f.connect(ns).await?;
-    let c = f.connect(ns).await?;
-    let a = b.open_session(LONG).await?.session;
-    let o = c.open_session(LONG).await?.session;
+    let (b, c, a, o) = two_clients(f, ns).await?;
     let g = name("workers")?;
     let h = name("workers.other")?;
     let none = groups_of(&b, a).await?;
@@ -242,64 +255,95 @@ pub(super) async fn claim_slot_by_the_holder_only_forward<F: Factory>(
     f: &F,
     ns: &str,
 ) -> Result<(), Step> {
-    let b = f.connect(ns).await?;
-    let c = f.connect(ns).await?;
-    let a = b.open_session(LONG).await?.session;
-    let o = c.open_session(LONG).await?.session;
+    let (b, c, a, o) = two_clients(f, ns).await?;
     let n = name("sched")?;
     let t = won(&b, a, &n).await?;
-    let got = claim(&b, a, &n, t, 0).await?;
-    check!(got == SlotClaim::Claimed, "first claim of slot 0: {got:?}");
-    let got = claim(&b, a, &n, t, 0).await?;
-    check!(
-        got == SlotClaim::AlreadyClaimed { last: 0 },
-        "slot 0 again: {got:?}"
-    );
-    let got = claim(&b, a, &n, t, 5).await?;
-    check!(got == SlotClaim::Claimed, "slot 5 after 0: {got:?}");
+    claim_is(&b, a, &n, t, 0, SlotClaim::Claimed, "first claim of slot 0").await?;
+    claim_is(
+        &b,
+        a,
+        &n,
+        t,
+        0,
+        SlotClaim::AlreadyClaimed { last: 0 },
+        "slot 0 again",
+    )
+    .await?;
+    claim_is(&b, a, &n, t, 5, SlotClaim::Claimed, "slot 5 after 0").await?;
     for again in [5, 3, 0] {
-        let got = claim(&b, a, &n, t, again).await?;
-        check!(
-            got == SlotClaim::AlreadyClaimed { last: 5 },
-            "slot {again} after 5: {got:?}"
-        );
+        claim_is(
+            &b,
+            a,
+            &n,
+            t,
+            again,
+            SlotClaim::AlreadyClaimed { last: 5 },
+            &format!("slot {again} after 5"),
+        )
+        .await?;
     }
     // Another session, or the holder with a wrong token: refused, nothing
     // recorded.
-    let got = claim(&c, o, &n, t, 6).await?;
-    check!(got == SlotClaim::NotHolder, "a non-holder claimed: {got:?}");
+    claim_is(
+        &c,
+        o,
+        &n,
+        t,
+        6,
+        SlotClaim::NotHolder,
+        "a non-holder claimed",
+    )
+    .await?;
     if let Some(wrong) = Token::new(t.get() + 1) {
-        let got = claim(&b, a, &n, wrong, 6).await?;
-        check!(
-            got == SlotClaim::NotHolder,
-            "the holder with a wrong token claimed: {got:?}"
-        );
+        claim_is(
+            &b,
+            a,
+            &n,
+            wrong,
+            6,
+            SlotClaim::NotHolder,
+            "the holder with a wrong token claimed",
+        )
+        .await?;
     }
     let unheld = name("sched.unheld")?;
-    let got = claim(&b, a, &unheld, t, 1).await?;
-    check!(
-        got == SlotClaim::NotHolder,
-        "a claim on a lease nobody holds: {got:?}"
-    );
-    let got = claim(&b, a, &n, t, 6).await?;
-    check!(
-        got == SlotClaim::Claimed,
-        "slot 6 after the refused claims: {got:?}"
-    );
+    claim_is(
+        &b,
+        a,
+        &unheld,
+        t,
+        1,
+        SlotClaim::NotHolder,
+        "a claim on a lease nobody holds",
+    )
+    .await?;
+    claim_is(
+        &b,
+        a,
+        &n,
+        t,
+        6,
+        SlotClaim::Claimed,
+        "slot 6 after the refused claims",
+    )
+    .await?;
     // Exact beyond a double's 53-bit mantissa.
     let big = name("sched.big")?;
     let tb = won(&b, a, &big).await?;
     let hi = (1_u64 << 53) + 1;
-    let got = claim(&b, a, &big, tb, hi).await?;
-    check!(got == SlotClaim::Claimed, "slot 2^53+1: {got:?}");
-    let got = claim(&b, a, &big, tb, hi - 1).await?;
-    check!(
-        got == SlotClaim::AlreadyClaimed { last: hi },
-        "slot 2^53 after 2^53+1: {got:?}"
-    );
+    claim_is(&b, a, &big, tb, hi, SlotClaim::Claimed, "slot 2^53+1").await?;
+    claim_is(
+        &b,
+        a,
+        &big,
+        tb,
+        hi - 1,
+        SlotClaim::AlreadyClaimed { last: hi },
+        "slot 2^53 after 2^53+1",
+    )
+    .await?;
     let top = i64::MAX.unsigned_abs();
-    let got = claim(&b, a, &big, tb, top).await?;
-    check!(got == SlotClaim::Claimed, "slot 2^63-1: {got:?}");
+    claim_is(&b, a, &big, tb, top, SlotClaim::Claimed, "slot 2^63-1").await?;
     Ok(())
 }
 
@@ -310,51 +354,77 @@ pub(super) async fn slot_record_outlives_the_holder<F: Factory>(
     f: &F,
     ns: &str,
 ) -> Result<(), Step> {
-    let b = f.connect(ns).await?;
-    let c = f.connect(ns).await?;
-    let a = b.open_session(LONG).await?.session;
-    let o = c.open_session(LONG).await?.session;
+    let (b, c, a, o) = two_clients(f, ns).await?;
     let n = name("sched.handover")?;
     let t1 = won(&b, a, &n).await?;
-    let got = claim(&b, a, &n, t1, 10).await?;
-    check!(got == SlotClaim::Claimed, "slot 10: {got:?}");
+    claim_is(&b, a, &n, t1, 10, SlotClaim::Claimed, "slot 10").await?;
     b.close_session(a).await?;
-    let got = claim(&b, a, &n, t1, 11).await?;
-    check!(
-        got == SlotClaim::NotHolder,
-        "a closed holder claimed: {got:?}"
-    );
+    claim_is(
+        &b,
+        a,
+        &n,
+        t1,
+        11,
+        SlotClaim::NotHolder,
+        "a closed holder claimed",
+    )
+    .await?;
     let t2 = won(&c, o, &n).await?;
     check!(t2 > t1, "token {t2} after the close is not above {t1}");
-    let got = claim(&c, o, &n, t2, 10).await?;
-    check!(
-        got == SlotClaim::AlreadyClaimed { last: 10 },
-        "the next holder claimed slot 10 again: {got:?}"
-    );
-    let got = claim(&c, o, &n, t2, 11).await?;
-    check!(
-        got == SlotClaim::Claimed,
-        "the next holder, slot 11: {got:?}"
-    );
+    claim_is(
+        &c,
+        o,
+        &n,
+        t2,
+        10,
+        SlotClaim::AlreadyClaimed { last: 10 },
+        "the next holder claimed slot 10 again",
+    )
+    .await?;
+    claim_is(
+        &c,
+        o,
+        &n,
+        t2,
+        11,
+        SlotClaim::Claimed,
+        "the next holder, slot 11",
+    )
+    .await?;
     // A later term of the same session: the earlier token is stale.
     c.release(o, &n, t2).await?;
-    let got = claim(&c, o, &n, t2, 12).await?;
-    check!(
-        got == SlotClaim::NotHolder,
-        "a released term claimed: {got:?}"
-    );
+    claim_is(
+        &c,
+        o,
+        &n,
+        t2,
+        12,
+        SlotClaim::NotHolder,
+        "a released term claimed",
+    )
+    .await?;
     let t3 = won(&c, o, &n).await?;
     check!(t3 > t2, "token {t3} after the release is not above {t2}");
-    let got = claim(&c, o, &n, t2, 12).await?;
-    check!(
-        got == SlotClaim::NotHolder,
-        "a stale token of the same session claimed: {got:?}"
-    );
-    let got = claim(&c, o, &n, t3, 12).await?;
-    check!(
-        got == SlotClaim::Claimed,
-        "the third term, slot 12: {got:?}"
-    );
+    claim_is(
+        &c,
+        o,
+        &n,
+        t2,
+        12,
+        SlotClaim::NotHolder,
+        "a stale token of the same session claimed",
+    )
+    .await?;
+    claim_is(
+        &c,
+        o,
+        &n,
+        t3,
+        12,
+        SlotClaim::Claimed,
+        "the third term, slot 12",
+    )
+    .await?;
     Ok(())
 }
 
@@ -365,14 +435,18 @@ pub(super) async fn expired_holder_claims_nothing<F: Factory>(f: &F, ns: &str) -
     let a = b.open_session(SHORT).await?.session;
     let n = name("sched.expiry")?;
     let t = won(&b, a, &n).await?;
-    let got = claim(&b, a, &n, t, 1).await?;
-    check!(got == SlotClaim::Claimed, "slot 1: {got:?}");
+    claim_is(&b, a, &n, t, 1, SlotClaim::Claimed, "slot 1").await?;
     sleep(PAST_SHORT).await;
-    let got = claim(&b, a, &n, t, 2).await?;
-    check!(
-        got == SlotClaim::NotHolder,
-        "{PAST_SHORT:?} after its last call, an expired holder claimed: {got:?}"
-    );
+    claim_is(
+        &b,
+        a,
+        &n,
+        t,
+        2,
+        SlotClaim::NotHolder,
+        &format!("{PAST_SHORT:?} after its last call, an expired holder claimed"),
+    )
+    .await?;
     let c = f.connect(ns).await?;
     let o = c.open_session(LONG).await?.session;
     let t2 = won(&c, o, &n).await?;

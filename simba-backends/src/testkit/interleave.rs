@@ -234,10 +234,8 @@ async fn owns<B: Backend>(b: &B, s: SessionId, n: &LeaseName) -> Result<Option<T
 /// A lease that was won and released once (its row exists with token 1).
 async fn used_lease<B: Backend>(b: &B, n: &LeaseName) -> Result<(), Step> {
     let c = b.open_session(LONG).await?.session;
-    match b.acquire(c, n).await? {
-        AcquireOutcome::Won { token, .. } => b.release(c, n, token).await?,
-        other => return Err(Step::Fail(format!("setup acquire gave {other:?}"))),
-    }
+    let token = setup_won(b, c, n).await?;
+    b.release(c, n, token).await?;
     b.close_session(c).await?;
     Ok(())
 }
@@ -309,10 +307,7 @@ pub(super) async fn acquire_vs_renew<F: Factory>(f: &F, ns: &str) -> Result<(), 
     let opened = std::time::Instant::now();
     let hs = b.open_session(LEASE).await?.session;
     let a = b.open_session(LONG).await?.session;
-    let t1 = match b.acquire(hs, &n).await? {
-        AcquireOutcome::Won { token, .. } => token.get(),
-        other => return Err(Step::Fail(format!("setup acquire gave {other:?}"))),
-    };
+    let t1 = setup_won(&b, hs, &n).await?.get();
     // The renewal runs (uncommitted) 2 s into the 3 s lease: it extends the
     // session to 5 s. The acquire starts once the old expiry (3 s) passed.
     sleep(Duration::from_secs(2).saturating_sub(opened.elapsed())).await;
@@ -346,28 +341,58 @@ pub(super) async fn acquire_vs_renew<F: Factory>(f: &F, ns: &str) -> Result<(), 
 /// A: acquire paused while the holder releases inside the hold: A wins with
 /// the next token (release first) or is held (A first).
 pub(super) async fn acquire_vs_release<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    acquire_vs_leaving(f, ns, "interleave.release", Leaving::Release).await
+}
+
+/// A: acquire paused while the holder closes its session inside the hold.
+pub(super) async fn acquire_vs_close<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    acquire_vs_leaving(f, ns, "interleave.close", Leaving::Close).await
+}
+
+/// How the holder leaves in [`acquire_vs_leaving`].
+#[derive(Clone, Copy)]
+enum Leaving {
+    /// It releases the lease.
+    Release,
+    /// It closes its session.
+    Close,
+}
+
+/// A: acquire on `lease` paused while the holder leaves inside the hold: A
+/// wins with the next token (the holder left first) or is held (A first),
+/// and the lease's state says the same.
+async fn acquire_vs_leaving<F: Factory>(
+    f: &F,
+    ns: &str,
+    lease: &str,
+    leaving: Leaving,
+) -> Result<(), Step> {
     let b = f.connect(ns).await?;
-    let n = name("interleave.release")?;
+    let n = name(lease)?;
     let hs = b.open_session(LONG).await?.session;
     let a = b.open_session(LONG).await?.session;
-    let t1 = match b.acquire(hs, &n).await? {
-        AcquireOutcome::Won { token, .. } => token,
-        other => return Err(Step::Fail(format!("setup acquire gave {other:?}"))),
-    };
+    let token = setup_won(&b, hs, &n).await?;
     let mut h = hold(f, &b).await?;
     h.lock_lease(&n).await?;
     let n2 = n.clone();
     let (ra, ()) = interleave(h, b.acquire(a, &n), move |h| {
-        async move { Ok(h.release(hs, &n2, t1).await?) }.boxed()
+        async move {
+            match leaving {
+                Leaving::Release => h.release(hs, &n2, token).await?,
+                Leaving::Close => h.close_session(hs).await?,
+            }
+            Ok(())
+        }
+        .boxed()
     })
     .await?;
     let ra = ra?;
-    let t1 = t1.get();
-    one_of(
-        "acquire while the holder releases",
-        &ra,
-        &[Allowed::Won(t1 + 1), Allowed::HeldBy(hs, t1)],
-    )?;
+    let t1 = token.get();
+    let what = match leaving {
+        Leaving::Release => "acquire while the holder releases",
+        Leaving::Close => "acquire while the holder closes",
+    };
+    one_of(what, &ra, &[Allowed::Won(t1 + 1), Allowed::HeldBy(hs, t1)])?;
     let (holder, t) = state(&b, &n).await?;
     let expected = if matches!(ra, AcquireOutcome::Won { .. }) {
         (Some(a), t1 + 1)
@@ -381,39 +406,12 @@ pub(super) async fn acquire_vs_release<F: Factory>(f: &F, ns: &str) -> Result<()
     Ok(())
 }
 
-/// A: acquire paused while the holder closes its session inside the hold.
-pub(super) async fn acquire_vs_close<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
-    let b = f.connect(ns).await?;
-    let n = name("interleave.close")?;
-    let hs = b.open_session(LONG).await?.session;
-    let a = b.open_session(LONG).await?.session;
-    let t1 = match b.acquire(hs, &n).await? {
-        AcquireOutcome::Won { token, .. } => token.get(),
-        other => return Err(Step::Fail(format!("setup acquire gave {other:?}"))),
-    };
-    let mut h = hold(f, &b).await?;
-    h.lock_lease(&n).await?;
-    let (ra, ()) = interleave(h, b.acquire(a, &n), move |h| {
-        async move { Ok(h.close_session(hs).await?) }.boxed()
-    })
-    .await?;
-    let ra = ra?;
-    one_of(
-        "acquire while the holder closes",
-        &ra,
-        &[Allowed::Won(t1 + 1), Allowed::HeldBy(hs, t1)],
-    )?;
-    let (holder, t) = state(&b, &n).await?;
-    let expected = if matches!(ra, AcquireOutcome::Won { .. }) {
-        (Some(a), t1 + 1)
-    } else {
-        (None, t1)
-    };
-    check!(
-        (holder, t) == expected,
-        "after {ra:?} the lease is held by {holder:?} with token {t}, expected {expected:?}"
-    );
-    Ok(())
+/// The setup's acquire of `n` by `s`, which must win: its token.
+async fn setup_won<B: Backend>(b: &B, s: SessionId, n: &LeaseName) -> Result<Token, Step> {
+    match b.acquire(s, n).await? {
+        AcquireOutcome::Won { token, .. } => Ok(token),
+        other => Err(Step::Fail(format!("setup acquire gave {other:?}"))),
+    }
 }
 
 /// H's session has expired; A takes the lease over inside the hold while H's
@@ -424,10 +422,7 @@ pub(super) async fn renew_vs_takeover<F: Factory>(f: &F, ns: &str) -> Result<(),
     let n = name("interleave.takeover")?;
     let hs = b.open_session(Duration::from_secs(1)).await?.session;
     let a = b.open_session(LONG).await?.session;
-    let t1 = match b.acquire(hs, &n).await? {
-        AcquireOutcome::Won { token, .. } => token.get(),
-        other => return Err(Step::Fail(format!("setup acquire gave {other:?}"))),
-    };
+    let t1 = setup_won(&b, hs, &n).await?.get();
     sleep(Duration::from_millis(1300)).await; // H expires
     let mut h = hold(f, &b).await?;
     h.lock_lease(&n).await?;

@@ -508,6 +508,19 @@ fn name(s: &str) -> Result<LeaseName, Step> {
     LeaseName::new(s).map_err(|e| Step::Fail(format!("test name {s:?}: {e}")))
 }
 
+/// Two clients of `f` in namespace `ns`, each with a session of `LONG`
+/// leases: `(b, c, a, o)`, session `a` opened on `b` and `o` on `c`.
+async fn two_clients<F: Factory>(
+    f: &F,
+    ns: &str,
+) -> Result<(F::Backend, F::Backend, SessionId, SessionId), Step> {
+    let b = f.connect(ns).await?;
+    let c = f.connect(ns).await?;
+    let a = b.open_session(LONG).await?.session;
+    let o = c.open_session(LONG).await?.session;
+    Ok((b, c, a, o))
+}
+
 async fn won<B: Backend>(b: &B, s: SessionId, n: &LeaseName) -> Result<Token, Step> {
     match b.acquire(s, n).await? {
         AcquireOutcome::Won { token, remaining } => {
@@ -604,10 +617,7 @@ async fn open_renew_expire<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
 }
 
 async fn contention<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
-    let b = f.connect(ns).await?;
-    let c = f.connect(ns).await?;
-    let a = b.open_session(LONG).await?.session;
-    let o = c.open_session(LONG).await?.session;
+    let (b, c, a, o) = two_clients(f, ns).await?;
     check!(a != o, "two sessions got the same id");
     let n = name("contended")?;
     let t = won(&b, a, &n).await?;

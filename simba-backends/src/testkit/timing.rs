@@ -11,7 +11,7 @@
 //! bound; a stalled machine makes a check inconclusive (the case retries, up
 //! to [`ATTEMPTS`] times), never a false failure.
 
-use super::{name, sleep, won, Factory, Step, LONG};
+use super::{name, sleep, two_clients, won, Factory, Step, LONG};
 use crate::Backend;
 use simba_core::{AcquireOutcome, LeaseName, RenewError, SessionId, Token};
 use std::collections::HashMap;
@@ -181,10 +181,7 @@ pub(super) async fn concurrent_acquires_by_one_session<F: Factory>(
     f: &F,
     ns: &str,
 ) -> Result<(), Step> {
-    let b = f.connect(ns).await?;
-    let c = f.connect(ns).await?;
-    let a = b.open_session(LONG).await?.session;
-    let o = c.open_session(LONG).await?.session;
+    let (b, c, a, o) = two_clients(f, ns).await?;
     let mut last: HashMap<LeaseName, Token> = HashMap::new();
     for i in 0..20 {
         let n = name(&format!("twice.{}", i % 4))?;

@@ -75,6 +75,28 @@ pub fn show(report: &Report) {
     }
 }
 
+/// A backend's own hold (`hold`, its future), boxed as [`Factory::hold`]
+/// returns it.
+#[cfg(feature = "testkit")]
+pub fn boxed_hold<'a, H, E>(
+    hold: impl std::future::Future<Output = Result<H, E>> + Send + 'a,
+) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>>
+where
+    H: Hold + 'static,
+    HoldError: From<E>,
+{
+    async move { Ok(Box::new(hold.await?) as Box<dyn Hold>) }.boxed()
+}
+
+/// Shows a conformance `report` ([`show`]), runs `cleanup`, then asserts
+/// that every case passed.
+#[cfg(feature = "testkit")]
+pub async fn assert_suite_passed(report: Report, cleanup: impl std::future::Future<Output = ()>) {
+    show(&report);
+    cleanup.await;
+    report.assert_passed();
+}
+
 /// In-memory clients, one shared state per namespace; a "killed" call is an
 /// injected connection failure. With a flaw, every namespace's backend has it.
 #[cfg(feature = "testkit")]
@@ -155,6 +177,78 @@ pub async fn mysql_probe() -> Result<(), BackendError> {
         .map_err(|e| BackendError::new(simba_core::BackendErrorKind::Unavailable, e.to_string()))
 }
 
+/// The PostgreSQL test server, as [`server_available`] names it.
+pub const PG_AT: &str = "PostgreSQL at 127.0.0.1:5432";
+/// The MariaDB/MySQL test server, as [`server_available`] names it.
+pub const MYSQL_AT: &str = "MariaDB/MySQL at 127.0.0.1:3306";
+
+/// Whether a test that needs the PostgreSQL test server may run (see
+/// [`server_available`]: a missing server fails the test unless skipped).
+#[cfg(feature = "postgres")]
+pub async fn pg_available() -> bool {
+    server_available(PG_AT, pg_probe().await)
+}
+
+/// Whether a test that needs the MariaDB/MySQL test server may run (see
+/// [`server_available`]: a missing server fails the test unless skipped).
+#[cfg(feature = "mysql")]
+pub async fn mysql_available() -> bool {
+    server_available(MYSQL_AT, mysql_probe().await)
+}
+
+/// A PostgreSQL backend for namespace `ns` under run tag `tag`, small pools.
+#[cfg(feature = "postgres")]
+pub async fn pg_backend(tag: &str, ns: &str) -> simba_backends::postgres::PgBackend {
+    simba_backends::postgres::PgBackend::connect(&config(PG_URL, tag, ns))
+        .await
+        .unwrap()
+}
+
+/// A MariaDB/MySQL backend for namespace `ns` under run tag `tag`, small pools.
+#[cfg(feature = "mysql")]
+pub async fn mysql_backend(tag: &str, ns: &str) -> simba_backends::mysql::MysqlBackend {
+    simba_backends::mysql::MysqlBackend::connect(&config(MYSQL_URL, tag, ns))
+        .await
+        .unwrap()
+}
+
+/// An SQLite backend on `factory`'s file for namespace `ns`, small pools.
+#[cfg(feature = "sqlite")]
+pub async fn sqlite_backend(
+    factory: &SqliteFactory,
+    ns: &str,
+) -> simba_backends::sqlite::SqliteBackend {
+    simba_backends::sqlite::SqliteBackend::connect(&config(&factory.url, &factory.tag, ns))
+        .await
+        .unwrap()
+}
+
+/// Whether an error of `kind` says the server could not be reached (or
+/// did not answer in time).
+pub fn is_unreachable(kind: simba_core::BackendErrorKind) -> bool {
+    matches!(
+        kind,
+        simba_core::BackendErrorKind::Unavailable | simba_core::BackendErrorKind::Timeout
+    )
+}
+
+/// Kills a private server's process (SIGKILL: nothing is saved), if it
+/// runs, and waits for it to exit.
+pub fn kill_child(child: &mut Option<std::process::Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Opens a session with a lease of `lease` on `b`.
+pub async fn session<B: simba_backends::Backend + ?Sized>(
+    b: &B,
+    lease: std::time::Duration,
+) -> simba_core::SessionId {
+    b.open_session(lease).await.unwrap().session
+}
+
 /// A config for namespace `ns` under run tag `tag`, small pools.
 pub fn config(url: &str, tag: &str, ns: &str) -> BackendConfig {
     BackendConfig::parse(url)
@@ -214,7 +308,7 @@ impl Factory for SqliteFactory {
         &'a self,
         backend: &'a Self::Backend,
     ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
-        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
+        boxed_hold(backend.hold())
     }
     fn lacks(&self) -> Vec<Capability> {
         // One file, no server: no connection to kill. Releases are hinted
@@ -223,61 +317,59 @@ impl Factory for SqliteFactory {
     }
 }
 
-#[cfg(feature = "postgres")]
-pub struct PgFactory {
-    pub tag: String,
+/// Declares a factory of SQL clients on a test server (`$url`) under run
+/// tag `tag`, behind the cargo feature `$feature`: it can kill a
+/// connection mid-call and hold a lock.
+macro_rules! sql_server_factory {
+    ($(#[$doc:meta])* $factory:ident, $feature:literal, $url:expr, $backend:ty) => {
+        $(#[$doc])*
+        #[cfg(feature = $feature)]
+        pub struct $factory {
+            pub tag: String,
+        }
+
+        #[cfg(all(feature = $feature, feature = "testkit"))]
+        impl Factory for $factory {
+            type Backend = $backend;
+            fn connect<'a>(
+                &'a self,
+                ns: &'a str,
+            ) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
+                let c = config($url, &self.tag, ns);
+                async move { <$backend>::connect(&c).await }.boxed()
+            }
+            fn acquire_while_killed<'a>(
+                &'a self,
+                backend: &'a Self::Backend,
+                session: SessionId,
+                name: &'a LeaseName,
+            ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
+                Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
+            }
+            fn hold<'a>(
+                &'a self,
+                backend: &'a Self::Backend,
+            ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
+                boxed_hold(backend.hold())
+            }
+        }
+    };
 }
 
-#[cfg(all(feature = "postgres", feature = "testkit"))]
-impl Factory for PgFactory {
-    type Backend = simba_backends::postgres::PgBackend;
-    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
-        let c = config(PG_URL, &self.tag, ns);
-        async move { simba_backends::postgres::PgBackend::connect(&c).await }.boxed()
-    }
-    fn acquire_while_killed<'a>(
-        &'a self,
-        backend: &'a Self::Backend,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
-        Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
-    }
-    fn hold<'a>(
-        &'a self,
-        backend: &'a Self::Backend,
-    ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
-        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
-    }
-}
-
-#[cfg(feature = "mysql")]
-pub struct MysqlFactory {
-    pub tag: String,
-}
-
-#[cfg(all(feature = "mysql", feature = "testkit"))]
-impl Factory for MysqlFactory {
-    type Backend = simba_backends::mysql::MysqlBackend;
-    fn connect<'a>(&'a self, ns: &'a str) -> BoxFuture<'a, Result<Self::Backend, BackendError>> {
-        let c = config(MYSQL_URL, &self.tag, ns);
-        async move { simba_backends::mysql::MysqlBackend::connect(&c).await }.boxed()
-    }
-    fn acquire_while_killed<'a>(
-        &'a self,
-        backend: &'a Self::Backend,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> Option<BoxFuture<'a, Result<AcquireOutcome, BackendError>>> {
-        Some(async move { backend.acquire_while_killed(session, name).await? }.boxed())
-    }
-    fn hold<'a>(
-        &'a self,
-        backend: &'a Self::Backend,
-    ) -> BoxFuture<'a, Result<Box<dyn Hold>, HoldError>> {
-        async move { Ok(Box::new(backend.hold().await?) as Box<dyn Hold>) }.boxed()
-    }
-}
+sql_server_factory!(
+    /// PostgreSQL clients under the table prefix `<tag>_<ns>_`.
+    PgFactory,
+    "postgres",
+    PG_URL,
+    simba_backends::postgres::PgBackend
+);
+sql_server_factory!(
+    /// MariaDB/MySQL clients under the table prefix `<tag>_<ns>_`.
+    MysqlFactory,
+    "mysql",
+    MYSQL_URL,
+    simba_backends::mysql::MysqlBackend
+);
 
 /// Drops every table whose name starts with `tag` (PostgreSQL).
 #[cfg(feature = "postgres")]
@@ -336,6 +428,38 @@ pub async fn drop_mysql_tables(tag: &str) {
     }
 }
 
+/// Creates the MySQL user `user` (no password) from any host and from
+/// localhost, with every privilege on the test database, and each grant of
+/// `extra_grants` (`"PROCESS ON *.*"`) from any host.
+#[cfg(feature = "mysql")]
+pub async fn create_mysql_user(admin: &sqlx::MySqlPool, user: &str, extra_grants: &[&str]) {
+    let mut stmts = vec![
+        format!("CREATE USER '{user}'@'%'"),
+        format!("CREATE USER '{user}'@'localhost'"),
+        format!("GRANT ALL ON test.* TO '{user}'@'%'"),
+        format!("GRANT ALL ON test.* TO '{user}'@'localhost'"),
+    ];
+    stmts.extend(
+        extra_grants
+            .iter()
+            .map(|g| format!("GRANT {g} TO '{user}'@'%'")),
+    );
+    for stmt in stmts {
+        sqlx::query(&stmt).execute(admin).await.unwrap();
+    }
+}
+
+/// Drops the MySQL user made by [`create_mysql_user`].
+#[cfg(feature = "mysql")]
+pub async fn drop_mysql_user(admin: &sqlx::MySqlPool, user: &str) {
+    for host in ["%", "localhost"] {
+        sqlx::query(&format!("DROP USER '{user}'@'{host}'"))
+            .execute(admin)
+            .await
+            .unwrap();
+    }
+}
+
 pub const ETCD_URL: &str = "etcd://127.0.0.1:2379";
 
 /// Whether the etcd test server answers (connecting reads once).
@@ -346,6 +470,13 @@ pub async fn etcd_probe() -> Result<(), BackendError> {
     simba_backends::etcd::EtcdBackend::connect_with(opts)
         .await
         .map(|_| ())
+}
+
+/// Whether a test that needs the etcd test server may run (see
+/// [`server_available`]: a missing server fails the test unless skipped).
+#[cfg(feature = "etcd")]
+pub async fn etcd_available() -> bool {
+    server_available("etcd at 127.0.0.1:2379", etcd_probe().await)
 }
 
 /// etcd clients under the key prefix `/simba-test/<tag>/<ns>`.
@@ -400,10 +531,26 @@ pub async fn history_check<B: simba_backends::Backend>(
     load: simba_backends::testkit::history::Load,
     late: std::time::Duration,
 ) {
-    use simba_backends::testkit::history::{check, record, Check};
-    let h = record(clients, &LeaseName::new("history").unwrap(), &load).await;
+    let h = simba_backends::testkit::history::record(
+        clients,
+        &LeaseName::new("history").unwrap(),
+        &load,
+    )
+    .await;
+    verify_history(label, &h, late);
+}
+
+/// The checks of [`history_check`] on a recorded history `h`: it
+/// linearizes, keeps the direct invariants, and holds at least two terms.
+#[cfg(feature = "testkit")]
+pub fn verify_history(
+    label: &str,
+    h: &simba_backends::testkit::history::History,
+    late: std::time::Duration,
+) {
+    use simba_backends::testkit::history::{check, Check};
     let v = check(
-        &h,
+        h,
         &Check {
             late,
             ..Check::default()
@@ -415,6 +562,40 @@ pub async fn history_check<B: simba_backends::Backend>(
         v.terms >= 2,
         "[{label}] too few terms to mean anything: {v}"
     );
+}
+
+/// `n` clients of `factory`, all in namespace `ns`.
+#[cfg(feature = "testkit")]
+pub async fn clients_of<F: Factory>(factory: &F, ns: &str, n: usize) -> Vec<F::Backend> {
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(factory.connect(ns).await.unwrap());
+    }
+    v
+}
+
+/// [`history_check`] on four clients of `factory` (namespace "h"), with
+/// the factory's declared lazy expiry; the clients are closed (dropped)
+/// when it returns.
+#[cfg(feature = "testkit")]
+pub async fn factory_history_check<F: Factory>(
+    label: &str,
+    factory: &F,
+    load: simba_backends::testkit::history::Load,
+) {
+    let clients = clients_of(factory, "h", 4).await;
+    history_check(label, &clients, load, factory.expiry_lateness()).await;
+}
+
+/// [`waiter_keeps_its_turn`] on a client of `factory` (namespace "turn"),
+/// dropped before it returns.
+#[cfg(feature = "testkit")]
+pub async fn factory_waiter_keeps_its_turn<F: Factory>(
+    factory: &F,
+    lease: std::time::Duration,
+) -> Result<(), String> {
+    let b = factory.connect("turn").await.unwrap();
+    waiter_keeps_its_turn(&b, lease).await
 }
 
 /// A queueing backend keeps a waiter's turn however long it goes without

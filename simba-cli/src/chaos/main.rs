@@ -132,6 +132,19 @@ pub mod db {
 
     type R<T> = Result<T, sqlx::Error>;
 
+    /// Records the write `($t, $node, $at)` with the insert `$sql` on
+    /// `$conn`, whichever database it is.
+    macro_rules! record_write {
+        ($sql:expr, $conn:expr, $t:expr, $node:expr, $at:expr) => {
+            sqlx::query($sql)
+                .bind($t)
+                .bind($node)
+                .bind($at)
+                .execute($conn)
+                .await
+        };
+    }
+
     impl Db {
         /// Connects to `url` (sqlite://, postgres://, mysql://).
         pub async fn connect(url: &str) -> R<Db> {
@@ -223,12 +236,7 @@ pub mod db {
                         if !admitted? {
                             return Ok(Write::Refused);
                         }
-                        sqlx::query(&format!("{insert}(?1, ?2, ?3)"))
-                            .bind(t)
-                            .bind(node)
-                            .bind(at)
-                            .execute(&mut *c)
-                            .await?;
+                        record_write!(&format!("{insert}(?1, ?2, ?3)"), &mut *c, t, node, at)?;
                         Ok(Write::Accepted)
                     }
                     .await;
@@ -254,12 +262,7 @@ pub mod db {
                             return Ok(Write::Refused);
                         }
                     }
-                    sqlx::query(&format!("{insert}($1, $2, $3)"))
-                        .bind(t)
-                        .bind(node)
-                        .bind(at)
-                        .execute(&mut *tx)
-                        .await?;
+                    record_write!(&format!("{insert}($1, $2, $3)"), &mut *tx, t, node, at)?;
                     tx.commit().await?;
                     Ok(Write::Accepted)
                 }
@@ -283,12 +286,7 @@ pub mod db {
                             return Ok(Write::Refused);
                         }
                     }
-                    sqlx::query(&format!("{insert}(?, ?, ?)"))
-                        .bind(t)
-                        .bind(node)
-                        .bind(at)
-                        .execute(&mut *tx)
-                        .await?;
+                    record_write!(&format!("{insert}(?, ?, ?)"), &mut *tx, t, node, at)?;
                     tx.commit().await?;
                     Ok(Write::Accepted)
                 }

@@ -93,6 +93,32 @@ impl TestBackend {
     }
 }
 
+/// Declares one `#[test]` per line `test: backend => check`: `test` runs
+/// `check(&backend)` on a fresh SQLite file (`sqlite`), or on PostgreSQL or
+/// MySQL with a table tag (`postgres("tag")`, `mysql("tag")`; a missing
+/// server fails the test unless skipped: [`TestBackend::postgres`]).
+#[allow(unused_macros)] // Not every test file declares tests per backend.
+macro_rules! backend_tests {
+    ($($test:ident: $kind:ident $(($tag:literal))? => $check:ident;)+) => {
+        $(
+            #[test]
+            fn $test() {
+                backend_tests!(@run $kind $(($tag))? $check);
+            }
+        )+
+    };
+    (@run sqlite $check:ident) => {
+        $check(&TestBackend::sqlite())
+    };
+    (@run $kind:ident ($tag:literal) $check:ident) => {
+        if let Some(b) = TestBackend::$kind($tag) {
+            $check(&b);
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use backend_tests;
+
 /// Drops a server backend's tables when the test ends (also when it
 /// fails), so the suite leaves nothing in the shared databases; a SQLite
 /// file goes with its temporary directory.
@@ -188,6 +214,22 @@ pub fn sigterm(child: &Child) {
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
 }
 
+/// Sends SIGTERM to a process and waits for it to exit (see [`wait_exit`]).
+pub fn stop(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    sigterm(child);
+    wait_exit(child, timeout)
+}
+
+/// Sends SIGTERM to a simba process and waits for it: a clean stop on
+/// SIGTERM exits 0.
+pub fn stop_cleanly(child: &mut Child, timeout: Duration) {
+    assert_eq!(
+        stop(child, timeout).code(),
+        Some(0),
+        "a clean stop on SIGTERM exits 0"
+    );
+}
+
 /// Whether process `pid` is gone (or a zombie waiting to be reaped).
 pub fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -203,11 +245,28 @@ pub fn process_gone(pid: u32) -> bool {
 /// sleeps until stopped.
 pub const MARK_AND_SLEEP: &str = "echo \"$SIMBA_FENCING_TOKEN $$\" > \"$MARK.tmp\" && mv \"$MARK.tmp\" \"$MARK\" && exec sleep 60";
 
-/// Starts `simba run NAME` with a 3 s lease whose child marks `mark`.
-pub fn spawn_marking_leader(backend: &TestBackend, name: &str, mark: &Path) -> Child {
+/// Starts simba on `backend` with `args`, the variable `var` set to
+/// `value` (where its child writes), stdin closed.
+pub fn spawn_with(
+    backend: &TestBackend,
+    args: &[&str],
+    var: &str,
+    value: impl AsRef<std::ffi::OsStr>,
+) -> Child {
     backend
         .simba()
-        .args([
+        .args(args)
+        .env(var, value)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Starts `simba run NAME` with a 3 s lease whose child marks `mark`.
+pub fn spawn_marking_leader(backend: &TestBackend, name: &str, mark: &Path) -> Child {
+    spawn_with(
+        backend,
+        &[
             "--lease-duration",
             "3s",
             "run",
@@ -216,25 +275,46 @@ pub fn spawn_marking_leader(backend: &TestBackend, name: &str, mark: &Path) -> C
             "sh",
             "-c",
             MARK_AND_SLEEP,
-        ])
-        .env("MARK", mark)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap()
+        ],
+        "MARK",
+        mark,
+    )
 }
 
 /// Starts `simba lock NAME` whose child marks `mark` then sleeps, and
 /// waits until it holds the lock.
 pub fn spawn_lock_holder(backend: &TestBackend, name: &str, mark: &Path) -> Child {
-    let holder = backend
-        .simba()
-        .args(["lock", name, "--", "sh", "-c", MARK_AND_SLEEP])
-        .env("MARK", mark)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    let holder = spawn_with(
+        backend,
+        &["lock", name, "--", "sh", "-c", MARK_AND_SLEEP],
+        "MARK",
+        mark,
+    );
     wait_for_file(mark, Duration::from_secs(30));
     holder
+}
+
+/// Each line of `text` as three numbers separated by white space (what a
+/// recording child appended, one line a run).
+pub fn number_triples<A, B, C>(text: &str) -> Vec<(A, B, C)>
+where
+    A: std::str::FromStr,
+    B: std::str::FromStr,
+    C: std::str::FromStr,
+    A::Err: std::fmt::Debug,
+    B::Err: std::fmt::Debug,
+    C::Err: std::fmt::Debug,
+{
+    text.lines()
+        .map(|l| {
+            let v: Vec<&str> = l.split_whitespace().collect();
+            (
+                v[0].parse().unwrap(),
+                v[1].parse().unwrap(),
+                v[2].parse().unwrap(),
+            )
+        })
+        .collect()
 }
 
 /// Reads the `token pid` a marking child wrote.

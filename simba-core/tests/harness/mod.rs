@@ -34,6 +34,25 @@ pub fn fast_config() -> SimbaConfig {
         .unwrap()
 }
 
+/// `config` on the deliberately broken engine `mutant`.
+#[cfg(feature = "mutants")]
+pub fn with_mutant(config: SimbaConfig, mutant: Mutant) -> SimbaConfig {
+    config.to_builder().mutant(Some(mutant)).build().unwrap()
+}
+
+/// A check that never fired proves nothing: `check` run on the engine
+/// broken by `mutant` (from [`fast_config`]) fails, saying `says`.
+/// `cargo test -p simba-core --features mutants`
+#[cfg(feature = "mutants")]
+pub fn assert_mutant_caught(
+    check: impl FnOnce(SimbaConfig) -> Result<(), String>,
+    mutant: Mutant,
+    says: &str,
+) {
+    let err = check(with_mutant(fast_config(), mutant)).unwrap_err();
+    assert!(err.contains(says), "{err}");
+}
+
 pub struct H {
     pub engine: Engine,
     pub now: Timestamp,
@@ -199,13 +218,8 @@ impl H {
 
     pub fn won(&mut self, n: &str, token: u64) -> Vec<Output> {
         let remaining = self.engine.config().lease_duration();
-        self.acquire_reply(
-            n,
-            AcquireOutcome::Won {
-                token: tok(token),
-                remaining,
-            },
-        )
+        let op = self.take_acquire(n);
+        self.input(won_reply(op, token, remaining))
     }
 
     /// Starts an election on `n` and wins it with `token`; returns the term.
@@ -243,6 +257,18 @@ impl H {
 
     pub fn events(&self) -> Vec<Event> {
         events(&self.log)
+    }
+}
+
+/// The backend's reply to the acquire `op`: won with `token`, `remaining`
+/// left on the lease.
+pub fn won_reply(op: OpId, token: u64, remaining: Duration) -> Input {
+    Input::AcquireReplied {
+        op,
+        result: Ok(AcquireOutcome::Won {
+            token: tok(token),
+            remaining,
+        }),
     }
 }
 
@@ -290,6 +316,11 @@ pub fn withdrawals(out: &[Output]) -> Vec<(SessionId, LeaseName)> {
             _ => None,
         })
         .collect()
+}
+
+/// The place of the first output that `f` picks; panics when there is none.
+pub fn first(out: &[Output], f: impl Fn(&Output) -> bool) -> usize {
+    out.iter().position(f).expect("no such output")
 }
 
 pub fn count(out: &[Output], f: impl Fn(&Output) -> bool) -> usize {
