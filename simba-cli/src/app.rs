@@ -122,11 +122,11 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
             Ok(error::EXIT_OK)
         }
         Command::Run(args) => {
-            let conflict = args.conflict_exit_code;
+            let conflict = args.supervise.conflict_exit_code;
             error::on_conflict(run(&url, &cli.timing, &file, args).await, conflict)
         }
         Command::Lock(args) => {
-            let conflict = args.conflict_exit_code;
+            let conflict = args.supervise.conflict_exit_code;
             error::on_conflict(lock(&url, &cli.timing, &file, args).await, conflict)
         }
         Command::Cron(args) => {
@@ -138,14 +138,10 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                 missed: cron::parse_missed(&args.missed)?,
                 hold: settings::parse_duration("--lock-at-least-for", &args.lock_at_least_for)?,
             };
-            let mut signals = StopSignals::install();
-            let retry = ConnectRetry {
-                enabled: !args.fail_fast,
-                until: None,
-            };
-            let simba = tokio::select! {
-                simba = client(&url, config, retry, None) => simba?,
-                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
+            let retry = ConnectRetry::unless(args.fail_fast, None);
+            let (simba, mut signals) = match start(&url, config, retry, None).await? {
+                Started::Client(simba, signals) => (simba, signals),
+                Started::Stopped(code) => return Ok(code),
             };
             cron::cron(&simba, &args.name, schedule, &spec, &options, &mut signals).await
         }
@@ -158,15 +154,11 @@ async fn dispatch(cli: Cli) -> Result<u8, CliError> {
                     .map_err(|e| CliError::InvalidProposal(e.to_string()))?;
             }
             events::set_json(args.json);
-            let mut signals = StopSignals::install();
-            let retry = ConnectRetry {
-                enabled: !args.fail_fast,
-                until: None,
-            };
+            let retry = ConnectRetry::unless(args.fail_fast, None);
             let proposal = args.proposal.as_deref();
-            let simba = tokio::select! {
-                simba = client(&url, config, retry, proposal) => simba?,
-                sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
+            let (simba, mut signals) = match start(&url, config, retry, proposal).await? {
+                Started::Client(simba, signals) => (simba, signals),
+                Started::Stopped(code) => return Ok(code),
             };
             if args.listen {
                 drop(signals);
@@ -191,19 +183,15 @@ async fn run(
     file: &settings::FileConfig,
     args: cli::RunArgs,
 ) -> Result<u8, CliError> {
-    events::set_json(args.json);
+    events::set_json(args.supervise.json);
     // Everything the user can get wrong is refused before any I/O.
     simba_core::LeaseName::new(&args.name)?;
     let config = settings::timing(timing, file)?;
-    let spec = child_spec(&args.child)?;
-    let mut signals = StopSignals::install();
-    let retry = ConnectRetry {
-        enabled: !args.fail_fast,
-        until: None,
-    };
-    let simba = tokio::select! {
-        simba = client(url, config, retry, None) => simba?,
-        sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
+    let spec = child_spec(&args.supervise.child)?;
+    let retry = ConnectRetry::unless(args.supervise.fail_fast, None);
+    let (simba, mut signals) = match start(url, config, retry, None).await? {
+        Started::Client(simba, signals) => (simba, signals),
+        Started::Stopped(code) => return Ok(code),
     };
     let options = supervise::RunOptions {
         once: args.once,
@@ -219,24 +207,20 @@ async fn lock(
     file: &settings::FileConfig,
     args: cli::LockArgs,
 ) -> Result<u8, CliError> {
-    events::set_json(args.json);
+    events::set_json(args.supervise.json);
     simba_core::LeaseName::new(&args.name)?;
     let config = settings::timing(timing, file)?;
-    let spec = child_spec(&args.child)?;
+    let spec = child_spec(&args.supervise.child)?;
     let wait = args
         .wait
         .as_deref()
         .map(|w| settings::parse_duration("--wait", w))
         .transpose()?;
-    let mut signals = StopSignals::install();
     let started = tokio::time::Instant::now();
-    let retry = ConnectRetry {
-        enabled: !args.fail_fast,
-        until: wait.map(|w| started + w),
-    };
-    let simba = tokio::select! {
-        simba = client(url, config, retry, None) => simba?,
-        sig = signals.recv() => return Ok(signals::stopped_code(sig, None)),
+    let retry = ConnectRetry::unless(args.supervise.fail_fast, wait.map(|w| started + w));
+    let (simba, mut signals) = match start(url, config, retry, None).await? {
+        Started::Client(simba, signals) => (simba, signals),
+        Started::Stopped(code) => return Ok(code),
     };
     // The time spent connecting counts against --wait; the error names
     // the --wait asked for (`2s`), not what was left of it.
@@ -288,6 +272,44 @@ struct ConnectRetry {
     enabled: bool,
     /// Give up then (`simba lock --wait`).
     until: Option<tokio::time::Instant>,
+}
+
+impl ConnectRetry {
+    /// Retry unless `--fail-fast`, giving up at `until`.
+    fn unless(fail_fast: bool, until: Option<tokio::time::Instant>) -> Self {
+        Self {
+            enabled: !fail_fast,
+            until,
+        }
+    }
+}
+
+/// How [`start`] ended.
+enum Started {
+    /// Connected, with the stop signals installed before connecting.
+    Client(simba_tokio::Simba, StopSignals),
+    /// A stop signal came first: the exit status for it.
+    Stopped(u8),
+}
+
+/// Installs the stop signals and connects the client of `simba run`,
+/// `lock`, `cron` and `elect` (see [`client`]), unless a stop signal comes
+/// first.
+async fn start(
+    url: &str,
+    config: simba_core::SimbaConfig,
+    retry: ConnectRetry,
+    proposal: Option<&str>,
+) -> Result<Started, CliError> {
+    let mut signals = StopSignals::install();
+    let first = tokio::select! {
+        simba = client(url, config, retry, proposal) => Ok(simba?),
+        sig = signals.recv() => Err(sig),
+    };
+    Ok(match first {
+        Ok(simba) => Started::Client(simba, signals),
+        Err(sig) => Started::Stopped(signals::stopped_code(sig, None)),
+    })
 }
 
 /// The first pause between connection attempts; it doubles up to [`RETRY_MAX`].

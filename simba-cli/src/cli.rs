@@ -135,17 +135,10 @@ pub struct ChildArgs {
     pub command: Vec<OsString>,
 }
 
-/// `simba run`.
+/// What `simba run` and `simba lock` share: how they report and how the
+/// child is run and stopped.
 #[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    /// The lease name: 1-128 of [A-Za-z0-9._:-].
-    pub name: String,
-    /// Exit after one term (lock semantics) instead of competing again.
-    #[arg(long)]
-    pub once: bool,
-    /// Run CMD again if it exits while still leader.
-    #[arg(long)]
-    pub restart: bool,
+pub struct SuperviseArgs {
     /// Exit with N (1-255) instead of 75 or 69 when the lease could not be
     /// obtained (not acquired within --wait; backend unreachable or failing
     /// before the command started), so that it cannot be mistaken for the
@@ -164,6 +157,22 @@ pub struct RunArgs {
     /// The child and how to stop it.
     #[command(flatten)]
     pub child: ChildArgs,
+}
+
+/// `simba run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The lease name: 1-128 of [A-Za-z0-9._:-].
+    pub name: String,
+    /// Exit after one term (lock semantics) instead of competing again.
+    #[arg(long)]
+    pub once: bool,
+    /// Run CMD again if it exits while still leader.
+    #[arg(long)]
+    pub restart: bool,
+    /// What is reported, and how the child is run and stopped.
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
 }
 
 /// `simba cron`.
@@ -203,24 +212,9 @@ pub struct LockArgs {
     /// (then exit 69).
     #[arg(long, value_name = "DURATION", value_parser = duration_text)]
     pub wait: Option<String>,
-    /// Exit with N (1-255) instead of 75 or 69 when the lease could not be
-    /// obtained (not acquired within --wait; backend unreachable or failing
-    /// before the command started), so that it cannot be mistaken for the
-    /// command's own status (like flock -E).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=255))]
-    pub conflict_exit_code: Option<u8>,
-    /// Exit at once (69) if the backend cannot be reached or is full,
-    /// instead of waiting and retrying with back-off.
-    #[arg(long)]
-    pub fail_fast: bool,
-    /// Print simba's own output as NDJSON events on stderr (one object per
-    /// line: competing, waiting, elected, revoked, exited, stopping, note,
-    /// error); the command keeps stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// The child and how to stop it.
+    /// What is reported, and how the child is run and stopped.
     #[command(flatten)]
-    pub child: ChildArgs,
+    pub supervise: SuperviseArgs,
 }
 
 /// `simba elect`.

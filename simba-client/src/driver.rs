@@ -953,6 +953,19 @@ impl Driver {
         self.push(term.entry, What::Elected(handle));
     }
 
+    /// Reports the task of `term` as returned: none runs (nothing to run,
+    /// or it already ended), so a hand-over never waits for it.
+    fn no_task_runs(&mut self, term: TermId) {
+        let now = self.clock.now();
+        self.engine.handle(
+            now,
+            Input::TaskExited {
+                term,
+                outcome: TaskOutcome::Returned,
+            },
+        );
+    }
+
     fn on_task(&mut self, order: TaskOrder) {
         match order {
             TaskOrder::Start { term } => {
@@ -960,14 +973,7 @@ impl Driver {
                 let handle = self.terms.get(&term.id).map(|c| c.term.clone());
                 let (Some(factory), Some(handle)) = (factory, handle) else {
                     // Nothing to run: report the exit so a handover never waits.
-                    let now = self.clock.now();
-                    self.engine.handle(
-                        now,
-                        Input::TaskExited {
-                            term: term.id,
-                            outcome: TaskOutcome::Returned,
-                        },
-                    );
+                    self.no_task_runs(term.id);
                     return;
                 };
                 let tx = self.tx.clone();
@@ -1078,14 +1084,7 @@ impl Driver {
                             token.cancel();
                         }
                     }
-                    let now = self.clock.now();
-                    self.engine.handle(
-                        now,
-                        Input::TaskExited {
-                            term: term.id,
-                            outcome: TaskOutcome::Returned,
-                        },
-                    );
+                    self.no_task_runs(term.id);
                     return;
                 }
                 if let RunningKind::Blocking(token) = &running.kind {

@@ -307,6 +307,18 @@ fn node_rng(node: &Node, stream: u64) -> fastrand::Rng {
     fastrand::Rng::with_seed(mix)
 }
 
+/// The election, schedule or group a node started, or `None` after logging
+/// why `what` did not start.
+fn started<T, E: fmt::Display>(node: &Node, result: Result<T, E>, what: &str) -> Option<T> {
+    match result {
+        Ok(t) => Some(t),
+        Err(e) => {
+            node.log(format!("{what} did not start: {e}"));
+            None
+        }
+    }
+}
+
 fn pause_for(rng: &mut fastrand::Rng, mean: Duration) -> Duration {
     let ms = u64::try_from(mean.as_millis()).unwrap_or(u64::MAX).max(2);
     Duration::from_millis(rng.u64(ms / 2..=ms * 3 / 2))
@@ -401,12 +413,8 @@ async fn election(
                 leader_task(n.clone(), c.clone(), term, exit, wl.finish)
             })
             .await;
-        let task = match task {
-            Ok(t) => t,
-            Err(e) => {
-                node.log(format!("election {name} did not start: {e}"));
-                return;
-            }
+        let Some(task) = started(&node, task, &format!("election {name}")) else {
+            return;
         };
         moves_until_stopped(&node, &mut rng, w.moves, &name, &task).await;
     }
@@ -468,12 +476,8 @@ async fn blocking_election(
                 blocking_task(&n, &c, &term, &cancel, steps, how)
             })
             .await;
-        let task = match task {
-            Ok(t) => t,
-            Err(e) => {
-                node.log(format!("election {name} did not start: {e}"));
-                return;
-            }
+        let Some(task) = started(&node, task, &format!("election {name}")) else {
+            return;
         };
         moves_until_stopped(&node, &mut rng, w.moves, name, &task).await;
     }
@@ -549,12 +553,8 @@ async fn schedule(
                 }
             })
             .await;
-        let job = match job {
-            Ok(j) => j,
-            Err(e) => {
-                node.log(format!("schedule did not start: {e}"));
-                return;
-            }
+        let Some(job) = started(&node, job, "schedule") else {
+            return;
         };
         loop {
             tokio::time::sleep(pause_for(&mut rng, w.moves)).await;
@@ -581,12 +581,8 @@ async fn group(node: Node, simba: Simba, checks: Arc<Checks>, w: Arc<Workloads>,
                 leader_task(n.clone(), c.clone(), term, None, wl.finish)
             })
             .await;
-        let tasks = match tasks {
-            Ok(t) => t,
-            Err(e) => {
-                node.log(format!("group did not start: {e}"));
-                return;
-            }
+        let Some(tasks) = started(&node, tasks, "group") else {
+            return;
         };
         tokio::time::sleep(pause_for(&mut rng, w.moves * 2)).await;
         node.log("leaves the group".to_owned());
