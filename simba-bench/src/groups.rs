@@ -25,6 +25,10 @@ type Event = (Instant, usize, u32, bool);
 #[derive(Clone, Default)]
 struct Log {
     events: Arc<Mutex<Vec<Event>>>,
+    /// Each owned partition's owner, kept as events come: `balanced` reads
+    /// it every 5 ms, and replaying every event under the lock instead
+    /// took the members' CPU and held up their callbacks.
+    owners: Arc<Mutex<std::collections::BTreeMap<u32, usize>>>,
     /// When the members sent their releases.
     releases: crate::calls::Releases,
     /// The group's name.
@@ -33,8 +37,18 @@ struct Log {
 
 impl Log {
     fn push(&self, e: Event) {
-        if let Ok(mut l) = self.events.lock() {
-            l.push(e);
+        // The owners change under the events' lock, in the events' order.
+        let Ok(mut l) = self.events.lock() else {
+            return;
+        };
+        l.push(e);
+        let (_, m, p, gained) = e;
+        if let Ok(mut owners) = self.owners.lock() {
+            if gained {
+                owners.insert(p, m);
+            } else if owners.get(&p) == Some(&m) {
+                owners.remove(&p);
+            }
         }
     }
 
@@ -52,20 +66,12 @@ impl Log {
 
     /// Partitions owned per member now.
     fn owned(&self, members: usize) -> Vec<usize> {
-        let mut owner: std::collections::BTreeMap<u32, (usize, bool)> = Default::default();
-        if let Ok(l) = self.events.lock() {
-            for &(_, m, p, gained) in l.iter() {
-                if gained {
-                    owner.insert(p, (m, true));
-                } else if owner.get(&p).is_some_and(|o| o.0 == m) {
-                    owner.remove(&p);
-                }
-            }
-        }
         let mut counts = vec![0; members];
-        for (m, _) in owner.values() {
-            if let Some(c) = counts.get_mut(*m) {
-                *c += 1;
+        if let Ok(owners) = self.owners.lock() {
+            for m in owners.values() {
+                if let Some(c) = counts.get_mut(*m) {
+                    *c += 1;
+                }
             }
         }
         counts

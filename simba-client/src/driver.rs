@@ -363,18 +363,44 @@ impl Driver {
             let _enter = self.span.clone().entered();
             match woke {
                 Either::Left(Some(msg)) => {
-                    self.on_msg(msg);
-                    // Take whatever else is already queued before draining.
-                    while let Ok(msg) = rx.try_recv() {
-                        self.drain();
-                        self.on_msg(msg);
+                    // Take whatever else is already queued before draining;
+                    // broadcasts queued together are one batch.
+                    let mut next = Some(msg);
+                    while let Some(msg) = next.take() {
+                        let Msg::Input(input) = msg else {
+                            self.on_msg(msg);
+                            next = rx.try_recv().ok();
+                            if next.is_some() {
+                                self.drain();
+                            }
+                            continue;
+                        };
+                        let mut batch = vec![input];
+                        loop {
+                            match rx.try_recv() {
+                                Ok(Msg::Input(input)) => batch.push(input),
+                                Ok(other) => {
+                                    next = Some(other);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        self.engine.handle_all(self.clock.now(), batch);
+                        if next.is_some() {
+                            self.drain();
+                        }
                     }
                 }
                 Either::Left(None) => break,
                 Either::Right(Some(input)) => {
-                    if let Some(input) = input {
-                        self.engine.handle(self.clock.now(), input);
+                    // Replies that are ready too are one batch: the engine
+                    // computes each group's target once for all of them.
+                    let mut batch: Vec<Input> = input.into_iter().collect();
+                    while let Some(Some(more)) = self.calls.next().now_or_never() {
+                        batch.extend(more);
                     }
+                    self.engine.handle_all(self.clock.now(), batch);
                 }
                 Either::Right(None) => {
                     sleep = None;

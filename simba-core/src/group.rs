@@ -310,25 +310,83 @@ pub fn sticky_target_from_base(
     let need = share - held.len();
     let mut target: BTreeSet<u32> = held.into_iter().collect();
     if need > 0 {
-        let tried: BTreeSet<u32> = known.tried.iter().copied().collect();
-        let mut free: Vec<u32> = (0..partitions)
-            .filter(|p| !known.held.contains(p) && !known.taken.contains(p) && !tried.contains(p))
-            .collect();
-        free.sort_by_cached_key(|&p| {
-            std::cmp::Reverse((
-                known.planned.contains(&p),
-                known.released.contains(&p),
-                known.likely_free.contains(&p),
-                key(p),
-            ))
-        });
-        let again =
-            known.tried.iter().copied().filter(|&p| {
-                p < partitions && !known.held.contains(&p) && !known.taken.contains(&p)
-            });
-        target.extend(free.into_iter().chain(again).take(need));
+        target.extend(lacking(partitions, need, base, seed, known));
     }
     target
+}
+
+/// The `need` partitions a member below its share asks for (step 3 of
+/// S10.2), in no particular order: the highest by (planned, released,
+/// likely free, base rule, affinity, lower index) among those not held, not
+/// taken and not tried; then tried ones, oldest try first.
+///
+/// It runs at every `Held` reply and release broadcast, so it costs one
+/// pass over the partitions: one flag byte each instead of a set lookup per
+/// comparison, and a selection of the first `need` instead of a sort of
+/// all of them (the keys are distinct, so the set chosen is the one a full
+/// sort would put first).
+fn lacking(
+    partitions: u32,
+    need: usize,
+    base: &BTreeSet<u32>,
+    seed: u64,
+    known: &StickyInput,
+) -> Vec<u32> {
+    const HELD: u8 = 1;
+    const TAKEN: u8 = 2;
+    const TRIED: u8 = 4;
+    const PLANNED: u8 = 8;
+    const RELEASED: u8 = 16;
+    const LIKELY_FREE: u8 = 32;
+    const BASE: u8 = 64;
+    let mut flags = vec![0u8; partitions as usize];
+    let sets = [
+        (&known.held, HELD),
+        (&known.taken, TAKEN),
+        (&known.planned, PLANNED),
+        (&known.released, RELEASED),
+        (&known.likely_free, LIKELY_FREE),
+        (base, BASE),
+    ];
+    let marks = sets
+        .iter()
+        .flat_map(|(ps, flag)| ps.iter().map(move |&p| (p, *flag)))
+        .chain(known.tried.iter().map(|&p| (p, TRIED)));
+    for (p, flag) in marks {
+        if let Some(f) = flags.get_mut(p as usize) {
+            *f |= flag;
+        }
+    }
+    let has = |f: u8, flag: u8| f & flag != 0;
+    let mut free: Vec<_> = (0..partitions)
+        .zip(flags.iter().copied())
+        .filter(|&(_, f)| !has(f, HELD | TAKEN | TRIED))
+        .map(|(p, f)| {
+            let key = (
+                has(f, PLANNED),
+                has(f, RELEASED),
+                has(f, LIKELY_FREE),
+                has(f, BASE),
+                affinity_of(seed, p),
+                std::cmp::Reverse(p),
+            );
+            (std::cmp::Reverse(key), p)
+        })
+        .collect();
+    if free.len() > need {
+        free.select_nth_unstable(need - 1);
+        free.truncate(need);
+    }
+    let again = known.tried.iter().copied().filter(|&p| {
+        flags
+            .get(p as usize)
+            .is_some_and(|&f| !has(f, HELD | TAKEN))
+    });
+    free.into_iter()
+        .map(|(_, p)| p)
+        .chain(again)
+        .take(need)
+        .collect()
 }
 
 /// The partitions whose owner by [`assign_partitions`] among `before` is
@@ -495,5 +553,65 @@ mod tests {
         let g = LeaseName::new("a:p1").unwrap();
         let n = partition_name(&g, 12).unwrap();
         assert_eq!(parse_partition_name(n.as_str()), Some(("a:p1", 12)));
+    }
+
+    /// Step 3 of S10.2 as the rulebook states it: sort every candidate by
+    /// its key and take the first `need`, then tried ones in order. The
+    /// selection in [`lacking`] must choose the same partitions.
+    fn lacking_by_sort(
+        partitions: u32,
+        need: usize,
+        base: &BTreeSet<u32>,
+        seed: u64,
+        known: &StickyInput,
+    ) -> BTreeSet<u32> {
+        let tried: BTreeSet<u32> = known.tried.iter().copied().collect();
+        let mut free: Vec<u32> = (0..partitions)
+            .filter(|p| !known.held.contains(p) && !known.taken.contains(p) && !tried.contains(p))
+            .collect();
+        free.sort_by_key(|&p| {
+            std::cmp::Reverse((
+                known.planned.contains(&p),
+                known.released.contains(&p),
+                known.likely_free.contains(&p),
+                (
+                    base.contains(&p),
+                    affinity_of(seed, p),
+                    std::cmp::Reverse(p),
+                ),
+            ))
+        });
+        let again =
+            known.tried.iter().copied().filter(|&p| {
+                p < partitions && !known.held.contains(&p) && !known.taken.contains(&p)
+            });
+        free.into_iter().chain(again).take(need).collect()
+    }
+
+    fn subset(max: u32) -> impl proptest::strategy::Strategy<Value = BTreeSet<u32>> {
+        proptest::collection::btree_set(0..max, 0..(max as usize))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn s10_2_the_selection_of_what_a_member_lacks_is_the_sorted_rule(
+            partitions in 1u32..64,
+            need in 1usize..70,
+            me in 1u128..1000,
+            base in subset(70),
+            held in subset(70),
+            taken in subset(70),
+            likely_free in subset(70),
+            planned in subset(70),
+            released in subset(70),
+            tried in proptest::collection::vec(0u32..70, 0..20),
+        ) {
+            let known = StickyInput { held, taken, likely_free, planned, released, tried };
+            let seed = affinity_seed(SessionId::from_u128(me));
+            let fast: BTreeSet<u32> = lacking(partitions, need, &base, seed, &known)
+                .into_iter()
+                .collect();
+            proptest::prop_assert_eq!(fast, lacking_by_sort(partitions, need, &base, seed, &known));
+        }
     }
 }

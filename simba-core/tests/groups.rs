@@ -470,8 +470,9 @@ fn gains_since(c: &Cluster, round: u64) -> Vec<usize> {
 fn sticky_moves(
     partitions: u32,
     config: SimbaConfig,
+    batched: bool,
 ) -> Result<([usize; 3], [Duration; 3]), String> {
-    let mut c = Cluster::new("orders", partitions, config, ms(10));
+    let mut c = Cluster::new("orders", partitions, config, ms(10)).batched(batched);
     for _ in 0..3 {
         c.add_node();
     }
@@ -549,8 +550,12 @@ fn sticky_moves(
 
 #[test]
 fn s10_2_only_the_partitions_that_must_move_move() {
-    for partitions in [1, 2, 7, 8, 12, 40, 1000] {
-        let (moved, took) = sticky_moves(partitions, config()).unwrap();
+    // Each round's inputs one by one, and as one batch (`handle_all`).
+    for (partitions, batched) in [1, 2, 7, 8, 12, 40, 1000]
+        .into_iter()
+        .flat_map(|p| [(p, false), (p, true)])
+    {
+        let (moved, took) = sticky_moves(partitions, config(), batched).unwrap();
         // The minimum: the joiner's share of 4; the leaver's of 4; the
         // crashed member's of 3.
         let (p, share) = (partitions as usize, |p: usize, m: usize| p / m);
@@ -567,7 +572,7 @@ fn s10_2_only_the_partitions_that_must_move_move() {
             "{partitions}: {moved:?}"
         );
         println!(
-            "{partitions} partitions: moved {moved:?}, settled after {took:?} (join, leave, crash)"
+            "{partitions} partitions (batched: {batched}): moved {moved:?}, settled after {took:?} (join, leave, crash)"
         );
     }
 }
@@ -578,7 +583,7 @@ fn s10_2_only_the_partitions_that_must_move_move() {
 #[test]
 fn s10_2_mutant_group_not_sticky_is_caught() {
     let config = mutant_config(Mutant::GroupNotSticky);
-    let broken = sticky_moves(40, config).unwrap_err();
+    let broken = sticky_moves(40, config, true).unwrap_err();
     println!("caught: {broken}");
 }
 
@@ -624,8 +629,13 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..12),
         partitions in 1u32..40,
         seed in any::<u64>(),
+        batched in any::<bool>(),
     ) {
-        let mut c = Cluster::new("orders", partitions, config(), ms(10)).shuffled(seed);
+        // Batched: each round's replies and broadcasts reach a member as
+        // one `handle_all`, which computes its target once for all of them.
+        let mut c = Cluster::new("orders", partitions, config(), ms(10))
+            .shuffled(seed)
+            .batched(batched);
         c.add_node();
         for op in ops {
             match op {

@@ -506,20 +506,23 @@ impl Engine {
 
     /// The partitions this member holds of `group` (a term, not handed over).
     fn held_partitions(&self, group: &LeaseName) -> BTreeSet<u32> {
-        self.partition_entries(group)
-            .iter()
-            .filter_map(|n| {
-                let e = self.entries.get(n)?;
-                (e.held.is_some() && !e.stopping).then_some(())?;
-                parse_partition_name(n.as_str()).map(|(_, p)| p)
-            })
-            .collect()
+        let mut held = BTreeSet::new();
+        self.for_partitions(group, |p, _, e| {
+            if e.held.is_some() && !e.stopping {
+                held.insert(p);
+            }
+        });
+        held
     }
 
     /// S10.2: computes this member's target of `group` from the members the
     /// last renewal listed, what it holds and what replies told it; a
     /// changed target is announced and reconciled.
-    fn retarget(&mut self, name: &LeaseName) {
+    pub(super) fn retarget(&mut self, name: &LeaseName) {
+        if let Some(after) = &mut self.retarget_after {
+            after.insert(name.clone());
+            return;
+        }
         let Some(me) = self.session.id else {
             return;
         };
@@ -880,16 +883,30 @@ impl Engine {
 
     /// The partition entries of `group` that exist now, by name.
     fn partition_entries(&self, group: &LeaseName) -> Vec<LeaseName> {
+        let mut names = Vec::new();
+        self.for_partitions(group, |_, name, _| names.push(name.clone()));
+        names
+    }
+
+    /// Calls `f` with the index, name and entry of each partition entry of
+    /// `group` that exists now, without copying names: it runs at every
+    /// `Held` reply and release broadcast (S10.2).
+    fn for_partitions(&self, group: &LeaseName, mut f: impl FnMut(u32, &LeaseName, &Entry)) {
         let prefix = format!("{group}{}", crate::group::PARTITION_SEPARATOR);
-        self.entries
+        let range = self
+            .entries
             .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
-            .take_while(|(n, _)| n.as_str().starts_with(prefix.as_str()))
-            .filter(|(n, e)| {
-                e.kind == Kind::Partition
-                    && parse_partition_name(n.as_str()).is_some_and(|(g, _)| g == group.as_str())
-            })
-            .map(|(n, _)| n.clone())
-            .collect()
+            .take_while(|(n, _)| n.as_str().starts_with(prefix.as_str()));
+        for (name, entry) in range {
+            if entry.kind != Kind::Partition {
+                continue;
+            }
+            if let Some((g, p)) = parse_partition_name(name.as_str()) {
+                if g == group.as_str() {
+                    f(p, name, entry);
+                }
+            }
+        }
     }
 
     /// Whether `name` is a partition name of a joined group (S7.4: an
@@ -912,15 +929,23 @@ impl Engine {
             g.target.iter().copied().collect()
         };
         let (id, runs_task, policy) = (g.id, g.runs_task, g.policy);
-        let existing = self.partition_entries(group);
-        for name in existing {
-            let keep = parse_partition_name(name.as_str())
-                .is_some_and(|(_, p)| target.binary_search(&p).is_ok());
-            if !keep {
-                self.stop_partition(&name);
+        // Names are made only for the entries that change: this runs at
+        // every changed target, and most partitions keep theirs.
+        let mut existing = BTreeSet::new();
+        let mut unwanted = Vec::new();
+        self.for_partitions(group, |p, name, e| {
+            existing.insert(p);
+            if !e.stopping && target.binary_search(&p).is_err() {
+                unwanted.push(name.clone());
             }
+        });
+        for name in unwanted {
+            self.stop_partition(&name);
         }
         for p in target {
+            if existing.contains(&p) {
+                continue;
+            }
             let Ok(name) = partition_name(group, p) else {
                 continue;
             };

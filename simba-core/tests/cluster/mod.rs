@@ -173,6 +173,10 @@ pub struct Cluster {
     pub connections: Option<usize>,
     /// Calls waiting for a connection: (node, round sent, command).
     queued: Vec<(usize, u64, Command)>,
+    /// Each node gets the replies and broadcasts of a round as one batch
+    /// ([`Engine::handle_all`], as the client's driver feeds what is ready
+    /// at once), not one [`Engine::handle`] each.
+    pub batched: bool,
 }
 
 impl Cluster {
@@ -197,10 +201,17 @@ impl Cluster {
             profile: BackendProfile::default(),
             connections: None,
             queued: Vec::new(),
+            batched: false,
         }
     }
 
     /// Executes each round's commands in an order drawn from `seed`.
+    /// Delivers each round's inputs to a node as one batch ([`Cluster::batched`]).
+    pub fn batched(mut self, batched: bool) -> Self {
+        self.batched = batched;
+        self
+    }
+
     pub fn shuffled(mut self, seed: u64) -> Self {
         self.shuffle = Some(fastrand::Rng::with_seed(seed));
         self
@@ -377,9 +388,14 @@ impl Cluster {
                 continue;
             }
             let inbox = std::mem::take(&mut self.nodes[i].inbox);
-            for input in inbox {
-                self.nodes[i].engine.handle(now, input);
+            if self.batched {
+                self.nodes[i].engine.handle_all(now, inbox);
                 self.drain(i);
+            } else {
+                for input in inbox {
+                    self.nodes[i].engine.handle(now, input);
+                    self.drain(i);
+                }
             }
             // Tasks whose stop round has come exit.
             let exiting: Vec<(TermId, LeaseName)> = self.nodes[i]
