@@ -62,9 +62,12 @@
 //! `simba-backends/examples/thread_loop.rs`
 //! (`cargo run -p simba-backends --example thread_loop`).
 //!
-//! **Poll order.** After each call (`handle`, `handle_timeout` or an API
-//! call), drain [`Engine::poll_output`] until `None`, then arm one timer at
-//! [`Engine::poll_timeout`]. Outputs are in the order they must be acted
+//! **Poll order.** After each call (`handle`, `handle_all`,
+//! `handle_timeout` or an API call), drain [`Engine::poll_output`] until
+//! `None`, then arm one timer at [`Engine::poll_timeout`]. Replies and
+//! broadcasts that are ready together may go in one
+//! [`Engine::handle_all`]: a member of a large group then computes its
+//! target once for all of them (S10.2). Outputs are in the order they must be acted
 //! on: a `Revoked` always precedes the `Release` of its lease (S3.5), and an
 //! `Interrupt` precedes it too (S6.1).
 //!
