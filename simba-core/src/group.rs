@@ -414,33 +414,71 @@ pub fn freed_by_change(
         .collect()
 }
 
-/// The partitions of [`freed_by_change`] that `me` should take, by a split
-/// every member that saw the same change computes alike (S10.2): each
-/// member in both `before` and `after` takes as many as its fair share grew
-/// by, pairs (member, partition) taken greedily from the highest affinity
-/// down. When the members held their shares of `before`, the parts are
-/// disjoint and cover what the members who went held, so each freed
-/// partition is wanted by exactly one member and no two ask for the same
-/// one. Otherwise they are only a good first guess.
+/// The partitions that the change of membership from `before` to `after`
+/// hands to `me`, by a split every member that saw the same change and the
+/// same releases computes alike (S10.2). Each member in both `before` and
+/// `after` takes as many as its fair share grew by:
+///
+/// 1. from `released`, the partitions release broadcasts named around the
+///    change (those a member that left gave up), in the order they came:
+///    each goes to the member with the highest affinity for it among those
+///    not yet given as many as their share grew by. A partition's owner
+///    depends only on the releases before it, so a member that has seen
+///    some of the broadcasts already agrees with one that has seen them
+///    all on every partition it has seen;
+/// 2. then from [`freed_by_change`] (those the members who went owned by
+///    the base rule, all a member knows after a crash, or before a leaver's
+///    releases come), pairs (member, partition) taken greedily from the
+///    highest affinity down.
+///
+/// When the members held their shares of `before` and `released` is what
+/// the members who went held, the parts are disjoint and cover it, so each
+/// freed partition is wanted by exactly one member and no two ask for the
+/// same one. Otherwise they are only a good first guess.
 ///
 /// ```
 /// use simba_core::{freed_by_change, planned_by_change, SessionId};
+/// use std::collections::BTreeSet;
 /// let [a, b, c] = [1, 2, 3].map(SessionId::from_u128);
+/// // After a crash nothing was released: the base rule's owners.
 /// let freed = freed_by_change(12, &[a, b, c], &[a, b]);
-/// let (pa, pb) = (
-///     planned_by_change(12, &[a, b, c], &[a, b], a),
-///     planned_by_change(12, &[a, b, c], &[a, b], b),
-/// );
+/// let pa = planned_by_change(12, &[a, b, c], &[a, b], a, &[]);
+/// let pb = planned_by_change(12, &[a, b, c], &[a, b], b, &[]);
 /// assert_eq!((pa.len(), pb.len()), (2, 2));
 /// assert!(pa.is_disjoint(&pb));
-/// assert_eq!(pa.union(&pb).copied().collect::<std::collections::BTreeSet<u32>>(), freed);
+/// assert_eq!(pa.union(&pb).copied().collect::<BTreeSet<u32>>(), freed);
+/// // `c` left gracefully holding 0, 5, 7 and 11 (not its base-rule
+/// // partitions): the split is of what it released.
+/// let released = [7, 0, 11, 5];
+/// let pa = planned_by_change(12, &[a, b, c], &[a, b], a, &released);
+/// let pb = planned_by_change(12, &[a, b, c], &[a, b], b, &released);
+/// assert!(pa.is_disjoint(&pb));
+/// assert_eq!(pa.union(&pb).copied().collect::<BTreeSet<u32>>(), BTreeSet::from(released));
+/// // A member that has seen only the first two releases agrees on them.
+/// let early = planned_by_change(12, &[a, b, c], &[a, b], a, &released[..2]);
+/// assert!(early.iter().all(|p| !released[..2].contains(p) || pa.contains(p)));
 /// ```
 pub fn planned_by_change(
     partitions: u32,
     before: &[SessionId],
     after: &[SessionId],
     me: SessionId,
+    released: &[u32],
 ) -> BTreeSet<u32> {
+    split_change(partitions, before, after, me, released).0
+}
+
+/// [`planned_by_change`], and the partitions of `released` it gives to
+/// other members (S10.2: a member does not ask for those for a while, so
+/// two members that have seen different numbers of broadcasts do not ask
+/// for the same one).
+pub(crate) fn split_change(
+    partitions: u32,
+    before: &[SessionId],
+    after: &[SessionId],
+    me: SessionId,
+    released: &[u32],
+) -> (BTreeSet<u32>, BTreeSet<u32>) {
     let rank = |members: &[SessionId], s: SessionId| {
         let mut sorted = members.to_vec();
         sorted.sort_unstable();
@@ -448,7 +486,8 @@ pub fn planned_by_change(
         let n = sorted.len();
         sorted.binary_search(&s).ok().map(|r| (n, r))
     };
-    let mut stayers: Vec<(SessionId, u32)> = Vec::new();
+    // (member, its affinity seed, how many more it takes)
+    let mut stayers: Vec<(SessionId, u64, u32)> = Vec::new();
     let mut sorted_after = after.to_vec();
     sorted_after.sort_unstable();
     sorted_after.dedup();
@@ -458,33 +497,55 @@ pub fn planned_by_change(
         };
         let grew = fair_share(partitions, na, ra).saturating_sub(fair_share(partitions, nb, rb));
         if grew > 0 {
-            stayers.push((s, grew));
+            stayers.push((s, affinity_seed(s), grew));
         }
     }
-    if !stayers.iter().any(|(s, _)| *s == me) {
-        return BTreeSet::new();
+    if !stayers.iter().any(|(s, _, _)| *s == me) {
+        return (BTreeSet::new(), BTreeSet::new());
+    }
+    let (mut mine, mut elsewhere) = (BTreeSet::new(), BTreeSet::new());
+    let mut seen: BTreeSet<u32> = BTreeSet::new();
+    for &p in released {
+        if p >= partitions || !seen.insert(p) {
+            continue;
+        }
+        let best = stayers
+            .iter_mut()
+            .filter(|(_, _, left)| *left > 0)
+            .max_by_key(|(s, seed, _)| (affinity_of(*seed, p), *s));
+        let Some((s, _, left)) = best else {
+            break;
+        };
+        *left -= 1;
+        if *s == me {
+            mine.insert(p);
+        } else {
+            elsewhere.insert(p);
+        }
     }
     let freed = freed_by_change(partitions, before, after);
     let mut pairs: Vec<(u64, u32, usize)> = Vec::with_capacity(freed.len() * stayers.len());
-    for (i, (s, _)) in stayers.iter().enumerate() {
-        let seed = affinity_seed(*s);
-        pairs.extend(freed.iter().map(|&p| (affinity_of(seed, p), p, i)));
+    for (i, (_, seed, left)) in stayers.iter().enumerate() {
+        if *left > 0 {
+            pairs.extend(
+                freed
+                    .difference(&seen)
+                    .map(|&p| (affinity_of(*seed, p), p, i)),
+            );
+        }
     }
     pairs.sort_unstable_by(|a, b| b.cmp(a));
-    let mut taken: BTreeSet<u32> = BTreeSet::new();
-    let mut mine = BTreeSet::new();
     for (_, p, i) in pairs {
-        let (s, left) = &mut stayers[i];
-        if *left == 0 || taken.contains(&p) {
+        let (s, _, left) = &mut stayers[i];
+        if *left == 0 || !seen.insert(p) {
             continue;
         }
         *left -= 1;
-        taken.insert(p);
         if *s == me {
             mine.insert(p);
         }
     }
-    mine
+    (mine, elsewhere)
 }
 
 /// What [`Engine::group`](crate::Engine::group) reports of one partitioned

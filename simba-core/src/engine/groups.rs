@@ -11,8 +11,8 @@ use super::{Engine, MutantKind};
 use crate::election::{Entry, Kind, LockWait, Status};
 use crate::error::{ApiError, BackendError, BackendErrorKind};
 use crate::group::{
-    freed_by_change, parse_partition_name, partition_name, planned_by_change,
-    sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
+    freed_by_change, parse_partition_name, partition_name, split_change, sticky_target_from_base,
+    target_partitions, GroupSnapshot, StickyInput,
 };
 use crate::ids::{EntryId, OpId, SessionId, Token};
 use crate::name::LeaseName;
@@ -114,8 +114,16 @@ pub(super) struct Group {
     /// acquire slot ahead of the others (S4.6, S10.3).
     pub(super) released: BTreeSet<u32>,
     /// The partitions the last membership change hands to this member
-    /// ([`planned_by_change`], S10.2).
+    /// ([`planned_by_change`](crate::planned_by_change), S10.2).
     pub(super) planned: BTreeSet<u32>,
+    /// Partitions a release broadcast named (not an echo of this member's
+    /// withdraw), each with the engine's step it came at, since the last
+    /// renewal sent before it that listed the membership unchanged: the
+    /// releases a membership change not yet seen may explain (S10.2).
+    pub(super) window: Vec<(u32, u64, Timestamp)>,
+    /// The last membership change this member saw, and what its part
+    /// ([`planned_by_change`](crate::planned_by_change)) is split from.
+    pub(super) change: Option<Change>,
     /// The members the last `GroupChanged` named.
     pub(super) announced: Vec<SessionId>,
     /// The base rule's partitions for this member (S10.2), and the member
@@ -127,6 +135,25 @@ pub(super) struct Group {
     /// backend has answered the `LeaveGroup` (S10.3): the members who stay
     /// renew on their broadcasts and must find the leaver gone.
     pub(super) deferred: Vec<(SessionId, LeaseName, Token)>,
+}
+
+/// A membership change a member saw (S10.2): its part of the partitions
+/// that move is split from the partitions released around it.
+#[derive(Clone, Debug)]
+pub(super) struct Change {
+    pub(super) before: Vec<SessionId>,
+    pub(super) after: Vec<SessionId>,
+    /// The partitions release broadcasts named around the change, in the
+    /// order they came, with when: those in the window when the change was
+    /// seen, and those that came after, until the next renewal.
+    pub(super) released: Vec<(u32, Timestamp)>,
+    /// The released partitions the split gives to other members.
+    pub(super) elsewhere: BTreeSet<u32>,
+    /// Whether broadcasts still add to `released` (until the next renewal
+    /// reply after the one that showed the change).
+    pub(super) open: bool,
+    /// Whether the part must be computed again (`released` grew).
+    pub(super) replan: bool,
 }
 
 impl Group {
@@ -261,6 +288,8 @@ impl Engine {
                 freed: BTreeSet::new(),
                 released: BTreeSet::new(),
                 planned: BTreeSet::new(),
+                window: Vec::new(),
+                change: None,
                 announced: Vec::new(),
                 base: None,
                 deferred: Vec::new(),
@@ -494,10 +523,28 @@ impl Engine {
                 if !g.members.is_empty() {
                     let freed = freed_by_change(g.partitions, &g.members, &members);
                     g.freed.extend(freed);
-                    g.planned = planned_by_change(g.partitions, &g.members, &members, me);
+                    // The part is split from what was released around the
+                    // change, not only from the base rule's owners: after
+                    // sticky moves a member that leaves holds other
+                    // partitions than the base rule gave it (S10.2).
+                    g.change = Some(Change {
+                        before: g.members.clone(),
+                        after: members.clone(),
+                        released: g.window.iter().map(|&(p, _, at)| (p, at)).collect(),
+                        elsewhere: BTreeSet::new(),
+                        open: true,
+                        replan: true,
+                    });
                 }
                 g.members = members;
+            } else if let Some(change) = &mut g.change {
+                change.open = false;
             }
+            // Releases before a renewal that lists the membership are
+            // explained by it (a hand-over to a joiner, a release of a
+            // member that has left); those after it may come with a change
+            // the next renewal shows.
+            g.window.retain(|&(_, seq, _)| seq > renew_seq);
             self.retarget(&name);
         }
         self.send_joins();
@@ -537,6 +584,14 @@ impl Engine {
         if g.leave != Leave::No {
             return;
         }
+        if let Some(change) = g.change.as_mut().filter(|c| c.replan) {
+            change.replan = false;
+            let released: Vec<u32> = change.released.iter().map(|&(p, _)| p).collect();
+            let (mine, elsewhere) =
+                split_change(g.partitions, &change.before, &change.after, me, &released);
+            g.planned = mine;
+            change.elsewhere = elsewhere;
+        }
         let mut known = StickyInput {
             held,
             taken: BTreeSet::new(),
@@ -570,6 +625,17 @@ impl Engine {
         }
         tried.sort_unstable();
         known.tried = tried.into_iter().map(|(_, p)| p).collect();
+        // S10.2: a partition released around the change that the split
+        // gives another member is left to it for a call timeout after its
+        // broadcast: a member that has seen fewer broadcasts than another
+        // asked for it too, and one of them lost a round trip.
+        if let Some(change) = &g.change {
+            for &(p, at) in &change.released {
+                if change.elsewhere.contains(&p) && now < at + period {
+                    known.taken.insert(p);
+                }
+            }
+        }
         let fresh = g
             .base
             .as_ref()
@@ -722,7 +788,7 @@ impl Engine {
     /// A broadcast of one of its partitions says the partition was released:
     /// whoever held it before, it is likely free now (S10.2).
     pub(super) fn on_group_broadcast(&mut self, name: &LeaseName) {
-        let (now, period) = (self.now, self.call_timeout());
+        let (now, period, seq) = (self.now, self.call_timeout(), self.seq);
         if let Some((group, p)) = parse_partition_name(name.as_str()) {
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
                 match g.known.get_mut(&p) {
@@ -741,6 +807,17 @@ impl Engine {
                         }
                         g.freed.insert(p);
                         g.released.insert(p);
+                        g.window.retain(|&(q, _, _)| q != p);
+                        g.window.push((p, seq, now));
+                        // In the order the broadcasts came: a partition
+                        // named again (its earlier release was a hand-over
+                        // the window still held) counts where it comes now,
+                        // as on a member that saw only this broadcast.
+                        if let Some(change) = g.change.as_mut().filter(|c| c.open) {
+                            change.released.retain(|&(q, _)| q != p);
+                            change.released.push((p, now));
+                            change.replan = true;
+                        }
                     }
                 }
                 // A partition this member does not want was released: its
