@@ -465,20 +465,6 @@ pub fn planned_by_change(
     me: SessionId,
     released: &[u32],
 ) -> BTreeSet<u32> {
-    split_change(partitions, before, after, me, released).0
-}
-
-/// [`planned_by_change`], and the partitions of `released` it gives to
-/// other members (S10.2: a member does not ask for those for a while, so
-/// two members that have seen different numbers of broadcasts do not ask
-/// for the same one).
-pub(crate) fn split_change(
-    partitions: u32,
-    before: &[SessionId],
-    after: &[SessionId],
-    me: SessionId,
-    released: &[u32],
-) -> (BTreeSet<u32>, BTreeSet<u32>) {
     let rank = |members: &[SessionId], s: SessionId| {
         let mut sorted = members.to_vec();
         sorted.sort_unstable();
@@ -501,9 +487,9 @@ pub(crate) fn split_change(
         }
     }
     if !stayers.iter().any(|(s, _, _)| *s == me) {
-        return (BTreeSet::new(), BTreeSet::new());
+        return BTreeSet::new();
     }
-    let (mut mine, mut elsewhere) = (BTreeSet::new(), BTreeSet::new());
+    let mut mine = BTreeSet::new();
     let mut seen: BTreeSet<u32> = BTreeSet::new();
     for &p in released {
         if p >= partitions || !seen.insert(p) {
@@ -519,8 +505,6 @@ pub(crate) fn split_change(
         *left -= 1;
         if *s == me {
             mine.insert(p);
-        } else {
-            elsewhere.insert(p);
         }
     }
     let freed = freed_by_change(partitions, before, after);
@@ -545,7 +529,7 @@ pub(crate) fn split_change(
             mine.insert(p);
         }
     }
-    (mine, elsewhere)
+    mine
 }
 
 /// What [`Engine::group`](crate::Engine::group) reports of one partitioned

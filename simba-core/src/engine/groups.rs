@@ -11,8 +11,8 @@ use super::{Engine, MutantKind};
 use crate::election::{Entry, Kind, LockWait, Status};
 use crate::error::{ApiError, BackendError, BackendErrorKind};
 use crate::group::{
-    freed_by_change, parse_partition_name, partition_name, split_change, sticky_target_from_base,
-    target_partitions, GroupSnapshot, StickyInput,
+    freed_by_change, parse_partition_name, partition_name, planned_by_change,
+    sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
 };
 use crate::ids::{EntryId, OpId, SessionId, Token};
 use crate::name::LeaseName;
@@ -114,7 +114,7 @@ pub(super) struct Group {
     /// acquire slot ahead of the others (S4.6, S10.3).
     pub(super) released: BTreeSet<u32>,
     /// The partitions the last membership change hands to this member
-    /// ([`planned_by_change`](crate::planned_by_change), S10.2).
+    /// ([`planned_by_change`], S10.2).
     pub(super) planned: BTreeSet<u32>,
     /// Partitions a release broadcast named (not an echo of this member's
     /// withdraw), each with the engine's step it came at, since the last
@@ -122,7 +122,7 @@ pub(super) struct Group {
     /// releases a membership change not yet seen may explain (S10.2).
     pub(super) window: Vec<(u32, u64, Timestamp)>,
     /// The last membership change this member saw, and what its part
-    /// ([`planned_by_change`](crate::planned_by_change)) is split from.
+    /// ([`planned_by_change`]) is split from.
     pub(super) change: Option<Change>,
     /// The members the last `GroupChanged` named.
     pub(super) announced: Vec<SessionId>,
@@ -147,8 +147,6 @@ pub(super) struct Change {
     /// order they came, with when: those in the window when the change was
     /// seen, and those that came after, until the next renewal.
     pub(super) released: Vec<(u32, Timestamp)>,
-    /// The released partitions the split gives to other members.
-    pub(super) elsewhere: BTreeSet<u32>,
     /// Whether broadcasts still add to `released` (until the next renewal
     /// reply after the one that showed the change).
     pub(super) open: bool,
@@ -531,7 +529,6 @@ impl Engine {
                         before: g.members.clone(),
                         after: members.clone(),
                         released: g.window.iter().map(|&(p, _, at)| (p, at)).collect(),
-                        elsewhere: BTreeSet::new(),
                         open: true,
                         replan: true,
                     });
@@ -587,10 +584,8 @@ impl Engine {
         if let Some(change) = g.change.as_mut().filter(|c| c.replan) {
             change.replan = false;
             let released: Vec<u32> = change.released.iter().map(|&(p, _)| p).collect();
-            let (mine, elsewhere) =
-                split_change(g.partitions, &change.before, &change.after, me, &released);
-            g.planned = mine;
-            change.elsewhere = elsewhere;
+            g.planned =
+                planned_by_change(g.partitions, &change.before, &change.after, me, &released);
         }
         let mut known = StickyInput {
             held,
@@ -625,17 +620,6 @@ impl Engine {
         }
         tried.sort_unstable();
         known.tried = tried.into_iter().map(|(_, p)| p).collect();
-        // S10.2: a partition released around the change that the split
-        // gives another member is left to it for a call timeout after its
-        // broadcast: a member that has seen fewer broadcasts than another
-        // asked for it too, and one of them lost a round trip.
-        if let Some(change) = &g.change {
-            for &(p, at) in &change.released {
-                if change.elsewhere.contains(&p) && now < at + period {
-                    known.taken.insert(p);
-                }
-            }
-        }
         let fresh = g
             .base
             .as_ref()
