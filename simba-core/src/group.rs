@@ -465,6 +465,22 @@ pub fn planned_by_change(
     me: SessionId,
     released: &[u32],
 ) -> BTreeSet<u32> {
+    let freed = freed_by_change(partitions, before, after);
+    planned_from(partitions, before, after, me, released, &freed)
+}
+
+/// [`planned_by_change`] given `freed`, the [`freed_by_change`] of the
+/// change: the engine computes it again at every release broadcast, the
+/// base rule (thousands of pairs sorted with 1,000 partitions) once per
+/// change.
+pub(crate) fn planned_from(
+    partitions: u32,
+    before: &[SessionId],
+    after: &[SessionId],
+    me: SessionId,
+    released: &[u32],
+    freed: &BTreeSet<u32>,
+) -> BTreeSet<u32> {
     let rank = |members: &[SessionId], s: SessionId| {
         let mut sorted = members.to_vec();
         sorted.sort_unstable();
@@ -507,7 +523,6 @@ pub fn planned_by_change(
             mine.insert(p);
         }
     }
-    let freed = freed_by_change(partitions, before, after);
     let mut pairs: Vec<(u64, u32, usize)> = Vec::with_capacity(freed.len() * stayers.len());
     for (i, (_, seed, left)) in stayers.iter().enumerate() {
         if *left > 0 {

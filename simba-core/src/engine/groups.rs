@@ -11,8 +11,8 @@ use super::{Engine, MutantKind};
 use crate::election::{Entry, Kind, LockWait, Status};
 use crate::error::{ApiError, BackendError, BackendErrorKind};
 use crate::group::{
-    freed_by_change, parse_partition_name, partition_name, planned_by_change,
-    sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
+    freed_by_change, parse_partition_name, partition_name, planned_from, sticky_target_from_base,
+    target_partitions, GroupSnapshot, StickyInput,
 };
 use crate::ids::{EntryId, OpId, SessionId, Token};
 use crate::name::LeaseName;
@@ -114,7 +114,7 @@ pub(super) struct Group {
     /// acquire slot ahead of the others (S4.6, S10.3).
     pub(super) released: BTreeSet<u32>,
     /// The partitions the last membership change hands to this member
-    /// ([`planned_by_change`], S10.2).
+    /// ([`planned_by_change`](crate::planned_by_change), S10.2).
     pub(super) planned: BTreeSet<u32>,
     /// Partitions a release broadcast named (not an echo of this member's
     /// withdraw), each with the engine's step it came at, since the last
@@ -122,7 +122,7 @@ pub(super) struct Group {
     /// releases a membership change not yet seen may explain (S10.2).
     pub(super) window: Vec<(u32, u64, Timestamp)>,
     /// The last membership change this member saw, and what its part
-    /// ([`planned_by_change`]) is split from.
+    /// ([`planned_by_change`](crate::planned_by_change)) is split from.
     pub(super) change: Option<Change>,
     /// The members the last `GroupChanged` named.
     pub(super) announced: Vec<SessionId>,
@@ -147,6 +147,9 @@ pub(super) struct Change {
     /// order they came, with when: those in the window when the change was
     /// seen, and those that came after, until the next renewal.
     pub(super) released: Vec<(u32, Timestamp)>,
+    /// The partitions the base rule gave the members who went
+    /// ([`freed_by_change`]), computed once per change.
+    pub(super) freed: BTreeSet<u32>,
     /// Whether broadcasts still add to `released` (until the next renewal
     /// reply after the one that showed the change).
     pub(super) open: bool,
@@ -520,7 +523,7 @@ impl Engine {
                 // member, or a win, removes it.
                 if !g.members.is_empty() {
                     let freed = freed_by_change(g.partitions, &g.members, &members);
-                    g.freed.extend(freed);
+                    g.freed.extend(freed.iter().copied());
                     // The part is split from what was released around the
                     // change, not only from the base rule's owners: after
                     // sticky moves a member that leaves holds other
@@ -529,6 +532,7 @@ impl Engine {
                         before: g.members.clone(),
                         after: members.clone(),
                         released: g.window.iter().map(|&(p, _, at)| (p, at)).collect(),
+                        freed,
                         open: true,
                         replan: true,
                     });
@@ -584,8 +588,14 @@ impl Engine {
         if let Some(change) = g.change.as_mut().filter(|c| c.replan) {
             change.replan = false;
             let released: Vec<u32> = change.released.iter().map(|&(p, _)| p).collect();
-            g.planned =
-                planned_by_change(g.partitions, &change.before, &change.after, me, &released);
+            g.planned = planned_from(
+                g.partitions,
+                &change.before,
+                &change.after,
+                me,
+                &released,
+                &change.freed,
+            );
         }
         let mut known = StickyInput {
             held,
