@@ -120,7 +120,7 @@ pub(super) struct Group {
     /// withdraw), each with the engine's step it came at, since the last
     /// renewal sent before it that listed the membership unchanged: the
     /// releases a membership change not yet seen may explain (S10.2).
-    pub(super) window: Vec<(u32, u64, Timestamp)>,
+    pub(super) window: Vec<(u32, u64)>,
     /// The last membership change this member saw, and what its part
     /// ([`planned_by_change`](crate::planned_by_change)) is split from.
     pub(super) change: Option<Change>,
@@ -144,9 +144,9 @@ pub(super) struct Change {
     pub(super) before: Vec<SessionId>,
     pub(super) after: Vec<SessionId>,
     /// The partitions release broadcasts named around the change, in the
-    /// order they came, with when: those in the window when the change was
-    /// seen, and those that came after, until the next renewal.
-    pub(super) released: Vec<(u32, Timestamp)>,
+    /// order they came: those in the window when the change was seen, and
+    /// those that came after, until the next renewal.
+    pub(super) released: Vec<u32>,
     /// The partitions the base rule gave the members who went
     /// ([`freed_by_change`]), computed once per change.
     pub(super) freed: BTreeSet<u32>,
@@ -531,7 +531,7 @@ impl Engine {
                     g.change = Some(Change {
                         before: g.members.clone(),
                         after: members.clone(),
-                        released: g.window.iter().map(|&(p, _, at)| (p, at)).collect(),
+                        released: g.window.iter().map(|&(p, _)| p).collect(),
                         freed,
                         open: true,
                         replan: true,
@@ -545,7 +545,7 @@ impl Engine {
             // explained by it (a hand-over to a joiner, a release of a
             // member that has left); those after it may come with a change
             // the next renewal shows.
-            g.window.retain(|&(_, seq, _)| seq > renew_seq);
+            g.window.retain(|&(_, seq)| seq > renew_seq);
             self.retarget(&name);
         }
         self.send_joins();
@@ -587,13 +587,12 @@ impl Engine {
         }
         if let Some(change) = g.change.as_mut().filter(|c| c.replan) {
             change.replan = false;
-            let released: Vec<u32> = change.released.iter().map(|&(p, _)| p).collect();
             g.planned = planned_from(
                 g.partitions,
                 &change.before,
                 &change.after,
                 me,
-                &released,
+                &change.released,
                 &change.freed,
             );
         }
@@ -801,15 +800,15 @@ impl Engine {
                         }
                         g.freed.insert(p);
                         g.released.insert(p);
-                        g.window.retain(|&(q, _, _)| q != p);
-                        g.window.push((p, seq, now));
+                        g.window.retain(|&(q, _)| q != p);
+                        g.window.push((p, seq));
                         // In the order the broadcasts came: a partition
                         // named again (its earlier release was a hand-over
                         // the window still held) counts where it comes now,
                         // as on a member that saw only this broadcast.
                         if let Some(change) = g.change.as_mut().filter(|c| c.open) {
-                            change.released.retain(|&(q, _)| q != p);
-                            change.released.push((p, now));
+                            change.released.retain(|&q| q != p);
+                            change.released.push(p);
                             change.replan = true;
                         }
                     }
