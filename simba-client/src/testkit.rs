@@ -1698,8 +1698,12 @@ pub async fn group_rebalance_after_a_crash(env: Env) {
     wait_counts(&env, &log, &[0, 1], &[6, 6]).await;
     log.assert_only_moved_from(&settled, 2);
     // S10.3: the cut-off member learns its own session's end, not a move.
-    for evs in log.events.lock().unwrap().values() {
-        for e in evs {
+    // Only what came after the cut: while the three settle, a member may
+    // hand a partition over (`Rebalanced`); member 2 did in about 1 run in
+    // 30 on the memory backend, before and after this session's change.
+    for (p, evs) in log.events.lock().unwrap().iter() {
+        let from = settled.get(p).copied().unwrap_or(0);
+        for e in evs.iter().skip(from) {
             if let PartitionEvent::Lost {
                 member: 2, reason, ..
             } = e
