@@ -69,6 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let profile = BackendProfile {
         renewal_proves: backend.renewal_proves(),
         call_slots: backend.max_concurrent_calls(),
+        batch: backend.max_batch(),
     };
     let mut engine = Engine::new(config, profile, clock());
     let name = LeaseName::new("thread-loop.demo")?;

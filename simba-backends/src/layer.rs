@@ -46,8 +46,8 @@ use crate::{Backend, Inspection, LeaseHolder, SessionMetadata};
 use futures::future::{BoxFuture, FutureExt};
 use futures::stream::BoxStream;
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, Fraction, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, Command, Fraction, Input, LeaseName,
+    RenewError, Renewal, SessionGrant, SessionId, SlotClaim, Token,
 };
 use std::time::Duration;
 
@@ -131,6 +131,15 @@ pub enum Call<'a> {
         /// The lease.
         name: &'a LeaseName,
     },
+    /// [`Backend::execute_batch`]: acquires, releases and withdraws sent
+    /// as one call (S4.7). A layer that must see each of them looks into
+    /// `calls`; one that fails every call fails it with [`Call::failed`].
+    Batch {
+        /// The calls it carries.
+        calls: &'a [Command],
+        /// The session's metadata (unused by these calls).
+        metadata: &'a SessionMetadata,
+    },
 }
 
 /// What a [`Call`] returned: one variant per kind of result.
@@ -150,6 +159,8 @@ pub enum Reply {
     Inspected(Result<Inspection, BackendError>),
     /// Of [`Call::Holder`].
     Holder(Result<Option<LeaseHolder>, BackendError>),
+    /// Of [`Call::Batch`]: one reply per call it carried.
+    Batch(Vec<Input>),
 }
 
 impl<'a> Call<'a> {
@@ -198,12 +209,16 @@ impl<'a> Call<'a> {
                 .boxed(),
             Call::Inspect { prefix } => backend.inspect(prefix).map(Reply::Inspected).boxed(),
             Call::Holder { name } => backend.holder(name).map(Reply::Holder).boxed(),
+            Call::Batch { calls, metadata } => backend
+                .execute_batch(calls.to_vec(), metadata)
+                .map(Reply::Batch)
+                .boxed(),
         }
     }
 
     /// The call's kind in a few words: `open session`, `renew`, `acquire`,
     /// `release`, `withdraw`, `close session`, `join group`, `leave group`,
-    /// `claim slot`, `inspect` or `holder`.
+    /// `claim slot`, `inspect`, `holder` or `batch`.
     pub fn kind(&self) -> &'static str {
         match self {
             Call::OpenSession { .. } => "open session",
@@ -217,6 +232,7 @@ impl<'a> Call<'a> {
             Call::ClaimSlot { .. } => "claim slot",
             Call::Inspect { .. } => "inspect",
             Call::Holder { .. } => "holder",
+            Call::Batch { .. } => "batch",
         }
     }
 
@@ -232,7 +248,8 @@ impl<'a> Call<'a> {
             Call::OpenSession { .. }
             | Call::Renew { .. }
             | Call::CloseSession { .. }
-            | Call::Inspect { .. } => None,
+            | Call::Inspect { .. }
+            | Call::Batch { .. } => None,
         }
     }
 
@@ -250,6 +267,12 @@ impl<'a> Call<'a> {
             Call::ClaimSlot { .. } => Reply::Claimed(Err(error)),
             Call::Inspect { .. } => Reply::Inspected(Err(error)),
             Call::Holder { .. } => Reply::Holder(Err(error)),
+            Call::Batch { calls, .. } => Reply::Batch(
+                calls
+                    .iter()
+                    .map(|c| Input::failed(c, error.clone()))
+                    .collect(),
+            ),
         }
     }
 }
@@ -271,6 +294,14 @@ impl Reply {
             Reply::Claimed(r) => err(r),
             Reply::Inspected(r) => err(r),
             Reply::Holder(r) => err(r),
+            // The first failed call of the batch.
+            Reply::Batch(replies) => replies.iter().find_map(|r| match r {
+                Input::AcquireReplied { result, .. } => err(result),
+                Input::ReleaseReplied { result, .. } | Input::WithdrawReplied { result, .. } => {
+                    err(result)
+                }
+                _ => None,
+            }),
         }
     }
 }
@@ -303,6 +334,12 @@ pub trait Layer: Send + Sync + 'static {
     /// As [`Backend::max_concurrent_calls`]: a wrapper adds no capacity (S4.6).
     fn max_concurrent_calls(&self) -> Option<usize> {
         self.inner().max_concurrent_calls()
+    }
+
+    /// As [`Backend::max_batch`] (S4.7): batches reach the layer as
+    /// [`Call::Batch`].
+    fn max_batch(&self) -> usize {
+        self.inner().max_batch()
     }
 
     /// As [`Backend::renewal_proves`]: a wrapper must not make the engine
@@ -440,6 +477,33 @@ impl<L: Layer> Backend for Layered<L> {
 
     fn max_concurrent_calls(&self) -> Option<usize> {
         self.0.max_concurrent_calls()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.0.max_batch()
+    }
+
+    fn execute_batch<'a>(
+        &'a self,
+        calls: Vec<Command>,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Vec<Input>> {
+        Box::pin(async move {
+            let call = Call::Batch {
+                calls: &calls,
+                metadata,
+            };
+            match self.0.call(call).await {
+                Reply::Batch(replies) => replies,
+                other => {
+                    let error = mismatch("batch", &other);
+                    calls
+                        .iter()
+                        .map(|c| Input::failed(c, error.clone()))
+                        .collect()
+                }
+            }
+        })
     }
 
     fn renewal_proves(&self) -> Fraction {

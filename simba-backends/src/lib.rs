@@ -273,6 +273,67 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// How many acquires, releases and withdraws one call may carry (S4.7):
+    /// the client sends those it decides at one instant together, as one
+    /// [`Command::Batch`] that takes one of the
+    /// [`max_concurrent_calls`](Backend::max_concurrent_calls) and one round
+    /// trip ([`Backend::execute_batch`]). 1 (the default): each is its own
+    /// call.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend};
+    /// assert!(MemoryBackend::new().max_batch() > 1);
+    /// ```
+    fn max_batch(&self) -> usize {
+        1
+    }
+
+    /// Runs the calls of one [`Command::Batch`] (S4.7) and answers one reply
+    /// per call, each as [`Backend::execute`] answers it alone. The default
+    /// runs them all at once where the backend serves any number of calls at
+    /// once ([`max_concurrent_calls`](Backend::max_concurrent_calls) `None`),
+    /// else one after the other on the batch's one slot (S4.6); a SQL
+    /// backend runs them in one transaction on one connection.
+    ///
+    /// ```
+    /// use simba_backends::{Backend, MemoryBackend, SessionMetadata};
+    /// use simba_core::{AcquireOutcome, Command, Input, LeaseName, OpId};
+    /// use std::time::Duration;
+    ///
+    /// # futures::executor::block_on(async {
+    /// let backend = MemoryBackend::new();
+    /// let session = backend.open_session(Duration::from_secs(10)).await?.session;
+    /// let acquire = |op, name: &str| -> Result<Command, Box<dyn std::error::Error>> {
+    ///     Ok(Command::Acquire { op: OpId(op), session, name: LeaseName::new(name)? })
+    /// };
+    /// let calls = vec![acquire(1, "orders.0")?, acquire(2, "orders.1")?];
+    /// let replies = backend.execute_batch(calls, &SessionMetadata::default()).await;
+    /// assert!(replies.iter().all(|r| matches!(
+    ///     r,
+    ///     Input::AcquireReplied { result: Ok(AcquireOutcome::Won { .. }), .. }
+    /// )));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    fn execute_batch<'a>(
+        &'a self,
+        calls: Vec<Command>,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Vec<Input>> {
+        Box::pin(async move {
+            if self.max_concurrent_calls().is_none() {
+                let each = calls.into_iter().map(|c| self.execute(c, metadata));
+                futures::future::join_all(each).await
+            } else {
+                let mut replies = Vec::with_capacity(calls.len());
+                for call in calls {
+                    replies.push(self.execute(call, metadata).await);
+                }
+                replies
+            }
+        })
+    }
+
     /// Which part of the granted remaining time one renewal proves (S8.5):
     /// the whole of it on every backend here.
     fn renewal_proves(&self) -> Fraction {
@@ -402,6 +463,9 @@ pub trait Backend: Send + Sync + 'static {
                     op,
                     result: self.claim_slot(session, &name, token, slot).await,
                 },
+                Command::Batch { calls } => Input::Batch {
+                    replies: self.execute_batch(calls, metadata).await,
+                },
             }
         })
     }
@@ -475,6 +539,16 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn max_concurrent_calls(&self) -> Option<usize> {
         (**self).max_concurrent_calls()
+    }
+    fn max_batch(&self) -> usize {
+        (**self).max_batch()
+    }
+    fn execute_batch<'a>(
+        &'a self,
+        calls: Vec<Command>,
+        metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Vec<Input>> {
+        (**self).execute_batch(calls, metadata)
     }
     fn renewal_proves(&self) -> Fraction {
         (**self).renewal_proves()

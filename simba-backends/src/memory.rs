@@ -650,6 +650,12 @@ impl Backend for MemoryBackend {
         futures::future::ready(result).boxed()
     }
 
+    /// Any number: the calls of a batch are answered one after the other,
+    /// at once (S4.7).
+    fn max_batch(&self) -> usize {
+        64
+    }
+
     fn name(&self) -> &'static str {
         "memory"
     }

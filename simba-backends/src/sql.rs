@@ -1453,6 +1453,38 @@ macro_rules! sql_backend_calls {
             })
         }
 
+        fn max_batch(&self) -> usize {
+            $crate::sql::BATCH
+        }
+
+        fn execute_batch<'a>(
+            &'a self,
+            calls: Vec<simba_core::Command>,
+            _metadata: &'a $crate::SessionMetadata,
+        ) -> futures::future::BoxFuture<'a, Vec<simba_core::Input>> {
+            // One connection, one transaction (S4.7, `batch_on`).
+            futures::FutureExt::boxed(async move {
+                let ran: Result<_, BackendError> = async {
+                    $tx!(self, "batch", |c| async {
+                        Ok::<_, BackendError>($crate::sql::batch_on(&self.sql, c, &calls).await)
+                    })
+                }
+                .await;
+                match ran {
+                    Ok((replies, freed)) => {
+                        if !freed.is_empty() {
+                            self.freed(&freed);
+                        }
+                        replies
+                    }
+                    Err(e) => calls
+                        .iter()
+                        .map(|c| simba_core::Input::failed(c, e.clone()))
+                        .collect(),
+                }
+            })
+        }
+
         fn close_session(
             &self,
             session: SessionId,
@@ -1531,3 +1563,171 @@ macro_rules! hold_calls {
 }
 #[cfg(feature = "testkit")]
 pub(crate) use hold_calls;
+
+/// How many acquires, releases and withdraws one batch call of a SQL
+/// backend carries at most (S4.7): one transaction of that many short
+/// statements holds the database's locks for a few milliseconds.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) const BATCH: usize = 64;
+
+/// The statements of one SQL backend that a batch (S4.7) runs on one
+/// connection: [`batch_on`] runs them in one transaction.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) trait BatchCalls: Sync {
+    /// The database.
+    type DB: sqlx::Database;
+    /// The backend's name, for errors.
+    const NAME: &'static str;
+    /// The statement that begins the batch's transaction (SQLite takes its
+    /// write lock at once).
+    const BEGIN: &'static str;
+    /// Run first in the transaction (PostgreSQL bounds each lock wait).
+    fn setup<'a>(
+        &'a self,
+        c: &'a mut <Self::DB as sqlx::Database>::Connection,
+    ) -> futures::future::BoxFuture<'a, Result<(), BackendError>>;
+    /// [`Backend::acquire`](crate::Backend::acquire) on `c`.
+    fn acquire<'a>(
+        &'a self,
+        c: &'a mut <Self::DB as sqlx::Database>::Connection,
+        session: SessionId,
+        name: &'a LeaseName,
+    ) -> futures::future::BoxFuture<'a, Result<AcquireOutcome, BackendError>>;
+    /// [`Backend::release`](crate::Backend::release) on `c`: whether it
+    /// freed the lease.
+    fn release<'a>(
+        &'a self,
+        c: &'a mut <Self::DB as sqlx::Database>::Connection,
+        session: SessionId,
+        name: &'a LeaseName,
+        token: Token,
+    ) -> futures::future::BoxFuture<'a, Result<bool, BackendError>>;
+}
+
+/// One call of a batch on `c`; a release that freed its lease adds the
+/// name to `freed`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn batch_call<B: BatchCalls>(
+    b: &B,
+    c: &mut <B::DB as sqlx::Database>::Connection,
+    call: &simba_core::Command,
+    freed: &mut Vec<String>,
+) -> Result<simba_core::Input, BackendError> {
+    use simba_core::{Command, Input};
+    Ok(match call {
+        Command::Acquire { op, session, name } => Input::AcquireReplied {
+            op: *op,
+            result: Ok(b.acquire(c, *session, name).await?),
+        },
+        Command::Release {
+            op,
+            session,
+            name,
+            token,
+        } => {
+            if b.release(c, *session, name, *token).await? {
+                freed.push(name.as_str().to_owned());
+            }
+            Input::ReleaseReplied {
+                op: *op,
+                result: Ok(()),
+            }
+        }
+        // A SQL backend keeps nothing for a `Held` acquire (S4.5).
+        Command::Withdraw { op, .. } => Input::WithdrawReplied {
+            op: *op,
+            result: Ok(()),
+        },
+        other => Input::failed(
+            other,
+            BackendError::new(
+                BackendErrorKind::Rejected,
+                format!("{}: a {} call cannot go in a batch", B::NAME, other.label()),
+            ),
+        ),
+    })
+}
+
+/// The calls of a batch in one transaction, in name order: their replies
+/// by index, and the names the releases freed; `Err` if one failed or the
+/// transaction could not begin or commit (then, if it committed, the
+/// error says so: `Ok(Err(_))`, see [`batch_on`]).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn batch_tx<B: BatchCalls>(
+    b: &B,
+    c: &mut <B::DB as sqlx::Database>::Connection,
+    calls: &[simba_core::Command],
+) -> Result<Result<(Vec<simba_core::Input>, Vec<String>), BackendError>, BackendError> {
+    use sqlx::Connection;
+    let err = |e| map_err(B::NAME, "batch", e);
+    let mut order: Vec<usize> = (0..calls.len()).collect();
+    order.sort_by(|&i, &j| name_of(&calls[i]).cmp(name_of(&calls[j])));
+    let mut tx = c.begin_with(B::BEGIN).await.map_err(err)?;
+    b.setup(&mut tx).await?;
+    let mut freed = Vec::new();
+    let mut replies: Vec<Option<simba_core::Input>> = vec![None; calls.len()];
+    for i in order {
+        replies[i] = Some(batch_call(b, &mut tx, &calls[i], &mut freed).await?);
+    }
+    // A failed commit leaves every call's outcome unknown.
+    Ok(match tx.commit().await {
+        Ok(()) => Ok((replies.into_iter().flatten().collect(), freed)),
+        Err(e) => Err(err(e)),
+    })
+}
+
+/// Runs the calls of a batch (S4.7) on `c` in one transaction, in name
+/// order, and answers their replies in the calls' order and the names the
+/// releases freed (to announce now that it committed).
+///
+/// Name order makes every client take the rows' locks in the same order,
+/// so two batches never wait on each other in a cycle. If a call fails
+/// (a lock waited on too long, a malformed row) or the transaction does
+/// not begin, it is rolled back and every call runs again on its own, so
+/// that one call's failure is its own and not the others'. If the commit
+/// fails, nobody knows whether it took effect: every call answers the
+/// error (an acquire whose outcome is unknown is released once a renewal
+/// lists it, S3.4). A batch dropped at its call timeout is rolled back by
+/// sqlx before the connection is used again.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) async fn batch_on<B: BatchCalls>(
+    b: &B,
+    c: &mut <B::DB as sqlx::Database>::Connection,
+    calls: &[simba_core::Command],
+) -> (Vec<simba_core::Input>, Vec<String>) {
+    use simba_core::Input;
+    match batch_tx(b, c, calls).await {
+        Ok(Ok(done)) => return done,
+        Ok(Err(e)) => {
+            return (
+                calls
+                    .iter()
+                    .map(|call| Input::failed(call, e.clone()))
+                    .collect(),
+                Vec::new(),
+            )
+        }
+        Err(_) => {}
+    }
+    let mut freed = Vec::new();
+    let mut replies = Vec::with_capacity(calls.len());
+    for call in calls {
+        replies.push(match batch_call(b, c, call, &mut freed).await {
+            Ok(reply) => reply,
+            Err(e) => Input::failed(call, e),
+        });
+    }
+    (replies, freed)
+}
+
+/// The lease a batched call is about (for the lock order).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn name_of(call: &simba_core::Command) -> &str {
+    use simba_core::Command;
+    match call {
+        Command::Acquire { name, .. }
+        | Command::Release { name, .. }
+        | Command::Withdraw { name, .. } => name.as_str(),
+        _ => "",
+    }
+}

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_backends::{Backend, Call, Layer, Layered, Reply};
-use simba_core::{AcquireOutcome, BackendError, LeaseName};
+use simba_core::{AcquireOutcome, BackendError, Command, Input, LeaseName};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -78,11 +78,61 @@ struct Logged {
     releases: Releases,
 }
 
+impl Logged {
+    /// A batch (S4.7): each release it carries counts as sent now, and
+    /// each call is logged with its own outcome and the batch's duration,
+    /// its word prefixed `batch:`.
+    fn batch<'a>(&'a self, call: Call<'a>, calls: &'a [Command]) -> BoxFuture<'a, Reply> {
+        async move {
+            for c in calls {
+                if let Command::Release { name, .. } = c {
+                    self.releases.sent(name);
+                }
+            }
+            let t = Instant::now();
+            let r = call.run(&*self.inner).await;
+            let took = t.elapsed();
+            if let Reply::Batch(replies) = &r {
+                for (c, reply) in calls.iter().zip(replies) {
+                    let (word, name) = match c {
+                        Command::Acquire { name, .. } => ("batch:acquire", name),
+                        Command::Release { name, .. } => ("batch:release", name),
+                        Command::Withdraw { name, .. } => ("batch:withdraw", name),
+                        _ => continue,
+                    };
+                    let o = match reply {
+                        Input::AcquireReplied {
+                            result: Ok(AcquireOutcome::Won { .. }),
+                            ..
+                        } => "won".to_string(),
+                        Input::AcquireReplied {
+                            result: Ok(AcquireOutcome::Held { .. }),
+                            ..
+                        } => "held".to_string(),
+                        Input::AcquireReplied { result: Err(e), .. }
+                        | Input::ReleaseReplied { result: Err(e), .. }
+                        | Input::WithdrawReplied { result: Err(e), .. } => {
+                            format!("err:{e}").replace(' ', "_")
+                        }
+                        _ => "ok".to_string(),
+                    };
+                    line(self.member, word, name.as_str(), &o, Some(took));
+                }
+            }
+            r
+        }
+        .boxed()
+    }
+}
+
 impl Layer for Logged {
     fn inner(&self) -> &dyn Backend {
         &*self.inner
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
+        if let Call::Batch { calls, .. } = call {
+            return self.batch(call, calls);
+        }
         let word = match call {
             Call::Renew { .. } => "renew",
             Call::Acquire { .. } => "acquire",

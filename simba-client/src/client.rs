@@ -200,6 +200,7 @@ impl SimbaBuilder {
         let profile = BackendProfile {
             renewal_proves: self.backend.renewal_proves(),
             call_slots: self.backend.max_concurrent_calls(),
+            batch: self.backend.max_batch(),
         };
         let config = with_process_seed(self.config, &*runtime);
         let engine = Engine::new(config, profile, clock.now());

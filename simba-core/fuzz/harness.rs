@@ -376,6 +376,8 @@ impl Harness {
                 Fraction::ONE
             },
             call_slots: setup.call_slots,
+            // Batches (S4.7) are the simulator's; each call here is its own.
+            batch: 1,
         };
         let lease = config.lease_duration();
         let engine = Engine::new(config, profile, Timestamp::ZERO);
@@ -869,9 +871,11 @@ impl Harness {
             }
             // The engine sends no group or slot commands here yet (S10,
             // S11): they fail, through the core's one failure constructor.
-            Command::JoinGroup { .. } | Command::LeaveGroup { .. } | Command::ClaimSlot { .. } => {
-                Input::failed(cmd, fail(cmd.label()))
-            }
+            // Nor batches (S4.7): its profile takes none.
+            Command::JoinGroup { .. }
+            | Command::LeaveGroup { .. }
+            | Command::ClaimSlot { .. }
+            | Command::Batch { .. } => Input::failed(cmd, fail(cmd.label())),
         }
     }
 

@@ -29,6 +29,7 @@ impl Command {
             Command::JoinGroup { .. } => "join_group",
             Command::LeaveGroup { .. } => "leave_group",
             Command::ClaimSlot { .. } => "claim_slot",
+            Command::Batch { .. } => "batch",
         }
     }
 
@@ -104,6 +105,9 @@ impl Command {
                 op,
                 result: backend.claim_slot(session, &name, token, slot),
             },
+            Command::Batch { calls } => Input::Batch {
+                replies: calls.into_iter().map(|c| c.call(backend)).collect(),
+            },
         }
     }
 }
@@ -156,6 +160,12 @@ impl Input {
             Command::ClaimSlot { .. } => Input::SlotClaimed {
                 op,
                 result: Err(error),
+            },
+            Command::Batch { calls } => Input::Batch {
+                replies: calls
+                    .iter()
+                    .map(|c| Input::failed(c, error.clone()))
+                    .collect(),
             },
         }
     }

@@ -39,6 +39,12 @@ pub struct BackendProfile {
     /// other commands back and lets the other due candidates wait their
     /// turn, oldest first (S4.6). `None`: no limit.
     pub call_slots: Option<usize>,
+    /// How many acquires, releases and withdraws one call may carry
+    /// (`simba-backends`' `Backend::max_batch`, S4.7): those the engine
+    /// decides at one instant go out together in a [`Command::Batch`] of
+    /// at most this many, which takes one call slot. 0 or 1: each is its
+    /// own call.
+    pub batch: usize,
 }
 
 /// Counters for observability; they never influence behaviour.
@@ -146,7 +152,15 @@ pub struct Engine {
     /// sent and are neither answered nor known past their call timeout,
     /// with when each was sent: they take a slot (S4.6). Kept only with a
     /// slot limit.
-    calls_out: BTreeMap<OpId, Timestamp>,
+    calls_out: BTreeMap<OpId, (Timestamp, u64)>,
+    /// The calls decided at this instant that go out together as one
+    /// [`Command::Batch`] (S4.7), with the call number they share: sent when
+    /// the instant's work is done, when it is full, or before a call that
+    /// does not batch (so calls keep their order).
+    batch: Vec<Command>,
+    /// The call number of `batch`, or of the last call sent: every call in
+    /// flight is counted once per call number, whatever it carries (S4.6).
+    call_no: u64,
     /// Entries with a term given up on purpose whose hand-over has not
     /// completed: since when (told with [`Event::Completed`]).
     handing_over: BTreeMap<EntryId, Timestamp>,
@@ -212,6 +226,8 @@ impl Engine {
             waiting_first: VecDeque::new(),
             waiting: VecDeque::new(),
             calls_out: BTreeMap::new(),
+            batch: Vec::new(),
+            call_no: 0,
             handing_over: BTreeMap::new(),
         };
         engine.emit(Event::SessionStateChanged {
@@ -306,6 +322,7 @@ impl Engine {
 
     /// The next output to act on, in order. Drain it after every call.
     pub fn poll_output(&mut self) -> Option<Output> {
+        self.send_batch();
         self.out.pop_front()
     }
 
@@ -363,6 +380,11 @@ impl Engine {
             self.calls_out.remove(&op);
         }
         match input {
+            Input::Batch { replies } => {
+                for reply in replies {
+                    self.take(reply);
+                }
+            }
             Input::SessionOpened { op, result } => self.on_session_opened(op, result),
             Input::RenewReplied { op, result } => self.on_renew_replied(op, result),
             Input::AcquireReplied { op, result } => self.on_acquire_replied(op, result),
@@ -445,9 +467,57 @@ impl Engine {
                 self.waiting.push_back(Waiting::Command(command));
                 return;
             }
-            self.calls_out.insert(command.op(), self.now);
+            let op = command.op();
+            let call = self.send(command);
+            self.calls_out.insert(op, (self.now, call));
+            return;
         }
-        self.out.push_back(Output::Command(command));
+        self.send(command);
+    }
+
+    /// Puts `command` out, in a batch with the calls decided at this
+    /// instant if it batches and the backend takes batches (S4.7); answers
+    /// the number of the call that carries it (S4.6 counts calls, not what
+    /// they carry).
+    fn send(&mut self, command: Command) -> u64 {
+        let max = self.profile.batch;
+        if max <= 1 || !command.batches() {
+            self.send_batch();
+            self.call_no += 1;
+            self.out.push_back(Output::Command(command));
+            return self.call_no;
+        }
+        if self.batch.len() >= max {
+            self.send_batch();
+        }
+        if self.batch.is_empty() {
+            self.call_no += 1;
+        }
+        self.batch.push(command);
+        self.call_no
+    }
+
+    /// Sends the batch being formed, if any: one call alone as itself.
+    fn send_batch(&mut self) {
+        let command = match self.batch.len() {
+            0 => return,
+            1 => self.batch.pop(),
+            _ => Some(Command::Batch {
+                calls: std::mem::take(&mut self.batch),
+            }),
+        };
+        if let Some(command) = command {
+            self.out.push_back(Output::Command(command));
+        }
+    }
+
+    /// How many more calls fit in the batch being formed (S4.7).
+    fn batch_room(&self) -> usize {
+        if self.batch.is_empty() {
+            0
+        } else {
+            self.profile.batch.saturating_sub(self.batch.len())
+        }
     }
 
     /// A new id for an election, lock or group started now.
@@ -497,7 +567,10 @@ impl Engine {
                 // Never due after `rearm` (its instant lies after `now`):
                 // the freed slot was filled at the top of the loop.
                 Some(TimerKey::Slots) => self.timers.set(&TimerKey::Slots, None),
-                None => return,
+                None => {
+                    self.send_batch();
+                    return;
+                }
             }
         }
         self.emit(Event::Diagnostic {
@@ -508,6 +581,7 @@ impl Engine {
         for key in stuck {
             self.timers.set(&key, None);
         }
+        self.send_batch();
     }
 
     fn rearm(&mut self) {

@@ -107,6 +107,18 @@ pub enum Command {
         /// The slot number (for example whole seconds of the slot's start).
         slot: u64,
     },
+    /// Several acquires, releases and withdraws sent as one call (S4.7):
+    /// they take one call slot (S4.6) and one round trip, and a backend may
+    /// run them in one transaction. Each keeps its own op and meaning; the
+    /// engine forms a batch only of calls it decided at the same instant,
+    /// and only for a backend that says it takes them
+    /// (`BackendProfile::batch`). Reply: [`Input::Batch`], one reply per
+    /// call, in any order.
+    Batch {
+        /// The calls, each an [`Command::Acquire`], [`Command::Release`] or
+        /// [`Command::Withdraw`].
+        calls: Vec<Command>,
+    },
 }
 
 impl Command {
@@ -122,7 +134,17 @@ impl Command {
             | Command::JoinGroup { op, .. }
             | Command::LeaveGroup { op, .. }
             | Command::ClaimSlot { op, .. } => *op,
+            // A batch has no reply of its own: its calls' ops are echoed.
+            Command::Batch { calls } => calls.first().map_or(OpId(0), Command::op),
         }
+    }
+
+    /// Whether this call may travel in a [`Command::Batch`] (S4.7).
+    pub fn batches(&self) -> bool {
+        matches!(
+            self,
+            Command::Acquire { .. } | Command::Release { .. } | Command::Withdraw { .. }
+        )
     }
 }
 
@@ -281,6 +303,11 @@ pub enum Input {
         /// The claim's outcome, or why the call failed.
         result: Result<SlotClaim, BackendError>,
     },
+    /// Reply to [`Command::Batch`]: one reply for each of its calls (S4.7).
+    Batch {
+        /// The calls' replies.
+        replies: Vec<Input>,
+    },
     /// The backend announced that `name` became free (S4.2).
     ReleaseBroadcast {
         /// The freed lease.
@@ -325,7 +352,8 @@ impl Input {
             | Input::GroupJoined { op, .. }
             | Input::GroupLeft { op, .. }
             | Input::SlotClaimed { op, .. } => Some(*op),
-            Input::ReleaseBroadcast { .. }
+            Input::Batch { .. }
+            | Input::ReleaseBroadcast { .. }
             | Input::TaskExited { .. }
             | Input::ElectedRejected { .. } => None,
         }

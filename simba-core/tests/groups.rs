@@ -761,7 +761,13 @@ fn p50_p99_max(v: &[u64]) -> (u64, u64, u64) {
 /// Returns the rounds from the leaver's loss, and from the backend running
 /// its release, to the new owner's gain, per moved partition.
 fn thousand_partition_leave() -> (Vec<u64>, Vec<u64>) {
-    let mut c = Cluster::new("orders", 1000, config(), ms(10));
+    thousand_partition_leave_in(1).0
+}
+
+/// [`thousand_partition_leave`] with up to `batch` calls in one (S4.7);
+/// also the calls the leaver and the others sent from the leave on.
+fn thousand_partition_leave_in(batch: usize) -> ((Vec<u64>, Vec<u64>), (u64, u64)) {
+    let mut c = Cluster::new("orders", 1000, config(), ms(10)).batches(batch);
     c.model.quiet_groups = true;
     c.profile.call_slots = Some(1);
     c.connections = Some(1);
@@ -771,11 +777,50 @@ fn thousand_partition_leave() -> (Vec<u64>, Vec<u64>) {
     settle(&mut c, &[0, 1, 2, 3], Duration::from_secs(60));
     c.run_for(ms(400));
     let from = c.round;
+    let calls = c.calls.clone();
     c.leave(3);
     settle(&mut c, &[0, 1, 2], Duration::from_secs(60));
     assert!(c.violations.is_empty(), "{:?}", c.violations);
     c.tokens_increase().unwrap();
-    leave_gaps(&c, 3, from)
+    let leaver = c.calls[3] - calls[3];
+    let others = (0..3).map(|i| c.calls[i] - calls[i]).sum();
+    (leave_gaps(&c, 3, from), (leaver, others))
+}
+
+/// S4.7 with S10.3 and S4.6: the same leave of 250 of 1,000 partitions
+/// through one connection per member, with batches of up to 64 calls.
+/// The leaver releases its 250 partitions in 4 calls instead of 250, and
+/// each member asks for its part of them in a call or two: from its loss
+/// (the leaver's task stopped), no partition is unowned for more than 13
+/// round trips (p50 11), where one call per partition left it so for up to
+/// 257 (p50 134: the leaver's releases one after the other); from its
+/// release, 2 either way. The members sent 30 calls instead of 1,089,
+/// the leaver 6 instead of 254.
+#[test]
+fn s4_7_s10_3_with_batches_a_thousand_partition_leave_moves_in_a_few_round_trips() {
+    let ((lost_one, released_one), (leaver_one, others_one)) = thousand_partition_leave_in(1);
+    let ((lost, released), (leaver, others)) = thousand_partition_leave_in(64);
+    assert_eq!(released.len(), 250);
+    println!(
+        "one call each: from the loss p50/p99/max {:?}, from the release {:?}, calls: leaver {leaver_one}, others {others_one}",
+        p50_p99_max(&lost_one),
+        p50_p99_max(&released_one)
+    );
+    println!(
+        "batches of 64: from the loss p50/p99/max {:?}, from the release {:?}, calls: leaver {leaver}, others {others}",
+        p50_p99_max(&lost),
+        p50_p99_max(&released)
+    );
+    let (_, _, max_lost) = p50_p99_max(&lost);
+    let (_, _, max_released) = p50_p99_max(&released);
+    assert!(max_released <= 3, "from the release: {released:?}");
+    // From the loss: the tasks' 6 rounds to stop, the leave's answer, the
+    // 4 release calls on the one connection, then the broadcast's acquire.
+    assert!(max_lost <= 6 + 1 + 4 + 2, "from the loss: {lost:?}");
+    assert!(
+        leaver * 10 < leaver_one,
+        "leaver's calls: {leaver} against {leaver_one}"
+    );
 }
 
 /// S10.3, S10.2 and S4.6: with one acquire slot, a partition the leaver

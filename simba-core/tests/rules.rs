@@ -1033,6 +1033,119 @@ fn s4_6_at_most_the_backends_slots_of_acquires_are_in_flight_and_the_rest_go_in_
     assert_eq!(pending_acquires(&h), ["b"]);
 }
 
+// ----- S4.7 calls decided together travel together ------------------------
+
+/// The names the batch `c` carries, or `None` if it is no batch.
+fn batch_names(c: &Command) -> Option<Vec<String>> {
+    match c {
+        Command::Batch { calls } => Some(
+            calls
+                .iter()
+                .map(|c| match c {
+                    Command::Acquire { name, .. } => format!("acquire {name}"),
+                    Command::Release { name, .. } => format!("release {name}"),
+                    Command::Withdraw { name, .. } => format!("withdraw {name}"),
+                    other => other.label().to_owned(),
+                })
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Takes the pending batch and answers each acquire it carries with
+/// `outcome(name)`, each release and withdraw with `Ok`, in one reply.
+fn answer_batch(h: &mut H, mut outcome: impl FnMut(&str) -> AcquireOutcome) -> Vec<Output> {
+    let Command::Batch { calls } = h.take(|c| matches!(c, Command::Batch { .. })) else {
+        unreachable!()
+    };
+    let replies = calls
+        .into_iter()
+        .map(|c| match c {
+            Command::Acquire { op, name, .. } => Input::AcquireReplied {
+                op,
+                result: Ok(outcome(name.as_str())),
+            },
+            Command::Release { op, .. } => Input::ReleaseReplied { op, result: Ok(()) },
+            Command::Withdraw { op, .. } => Input::WithdrawReplied { op, result: Ok(()) },
+            other => panic!("{other:?} in a batch"),
+        })
+        .collect();
+    h.input(Input::Batch { replies })
+}
+
+/// S4.7 with S4.6: with one call slot and batches of up to three, the
+/// acquires that a reply lets go at once travel as one call, which takes
+/// the one slot: the rest wait for its reply, then go together too. The
+/// calls decided at different instants (each `start_election` here) are
+/// not held back to wait for others: the first goes alone.
+#[test]
+fn s4_7_calls_decided_at_one_instant_go_out_as_one_call_that_takes_one_slot() {
+    let config = fast_config();
+    let lease = config.lease_duration();
+    let profile = BackendProfile {
+        call_slots: Some(1),
+        batch: 3,
+        ..BackendProfile::default()
+    };
+    let mut h = H::with_profile(config, profile);
+    h.grant_open(lease);
+    for n in ["a", "b", "c", "d", "e", "f"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.drain();
+    // `a` went alone, at once; the others wait for the one slot.
+    assert_eq!(pending_acquires(&h), ["a"]);
+    assert!(!h.has_pending(|c| matches!(c, Command::Batch { .. })));
+    // Its reply frees the slot: the next three go in one call.
+    h.won("a", 1);
+    let batches: Vec<_> = h.pending.iter().filter_map(batch_names).collect();
+    assert_eq!(batches, [["acquire b", "acquire c", "acquire d"]]);
+    assert!(pending_acquires(&h).is_empty(), "{:?}", h.pending);
+    // One reply answers each; the slot then carries the last two.
+    let mut token = 1;
+    let out = answer_batch(&mut h, |n| {
+        token += 1;
+        if n == "c" {
+            held_by_another()
+        } else {
+            AcquireOutcome::Won {
+                token: tok(token),
+                remaining: lease,
+            }
+        }
+    });
+    assert_eq!(
+        count(&out, |o| matches!(o, Output::Event(Event::Elected { .. }))),
+        2
+    );
+    let batches: Vec<_> = h.pending.iter().filter_map(batch_names).collect();
+    assert_eq!(batches, [["acquire e", "acquire f"]]);
+    answer_batch(&mut h, |_| held_by_another());
+    let held: Vec<String> = h
+        .held()
+        .iter()
+        .map(|(n, _)| n.as_str().to_owned())
+        .collect();
+    assert_eq!(held, ["a", "b", "d"]);
+}
+
+/// S4.7: a backend that takes no batches (the default, 1) gets each call
+/// on its own, as before: the acquires a reply lets go are separate calls,
+/// each taking a slot.
+#[test]
+fn s4_7_without_batches_each_call_is_its_own() {
+    let mut h = with_slots(Some(3));
+    for n in ["a", "b", "c", "d"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["a", "b", "c"]);
+    h.won("a", 1);
+    assert_eq!(pending_acquires(&h), ["b", "c", "d"]);
+    assert!(!h.has_pending(|c| matches!(c, Command::Batch { .. })));
+}
+
 /// S4.6 with S4.5 and S2.4: a withdraw that waited for a call slot counts
 /// its call timeout from when it is sent. Counted from when it was decided,
 /// every withdraw that waited longer than a call timeout was reported as
@@ -1792,6 +1905,7 @@ fn s8_5_the_backend_supplies_the_fraction_a_renewal_proves() {
     let zk = BackendProfile {
         renewal_proves: Fraction::new(5, 12).unwrap(),
         call_slots: None,
+        batch: 1,
     };
     let mut h = H::with_profile(SimbaConfig::default(), zk);
     let sent = h.now;

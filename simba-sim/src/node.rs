@@ -10,7 +10,9 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_backends::{Backend, Call, Layer, MemoryBackend, Reply};
 use simba_client::{AsyncRuntime, Simba, SuspendClock};
-use simba_core::{AcquireOutcome, BackendError, BackendErrorKind, LeaseName, SessionId};
+use simba_core::{
+    AcquireOutcome, BackendError, BackendErrorKind, Command, Input, LeaseName, SessionId,
+};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -464,6 +466,18 @@ fn describe(call: &Call<'_>) -> String {
         } => format!("claim_slot {name} token {token} slot {slot}"),
         Call::Inspect { .. } => "inspect".to_owned(),
         Call::Holder { name } => format!("holder {name}"),
+        Call::Batch { calls, .. } => {
+            let each: Vec<String> = calls
+                .iter()
+                .map(|c| match c {
+                    Command::Acquire { name, .. } => format!("acquire {name}"),
+                    Command::Release { name, token, .. } => format!("release {name} token {token}"),
+                    Command::Withdraw { name, .. } => format!("withdraw {name}"),
+                    other => other.label().to_owned(),
+                })
+                .collect();
+            format!("batch [{}]", each.join(", "))
+        }
     }
 }
 
@@ -505,6 +519,28 @@ impl Layer for SimBackend {
                         ) = (call, r)
                         {
                             self.journal.token_won(name, session, *token);
+                        }
+                        if let (Call::Batch { calls, .. }, Ok(Reply::Batch(replies))) = (call, r) {
+                            for reply in replies {
+                                let Input::AcquireReplied {
+                                    op,
+                                    result: Ok(AcquireOutcome::Won { token, .. }),
+                                } = reply
+                                else {
+                                    continue;
+                                };
+                                let asked = calls.iter().find_map(|c| match c {
+                                    Command::Acquire {
+                                        op: o,
+                                        session,
+                                        name,
+                                    } if o == op => Some((session, name)),
+                                    _ => None,
+                                });
+                                if let Some((session, name)) = asked {
+                                    self.journal.token_won(name, *session, *token);
+                                }
+                            }
                         }
                         match r {
                             Ok(reply) => show(reply),

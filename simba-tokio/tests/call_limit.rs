@@ -59,6 +59,11 @@ impl Layer for Narrow {
     fn max_concurrent_calls(&self) -> Option<usize> {
         self.limit
     }
+    /// One acquire per call (S4.7's batches are the memory backend's; here
+    /// each acquire is timed and counted on its own).
+    fn max_batch(&self) -> usize {
+        1
+    }
     fn name(&self) -> &'static str {
         "narrow"
     }

@@ -326,6 +326,9 @@ pub struct RunParams {
     /// Partitioned groups every node joins at boot, with their partition
     /// counts (S10) ([`group_workload`] sets one of 12 partitions).
     pub groups: Vec<(LeaseName, u32)>,
+    /// How many acquires, releases and withdraws one call may carry
+    /// (`BackendProfile::batch`, S4.7); 1: each is its own call.
+    pub batch: usize,
 }
 
 impl RunParams {
@@ -341,6 +344,9 @@ impl RunParams {
         }
         if !self.groups.is_empty() {
             on.push("groups (S10)");
+        }
+        if self.batch > 1 {
+            on.push("batched calls (S4.7)");
         }
         if self
             .faults
@@ -379,6 +385,9 @@ impl RunParams {
         }
         for (g, n) in &self.groups {
             on.push(format!("group {g}/{n}"));
+        }
+        if self.batch > 1 {
+            on.push(format!("batches of up to {}", self.batch));
         }
         let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
         for f in &self.faults {
@@ -653,6 +662,7 @@ pub fn draw(seed: u64, mode: Mode, mutant: Option<Mutant>) -> RunParams {
         script: Vec::new(),
         liveness_override: None,
         groups: Vec::new(),
+        batch: 1,
     };
     if mode == Mode::Default {
         // Drawn after every other parameter, so the rest of seed S is what
@@ -697,6 +707,10 @@ fn draw_swarm(d: &mut Draw, p: &mut RunParams) {
         p.faults
             .extend(draw_removals(d, &names, p.lease_duration, p.safety_phase));
         p.faults.sort_by_key(|f| f.at);
+    }
+    // Drawn last, so the rest of seed S is what it was before batches.
+    if d.chance(400) {
+        p.batch = d.pick(&[2, 4, 16]);
     }
 }
 

@@ -91,6 +91,7 @@ impl World {
                 Fraction::ONE
             },
             call_slots: None,
+            batch: params.batch,
         };
         let backend = SimBackend::new(params.backend.clone(), params.seed ^ 0xB4C0);
         let heal_at = nanos(params.safety_phase);
@@ -285,11 +286,18 @@ impl World {
                 if self.trace {
                     eprintln!("{:>16} node {node} local {l} <- {input:?}", "");
                 }
-                self.observe(&Observed::Delivered {
-                    node,
-                    input: &input,
-                    local: l,
-                });
+                // A batch's replies (S4.7) are seen one by one.
+                let each: &[Input] = match &input {
+                    Input::Batch { replies } => replies,
+                    one => std::slice::from_ref(one),
+                };
+                for one in each {
+                    self.observe(&Observed::Delivered {
+                        node,
+                        input: one,
+                        local: l,
+                    });
+                }
                 let mut fresh = false;
                 if let Some(e) = self.cluster.nodes[node].engine.as_mut() {
                     let before = e.stats().stale_replies;
@@ -394,27 +402,30 @@ impl World {
                 self.mix(100 + command_code(&cmd));
                 self.mix(cmd.op().0);
                 let l = self.local(node);
-                self.observe(&Observed::Sent {
-                    node,
-                    cmd: &cmd,
-                    local: l,
-                });
-                if let Command::Acquire { name, .. } = &cmd {
-                    let n = &mut self.cluster.nodes[node];
-                    let mut i = 0;
-                    while i < n.armed.len() {
-                        if &n.armed[i].0 == name {
-                            let (_, call) = n.armed.remove(i);
-                            n.fire_now.push(call);
-                        } else {
-                            i += 1;
+                // A batch (S4.7) is seen call by call: each was sent now.
+                for one in calls_of(&cmd) {
+                    self.observe(&Observed::Sent {
+                        node,
+                        cmd: one,
+                        local: l,
+                    });
+                    if let Command::Acquire { name, .. } = one {
+                        let n = &mut self.cluster.nodes[node];
+                        let mut i = 0;
+                        while i < n.armed.len() {
+                            if &n.armed[i].0 == name {
+                                let (_, call) = n.armed.remove(i);
+                                n.fire_now.push(call);
+                            } else {
+                                i += 1;
+                            }
                         }
                     }
-                }
-                if matches!(cmd, Command::Renew { .. } | Command::Acquire { .. }) {
-                    let f = &mut self.faults.nodes[node];
-                    if let Some(d) = f.pause_armed.take() {
-                        f.pause_now = Some(d);
+                    if matches!(one, Command::Renew { .. } | Command::Acquire { .. }) {
+                        let f = &mut self.faults.nodes[node];
+                        if let Some(d) = f.pause_armed.take() {
+                            f.pause_now = Some(d);
+                        }
                     }
                 }
                 let inc = self.cluster.nodes[node].inc;
@@ -646,6 +657,25 @@ fn command_code(c: &Command) -> u64 {
         Command::LeaveGroup { .. } => 7,
         Command::ClaimSlot { .. } => 8,
         Command::Withdraw { .. } => 9,
+        Command::Batch { calls } => calls
+            .iter()
+            .fold(10, |code, c| code.wrapping_mul(31) ^ command_code(c)),
+    }
+}
+
+/// The replies `input` carries: those of a batch (S4.7), else itself.
+pub(crate) fn calls_of_reply(input: &Input) -> &[Input] {
+    match input {
+        Input::Batch { replies } => replies,
+        one => std::slice::from_ref(one),
+    }
+}
+
+/// The calls `cmd` carries: those of a batch (S4.7), else itself.
+pub(crate) fn calls_of(cmd: &Command) -> &[Command] {
+    match cmd {
+        Command::Batch { calls } => calls,
+        one => std::slice::from_ref(one),
     }
 }
 
@@ -670,5 +700,8 @@ fn input_code(i: &Input) -> u64 {
         Input::GroupLeft { op, .. } => 19 + (op.0 << 8),
         Input::SlotClaimed { op, .. } => 20 + (op.0 << 8),
         Input::WithdrawReplied { op, .. } => 21 + (op.0 << 8),
+        Input::Batch { replies } => replies
+            .iter()
+            .fold(22, |code, r| code.wrapping_mul(31) ^ input_code(r)),
     }
 }

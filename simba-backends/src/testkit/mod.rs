@@ -353,6 +353,9 @@ fn cases<F: Factory>() -> Vec<(&'static str, CaseFn<F>)> {
         ("s3_5_stale_release_is_a_no_op", |f, ns| {
             stale_release(f, ns).boxed()
         }),
+        ("s4_7_batch_answers_each_call_as_alone", |f, ns| {
+            batch_case(f, ns).boxed()
+        }),
         (
             "s4_5_a_withdrawn_waiter_never_holds_and_withdraw_never_ends_a_term",
             |f, ns| withdraw_case(f, ns).boxed(),
@@ -716,6 +719,117 @@ async fn stale_release<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
         "a stale release freed the lease: {still:?}"
     );
     held(&b, a, &n, o, t2).await?;
+    Ok(())
+}
+
+/// S4.7: a batch of acquires, releases and withdraws answers each call as
+/// the call alone would: a free lease won, a held one `Held` by its holder,
+/// a release that frees (its lease no longer listed, and won by another
+/// with a greater token), a stale release a no-op, a withdraw `Ok`; one
+/// reply per call, each echoing its op. An empty batch answers nothing.
+async fn batch_case<F: Factory>(f: &F, ns: &str) -> Result<(), Step> {
+    use simba_core::{Command, Input, OpId};
+    let b = f.connect(ns).await?;
+    let a = b.open_session(LONG).await?.session;
+    let o = b.open_session(LONG).await?.session;
+    let n: Vec<LeaseName> = (0..4)
+        .map(|i| name(&format!("batch.{i}")))
+        .collect::<Result<_, _>>()?;
+    let theirs = won(&b, o, &n[2]).await?;
+    let mine = won(&b, a, &n[3]).await?;
+    let stale = Token::new(mine.get() + 1000).ok_or_else(|| Step::Fail("token".into()))?;
+    let calls = vec![
+        Command::Acquire {
+            op: OpId(1),
+            session: a,
+            name: n[0].clone(),
+        },
+        Command::Acquire {
+            op: OpId(2),
+            session: a,
+            name: n[1].clone(),
+        },
+        Command::Acquire {
+            op: OpId(3),
+            session: a,
+            name: n[2].clone(),
+        },
+        Command::Release {
+            op: OpId(4),
+            session: a,
+            name: n[3].clone(),
+            token: mine,
+        },
+        Command::Withdraw {
+            op: OpId(5),
+            session: a,
+            name: n[2].clone(),
+        },
+        Command::Release {
+            op: OpId(6),
+            session: a,
+            name: n[2].clone(),
+            token: stale,
+        },
+    ];
+    let metadata = crate::SessionMetadata::default();
+    let Input::Batch { replies } = b.execute(Command::Batch { calls }, &metadata).await else {
+        return Err(Step::Fail("a batch was not answered by a batch".into()));
+    };
+    check!(
+        replies.len() == 6,
+        "6 calls, {} replies: {replies:?}",
+        replies.len()
+    );
+    let mut tokens = Vec::new();
+    for reply in &replies {
+        match reply {
+            Input::AcquireReplied {
+                op: OpId(1 | 2),
+                result: Ok(AcquireOutcome::Won { token, .. }),
+            } => tokens.push(*token),
+            Input::AcquireReplied {
+                op: OpId(3),
+                result: Ok(AcquireOutcome::Held { holder, token, .. }),
+            } => check!(
+                holder.is_none_or(|h| h == o) && token.is_none_or(|t| t == theirs),
+                "held by {holder:?} with {token:?}, not {o} with {theirs}"
+            ),
+            Input::ReleaseReplied {
+                op: OpId(4 | 6),
+                result: Ok(()),
+            }
+            | Input::WithdrawReplied {
+                op: OpId(5),
+                result: Ok(()),
+            } => {}
+            other => return Err(Step::Fail(format!("unexpected reply {other:?}"))),
+        }
+    }
+    check!(tokens.len() == 2, "two acquires won: {replies:?}");
+    let listed = owned(&b, a).await?;
+    check!(
+        listed.contains_key(&n[0]) && listed.contains_key(&n[1]) && !listed.contains_key(&n[3]),
+        "after the batch the session owns {listed:?}"
+    );
+    check!(
+        owned(&b, o).await?.get(&n[2]) == Some(&theirs),
+        "the stale release in the batch freed another's lease"
+    );
+    let after = won(&b, o, &n[3]).await?;
+    check!(
+        after > mine,
+        "token after the batch's release {after} not above {mine}"
+    );
+    let Input::Batch { replies } = b
+        .execute(Command::Batch { calls: Vec::new() }, &metadata)
+        .await
+    else {
+        return Err(Step::Fail(
+            "an empty batch was not answered by a batch".into(),
+        ));
+    };
+    check!(replies.is_empty(), "an empty batch answered {replies:?}");
     Ok(())
 }
 

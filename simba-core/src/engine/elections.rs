@@ -22,6 +22,8 @@ pub(super) struct AcquireOp {
     pub(super) name: LeaseName,
     pub(super) session: SessionId,
     pub(super) sent_at: Timestamp,
+    /// The number of the call that carried it (S4.6, S4.7).
+    pub(super) call: u64,
 }
 
 impl Engine {
@@ -308,16 +310,20 @@ impl Engine {
                 name: name.clone(),
                 session,
                 sent_at: now,
+                call: 0,
             },
         );
         self.prune_acquires();
         self.stats.acquires += 1;
         self.dirty.push(name.clone());
-        self.command(Command::Acquire {
+        let call = self.send(Command::Acquire {
             op,
             session,
             name: name.clone(),
         });
+        if let Some(a) = self.acquires.get_mut(&op) {
+            a.call = call;
+        }
     }
 
     /// Acquires sent and neither answered nor past their call timeout
@@ -333,23 +339,34 @@ impl Engine {
     }
 
     /// Calls other than acquires that hold a slot (S4.6): sent, unanswered
-    /// and not yet past their call timeout.
-    fn live_calls(&self) -> impl Iterator<Item = Timestamp> + '_ {
+    /// and not yet past their call timeout; when each times out, and the
+    /// number of the call that carried it.
+    fn live_calls(&self) -> impl Iterator<Item = (Timestamp, u64)> + '_ {
         let (now, timeout) = (self.now, self.call_timeout());
         self.calls_out
             .values()
-            .map(move |sent_at| *sent_at + timeout)
-            .filter(move |t| *t > now)
+            .map(move |(sent_at, call)| (*sent_at + timeout, *call))
+            .filter(move |(t, _)| *t > now)
     }
 
-    /// S4.6: how many more calls the backend may serve now (`usize::MAX`
-    /// without a limit).
+    /// S4.6: how many more acquires, releases or withdraws the backend may
+    /// be sent now (`usize::MAX` without a limit): a slot for each call not
+    /// in flight, each call carrying up to `BackendProfile::batch` of them
+    /// (S4.7), and the room left in the batch being formed.
     pub(super) fn free_slots(&self) -> usize {
         match self.profile.call_slots {
             None => usize::MAX,
-            Some(max) => max
-                .max(1)
-                .saturating_sub(self.live_acquires().count() + self.live_calls().count()),
+            Some(max) => {
+                let live: BTreeSet<u64> = self
+                    .live_acquires()
+                    .map(|a| a.call)
+                    .chain(self.live_calls().map(|(_, call)| call))
+                    .collect();
+                let slots = max.max(1).saturating_sub(live.len());
+                slots
+                    .saturating_mul(self.profile.batch.max(1))
+                    .saturating_add(self.batch_room())
+            }
         }
     }
 
@@ -390,7 +407,8 @@ impl Engine {
             return;
         }
         let (now, timeout) = (self.now, self.call_timeout());
-        self.calls_out.retain(|_, sent_at| *sent_at + timeout > now);
+        self.calls_out
+            .retain(|_, (sent_at, _)| *sent_at + timeout > now);
         let mut free = self.free_slots();
         let can_acquire = self.can_acquire();
         while free > 0 && can_acquire {
@@ -429,8 +447,9 @@ impl Engine {
                             r.sent_at = Some(now);
                         }
                     }
-                    self.calls_out.insert(command.op(), now);
-                    self.out.push_back(Output::Command(command));
+                    let op = command.op();
+                    let call = self.send(command);
+                    self.calls_out.insert(op, (now, call));
                     free -= 1;
                 }
                 Some(Waiting::Candidate(name)) => {
@@ -474,7 +493,7 @@ impl Engine {
         }
         let timeout = self.call_timeout();
         let acquire = self.live_acquires().last().map(|a| a.sent_at + timeout);
-        let call = self.live_calls().min();
+        let call = self.live_calls().map(|(t, _)| t).min();
         match (acquire, call) {
             (Some(a), Some(c)) => Some(a.min(c)),
             (a, c) => a.or(c),
@@ -487,7 +506,7 @@ impl Engine {
     pub(super) fn send_held(&mut self) {
         for waiting in std::mem::take(&mut self.waiting) {
             if let Waiting::Command(command) = waiting {
-                self.out.push_back(Output::Command(command));
+                self.send(command);
             }
         }
     }

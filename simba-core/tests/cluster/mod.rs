@@ -20,6 +20,8 @@ pub struct Counts {
     pub join: u64,
     pub leave: u64,
     pub other: u64,
+    /// Batches sent (S4.7), each one call carrying several of the above.
+    pub batches: u64,
 }
 
 struct Lease {
@@ -212,6 +214,13 @@ impl Cluster {
         self
     }
 
+    /// Nodes added from now on send up to `max` acquires, releases and
+    /// withdraws decided at one instant as one call (S4.7).
+    pub fn batches(mut self, max: usize) -> Self {
+        self.profile.batch = max;
+        self
+    }
+
     pub fn shuffled(mut self, seed: u64) -> Self {
         self.shuffle = Some(fastrand::Rng::with_seed(seed));
         self
@@ -284,21 +293,35 @@ impl Cluster {
             match out {
                 Output::Command(cmd) => {
                     self.calls[i] += 1;
-                    match &cmd {
-                        Command::Renew { .. } => {
-                            self.counts.renew += 1;
-                            self.renewals[i] += 1;
+                    // A batch (S4.7) is one call; what it carries is counted
+                    // call by call.
+                    let each: &[Command] = match &cmd {
+                        Command::Batch { calls } => {
+                            self.counts.batches += 1;
+                            calls
                         }
-                        Command::Acquire { .. } => self.counts.acquire += 1,
-                        Command::Release { name, token, .. } => {
-                            self.counts.release += 1;
-                            let (name, token) = (name.clone(), *token);
-                            self.log(&name, Happening::Released { node: i, token });
+                        one => std::slice::from_ref(one),
+                    };
+                    let mut released = Vec::new();
+                    for one in each {
+                        match one {
+                            Command::Renew { .. } => {
+                                self.counts.renew += 1;
+                                self.renewals[i] += 1;
+                            }
+                            Command::Acquire { .. } => self.counts.acquire += 1,
+                            Command::Release { name, token, .. } => {
+                                self.counts.release += 1;
+                                released.push((name.clone(), *token));
+                            }
+                            Command::Withdraw { .. } => self.counts.withdraw += 1,
+                            Command::JoinGroup { .. } => self.counts.join += 1,
+                            Command::LeaveGroup { .. } => self.counts.leave += 1,
+                            _ => self.counts.other += 1,
                         }
-                        Command::Withdraw { .. } => self.counts.withdraw += 1,
-                        Command::JoinGroup { .. } => self.counts.join += 1,
-                        Command::LeaveGroup { .. } => self.counts.leave += 1,
-                        _ => self.counts.other += 1,
+                    }
+                    for (name, token) in released {
+                        self.log(&name, Happening::Released { node: i, token });
                     }
                     self.inflight.push((i, cmd));
                 }
@@ -367,9 +390,15 @@ impl Cluster {
         }
         for (i, cmd) in batch {
             let (reply, casts) = self.model.execute(&cmd, now);
-            if let Command::Release { name, .. } = &cmd {
-                if casts.contains(name) {
-                    self.log(name, Happening::Freed { node: i });
+            let each: &[Command] = match &cmd {
+                Command::Batch { calls } => calls,
+                one => std::slice::from_ref(one),
+            };
+            for one in each {
+                if let Command::Release { name, .. } = one {
+                    if casts.contains(name) {
+                        self.log(name, Happening::Freed { node: i });
+                    }
                 }
             }
             if let Some(reply) = reply {

@@ -306,6 +306,72 @@ impl World {
     /// The backend handles `cmd` of `node` (incarnation `inc`) and sends
     /// the reply back.
     pub(super) fn on_backend(&mut self, node: usize, inc: u64, cmd: Command) {
+        // A batch (S4.7) is answered call by call, at one instant, in one reply.
+        let reply = match cmd {
+            Command::Batch { calls } => Input::Batch {
+                replies: calls.into_iter().map(|c| self.answer(node, c)).collect(),
+            },
+            one => self.answer(node, one),
+        };
+        let won = super::calls_of_reply(&reply).iter().any(|r| {
+            matches!(
+                r,
+                Input::AcquireReplied {
+                    result: Ok(AcquireOutcome::Won { .. }),
+                    ..
+                }
+            )
+        });
+        let renewed = matches!(reply, Input::RenewReplied { result: Ok(_), .. });
+        if renewed && self.cluster.nodes[node].inc == inc {
+            if let Some(d) = self.faults.nodes[node].slow_renewal.take() {
+                // The renewal succeeded at the backend, but its reply is slow
+                // and the node is then cut off for two leases: its deadline
+                // must count from the send, not from this late arrival.
+                self.net.partitions[node][UP] += 1;
+                self.net.partitions[node][DOWN] += 1;
+                let cut = nanos(self.p.lease_duration * 2);
+                self.push(self.queue.now + cut, Ev::Unpartition { node });
+                self.push(
+                    self.queue.now + nanos(d),
+                    Ev::ToNode {
+                        node,
+                        inc,
+                        input: reply,
+                    },
+                );
+                self.after_backend();
+                return;
+            }
+        }
+        match self.faults.nodes[node].delay_grant {
+            Some(d)
+                if won
+                    && self.cluster.nodes[node].inc == inc
+                    && self.cluster.nodes[node].state == NodeState::Up =>
+            {
+                // The grant is stuck in a slow path while its node pauses past
+                // its deadline and opens a new session: the reply arrives late.
+                self.faults.nodes[node].delay_grant = None;
+                self.start_pause(node, d);
+                let late = nanos(d + self.p.renew_interval);
+                self.push(
+                    self.queue.now + late,
+                    Ev::ToNode {
+                        node,
+                        inc,
+                        input: reply,
+                    },
+                );
+            }
+            _ => self.send_down(node, inc, reply),
+        }
+        self.after_backend();
+    }
+
+    /// The backend's reply to one call of `node`, with what the checkers
+    /// observe of it.
+    fn answer(&mut self, node: usize, cmd: Command) -> Input {
         let b = self.cluster.backend_clock.local(self.queue.now).as_nanos();
         let down = || BackendError::new(BackendErrorKind::Unavailable, "backend restarting");
         let up = self.faults.backend_down == 0;
@@ -361,58 +427,7 @@ impl World {
         {
             self.mix(token.get());
         }
-        let won = matches!(
-            reply,
-            Input::AcquireReplied {
-                result: Ok(AcquireOutcome::Won { .. }),
-                ..
-            }
-        );
-        let renewed = matches!(reply, Input::RenewReplied { result: Ok(_), .. });
-        if renewed && self.cluster.nodes[node].inc == inc {
-            if let Some(d) = self.faults.nodes[node].slow_renewal.take() {
-                // The renewal succeeded at the backend, but its reply is slow
-                // and the node is then cut off for two leases: its deadline
-                // must count from the send, not from this late arrival.
-                self.net.partitions[node][UP] += 1;
-                self.net.partitions[node][DOWN] += 1;
-                let cut = nanos(self.p.lease_duration * 2);
-                self.push(self.queue.now + cut, Ev::Unpartition { node });
-                self.push(
-                    self.queue.now + nanos(d),
-                    Ev::ToNode {
-                        node,
-                        inc,
-                        input: reply,
-                    },
-                );
-                self.after_backend();
-                return;
-            }
-        }
-        match self.faults.nodes[node].delay_grant {
-            Some(d)
-                if won
-                    && self.cluster.nodes[node].inc == inc
-                    && self.cluster.nodes[node].state == NodeState::Up =>
-            {
-                // The grant is stuck in a slow path while its node pauses past
-                // its deadline and opens a new session: the reply arrives late.
-                self.faults.nodes[node].delay_grant = None;
-                self.start_pause(node, d);
-                let late = nanos(d + self.p.renew_interval);
-                self.push(
-                    self.queue.now + late,
-                    Ev::ToNode {
-                        node,
-                        inc,
-                        input: reply,
-                    },
-                );
-            }
-            _ => self.send_down(node, inc, reply),
-        }
-        self.after_backend();
+        reply
     }
 
     /// Sends the backend's release broadcasts and re-arms its expiry timer.
