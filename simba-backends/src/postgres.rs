@@ -976,41 +976,15 @@ impl ServerFailed for RenewError {
     }
 }
 
-impl crate::sql::BatchCalls for Sql {
-    type DB = sqlx::Postgres;
-    const NAME: &'static str = NAME;
-    const BEGIN: &'static str = "BEGIN";
-    /// A batch takes its rows' locks in name order, so batches never wait
-    /// on each other in a cycle; a wait on anything else is bounded, and
-    /// the batch then runs call by call (`batch_on`).
-    fn setup<'a>(&'a self, c: &'a mut Conn) -> BoxFuture<'a, Result<(), BackendError>> {
-        async move {
-            sqlx::Executor::execute(&mut *c, "SET LOCAL lock_timeout = '200ms'")
-                .await
-                .map(drop)
-                .map_err(self.sk.err("batch"))
-        }
-        .boxed()
-    }
-    fn acquire<'a>(
-        &'a self,
-        c: &'a mut Conn,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        acquire_on(self, c, session, name).boxed()
-    }
-    fn release<'a>(
-        &'a self,
-        c: &'a mut Conn,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<bool, BackendError>> {
-        let released = self.sk.release(c, session, name, token);
-        async move { Ok(released.await?.rows_affected() > 0) }.boxed()
-    }
-}
+// A batch takes its rows' locks in name order, so batches never wait on
+// each other in a cycle; a wait on anything else is bounded, and the batch
+// then runs call by call (`batch_on`).
+crate::sql::batch_calls!(sqlx::Postgres, "BEGIN", |sql, c| async move {
+    sqlx::Executor::execute(&mut *c, "SET LOCAL lock_timeout = '200ms'")
+        .await
+        .map(drop)
+        .map_err(sql.sk.err("batch"))
+});
 
 impl Backend for PgBackend {
     crate::sql::sql_backend_common!(call, unwrapped);

@@ -1604,6 +1604,48 @@ pub(crate) trait BatchCalls: Sync {
     ) -> futures::future::BoxFuture<'a, Result<bool, BackendError>>;
 }
 
+/// The [`BatchCalls`] of a SQL backend whose calls are the skeleton's
+/// (PostgreSQL, SQLite), in its module (with `Sql`, `Conn`, `NAME` and
+/// `acquire_on`): `$db` its database, `$begin` the statement that begins a
+/// batch, `$setup` what runs first in it (`|sql, c|`, a future).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! batch_calls {
+    ($db:ty, $begin:literal, |$sql:ident, $c:ident| $setup:expr) => {
+        impl $crate::sql::BatchCalls for Sql {
+            type DB = $db;
+            const NAME: &'static str = NAME;
+            const BEGIN: &'static str = $begin;
+            fn setup<'a>(
+                &'a self,
+                c: &'a mut Conn,
+            ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
+                let ($sql, $c) = (self, c);
+                futures::FutureExt::boxed($setup)
+            }
+            fn acquire<'a>(
+                &'a self,
+                c: &'a mut Conn,
+                session: SessionId,
+                name: &'a LeaseName,
+            ) -> futures::future::BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
+                futures::FutureExt::boxed(acquire_on(self, c, session, name))
+            }
+            fn release<'a>(
+                &'a self,
+                c: &'a mut Conn,
+                session: SessionId,
+                name: &'a LeaseName,
+                token: Token,
+            ) -> futures::future::BoxFuture<'a, Result<bool, BackendError>> {
+                let released = self.sk.release(c, session, name, token);
+                futures::FutureExt::boxed(async move { Ok(released.await?.rows_affected() > 0) })
+            }
+        }
+    };
+}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use batch_calls;
+
 /// One call of a batch on `c`; a release that freed its lease adds the
 /// name to `freed`.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -428,33 +428,8 @@ async fn claim_on(
     sql.sk.claim(c, &steps, session, name, token, slot).await
 }
 
-impl crate::sql::BatchCalls for Sql {
-    type DB = sqlx::Sqlite;
-    const NAME: &'static str = NAME;
-    // The write lock at once: the batch never fails half-way to upgrade it.
-    const BEGIN: &'static str = "BEGIN IMMEDIATE";
-    fn setup<'a>(&'a self, _: &'a mut Conn) -> BoxFuture<'a, Result<(), BackendError>> {
-        futures::future::ready(Ok(())).boxed()
-    }
-    fn acquire<'a>(
-        &'a self,
-        c: &'a mut Conn,
-        session: SessionId,
-        name: &'a LeaseName,
-    ) -> BoxFuture<'a, Result<AcquireOutcome, BackendError>> {
-        acquire_on(self, c, session, name).boxed()
-    }
-    fn release<'a>(
-        &'a self,
-        c: &'a mut Conn,
-        session: SessionId,
-        name: &'a LeaseName,
-        token: Token,
-    ) -> BoxFuture<'a, Result<bool, BackendError>> {
-        let released = self.sk.release(c, session, name, token);
-        async move { Ok(released.await?.rows_affected() > 0) }.boxed()
-    }
-}
+// The write lock at once: a batch never fails half-way to upgrade it.
+crate::sql::batch_calls!(sqlx::Sqlite, "BEGIN IMMEDIATE", |_sql, _c| async { Ok(()) });
 
 impl Backend for SqliteBackend {
     crate::sql::sql_backend_common!(pool_call, pool_call);

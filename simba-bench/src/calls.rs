@@ -4,6 +4,8 @@
 //! milliseconds since the first call, the member, the call, the name, the
 //! outcome and the call's duration in milliseconds. Whether or not it is
 //! set, the wrapper records when each release was sent ([`Releases`]).
+//! With `SIMBA_BENCH_NO_BATCH` set, the members send each call on its own
+//! instead of in batches (S4.7), for a before/after comparison.
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -128,6 +130,15 @@ impl Logged {
 impl Layer for Logged {
     fn inner(&self) -> &dyn Backend {
         &*self.inner
+    }
+    /// The backend's, or 1 with `SIMBA_BENCH_NO_BATCH` set: each call its
+    /// own, to compare with batches (S4.7).
+    fn max_batch(&self) -> usize {
+        if std::env::var_os("SIMBA_BENCH_NO_BATCH").is_some() {
+            1
+        } else {
+            self.inner.max_batch()
+        }
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Reply> {
         if let Call::Batch { calls, .. } = call {
