@@ -976,10 +976,12 @@ impl ServerFailed for RenewError {
     }
 }
 
-// A batch takes its rows' locks in name order, so batches never wait on
-// each other in a cycle; a wait on anything else is bounded, and the batch
-// then runs call by call (`batch_on`).
-crate::sql::batch_calls!(sqlx::Postgres, "BEGIN", |sql, c| async move {
+// Up to 16 calls: each is a round trip to the server, and the batch must
+// end within one call timeout (S2.4) however far the server is. A batch
+// takes its rows' locks in name order, so batches never wait on each other
+// in a cycle; a wait on anything else is bounded, and the batch then runs
+// call by call (`batch_on`).
+crate::sql::batch_calls!(sqlx::Postgres, 16, "BEGIN", |sql, c| async move {
     sqlx::Executor::execute(&mut *c, "SET LOCAL lock_timeout = '200ms'")
         .await
         .map(drop)

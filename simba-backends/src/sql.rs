@@ -1454,7 +1454,7 @@ macro_rules! sql_backend_calls {
         }
 
         fn max_batch(&self) -> usize {
-            $crate::sql::BATCH
+            <Sql as $crate::sql::BatchCalls>::MAX
         }
 
         fn execute_batch<'a>(
@@ -1564,12 +1564,6 @@ macro_rules! hold_calls {
 #[cfg(feature = "testkit")]
 pub(crate) use hold_calls;
 
-/// How many acquires, releases and withdraws one batch call of a SQL
-/// backend carries at most (S4.7): one transaction of that many short
-/// statements holds the database's locks for a few milliseconds.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) const BATCH: usize = 64;
-
 /// The statements of one SQL backend that a batch (S4.7) runs on one
 /// connection: [`batch_on`] runs them in one transaction.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -1578,6 +1572,8 @@ pub(crate) trait BatchCalls: Sync {
     type DB: sqlx::Database;
     /// The backend's name, for errors.
     const NAME: &'static str;
+    /// How many calls a batch carries at most ([`Backend::max_batch`](crate::Backend::max_batch)).
+    const MAX: usize;
     /// The statement that begins the batch's transaction (SQLite takes its
     /// write lock at once).
     const BEGIN: &'static str;
@@ -1606,14 +1602,16 @@ pub(crate) trait BatchCalls: Sync {
 
 /// The [`BatchCalls`] of a SQL backend whose calls are the skeleton's
 /// (PostgreSQL, SQLite), in its module (with `Sql`, `Conn`, `NAME` and
-/// `acquire_on`): `$db` its database, `$begin` the statement that begins a
-/// batch, `$setup` what runs first in it (`|sql, c|`, a future).
+/// `acquire_on`): `$db` its database, `$max` the most calls in a batch,
+/// `$begin` the statement that begins a batch, `$setup` what runs first in
+/// it (`|sql, c|`, a future).
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! batch_calls {
-    ($db:ty, $begin:literal, |$sql:ident, $c:ident| $setup:expr) => {
+    ($db:ty, $max:expr, $begin:literal, |$sql:ident, $c:ident| $setup:expr) => {
         impl $crate::sql::BatchCalls for Sql {
             type DB = $db;
             const NAME: &'static str = NAME;
+            const MAX: usize = $max;
             const BEGIN: &'static str = $begin;
             fn setup<'a>(
                 &'a self,
