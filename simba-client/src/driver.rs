@@ -678,14 +678,22 @@ impl Driver {
         let backend = self.backend.clone();
         let metadata = self.metadata.clone();
         tracing::trace!(command = ?cmd, "backend call");
-        match &cmd {
-            Command::Renew { .. } => observe::renewal(),
-            Command::Release { name, token, .. } => {
-                let (name, token) = (name.as_str(), token.get());
-                self.drop_tasks(|t| t.name() == name && t.token() == token);
+        // A batch (S4.7) is looked into: each release it carries drops its
+        // term's task as a release sent alone does.
+        let each: &[Command] = match &cmd {
+            Command::Batch { calls } => calls,
+            one => std::slice::from_ref(one),
+        };
+        for one in each {
+            match one {
+                Command::Renew { .. } => observe::renewal(),
+                Command::Release { name, token, .. } => {
+                    let (name, token) = (name.as_str(), token.get());
+                    self.drop_tasks(|t| t.name() == name && t.token() == token);
+                }
+                Command::CloseSession { .. } => self.drop_tasks(|_| true),
+                _ => {}
             }
-            Command::CloseSession { .. } => self.drop_tasks(|_| true),
-            _ => {}
         }
         let runtime = &self.clock.runtime;
         let sleep = runtime.sleep_until(runtime.now() + self.engine.call_timeout());

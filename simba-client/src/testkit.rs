@@ -1665,6 +1665,54 @@ pub async fn group_a_lone_member_gains_a_large_group_at_once(env: Env) {
     simba.close().await;
 }
 
+/// S6.2 with S10.3 and S4.7: partition tasks that ignore their
+/// interruption are dropped when their terms' deadline passes and their
+/// leases are released; the releases decided at that instant go out as one
+/// batch on a backend that takes batches (the memory backend), and the
+/// driver drops the task of each release the batch carries, not only of a
+/// release sent alone.
+pub async fn group_stubborn_partition_tasks_are_dropped_with_their_batched_release(env: Env) {
+    struct DropCount(Arc<AtomicUsize>);
+    impl Drop for DropCount {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    let started = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let simba = env.client();
+    let (st, dr) = (started.clone(), dropped.clone());
+    let task = simba
+        .group("suite.group.stubborn", 4)
+        .run_per_partition(move |_, _term| {
+            let (st, dr) = (st.clone(), dr.clone());
+            async move {
+                let _guard = DropCount(dr);
+                st.fetch_add(1, Ordering::AcqRel);
+                futures::future::pending::<()>().await;
+            }
+        })
+        .await
+        .unwrap();
+    env.until("four partition tasks started", &started, |s| {
+        s.load(Ordering::Acquire) == 4
+    })
+    .await;
+    let t0 = Instant::now();
+    task.stop().await;
+    let took = t0.elapsed();
+    assert!(
+        took <= LEASE + Duration::from_secs(1),
+        "the leave waited {took:?}, more than the terms' remaining time"
+    );
+    env.wait_for("every stubborn partition task dropped", PATIENCE, || {
+        let d = dropped.clone();
+        async move { d.load(Ordering::Acquire) == 4 }
+    })
+    .await;
+    simba.close().await;
+}
+
 /// S10.3: a member cut off from the backend (a crash: nothing released)
 /// loses its partitions only once its session has expired; 4/4/4 → 6/6.
 pub async fn group_rebalance_after_a_crash(env: Env) {
@@ -2311,6 +2359,7 @@ macro_rules! adapter_suite {
         $crate::adapter_suite!(@kind memory_groups, Memory, $adapter, $block_on, $runtime;
             group_rebalance_on_graceful_leave, group_rebalance_after_a_crash,
             group_a_lone_member_gains_a_large_group_at_once,
+            group_stubborn_partition_tasks_are_dropped_with_their_batched_release,
             group_close_blocking_from_a_partition_task);
         // Schedules (S11): the slot record lives in the backend.
         $crate::adapter_suite!(@schedules $adapter, $block_on, $runtime;

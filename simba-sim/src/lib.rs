@@ -66,7 +66,7 @@ use futures::FutureExt;
 use journal::{lock, Journal};
 use node::{NoSuspend, NodeCell, SimBackend, SimRuntime, Tasks};
 use rng::Rng;
-use simba_backends::MemoryBackend;
+use simba_backends::{Backend, MemoryBackend};
 use simba_client::{Simba, SimbaBuilder, SimbaConfig};
 use std::fmt;
 use std::future::Future;
@@ -915,6 +915,11 @@ fn start_node(sim: &Arc<Sim>, world: &Arc<WorldInner>, cell: &Arc<NodeCell>, app
         journal: world.journal.clone(),
         backend_down: world.backend_down.clone(),
         hang: sim.config.lease_duration(),
+        batch: if Rng::new(seed, 0xBA7C).below(2) == 0 {
+            1
+        } else {
+            world.backend.max_batch()
+        },
     });
     let config = sim
         .config

@@ -352,6 +352,10 @@ pub(crate) struct SimBackend {
     /// How long a lost call hangs before it fails (longer than the client's
     /// call timeout, which cancels it first).
     pub(crate) hang: Duration,
+    /// How many calls one batch carries (S4.7): drawn per run, 1 (each call
+    /// its own) in about half of the runs and the memory backend's own in
+    /// the others, so both ways go through the checkers.
+    pub(crate) batch: usize,
 }
 
 fn unavailable(what: &str) -> BackendError {
@@ -578,6 +582,10 @@ impl Layer for SimBackend {
             }))
         }
         .boxed()
+    }
+
+    fn max_batch(&self) -> usize {
+        self.batch
     }
 
     fn name(&self) -> &'static str {

@@ -11,6 +11,7 @@
 //! ```
 use futures::future::BoxFuture;
 use simba_backends::{Backend, Call, Layer, Layered, MemoryBackend, Reply};
+use simba_core::Command;
 use simba_tokio::{NoListener, SimbaConfig, Status};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -55,6 +56,16 @@ impl Layer for Counting {
         };
         if let Some(c) = counter {
             c.fetch_add(1, Ordering::Relaxed);
+        }
+        // A batch (S4.7) counts the acquires and releases it carries.
+        if let Call::Batch { calls, .. } = call {
+            for c in calls {
+                match c {
+                    Command::Acquire { .. } => self.acquire.fetch_add(1, Ordering::Relaxed),
+                    Command::Release { .. } => self.release.fetch_add(1, Ordering::Relaxed),
+                    _ => 0,
+                };
+            }
         }
         call.run(&self.inner)
     }
