@@ -87,7 +87,7 @@ fn s3_3_the_term_validity_checker_fires_on_an_engine_reusing_tokens() {
     // No client mutant breaks S3.3 alone. The engine's
     // `skip-released-token-check` (S4.3) makes a term of a token at most
     // one it released: a node then holds a valid term while a later one
-    // has started (seeds 0-199: 18 seeds first by this checker, 83 by the
+    // has started (seeds 0-199: 10 seeds first by this checker, 68 by the
     // revocation checker, which the reused token confuses; the validity
     // checker runs first at each step, since a valid term is the fault).
     let m = simba_core::Mutant::SkipReleasedTokenCheck;
