@@ -21,8 +21,8 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
-    AcquireOutcome, BackendError, LeaseName, RenewError, Renewal, SessionGrant, SessionId,
-    SlotClaim, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, Command, Input, LeaseName, RenewError, Renewal,
+    SessionGrant, SessionId, SlotClaim, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
@@ -1137,7 +1137,223 @@ async fn claim_on(
     Ok(SlotClaim::Claimed)
 }
 
+/// A pooled connection that a batch (S4.7) changed (`autocommit = 0`, a
+/// transaction open): if the batch is dropped before it put the connection
+/// back as it found it (a call timeout, S2.4), the connection is closed,
+/// not returned to the pool.
+struct BatchConn(Option<sqlx::pool::PoolConnection<sqlx::MySql>>);
+
+impl Drop for BatchConn {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            c.close_on_drop();
+        }
+    }
+}
+
+impl MysqlBackend {
+    /// The calls of a batch in one transaction on `c`, in name order:
+    /// `autocommit = 0`, so the acquire procedure runs inside it (it
+    /// commits on its own only under autocommit), then one commit. Their
+    /// replies by index and the names the releases freed; `Err` if one
+    /// failed or the transaction could not begin; `Ok(Err(_))` if the
+    /// commit failed (every outcome unknown).
+    async fn batch_tx(
+        &self,
+        c: &mut Conn,
+        calls: &[Command],
+    ) -> Result<Result<(Vec<Input>, Vec<String>), BackendError>, BackendError> {
+        let err = |e| map_err(NAME, "batch", e);
+        let mut order: Vec<usize> = (0..calls.len()).collect();
+        order.sort_by(|&i, &j| batch_name(&calls[i]).cmp(batch_name(&calls[j])));
+        sqlx::Executor::execute(&mut *c, "SET autocommit = 0")
+            .await
+            .map_err(err)?;
+        let mut freed = Vec::new();
+        let mut replies: Vec<Option<Input>> = vec![None; calls.len()];
+        for i in order {
+            replies[i] = Some(match &calls[i] {
+                Command::Acquire { op, session, name } => {
+                    let outcome = acquire_on(&self.sql, c, *session, name).await?;
+                    Input::AcquireReplied {
+                        op: *op,
+                        result: Ok(outcome),
+                    }
+                }
+                Command::Release {
+                    op,
+                    session,
+                    name,
+                    token,
+                } => {
+                    let done = self.sql.sk.release(c, *session, name, *token).await?;
+                    if done.rows_affected() > 0 {
+                        freed.push(name.as_str().to_owned());
+                    }
+                    Input::ReleaseReplied {
+                        op: *op,
+                        result: Ok(()),
+                    }
+                }
+                // MySQL keeps nothing for a `Held` acquire (S4.5).
+                Command::Withdraw { op, .. } => Input::WithdrawReplied {
+                    op: *op,
+                    result: Ok(()),
+                },
+                other => Input::failed(
+                    other,
+                    BackendError::new(
+                        BackendErrorKind::Rejected,
+                        format!("{NAME}: a {} call cannot go in a batch", other.label()),
+                    ),
+                ),
+            });
+        }
+        let committed = sqlx::Executor::execute(&mut *c, "COMMIT").await;
+        sqlx::Executor::execute(&mut *c, "SET autocommit = 1")
+            .await
+            .map_err(err)?;
+        Ok(match committed {
+            Ok(_) => Ok((replies.into_iter().flatten().collect(), freed)),
+            Err(e) => Err(err(e)),
+        })
+    }
+
+    /// A batch (S4.7) on one connection: in one transaction (`batch_tx`);
+    /// if a call fails, rolled back and each call run on its own as the
+    /// backend's own calls run it. The releases' wake-up (S4.2) comes once
+    /// the batch committed, once for all of them.
+    async fn batch(&self, calls: Vec<Command>) -> Vec<Input> {
+        let conn = match self.sql.sk.conn(&self.pool, "batch").await {
+            Ok(c) => c,
+            Err(e) => return calls.iter().map(|c| Input::failed(c, e.clone())).collect(),
+        };
+        let mut guard = BatchConn(Some(conn));
+        let replies = match guard.0.as_mut() {
+            Some(c) => self.batch_on(c, &calls).await,
+            None => None,
+        };
+        let Some(replies) = replies else {
+            // The connection could not be put back as it was found: the
+            // guard closes it, and each call runs on its own.
+            drop(guard);
+            let mut replies = Vec::with_capacity(calls.len());
+            for call in calls {
+                replies.push(self.execute(call, &crate::metadata::NO_METADATA).await);
+            }
+            return replies;
+        };
+        for (call, reply) in calls.iter().zip(&replies) {
+            if let (Command::Acquire { name, .. }, Input::AcquireReplied { result, .. }) =
+                (call, reply)
+            {
+                self.wake.note(name, result);
+            }
+        }
+        // Back to the pool as it was found.
+        guard.0.take();
+        replies
+    }
+
+    /// [`MysqlBackend::batch`] on `c`; `None` if `c` could not be put back
+    /// to `autocommit = 1` after a failure.
+    async fn batch_on(&self, c: &mut Conn, calls: &[Command]) -> Option<Vec<Input>> {
+        let (replies, freed) = match self.batch_tx(c, calls).await {
+            Ok(Ok(done)) => done,
+            Ok(Err(e)) => (
+                calls
+                    .iter()
+                    .map(|call| Input::failed(call, e.clone()))
+                    .collect(),
+                Vec::new(),
+            ),
+            Err(_) => {
+                let _ = sqlx::Executor::execute(&mut *c, "ROLLBACK").await;
+                sqlx::Executor::execute(&mut *c, "SET autocommit = 1")
+                    .await
+                    .ok()?;
+                let mut replies = Vec::with_capacity(calls.len());
+                for call in calls {
+                    replies.push(self.one_of_batch(c, call).await);
+                }
+                (replies, Vec::new())
+            }
+        };
+        if !freed.is_empty() {
+            if !(self.wake.kicks() && self.wake.request_kick()) {
+                kick_on(&self.wake.without_self(&self.sql.kick), c, self.mariadb).await;
+            }
+            self.wake.freed(freed);
+        }
+        Some(replies)
+    }
+
+    /// One call of a batch that failed as a whole, on its own on `c`, as
+    /// the backend's own call makes it.
+    async fn one_of_batch(&self, c: &mut Conn, call: &Command) -> Input {
+        match call {
+            Command::Acquire { op, session, name } => {
+                let mut tries = 0;
+                let result = loop {
+                    match acquire_on(&self.sql, c, *session, name).await {
+                        Err(e) if tries < 3 && is_deadlock(&e) => tries += 1,
+                        other => break other,
+                    }
+                };
+                Input::AcquireReplied { op: *op, result }
+            }
+            Command::Release {
+                op,
+                session,
+                name,
+                token,
+            } => {
+                let wake = (&*self.wake, self.mariadb);
+                Input::ReleaseReplied {
+                    op: *op,
+                    result: release_on(&self.sql, c, *session, name, *token, wake).await,
+                }
+            }
+            Command::Withdraw { op, .. } => Input::WithdrawReplied {
+                op: *op,
+                result: Ok(()),
+            },
+            other => Input::failed(
+                other,
+                BackendError::new(
+                    BackendErrorKind::Rejected,
+                    format!("{NAME}: a {} call cannot go in a batch", other.label()),
+                ),
+            ),
+        }
+    }
+}
+
+/// The lease a batched call is about (for the lock order).
+fn batch_name(call: &Command) -> &str {
+    match call {
+        Command::Acquire { name, .. }
+        | Command::Release { name, .. }
+        | Command::Withdraw { name, .. } => name.as_str(),
+        _ => "",
+    }
+}
+
 impl Backend for MysqlBackend {
+    /// Up to 16 calls: each is a round trip to the server, and a batch
+    /// must end within one call timeout (S2.4) however far the server is.
+    fn max_batch(&self) -> usize {
+        16
+    }
+
+    fn execute_batch<'a>(
+        &'a self,
+        calls: Vec<Command>,
+        _metadata: &'a SessionMetadata,
+    ) -> BoxFuture<'a, Vec<Input>> {
+        self.batch(calls).boxed()
+    }
+
     crate::sql::sql_backend_common!(pool_call, pool_call);
 
     fn open_session_with<'a>(
