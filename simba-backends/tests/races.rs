@@ -252,6 +252,105 @@ async fn check_cancelled_acquire_leaves_nothing<B: Backend>(
     assert_eq!(owners[0].1.get(), 1, "half-written lease: {owners:?}");
 }
 
+/// As [`check_cancelled_acquire_leaves_nothing`], for a batch (S4.7): `a`'s
+/// batch asks for `free` (first in name order), then waits for `blocked`,
+/// whose row another connection holds, and is dropped. Each call's outcome
+/// is unknown (rolled back, or finished by the server after the client gave
+/// up, or run again on its own after the batch's lock wait timed out), but
+/// afterwards no lock is left behind, each name has exactly one owner with
+/// the first token, and `a`'s next batch, on the same pool, runs as usual.
+async fn check_cancelled_batch_leaves_nothing<B: Backend>(
+    b: &B,
+    (a, o): (SessionId, SessionId),
+    (free, blocked): (&LeaseName, &LeaseName),
+    release_blocker: impl std::future::Future<Output = ()>,
+) {
+    use simba_core::{Command, Input, OpId};
+    assert!(
+        free < blocked,
+        "the free name must come first in name order"
+    );
+    let calls = vec![
+        Command::Acquire {
+            op: OpId(1),
+            session: a,
+            name: blocked.clone(),
+        },
+        Command::Acquire {
+            op: OpId(2),
+            session: a,
+            name: free.clone(),
+        },
+    ];
+    let metadata = simba_backends::SessionMetadata::default();
+    let batch = b.execute(Command::Batch { calls }, &metadata);
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), batch).await;
+    assert!(
+        cancelled.is_err(),
+        "the batch should have been waiting: {cancelled:?}"
+    );
+    release_blocker.await;
+    for name in [blocked, free] {
+        tokio::time::timeout(Duration::from_secs(10), b.acquire(o, name))
+            .await
+            .expect("a lock was left behind by the cancelled batch")
+            .unwrap();
+        let mut owners = Vec::new();
+        for s in [a, o] {
+            let owned = b.renew(s).await.unwrap().owned;
+            owners.extend(
+                owned
+                    .into_iter()
+                    .filter(|(n, _)| n == name)
+                    .map(|(_, t)| (s, t)),
+            );
+        }
+        assert_eq!(
+            owners.len(),
+            1,
+            "owners of {name} after a cancelled batch: {owners:?}"
+        );
+        assert_eq!(
+            owners[0].1.get(),
+            1,
+            "half-written lease {name}: {owners:?}"
+        );
+    }
+    let after = LeaseName::new("batch.c").unwrap();
+    let again = tokio::time::timeout(
+        Duration::from_secs(10),
+        b.execute(
+            Command::Batch {
+                calls: vec![Command::Acquire {
+                    op: OpId(3),
+                    session: a,
+                    name: after.clone(),
+                }],
+            },
+            &metadata,
+        ),
+    )
+    .await
+    .expect("the pool did not serve a batch after the cancelled one");
+    assert!(
+        matches!(
+            &again,
+            Input::Batch { replies } if matches!(
+                replies.as_slice(),
+                [Input::AcquireReplied { result: Ok(AcquireOutcome::Won { .. }), .. }]
+            )
+        ),
+        "{again:?}"
+    );
+    assert!(b
+        .renew(a)
+        .await
+        .unwrap()
+        .owned
+        .iter()
+        .any(|(n, _)| *n == after));
+}
+
 async fn two_sessions<B: Backend>(b: &B) -> (SessionId, SessionId) {
     (
         session(b, Duration::from_secs(30)).await,
@@ -293,6 +392,22 @@ macro_rules! cancelled_call_on_a_server {
                 .await
                 .unwrap();
             check_cancelled_acquire_leaves_nothing(&b, sessions, &n, async {
+                blocker.execute("ROLLBACK").await.unwrap();
+            })
+            .await;
+            // The same for a batch (S4.7), on fresh sessions and names.
+            let sessions = two_sessions(&b).await;
+            let (free, blocked) = (
+                LeaseName::new("batch.a").unwrap(),
+                LeaseName::new("batch.b").unwrap(),
+            );
+            blocker.execute("BEGIN").await.unwrap();
+            sqlx::query(&blocking_row_sql(&tag, $placeholder))
+                .bind(blocked.as_str())
+                .execute(&mut blocker)
+                .await
+                .unwrap();
+            check_cancelled_batch_leaves_nothing(&b, sessions, (&free, &blocked), async {
                 blocker.execute("ROLLBACK").await.unwrap();
             })
             .await;
