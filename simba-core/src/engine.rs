@@ -463,7 +463,7 @@ impl Engine {
                 Command::Renew { .. } | Command::OpenSession { .. } | Command::Acquire { .. }
             );
         if takes_slot {
-            if !self.waiting.is_empty() || self.free_slots() == 0 {
+            if !self.waiting.is_empty() || !self.slot_for(&command) {
                 self.waiting.push_back(Waiting::Command(command));
                 return;
             }

@@ -356,17 +356,36 @@ impl Engine {
     pub(super) fn free_slots(&self) -> usize {
         match self.profile.call_slots {
             None => usize::MAX,
+            Some(_) => self
+                .free_calls()
+                .saturating_mul(self.profile.batch.max(1))
+                .saturating_add(self.batch_room()),
+        }
+    }
+
+    /// S4.6: how many more calls (a batch counting as one, S4.7) the
+    /// backend may be sent now: what a call that travels in no batch needs.
+    pub(super) fn free_calls(&self) -> usize {
+        match self.profile.call_slots {
+            None => usize::MAX,
             Some(max) => {
                 let live: BTreeSet<u64> = self
                     .live_acquires()
                     .map(|a| a.call)
                     .chain(self.live_calls().map(|(_, call)| call))
                     .collect();
-                let slots = max.max(1).saturating_sub(live.len());
-                slots
-                    .saturating_mul(self.profile.batch.max(1))
-                    .saturating_add(self.batch_room())
+                max.max(1).saturating_sub(live.len())
             }
+        }
+    }
+
+    /// S4.6, S4.7: whether `command` may be sent now: into the batch being
+    /// formed or a free slot if it batches, a free slot if not.
+    pub(super) fn slot_for(&self, command: &Command) -> bool {
+        if command.batches() {
+            self.free_slots() > 0
+        } else {
+            self.free_calls() > 0
         }
     }
 
@@ -409,21 +428,25 @@ impl Engine {
         let (now, timeout) = (self.now, self.call_timeout());
         self.calls_out
             .retain(|_, (sent_at, _)| *sent_at + timeout > now);
-        let mut free = self.free_slots();
         let can_acquire = self.can_acquire();
-        while free > 0 && can_acquire {
+        while can_acquire && self.free_slots() > 0 {
             let Some(name) = self.waiting_first.pop_front() else {
                 break;
             };
-            if self.send_parked(&name) {
-                free -= 1;
-            }
+            self.send_parked(&name);
         }
         let mut i = 0;
-        while free > 0 && i < self.waiting.len() {
+        while i < self.waiting.len() && self.free_slots() > 0 {
             if !can_acquire && matches!(self.waiting[i], Waiting::Candidate(_)) {
                 i += 1;
                 continue;
+            }
+            // A call that travels in no batch needs a slot of its own
+            // (S4.7); it keeps its turn (first come, first served).
+            if let Waiting::Command(c) = &self.waiting[i] {
+                if !self.slot_for(c) {
+                    break;
+                }
             }
             match self.waiting.remove(i) {
                 Some(Waiting::Command(command)) => {
@@ -450,12 +473,9 @@ impl Engine {
                     let op = command.op();
                     let call = self.send(command);
                     self.calls_out.insert(op, (now, call));
-                    free -= 1;
                 }
                 Some(Waiting::Candidate(name)) => {
-                    if self.send_parked(&name) {
-                        free -= 1;
-                    }
+                    self.send_parked(&name);
                 }
                 None => break,
             }
