@@ -1130,6 +1130,46 @@ fn s4_7_calls_decided_at_one_instant_go_out_as_one_call_that_takes_one_slot() {
     assert_eq!(held, ["a", "b", "d"]);
 }
 
+/// S4.7 with S4.6: a call that travels in no batch (here a group join)
+/// needs a slot of its own. With one slot, the batch the freed slot carries
+/// has room left, but the join waiting behind its candidates is not sent
+/// beside it: it goes once the batch is answered.
+#[test]
+fn s4_7_a_call_that_travels_in_no_batch_waits_for_a_slot_of_its_own() {
+    let config = fast_config();
+    let lease = config.lease_duration();
+    let profile = BackendProfile {
+        call_slots: Some(1),
+        batch: 4,
+        ..BackendProfile::default()
+    };
+    let mut h = H::with_profile(config, profile);
+    h.grant_open(lease);
+    for n in ["x", "a", "b"] {
+        h.engine.start_election(h.now, name(n), false).unwrap();
+    }
+    h.engine
+        .join_group(h.now, name("g"), 2, false, TaskExitPolicy::default())
+        .unwrap();
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["x"]);
+    assert!(!h.has_pending(|c| matches!(c, Command::JoinGroup { .. })));
+    h.won("x", 1);
+    let batches: Vec<_> = h.pending.iter().filter_map(batch_names).collect();
+    assert_eq!(batches, [["acquire a", "acquire b"]]);
+    assert!(
+        !h.has_pending(|c| matches!(c, Command::JoinGroup { .. })),
+        "a join went out beside the batch on the one slot: {:?}",
+        h.pending
+    );
+    answer_batch(&mut h, |_| held_by_another());
+    assert!(
+        h.has_pending(|c| matches!(c, Command::JoinGroup { .. })),
+        "{:?}",
+        h.pending
+    );
+}
+
 /// S4.7: a backend that takes no batches (the default, 1) gets each call
 /// on its own, as before: the acquires a reply lets go are separate calls,
 /// each taking a slot.
