@@ -429,6 +429,19 @@ impl Engine {
         self.calls_out
             .retain(|_, (sent_at, _)| *sent_at + timeout > now);
         let can_acquire = self.can_acquire();
+        // A call that travels in no batch needs a slot of its own (S4.7):
+        // at the head of the queue it takes the first one that frees, or
+        // the candidates a broadcast named, served first, could take every
+        // freed slot before it for ever.
+        while matches!(self.waiting.front(), Some(Waiting::Command(c)) if !c.batches())
+            && self.free_calls() > 0
+        {
+            if let Some(Waiting::Command(command)) = self.waiting.pop_front() {
+                let op = command.op();
+                let call = self.send(command);
+                self.calls_out.insert(op, (now, call));
+            }
+        }
         while can_acquire && self.free_slots() > 0 {
             let Some(name) = self.waiting_first.pop_front() else {
                 break;
