@@ -21,8 +21,8 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::FutureExt;
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, Command, Input, LeaseName, RenewError, Renewal,
-    SessionGrant, SessionId, SlotClaim, Token,
+    AcquireOutcome, BackendError, Command, Input, LeaseName, RenewError, Renewal, SessionGrant,
+    SessionId, SlotClaim, Token,
 };
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
@@ -1165,49 +1165,14 @@ impl MysqlBackend {
     ) -> Result<Result<(Vec<Input>, Vec<String>), BackendError>, BackendError> {
         let err = |e| map_err(NAME, "batch", e);
         let mut order: Vec<usize> = (0..calls.len()).collect();
-        order.sort_by(|&i, &j| batch_name(&calls[i]).cmp(batch_name(&calls[j])));
+        order.sort_by(|&i, &j| crate::sql::name_of(&calls[i]).cmp(crate::sql::name_of(&calls[j])));
         sqlx::Executor::execute(&mut *c, "SET autocommit = 0")
             .await
             .map_err(err)?;
         let mut freed = Vec::new();
         let mut replies: Vec<Option<Input>> = vec![None; calls.len()];
         for i in order {
-            replies[i] = Some(match &calls[i] {
-                Command::Acquire { op, session, name } => {
-                    let outcome = acquire_on(&self.sql, c, *session, name).await?;
-                    Input::AcquireReplied {
-                        op: *op,
-                        result: Ok(outcome),
-                    }
-                }
-                Command::Release {
-                    op,
-                    session,
-                    name,
-                    token,
-                } => {
-                    let done = self.sql.sk.release(c, *session, name, *token).await?;
-                    if done.rows_affected() > 0 {
-                        freed.push(name.as_str().to_owned());
-                    }
-                    Input::ReleaseReplied {
-                        op: *op,
-                        result: Ok(()),
-                    }
-                }
-                // MySQL keeps nothing for a `Held` acquire (S4.5).
-                Command::Withdraw { op, .. } => Input::WithdrawReplied {
-                    op: *op,
-                    result: Ok(()),
-                },
-                other => Input::failed(
-                    other,
-                    BackendError::new(
-                        BackendErrorKind::Rejected,
-                        format!("{NAME}: a {} call cannot go in a batch", other.label()),
-                    ),
-                ),
-            });
+            replies[i] = Some(crate::sql::batch_call(&self.sql, c, &calls[i], &mut freed).await?);
         }
         let committed = sqlx::Executor::execute(&mut *c, "COMMIT").await;
         sqlx::Executor::execute(&mut *c, "SET autocommit = 1")
@@ -1314,36 +1279,21 @@ impl MysqlBackend {
                     result: release_on(&self.sql, c, *session, name, *token, wake).await,
                 }
             }
-            Command::Withdraw { op, .. } => Input::WithdrawReplied {
-                op: *op,
-                result: Ok(()),
-            },
-            other => Input::failed(
-                other,
-                BackendError::new(
-                    BackendErrorKind::Rejected,
-                    format!("{NAME}: a {} call cannot go in a batch", other.label()),
-                ),
-            ),
+            // A withdraw (nothing to do), or a call no batch carries.
+            other => crate::sql::batch_call(&self.sql, c, other, &mut Vec::new())
+                .await
+                .unwrap_or_else(|e| Input::failed(other, e)),
         }
     }
 }
 
-/// The lease a batched call is about (for the lock order).
-fn batch_name(call: &Command) -> &str {
-    match call {
-        Command::Acquire { name, .. }
-        | Command::Release { name, .. }
-        | Command::Withdraw { name, .. } => name.as_str(),
-        _ => "",
-    }
-}
+// Up to 16 calls: each is a round trip to the server, and a batch must end
+// within one call timeout (S2.4) however far the server is.
+crate::sql::batch_calls!(sqlx::MySql, 16, "BEGIN", |_sql, _c| async { Ok(()) });
 
 impl Backend for MysqlBackend {
-    /// Up to 16 calls: each is a round trip to the server, and a batch
-    /// must end within one call timeout (S2.4) however far the server is.
     fn max_batch(&self) -> usize {
-        16
+        <Sql as crate::sql::BatchCalls>::MAX
     }
 
     fn execute_batch<'a>(

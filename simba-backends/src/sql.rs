@@ -1566,7 +1566,7 @@ pub(crate) use hold_calls;
 
 /// The statements of one SQL backend that a batch (S4.7) runs on one
 /// connection: [`batch_on`] runs them in one transaction.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub(crate) trait BatchCalls: Sync {
     /// The database.
     type DB: sqlx::Database;
@@ -1575,9 +1575,12 @@ pub(crate) trait BatchCalls: Sync {
     /// How many calls a batch carries at most ([`Backend::max_batch`](crate::Backend::max_batch)).
     const MAX: usize;
     /// The statement that begins the batch's transaction (SQLite takes its
-    /// write lock at once).
+    /// write lock at once; MySQL turns `autocommit` off instead, so that its
+    /// acquire procedure joins the transaction, and does not use it).
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     const BEGIN: &'static str;
     /// Run first in the transaction (PostgreSQL bounds each lock wait).
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     fn setup<'a>(
         &'a self,
         c: &'a mut <Self::DB as sqlx::Database>::Connection,
@@ -1605,7 +1608,7 @@ pub(crate) trait BatchCalls: Sync {
 /// `acquire_on`): `$db` its database, `$max` the most calls in a batch,
 /// `$begin` the statement that begins a batch, `$setup` what runs first in
 /// it (`|sql, c|`, a future).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 macro_rules! batch_calls {
     ($db:ty, $max:expr, $begin:literal, |$sql:ident, $c:ident| $setup:expr) => {
         impl $crate::sql::BatchCalls for Sql {
@@ -1641,13 +1644,13 @@ macro_rules! batch_calls {
         }
     };
 }
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub(crate) use batch_calls;
 
 /// One call of a batch on `c`; a release that freed its lease adds the
 /// name to `freed`.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn batch_call<B: BatchCalls>(
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub(crate) async fn batch_call<B: BatchCalls>(
     b: &B,
     c: &mut <B::DB as sqlx::Database>::Connection,
     call: &simba_core::Command,
@@ -1761,8 +1764,8 @@ pub(crate) async fn batch_on<B: BatchCalls>(
 }
 
 /// The lease a batched call is about (for the lock order).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-fn name_of(call: &simba_core::Command) -> &str {
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub(crate) fn name_of(call: &simba_core::Command) -> &str {
     use simba_core::Command;
     match call {
         Command::Acquire { name, .. }

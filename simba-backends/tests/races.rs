@@ -234,22 +234,7 @@ async fn check_cancelled_acquire_leaves_nothing<B: Backend>(
         .await
         .expect("a lock was left behind by the cancelled call")
         .unwrap();
-    let mut owners = Vec::new();
-    for s in [a, o] {
-        let owned = b.renew(s).await.unwrap().owned;
-        owners.extend(
-            owned
-                .into_iter()
-                .filter(|(n, _)| n == name)
-                .map(|(_, t)| (s, t)),
-        );
-    }
-    assert_eq!(
-        owners.len(),
-        1,
-        "owners after a cancelled acquire: {owners:?}"
-    );
-    assert_eq!(owners[0].1.get(), 1, "half-written lease: {owners:?}");
+    one_owner_with_the_first_token(b, (a, o), name).await;
 }
 
 /// As [`check_cancelled_acquire_leaves_nothing`], for a batch (S4.7): `a`'s
@@ -295,26 +280,7 @@ async fn check_cancelled_batch_leaves_nothing<B: Backend>(
             .await
             .expect("a lock was left behind by the cancelled batch")
             .unwrap();
-        let mut owners = Vec::new();
-        for s in [a, o] {
-            let owned = b.renew(s).await.unwrap().owned;
-            owners.extend(
-                owned
-                    .into_iter()
-                    .filter(|(n, _)| n == name)
-                    .map(|(_, t)| (s, t)),
-            );
-        }
-        assert_eq!(
-            owners.len(),
-            1,
-            "owners of {name} after a cancelled batch: {owners:?}"
-        );
-        assert_eq!(
-            owners[0].1.get(),
-            1,
-            "half-written lease {name}: {owners:?}"
-        );
+        one_owner_with_the_first_token(b, (a, o), name).await;
     }
     let after = LeaseName::new("batch.c").unwrap();
     let again = tokio::time::timeout(
@@ -349,6 +315,35 @@ async fn check_cancelled_batch_leaves_nothing<B: Backend>(
         .owned
         .iter()
         .any(|(n, _)| *n == after));
+}
+
+/// Exactly one of `a` and `o` owns `name`, with the first token: a call
+/// cancelled mid-way left nothing half-written.
+async fn one_owner_with_the_first_token<B: Backend>(
+    b: &B,
+    (a, o): (SessionId, SessionId),
+    name: &LeaseName,
+) {
+    let mut owners = Vec::new();
+    for s in [a, o] {
+        let owned = b.renew(s).await.unwrap().owned;
+        owners.extend(
+            owned
+                .into_iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, t)| (s, t)),
+        );
+    }
+    assert_eq!(
+        owners.len(),
+        1,
+        "owners of {name} after a cancelled call: {owners:?}"
+    );
+    assert_eq!(
+        owners[0].1.get(),
+        1,
+        "half-written lease {name}: {owners:?}"
+    );
 }
 
 async fn two_sessions<B: Backend>(b: &B) -> (SessionId, SessionId) {
