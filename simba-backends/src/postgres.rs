@@ -15,16 +15,16 @@
 //! statement. See `docs/BACKENDS.md` for the argument in full.
 
 use crate::sql::{
-    acquire_version, map_err, prefixed, AcquireRoutine, ClaimSql, Skeleton, Statements, Tables,
-    ACQUIRE_MARK, TABLES,
+    acquire_version, malformed, map_err, prefixed, AcquireRoutine, ClaimSql, Skeleton, Statements,
+    Tables, ACQUIRE_MARK, TABLES,
 };
 use crate::{Backend, BackendConfig, PoolOptions, SessionAttrs};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use simba_core::{
-    AcquireOutcome, BackendError, BackendErrorKind, LeaseName, RenewError, Renewal, SessionId,
-    SlotClaim, Token,
+    AcquireOutcome, BackendError, BackendErrorKind, Command, Input, LeaseName, RenewError, Renewal,
+    SessionId, SlotClaim, Token,
 };
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::Connection;
@@ -976,17 +976,186 @@ impl ServerFailed for RenewError {
     }
 }
 
-// Up to 16 calls: each is a round trip to the server, and the batch must
-// end within one call timeout (S2.4) however far the server is. A batch
-// takes its rows' locks in name order, so batches never wait on each other
-// in a cycle; a wait on anything else is bounded, and the batch then runs
-// call by call (`batch_on`).
-crate::sql::batch_calls!(sqlx::Postgres, 16, "BEGIN", |sql, c| async move {
-    sqlx::Executor::execute(&mut *c, "SET LOCAL lock_timeout = '200ms'")
-        .await
-        .map(drop)
-        .map_err(sql.sk.err("batch"))
-});
+// A batch goes out as one simple query (`batch_query`): one round trip
+// however many calls it carries, in one transaction that takes its rows'
+// locks in name order, so batches never wait on each other in a cycle; a
+// wait on anything else is bounded (`lock_timeout`), and the batch then
+// runs call by call (`batch_on`). Up to 64 calls: its locks are held until
+// the last call has run on the server.
+crate::sql::batch_calls!(sqlx::Postgres, 64, transaction = batch_in_one_query);
+
+/// The session id as a `bytea` literal.
+fn bytea(session: SessionId) -> String {
+    let hex: String = session
+        .to_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("'\\x{hex}'::bytea")
+}
+
+/// What each statement of a batch's query answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// A setting (no reply of a call).
+    Setting,
+    /// The acquire of the batch's call at this index.
+    Acquire(usize),
+    /// The release of the batch's call at this index.
+    Release(usize),
+}
+
+impl Sql {
+    /// A batch (S4.7) as one simple query: its statements and what each
+    /// answers. The values are literals, as in `acquire_on`: session ids
+    /// as hex, names from their checked character set (S3.1), tokens as
+    /// numbers, the channel and tables from the checked prefix.
+    ///
+    /// - Each lock wait is bounded (`lock_timeout`, 200 ms).
+    /// - The calls run in name order.
+    /// - Releases alone commit asynchronously, as a release does alone. A
+    ///   batch with an acquire commits synchronously, as an acquire does
+    ///   alone: an acquire lost in a server crash would hand its token out
+    ///   again (docs/BACKENDS.md, "Durability").
+    /// - A withdraw has nothing to run (S4.5).
+    fn batch_query(&self, calls: &[Command]) -> Result<(String, Vec<Step>), BackendError> {
+        let mut order: Vec<usize> = (0..calls.len()).collect();
+        order.sort_by(|&i, &j| crate::sql::name_of(&calls[i]).cmp(crate::sql::name_of(&calls[j])));
+        let mut query = String::from("SELECT set_config('lock_timeout', '200ms', true)");
+        let mut steps = vec![Step::Setting];
+        let acquires = calls.iter().any(|c| matches!(c, Command::Acquire { .. }));
+        if !acquires && calls.iter().any(|c| matches!(c, Command::Release { .. })) {
+            query.push_str("; ");
+            query.push_str(ASYNC_COMMIT);
+            steps.push(Step::Setting);
+        }
+        let leases = &self.sk.t.leases;
+        let channel = self.sk.s.channel.as_deref().unwrap_or_default();
+        for i in order {
+            match &calls[i] {
+                Command::Acquire { session, name, .. } => {
+                    query.push_str(&format!(
+                        "; SELECT * FROM {}({}, '{}')",
+                        self.acquire_fn,
+                        bytea(*session),
+                        name.as_str()
+                    ));
+                    steps.push(Step::Acquire(i));
+                }
+                Command::Release {
+                    session,
+                    name,
+                    token,
+                    ..
+                } => {
+                    let token = i64::try_from(token.get())
+                        .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+                    query.push_str(&format!(
+                        "; WITH r AS (UPDATE {leases} SET session = NULL, acquired_us = NULL \
+                           WHERE name = '{}' AND session = {} AND token = {token} RETURNING name) \
+                         SELECT pg_notify('{channel}', r.name) FROM r",
+                        name.as_str(),
+                        bytea(*session),
+                    ));
+                    steps.push(Step::Release(i));
+                }
+                Command::Withdraw { .. } => {}
+                other => {
+                    return Err(BackendError::new(
+                        BackendErrorKind::Rejected,
+                        format!("{NAME}: a {} call cannot go in a batch", other.label()),
+                    ))
+                }
+            }
+        }
+        Ok((query, steps))
+    }
+}
+
+/// A batch's calls in one simple query (`Sql::batch_query`): one round
+/// trip, one transaction (the server's implicit one, or the caller's).
+/// Answered as `crate::sql::batch_tx` answers: a statement that failed
+/// rolled the whole query back, so its calls may run again one by one
+/// (`Err`); a connection that failed on the way leaves the outcome unknown
+/// (`Ok(Err(_))`).
+async fn batch_in_one_query(sql: &Sql, c: &mut Conn, calls: &[Command]) -> crate::sql::Batched {
+    let (query, steps) = sql.batch_query(calls)?;
+    let mut results: Vec<Vec<sqlx::postgres::PgRow>> = Vec::with_capacity(steps.len());
+    let mut rows = Vec::new();
+    {
+        let mut stream = sqlx::Executor::fetch_many(&mut *c, query.as_str());
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(sqlx::Either::Left(_)) => results.push(std::mem::take(&mut rows)),
+                Ok(sqlx::Either::Right(row)) => rows.push(row),
+                // Reported by the server: the query's transaction is
+                // rolled back (or, inside a caller's, aborted).
+                Err(e @ sqlx::Error::Database(_)) => return Err(sql.sk.err("batch")(e)),
+                Err(e) => return Ok(Err(sql.sk.err("batch")(e))),
+            }
+        }
+    }
+    if results.len() != steps.len() {
+        return Ok(Err(malformed(
+            NAME,
+            format!(
+                "a batch of {} statements answered {} results",
+                steps.len(),
+                results.len()
+            ),
+        )));
+    }
+    let mut replies: Vec<Option<Input>> = vec![None; calls.len()];
+    let mut freed = Vec::new();
+    for (step, rows) in steps.into_iter().zip(results) {
+        match (step, &calls.get(step_call(step).unwrap_or(usize::MAX))) {
+            (Step::Acquire(i), Some(Command::Acquire { op, session, name })) => {
+                replies[i] = Some(Input::AcquireReplied {
+                    op: *op,
+                    result: sql.sk.decide_rows(*session, name, &rows),
+                });
+            }
+            (Step::Release(i), Some(Command::Release { op, name, .. })) => {
+                if !rows.is_empty() {
+                    freed.push(name.as_str().to_owned());
+                }
+                replies[i] = Some(Input::ReleaseReplied {
+                    op: *op,
+                    result: Ok(()),
+                });
+            }
+            _ => {}
+        }
+    }
+    // A SQL backend keeps nothing for a `Held` acquire (S4.5).
+    let replies = calls
+        .iter()
+        .zip(replies)
+        .map(|(call, reply)| match (call, reply) {
+            (_, Some(reply)) => reply,
+            (Command::Withdraw { op, .. }, None) => Input::WithdrawReplied {
+                op: *op,
+                result: Ok(()),
+            },
+            (call, None) => Input::failed(
+                call,
+                malformed(
+                    NAME,
+                    format!("a batch left its {} unanswered", call.label()),
+                ),
+            ),
+        })
+        .collect();
+    Ok(Ok((replies, freed)))
+}
+
+/// The call a step answers.
+fn step_call(step: Step) -> Option<usize> {
+    match step {
+        Step::Setting => None,
+        Step::Acquire(i) | Step::Release(i) => Some(i),
+    }
+}
 
 impl Backend for PgBackend {
     crate::sql::sql_backend_common!(call, unwrapped);
@@ -1129,6 +1298,21 @@ mod hold {
                 .fetch_one(&mut *self.tx)
                 .await
                 .map_err(|e| map_err(NAME, "test hold", e))
+        }
+
+        /// Runs the calls of a batch (S4.7) in the hold's transaction, as
+        /// the backend sends a batch: one query.
+        ///
+        /// # Errors
+        /// A [`BackendError`] if the query failed.
+        pub async fn batch(
+            &mut self,
+            calls: &[simba_core::Command],
+        ) -> Result<Vec<simba_core::Input>, BackendError> {
+            match super::batch_in_one_query(&self.sql, &mut self.tx, calls).await {
+                Ok(Ok((replies, _))) => Ok(replies),
+                Ok(Err(e)) | Err(e) => Err(e),
+            }
         }
 
         /// Rolls the hold's transaction back (nothing it did is kept).

@@ -1601,16 +1601,43 @@ pub(crate) trait BatchCalls: Sync {
         name: &'a LeaseName,
         token: Token,
     ) -> futures::future::BoxFuture<'a, Result<bool, BackendError>>;
+    /// The calls of a batch in one transaction, answered as [`batch_tx`]
+    /// answers them (which this runs, one round trip a call); a backend
+    /// that can send them all in one round trip does so instead.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    fn transaction<'a>(
+        &'a self,
+        c: &'a mut <Self::DB as sqlx::Database>::Connection,
+        calls: &'a [simba_core::Command],
+    ) -> futures::future::BoxFuture<'a, Batched>
+    where
+        Self: Sized,
+    {
+        futures::FutureExt::boxed(batch_tx(self, c, calls))
+    }
 }
+
+/// What a batch's transaction answers: its replies by index and the names
+/// its releases freed; `Err` if it failed and was rolled back (its calls
+/// then run again one by one); `Ok(Err(_))` if nobody knows whether it
+/// committed (see [`batch_on`]).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) type Batched =
+    Result<Result<(Vec<simba_core::Input>, Vec<String>), BackendError>, BackendError>;
 
 /// The [`BatchCalls`] of a SQL backend whose calls are the skeleton's
 /// (PostgreSQL, SQLite), in its module (with `Sql`, `Conn`, `NAME` and
 /// `acquire_on`): `$db` its database, `$max` the most calls in a batch,
 /// `$begin` the statement that begins a batch, `$setup` what runs first in
-/// it (`|sql, c|`, a future).
+/// it (`|sql, c|`, a future); or, for a backend that sends a batch its own
+/// way, `transaction = f` (`f(sql, c, calls)`, as [`batch_tx`]), which
+/// begins nothing and runs no setup of the skeleton's.
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 macro_rules! batch_calls {
-    ($db:ty, $max:expr, $begin:literal, |$sql:ident, $c:ident| $setup:expr) => {
+    ($db:ty, $max:expr, transaction = $tx:path) => {
+        $crate::sql::batch_calls!($db, $max, "BEGIN", |_sql, _c| async { Ok(()) }, transaction = $tx);
+    };
+    ($db:ty, $max:expr, $begin:literal, |$sql:ident, $c:ident| $setup:expr $(, transaction = $tx:path)?) => {
         impl $crate::sql::BatchCalls for Sql {
             type DB = $db;
             const NAME: &'static str = NAME;
@@ -1641,6 +1668,15 @@ macro_rules! batch_calls {
                 let released = self.sk.release(c, session, name, token);
                 futures::FutureExt::boxed(async move { Ok(released.await?.rows_affected() > 0) })
             }
+            $(
+            fn transaction<'a>(
+                &'a self,
+                c: &'a mut Conn,
+                calls: &'a [simba_core::Command],
+            ) -> futures::future::BoxFuture<'a, $crate::sql::Batched> {
+                futures::FutureExt::boxed($tx(self, c, calls))
+            }
+            )?
         }
     };
 }
@@ -1700,7 +1736,7 @@ async fn batch_tx<B: BatchCalls>(
     b: &B,
     c: &mut <B::DB as sqlx::Database>::Connection,
     calls: &[simba_core::Command],
-) -> Result<Result<(Vec<simba_core::Input>, Vec<String>), BackendError>, BackendError> {
+) -> Batched {
     use sqlx::Connection;
     let err = |e| map_err(B::NAME, "batch", e);
     let mut order: Vec<usize> = (0..calls.len()).collect();
@@ -1739,7 +1775,7 @@ pub(crate) async fn batch_on<B: BatchCalls>(
     calls: &[simba_core::Command],
 ) -> (Vec<simba_core::Input>, Vec<String>) {
     use simba_core::Input;
-    match batch_tx(b, c, calls).await {
+    match b.transaction(c, calls).await {
         Ok(Ok(done)) => return done,
         Ok(Err(e)) => {
             return (

@@ -76,6 +76,73 @@ async fn postgres_release_and_close_commit_asynchronously_and_nothing_else() {
     drop_pg_tables(&tag).await;
 }
 
+/// A batch (S4.7) commits as its calls would alone: releases alone
+/// asynchronously, but a batch with an acquire synchronously, even with a
+/// release in it (a release's `synchronous_commit = off` lasts to the end of
+/// its transaction, and a batch is one: an acquire lost in a server crash
+/// would hand its token out again).
+#[cfg(all(feature = "postgres", feature = "testkit"))]
+#[tokio::test]
+async fn postgres_a_batch_with_an_acquire_commits_synchronously() {
+    use simba_core::{Command, Input, OpId};
+    if !pg_available().await {
+        return;
+    }
+    let tag = tag();
+    let b = pg_backend(&tag, "bdur").await;
+    let (held, wanted) = (
+        LeaseName::new("held").unwrap(),
+        LeaseName::new("wanted").unwrap(),
+    );
+    let s = session(&b, Duration::from_secs(30)).await;
+    let t = won(b.acquire(s, &held).await.unwrap());
+    let release = Command::Release {
+        op: OpId(1),
+        session: s,
+        name: held.clone(),
+        token: t,
+    };
+    let acquire = Command::Acquire {
+        op: OpId(2),
+        session: s,
+        name: wanted.clone(),
+    };
+
+    // A release and an acquire (the release first in name order): durable.
+    let mut h = b.hold().await.unwrap();
+    let replies = h.batch(&[acquire.clone(), release.clone()]).await.unwrap();
+    assert!(
+        matches!(
+            replies.as_slice(),
+            [
+                Input::AcquireReplied {
+                    result: Ok(AcquireOutcome::Won { .. }),
+                    ..
+                },
+                Input::ReleaseReplied { result: Ok(()), .. },
+            ]
+        ),
+        "{replies:?}"
+    );
+    assert_eq!(h.synchronous_commit().await.unwrap(), "on");
+    h.rollback().await.unwrap();
+
+    // Releases alone: asynchronous, as a release alone.
+    let mut h = b.hold().await.unwrap();
+    let replies = h.batch(&[release]).await.unwrap();
+    assert!(
+        matches!(
+            replies.as_slice(),
+            [Input::ReleaseReplied { result: Ok(()), .. }]
+        ),
+        "{replies:?}"
+    );
+    assert_eq!(h.synchronous_commit().await.unwrap(), "off");
+    h.rollback().await.unwrap();
+    b.close_session(s).await.unwrap();
+    drop_pg_tables(&tag).await;
+}
+
 /// S4.2 on SQLite: two backend instances (two pools, as two processes
 /// would have) on one file. B's subscription yields what A releases or
 /// frees by closing; renewals and acquires yield nothing.
