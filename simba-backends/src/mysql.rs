@@ -868,6 +868,16 @@ fn sleeper_ids(results: &[(u64, Vec<sqlx::mysql::MySqlRow>)]) -> Result<Vec<i64>
     }
 }
 
+/// The column of the marker rows that separate the calls of a batch's
+/// query (`MysqlBackend::batch_tx`).
+const BATCH_MARK: &str = "simba_batch_call";
+
+/// Whether `row` is a marker of a batch's query.
+fn is_marker(row: &sqlx::mysql::MySqlRow) -> bool {
+    use sqlx::Column;
+    matches!(row.columns(), [col] if col.name() == BATCH_MARK)
+}
+
 /// The `COMMENT` of the acquire procedure starts with this, followed by
 /// `, version N` (read where the server does not show this user the body).
 const COMMENT_MARK: &str = "Simba's acquire";
@@ -1152,36 +1162,135 @@ impl Drop for BatchConn {
 }
 
 impl MysqlBackend {
-    /// The calls of a batch in one transaction on `c`, in name order:
-    /// `autocommit = 0`, so the acquire procedure runs inside it (it
-    /// commits on its own only under autocommit), then one commit. Their
-    /// replies by index and the names the releases freed; `Err` if one
-    /// failed or the transaction could not begin; `Ok(Err(_))` if the
-    /// commit failed (every outcome unknown).
-    async fn batch_tx(
-        &self,
-        c: &mut Conn,
-        calls: &[Command],
-    ) -> Result<Result<(Vec<Input>, Vec<String>), BackendError>, BackendError> {
+    /// The calls of a batch (S4.7) in one transaction, sent as one
+    /// text-protocol query (one round trip): `autocommit` off, so that the
+    /// acquire procedure runs inside the transaction (it commits on its own
+    /// only under autocommit), the calls in name order, each after a marker
+    /// row that tells its results from the next call's, and `autocommit` on
+    /// again, which commits. The values are literals, as in `renew_on`:
+    /// session ids as hex, names from their checked character set (S3.1),
+    /// tokens as numbers. Their replies by index and the names the releases
+    /// freed; `Err` if a call failed or the transaction could not begin
+    /// (the caller rolls back); `Ok(Err(_))` if the commit failed or the
+    /// connection failed on the way (every outcome unknown).
+    async fn batch_tx(&self, c: &mut Conn, calls: &[Command]) -> crate::sql::Batched {
+        use futures::TryStreamExt;
         let err = |e| map_err(NAME, "batch", e);
         let mut order: Vec<usize> = (0..calls.len()).collect();
         order.sort_by(|&i, &j| crate::sql::name_of(&calls[i]).cmp(crate::sql::name_of(&calls[j])));
-        sqlx::Executor::execute(&mut *c, "SET autocommit = 0")
-            .await
-            .map_err(err)?;
-        let mut freed = Vec::new();
-        let mut replies: Vec<Option<Input>> = vec![None; calls.len()];
-        for i in order {
-            replies[i] = Some(crate::sql::batch_call(&self.sql, c, &calls[i], &mut freed).await?);
+        let leases = &self.sql.sk.t.leases;
+        let mut query = String::from("SET autocommit = 0");
+        for &i in &order {
+            let call = match &calls[i] {
+                Command::Acquire { session, name, .. } => format!(
+                    "CALL {}(X'{}', '{}')",
+                    self.sql.acquire_proc,
+                    hex_id(*session),
+                    name.as_str()
+                ),
+                Command::Release {
+                    session,
+                    name,
+                    token,
+                    ..
+                } => format!(
+                    "UPDATE {leases} SET session = NULL, acquired_us = NULL \
+                     WHERE session = X'{}' AND name = '{}' AND token = {}",
+                    hex_id(*session),
+                    name.as_str(),
+                    token_to_i64(*token).ok_or_else(|| {
+                        malformed(NAME, format!("token {token} out of range"))
+                    })?
+                ),
+                // Nothing to run (S4.5).
+                Command::Withdraw { .. } => continue,
+                other => {
+                    return Err(BackendError::new(
+                        simba_core::BackendErrorKind::Rejected,
+                        format!("{NAME}: a {} call cannot go in a batch", other.label()),
+                    ))
+                }
+            };
+            query.push_str(&format!("; SELECT {i} AS {BATCH_MARK}; {call}"));
         }
-        let committed = sqlx::Executor::execute(&mut *c, "COMMIT").await;
-        sqlx::Executor::execute(&mut *c, "SET autocommit = 1")
-            .await
-            .map_err(err)?;
-        Ok(match committed {
-            Ok(_) => Ok((replies.into_iter().flatten().collect(), freed)),
-            Err(e) => Err(err(e)),
-        })
+        query.push_str(&format!("; SELECT -1 AS {BATCH_MARK}; SET autocommit = 1"));
+        // Per call index: its rows, and the rows its statements changed.
+        let mut results: Vec<(Vec<sqlx::mysql::MySqlRow>, u64)> =
+            calls.iter().map(|_| (Vec::new(), 0)).collect();
+        // The marker last seen: none yet, a call's index, or the commit.
+        let mut at: Option<i64> = None;
+        let mut stream = sqlx::Executor::fetch_many(&mut *c, query.as_str());
+        loop {
+            let item = match stream.try_next().await {
+                Ok(Some(item)) => item,
+                Ok(None) => break,
+                Err(e @ sqlx::Error::Database(_)) if at != Some(-1) => return Err(err(e)),
+                Err(e) => {
+                    drop(stream);
+                    // The commit failed, or the connection: put the
+                    // connection back to `autocommit` on (or let the
+                    // caller roll back and close it).
+                    sqlx::Executor::execute(&mut *c, "SET autocommit = 1")
+                        .await
+                        .map_err(err)?;
+                    return Ok(Err(err(e)));
+                }
+            };
+            match item {
+                sqlx::Either::Right(row) if is_marker(&row) => {
+                    at = Some(row.try_get::<i64, _>(0).map_err(err)?);
+                }
+                sqlx::Either::Right(row) => {
+                    if let Some(r) = at
+                        .and_then(|i| usize::try_from(i).ok())
+                        .and_then(|i| results.get_mut(i))
+                    {
+                        r.0.push(row);
+                    }
+                }
+                sqlx::Either::Left(done) => {
+                    if let Some(r) = at
+                        .and_then(|i| usize::try_from(i).ok())
+                        .and_then(|i| results.get_mut(i))
+                    {
+                        r.1 += done.rows_affected();
+                    }
+                }
+            }
+        }
+        drop(stream);
+        if at != Some(-1) {
+            return Ok(Err(malformed(
+                NAME,
+                "a batch's query ended before its commit".to_owned(),
+            )));
+        }
+        let mut freed = Vec::new();
+        let replies = calls
+            .iter()
+            .zip(results)
+            .map(|(call, (rows, changed))| match call {
+                Command::Acquire { op, session, name } => Input::AcquireReplied {
+                    op: *op,
+                    result: self.sql.sk.decide_rows(*session, name, &rows),
+                },
+                Command::Release { op, name, .. } => {
+                    if changed > 0 {
+                        freed.push(name.as_str().to_owned());
+                    }
+                    Input::ReleaseReplied {
+                        op: *op,
+                        result: Ok(()),
+                    }
+                }
+                // A withdraw (checked above: nothing else is here).
+                other => Input::WithdrawReplied {
+                    op: other.op(),
+                    result: Ok(()),
+                },
+            })
+            .collect();
+        Ok(Ok((replies, freed)))
     }
 
     /// A batch (S4.7) on one connection: in one transaction (`batch_tx`);
@@ -1189,6 +1298,9 @@ impl MysqlBackend {
     /// backend's own calls run it. The releases' wake-up (S4.2) comes once
     /// the batch committed, once for all of them.
     async fn batch(&self, calls: Vec<Command>) -> Vec<Input> {
+        if let Some(replies) = crate::sql::only_withdraws(&calls) {
+            return replies;
+        }
         let conn = match self.sql.sk.conn(&self.pool, "batch").await {
             Ok(c) => c,
             Err(e) => return calls.iter().map(|c| Input::failed(c, e.clone())).collect(),
@@ -1287,9 +1399,10 @@ impl MysqlBackend {
     }
 }
 
-// Up to 16 calls: each is a round trip to the server, and a batch must end
-// within one call timeout (S2.4) however far the server is.
-crate::sql::batch_calls!(sqlx::MySql, 16, "BEGIN", |_sql, _c| async { Ok(()) });
+// Up to 64 calls, sent as one query (`MysqlBackend::batch_tx`): one round
+// trip however many calls it carries; its locks are held until the last
+// call has run on the server.
+crate::sql::batch_calls!(sqlx::MySql, 64, "BEGIN", |_sql, _c| async { Ok(()) });
 
 impl Backend for MysqlBackend {
     fn max_batch(&self) -> usize {

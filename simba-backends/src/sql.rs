@@ -1464,6 +1464,9 @@ macro_rules! sql_backend_calls {
         ) -> futures::future::BoxFuture<'a, Vec<simba_core::Input>> {
             // One connection, one transaction (S4.7, `batch_on`).
             futures::FutureExt::boxed(async move {
+                if let Some(replies) = $crate::sql::only_withdraws(&calls) {
+                    return replies;
+                }
                 let ran: Result<_, BackendError> = async {
                     $tx!(self, "batch", |c| async {
                         Ok::<_, BackendError>($crate::sql::batch_on(&self.sql, c, &calls).await)
@@ -1621,7 +1624,7 @@ pub(crate) trait BatchCalls: Sync {
 /// its releases freed; `Err` if it failed and was rolled back (its calls
 /// then run again one by one); `Ok(Err(_))` if nobody knows whether it
 /// committed (see [`batch_on`]).
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub(crate) type Batched =
     Result<Result<(Vec<simba_core::Input>, Vec<String>), BackendError>, BackendError>;
 
@@ -1797,6 +1800,25 @@ pub(crate) async fn batch_on<B: BatchCalls>(
         });
     }
     (replies, freed)
+}
+
+/// The replies of a batch of withdraws only, which a SQL backend answers
+/// without the database: it keeps nothing for a `Held` acquire (S4.5), and
+/// such a batch needs no connection, no transaction and no round trip.
+/// `None` if the batch carries another call.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub(crate) fn only_withdraws(calls: &[simba_core::Command]) -> Option<Vec<simba_core::Input>> {
+    use simba_core::{Command, Input};
+    calls
+        .iter()
+        .map(|call| match call {
+            Command::Withdraw { op, .. } => Some(Input::WithdrawReplied {
+                op: *op,
+                result: Ok(()),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The lease a batched call is about (for the lock order).
