@@ -501,3 +501,87 @@ async fn mysql_a_lock_wait_ends_at_the_call_timeout_not_the_server_default() {
     b.release(h, &n, token).await.unwrap();
     drop_mysql_tables(&tag).await;
 }
+
+/// A batch (S4.7) on MySQL/MariaDB whose call waits for a row lock past the
+/// lock wait bound fails on the server in the middle of its one query: the
+/// transaction is rolled back and each call runs again on its own (S4.7),
+/// so one call's failure is its own. The bound is a renewal period of the
+/// session opened last (1 s: a 3 s lease, a session of its own; the two
+/// used have 30 s, so no wait outlives them on a loaded machine). The lock
+/// is held until the batch has answered: its wait times out, the free
+/// name's call (`batch.a`, before the blocked one in name order) then wins
+/// on its own with the first token (nothing of the rolled-back try is
+/// kept), and the blocked name's call on its own times out too, with a
+/// typed `Timeout`. Once the lock is gone, the blocked name is won with its
+/// first token.
+#[cfg(feature = "mysql")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_a_batch_failing_on_the_server_runs_each_call_alone() {
+    use simba_core::{Command, Input, OpId};
+    use sqlx::{Connection, Executor};
+    if !mysql_available().await {
+        return;
+    }
+    let tag = tag();
+    let b = mysql_backend(&tag, "c").await;
+    let (a, o) = two_sessions(&b).await;
+    session(&b, Duration::from_secs(3)).await;
+    let (free, blocked) = (
+        LeaseName::new("batch.a").unwrap(),
+        LeaseName::new("batch.b").unwrap(),
+    );
+    let mut blocker = sqlx::MySqlConnection::connect(MYSQL_URL).await.unwrap();
+    blocker.execute("BEGIN").await.unwrap();
+    sqlx::query(&blocking_row_sql(&tag, "?"))
+        .bind(blocked.as_str())
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    let calls = vec![
+        Command::Acquire {
+            op: OpId(1),
+            session: a,
+            name: blocked.clone(),
+        },
+        Command::Acquire {
+            op: OpId(2),
+            session: a,
+            name: free.clone(),
+        },
+    ];
+    let metadata = simba_backends::SessionMetadata::default();
+    let started = std::time::Instant::now();
+    let done = tokio::time::timeout(
+        Duration::from_secs(20),
+        b.execute(Command::Batch { calls }, &metadata),
+    )
+    .await
+    .expect("the batch did not end");
+    eprintln!(
+        "batch behind a row lock ended after {:?}: {done:?}",
+        started.elapsed()
+    );
+    let Input::Batch { replies } = done else {
+        panic!("not a batch reply: {done:?}");
+    };
+    let [Input::AcquireReplied {
+        op: op1,
+        result: Err(e),
+    }, Input::AcquireReplied {
+        op: op2,
+        result: Ok(AcquireOutcome::Won { token, .. }),
+    }] = replies.as_slice()
+    else {
+        panic!("expected the blocked call to fail and the free one to win: {replies:?}");
+    };
+    assert_eq!((*op1, *op2), (OpId(1), OpId(2)));
+    assert_eq!(e.kind, simba_core::BackendErrorKind::Timeout, "{e}");
+    assert_eq!(token.get(), 1, "{replies:?}");
+    one_owner_with_the_first_token(&b, (a, o), &free).await;
+    blocker.execute("ROLLBACK").await.unwrap();
+    let AcquireOutcome::Won { token, .. } = b.acquire(o, &blocked).await.unwrap() else {
+        panic!("{blocked} is not free once its lock is gone");
+    };
+    assert_eq!(token.get(), 1, "half-written lease {blocked}");
+    drop_mysql_tables(&tag).await;
+}
