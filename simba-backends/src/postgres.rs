@@ -130,11 +130,15 @@ impl Sql {
             ),
             close_tidy: None,
             channel: Some(format!("{prefix}released")),
+            // A new membership is announced on the release channel by the
+            // group's name (S10.5): the members renew at once and hand the
+            // joiner its partitions, instead of at their next renewal.
             join: format!(
-                "WITH now AS (SELECT {NOW} AS t) \
-                 INSERT INTO {m} (name, session) \
-                 SELECT $1, $2 FROM {s}, now WHERE id = $2 AND expires_us > now.t \
-                 ON CONFLICT (name, session) DO NOTHING"
+                "WITH now AS (SELECT {NOW} AS t), \
+                 j AS (INSERT INTO {m} (name, session) \
+                   SELECT $1, $2 FROM {s}, now WHERE id = $2 AND expires_us > now.t \
+                   ON CONFLICT (name, session) DO NOTHING RETURNING name) \
+                 SELECT pg_notify('{prefix}released', j.name) FROM j"
             ),
             leave: format!("DELETE FROM {m} WHERE name = $1 AND session = $2"),
             holds: format!(

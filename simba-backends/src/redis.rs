@@ -124,13 +124,17 @@ end
 return {ms, redis.call('HGETALL', KEYS[2]), groups, v, 1}
 ";
 
-/// KEYS: session, joined groups, group. ARGV: id, group.
-/// Returns 1 if the session is a member now, 0 if it is not live.
+/// KEYS: session, joined groups, group. ARGV: id, group, channel.
+/// Returns 1 if the session is a member now, 0 if it is not live. A new
+/// membership is announced by the group's name on the release channel
+/// (S10.5): the members renew at once and hand the joiner its partitions.
 const JOIN: &str = r"
 local now_ms = math.floor(now_us() / 1000)
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then return 0 end
-redis.call('ZADD', KEYS[3], int(now_ms + pttl - 1), ARGV[1])
+if redis.call('ZADD', KEYS[3], int(now_ms + pttl - 1), ARGV[1]) > 0 then
+  redis.call('PUBLISH', ARGV[3], ARGV[2])
+end
 redis.call('SADD', KEYS[2], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], pttl + 1000)
 return 1
@@ -917,6 +921,9 @@ impl RedisBackend {
                     .key(keys.group(group))
                     .arg(session.to_string())
                     .arg(group.as_str());
+                if join {
+                    inv.arg(&keys.channel);
+                }
             })
             .await?;
         Ok(())

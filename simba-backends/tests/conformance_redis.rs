@@ -116,6 +116,20 @@ async fn redis_passes_the_conformance_suite() {
     .await;
 }
 
+/// S10.5 on Redis: a join is announced on the release channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_announces_a_join() {
+    let Some(factory) = redis_factory().await else {
+        return;
+    };
+    let (a, b) = (
+        factory.connect("ann").await.unwrap(),
+        factory.connect("ann").await.unwrap(),
+    );
+    check_join_announced(&a, &b).await;
+    delete_keys(REDIS_URL, &factory.tag).await;
+}
+
 /// The same backend on async-std (redis's smol support).
 #[cfg(feature = "runtime-async-std")]
 #[test]

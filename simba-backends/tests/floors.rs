@@ -143,6 +143,19 @@ async fn postgres_a_batch_with_an_acquire_commits_synchronously() {
     drop_pg_tables(&tag).await;
 }
 
+/// S10.5 on PostgreSQL: a join is announced on the release channel.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_announces_a_join() {
+    if !pg_available().await {
+        return;
+    }
+    let tag = tag();
+    let (a, b) = (pg_backend(&tag, "ann").await, pg_backend(&tag, "ann").await);
+    check_join_announced(&a, &b).await;
+    drop_pg_tables(&tag).await;
+}
+
 /// S4.2 on SQLite: two backend instances (two pools, as two processes
 /// would have) on one file. B's subscription yields what A releases or
 /// frees by closing; renewals and acquires yield nothing.

@@ -599,7 +599,22 @@ async fn changes(
         .await
         .map(|()| moves(log, t0, None));
     let min = log.owned(4)[3];
-    rows.push(row(t, partitions, "join 3 → 4", min, r, calls));
+    let mut joined = row(t, partitions, "join 3 → 4", min, r, calls);
+    // S10.5: how soon the joiner works, from its creation (its connection,
+    // session and join included): the members who give it partitions learn
+    // of the join at their next renewal, or at once where it is announced.
+    let first = log
+        .since(t0)
+        .iter()
+        .find(|e| e.1 == 3 && e.3)
+        .map(|e| e.0.saturating_duration_since(t0));
+    if let Some(first) = first {
+        joined.relative.push_str(&format!(
+            "; the joiner's first partition {} after its creation",
+            fmt_secs(first.as_secs_f64())
+        ));
+    }
+    rows.push(joined);
     // Graceful leave of the joiner.
     let min = log.owned(4)[3];
     let t0 = Instant::now();

@@ -657,3 +657,47 @@ pub async fn waiter_keeps_its_turn<B: simba_backends::Backend>(
         other => Err(format!("the first waiter got {other:?} after the release")),
     }
 }
+
+/// S10.5 on a backend that announces joins: a new membership of `a`'s
+/// session is broadcast by the group's name to `b`'s subscription (another
+/// instance, as another process has), so the members renew at once and
+/// hand the joiner its partitions; joining again, already a member,
+/// announces nothing (the next hint is a release's name).
+pub async fn check_join_announced<B: simba_backends::Backend>(a: &B, b: &B) {
+    let mut hints = b
+        .subscribe_releases()
+        .await
+        .unwrap()
+        .expect("the backend broadcasts");
+    let s = session(a, std::time::Duration::from_secs(30)).await;
+    let group = simba_core::LeaseName::new("announced").unwrap();
+    a.join_group(s, &group).await.unwrap();
+    assert_eq!(
+        next_hint(&mut hints).await,
+        group,
+        "the join was not announced"
+    );
+    a.join_group(s, &group).await.unwrap();
+    let probe = simba_core::LeaseName::new("probe").unwrap();
+    let simba_core::AcquireOutcome::Won { token, .. } = a.acquire(s, &probe).await.unwrap() else {
+        panic!("{probe} is not free");
+    };
+    a.release(s, &probe, token).await.unwrap();
+    assert_eq!(
+        next_hint(&mut hints).await,
+        probe,
+        "a join of a member was announced again"
+    );
+    a.close_session(s).await.unwrap();
+}
+
+/// The next name a subscription yields, within 10 s.
+pub async fn next_hint(
+    hints: &mut futures::stream::BoxStream<'static, simba_core::LeaseName>,
+) -> simba_core::LeaseName {
+    use futures::StreamExt;
+    tokio::time::timeout(std::time::Duration::from_secs(10), hints.next())
+        .await
+        .expect("a hint within 10 s")
+        .expect("the hint stream ended")
+}
