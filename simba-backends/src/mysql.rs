@@ -1162,6 +1162,12 @@ impl Drop for BatchConn {
 }
 
 impl MysqlBackend {
+    /// A session became a member of a group: not announced (S10.5); the
+    /// members learn the join at their next renewal.
+    fn joined(&self, _group: &LeaseName) {}
+}
+
+impl MysqlBackend {
     /// The calls of a batch (S4.7) in one transaction, sent as one
     /// text-protocol query (one round trip): `autocommit` off, so that the
     /// acquire procedure runs inside the transaction (it commits on its own

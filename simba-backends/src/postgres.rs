@@ -698,6 +698,10 @@ impl PgBackend {
     /// statement's own NOTIFY (S4.2), nothing more to do.
     fn freed(&self, _names: &[String]) {}
 
+    /// A session became a member of a group: already announced by the join
+    /// statement's own NOTIFY (S10.5), nothing more to do.
+    fn joined(&self, _group: &LeaseName) {}
+
     /// A pooled connection, watched for a server failure (see
     /// [`Watched`]); with a host list, the host is found again first if
     /// the last call failed as a dead server makes it fail.

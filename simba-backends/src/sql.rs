@@ -1033,14 +1033,15 @@ where
             .unwrap_or_default())
     }
 
-    /// Joins (`join`) or leaves a group.
+    /// Joins (`join`) or leaves a group: the statement's result (a join
+    /// that added a membership changed a row; PostgreSQL's announced it).
     pub(crate) async fn membership(
         &self,
         c: &mut DB::Connection,
         join: bool,
         session: SessionId,
         group: &LeaseName,
-    ) -> Result<(), BackendError> {
+    ) -> Result<DB::QueryResult, BackendError> {
         let (stmt, what) = if join {
             (&self.s.join, "join group")
         } else {
@@ -1053,8 +1054,7 @@ where
             .bind(&id[..])
             .execute(&mut *c)
             .await
-            .map_err(self.err(what))?;
-        Ok(())
+            .map_err(self.err(what))
     }
 
     /// A schedule slot claim's first step (S11.1), in the claim's open
@@ -1362,8 +1362,12 @@ macro_rules! sql_backend_common {
         ) -> futures::future::BoxFuture<'a, Result<(), BackendError>> {
             futures::FutureExt::boxed(async move {
                 let sk = &self.sql.sk;
-                $call!(self, "join group", |c| sk
-                    .membership(c, true, session, group))
+                let done = $call!(self, "join group", |c| sk
+                    .membership(c, true, session, group))?;
+                if done.rows_affected() > 0 {
+                    self.joined(group);
+                }
+                Ok(())
             })
         }
 
@@ -1376,6 +1380,7 @@ macro_rules! sql_backend_common {
                 let sk = &self.sql.sk;
                 $call!(self, "leave group", |c| sk
                     .membership(c, false, session, group))
+                .map(drop)
             })
         }
 

@@ -314,6 +314,12 @@ impl SqliteBackend {
             .await
     }
 
+    /// A session became a member of `group`: its name is announced on the
+    /// hint file, if there is one (S10.5), so the members renew at once.
+    fn joined(&self, group: &LeaseName) {
+        self.freed(&[group.as_str().to_owned()]);
+    }
+
     /// The names a release or a close freed: appended to the hint file,
     /// if there is one (S4.2).
     fn freed(&self, names: &[String]) {

@@ -156,6 +156,20 @@ async fn postgres_announces_a_join() {
     drop_pg_tables(&tag).await;
 }
 
+/// S10.5 on SQLite: a join is announced on the hint file, to another
+/// instance on the same database file.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_announces_a_join() {
+    use simba_backends::sqlite::SqliteBackend;
+    let (factory, path) = SqliteFactory::new();
+    let c = config(&factory.url, &factory.tag, "ann");
+    let a = SqliteBackend::connect(&c).await.unwrap();
+    let b = SqliteBackend::connect(&c).await.unwrap();
+    check_join_announced(&a, &b).await;
+    remove_db(&path);
+}
+
 /// S4.2 on SQLite: two backend instances (two pools, as two processes
 /// would have) on one file. B's subscription yields what A releases or
 /// frees by closing; renewals and acquires yield nothing.
