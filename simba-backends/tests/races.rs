@@ -237,6 +237,26 @@ async fn check_cancelled_acquire_leaves_nothing<B: Backend>(
     one_owner_with_the_first_token(b, (a, o), name).await;
 }
 
+/// A batch (S4.7) of two acquires by `a`: `blocked` (op 1), then `free`
+/// (op 2); in name order `free` comes first.
+fn batch_of_two(a: SessionId, (free, blocked): (&LeaseName, &LeaseName)) -> simba_core::Command {
+    use simba_core::{Command, OpId};
+    Command::Batch {
+        calls: vec![
+            Command::Acquire {
+                op: OpId(1),
+                session: a,
+                name: blocked.clone(),
+            },
+            Command::Acquire {
+                op: OpId(2),
+                session: a,
+                name: free.clone(),
+            },
+        ],
+    }
+}
+
 /// As [`check_cancelled_acquire_leaves_nothing`], for a batch (S4.7): `a`'s
 /// batch asks for `free` (first in name order), then waits for `blocked`,
 /// whose row another connection holds, and is dropped. Each call's outcome
@@ -255,20 +275,9 @@ async fn check_cancelled_batch_leaves_nothing<B: Backend>(
         free < blocked,
         "the free name must come first in name order"
     );
-    let calls = vec![
-        Command::Acquire {
-            op: OpId(1),
-            session: a,
-            name: blocked.clone(),
-        },
-        Command::Acquire {
-            op: OpId(2),
-            session: a,
-            name: free.clone(),
-        },
-    ];
+    let batch = batch_of_two(a, (free, blocked));
     let metadata = simba_backends::SessionMetadata::default();
-    let batch = b.execute(Command::Batch { calls }, &metadata);
+    let batch = b.execute(batch, &metadata);
     let cancelled = tokio::time::timeout(Duration::from_millis(300), batch).await;
     assert!(
         cancelled.is_err(),
@@ -537,26 +546,12 @@ async fn mysql_a_batch_failing_on_the_server_runs_each_call_alone() {
         .execute(&mut blocker)
         .await
         .unwrap();
-    let calls = vec![
-        Command::Acquire {
-            op: OpId(1),
-            session: a,
-            name: blocked.clone(),
-        },
-        Command::Acquire {
-            op: OpId(2),
-            session: a,
-            name: free.clone(),
-        },
-    ];
+    let batch = batch_of_two(a, (&free, &blocked));
     let metadata = simba_backends::SessionMetadata::default();
     let started = std::time::Instant::now();
-    let done = tokio::time::timeout(
-        Duration::from_secs(20),
-        b.execute(Command::Batch { calls }, &metadata),
-    )
-    .await
-    .expect("the batch did not end");
+    let done = tokio::time::timeout(Duration::from_secs(20), b.execute(batch, &metadata))
+        .await
+        .expect("the batch did not end");
     eprintln!(
         "batch behind a row lock ended after {:?}: {done:?}",
         started.elapsed()
