@@ -1840,6 +1840,47 @@ async fn clean_up(
 /// is in sync at once, and nothing deleted after that read is missed), and
 /// after a broken stream resumes from the last revision seen. Ends with the
 /// backend.
+/// Waits for a watch's "created" reply.
+async fn created(stream: &mut etcd_client::WatchStream) -> Result<(), etcd_client::Error> {
+    loop {
+        match stream.message().await? {
+            Some(r) if r.created() => return Ok(()),
+            Some(_) => continue,
+            None => {
+                return Err(etcd_client::Error::WatchError(
+                    "watch stream ended before it was created".into(),
+                ))
+            }
+        }
+    }
+}
+
+/// The groups a member-key watch reply shows a new member of (S10.5): a
+/// put that created its key (`P/g/GROUP/SESSION`); a put of a key that
+/// exists, a member joining again, is no news.
+fn joined_groups(resp: &etcd_client::WatchResponse, g_pre: &str) -> Vec<LeaseName> {
+    let mut groups: Vec<LeaseName> = Vec::new();
+    for ev in resp.events() {
+        let Some(kv) = ev.kv() else { continue };
+        if ev.event_type() != EventType::Put || kv.create_revision() != kv.mod_revision() {
+            continue;
+        }
+        let Some(rest) = kv.key().strip_prefix(g_pre.as_bytes()) else {
+            continue;
+        };
+        let Some(end) = rest.iter().rposition(|&b| b == b'/') else {
+            continue;
+        };
+        let group = std::str::from_utf8(&rest[..end])
+            .ok()
+            .and_then(|g| LeaseName::new(g).ok());
+        if let Some(group) = group.filter(|g| !groups.contains(g)) {
+            groups.push(group);
+        }
+    }
+    groups
+}
+
 async fn track(
     inner: Weak<Inner>,
     mut client: Client,
@@ -1851,6 +1892,9 @@ async fn track(
     let q_pre = format!("{prefix}/q/");
     // Just past `P/q/`: the range holds the places.
     let end = format!("{prefix}/q0");
+    // The member keys `P/g/GROUP/SESSION`.
+    let g_pre = format!("{prefix}/g/");
+    let g_end = format!("{prefix}/g0");
     let mut ready = Some(ready);
     let mut next_rev: Option<i64> = None;
     loop {
@@ -1873,21 +1917,20 @@ async fn track(
                 .with_filters([WatchFilterType::NoPut]);
             let mut stream = client.watch(q_pre.clone(), Some(opts)).await?;
             // Wait for the "created" reply: from here on, no delete is missed.
-            loop {
-                match stream.message().await? {
-                    Some(r) if r.created() => break,
-                    Some(_) => continue,
-                    None => {
-                        return Err(etcd_client::Error::WatchError(
-                            "watch stream ended before it was created".into(),
-                        ))
-                    }
-                }
-            }
-            Ok((from, stream))
+            created(&mut stream).await?;
+            // New member keys (S10.5): a join is announced by its group's
+            // name. A hint only: one missed across a reconnection is learnt
+            // at the next renewal.
+            let opts = WatchOptions::new()
+                .with_range(g_end.clone())
+                .with_start_revision(from)
+                .with_filters([WatchFilterType::NoDelete]);
+            let mut joins = client.watch(g_pre.clone(), Some(opts)).await?;
+            created(&mut joins).await?;
+            Ok((from, stream, joins))
         };
         let started = tokio::time::timeout(timeout, start).await;
-        let (from, mut stream) = match started {
+        let (from, mut stream, mut joins) = match started {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 if let Some(r) = ready.take() {
@@ -1922,6 +1965,18 @@ async fn track(
             let msg = tokio::select! {
                 _ = &mut stop => return,
                 m = stream.message() => m,
+                j = joins.message() => match j {
+                    Ok(Some(resp)) => {
+                        let Some(inner) = inner.upgrade() else { return };
+                        let groups = joined_groups(&resp, &g_pre);
+                        if !groups.is_empty() {
+                            lock(&inner.tracker).announce(&groups);
+                        }
+                        continue;
+                    }
+                    // Broken: resume both from the last revision seen.
+                    Ok(None) | Err(_) => break,
+                },
             };
             match msg {
                 Ok(Some(resp)) => {

@@ -18,6 +18,23 @@ async fn etcd_passes_the_conformance_suite() {
     assert_suite_passed(run_all(&factory).await, factory.cleanup()).await;
 }
 
+/// S10.5 on etcd: a join is announced by its group's name (a watch of the
+/// member keys: a put that created its key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_announces_a_join() {
+    use simba_backends::testkit::Factory;
+    if !etcd_available().await {
+        return;
+    }
+    let factory = EtcdFactory { tag: tag() };
+    let (a, b) = (
+        factory.connect("ann").await.unwrap(),
+        factory.connect("ann").await.unwrap(),
+    );
+    check_join_announced(&a, &b).await;
+    factory.cleanup().await;
+}
+
 /// Outside tokio the backend runs its calls on a runtime thread of its own;
 /// the release stream is polled by async-std.
 #[test]
