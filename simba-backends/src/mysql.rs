@@ -1204,18 +1204,11 @@ impl MysqlBackend {
                      WHERE session = X'{}' AND name = '{}' AND token = {}",
                     hex_id(*session),
                     name.as_str(),
-                    token_to_i64(*token).ok_or_else(|| {
-                        malformed(NAME, format!("token {token} out of range"))
-                    })?
+                    crate::sql::token_column(NAME, *token)?
                 ),
                 // Nothing to run (S4.5).
                 Command::Withdraw { .. } => continue,
-                other => {
-                    return Err(BackendError::new(
-                        simba_core::BackendErrorKind::Rejected,
-                        format!("{NAME}: a {} call cannot go in a batch", other.label()),
-                    ))
-                }
+                other => return Err(crate::sql::not_in_batch(NAME, other)),
             };
             query.push_str(&format!("; SELECT {i} AS {BATCH_MARK}; {call}"));
         }

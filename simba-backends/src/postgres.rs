@@ -610,14 +610,10 @@ async fn acquire_on(
     // keeps its plans either way. The values are literals: the session id
     // as hex, the name from its checked character set ([A-Za-z0-9._:-],
     // S3.1, no quote can occur).
-    let me: String = session
-        .to_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     let call = format!(
-        "SELECT * FROM {}('\\x{me}'::bytea, '{}')",
+        "SELECT * FROM {}({}, '{}')",
         sql.acquire_fn,
+        bytea(session),
         name.as_str()
     );
     let rows = sqlx::Executor::fetch_all(&mut *c, call.as_str())
@@ -1056,8 +1052,7 @@ impl Sql {
                     token,
                     ..
                 } => {
-                    let token = i64::try_from(token.get())
-                        .map_err(|_| malformed(NAME, format!("token {token} out of range")))?;
+                    let token = crate::sql::token_column(NAME, *token)?;
                     query.push_str(&format!(
                         "; WITH r AS (UPDATE {leases} SET session = NULL, acquired_us = NULL \
                            WHERE name = '{}' AND session = {} AND token = {token} RETURNING name) \
@@ -1068,12 +1063,7 @@ impl Sql {
                     steps.push(Step::Release(i));
                 }
                 Command::Withdraw { .. } => {}
-                other => {
-                    return Err(BackendError::new(
-                        BackendErrorKind::Rejected,
-                        format!("{NAME}: a {} call cannot go in a batch", other.label()),
-                    ))
-                }
+                other => return Err(crate::sql::not_in_batch(NAME, other)),
             }
         }
         Ok((query, steps))

@@ -1725,14 +1725,24 @@ pub(crate) async fn batch_call<B: BatchCalls>(
             op: *op,
             result: Ok(()),
         },
-        other => Input::failed(
-            other,
-            BackendError::new(
-                BackendErrorKind::Rejected,
-                format!("{}: a {} call cannot go in a batch", B::NAME, other.label()),
-            ),
-        ),
+        other => Input::failed(other, not_in_batch(B::NAME, other)),
     })
+}
+
+/// The error for a call no batch carries (only acquires, releases and
+/// withdraws do, S4.7), found in one by `backend`.
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub(crate) fn not_in_batch(backend: &str, call: &simba_core::Command) -> BackendError {
+    BackendError::new(
+        BackendErrorKind::Rejected,
+        format!("{backend}: a {} call cannot go in a batch", call.label()),
+    )
+}
+
+/// A token as the SQL column stores it (`BIGINT`), or a typed error.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn token_column(backend: &str, token: Token) -> Result<i64, BackendError> {
+    token_to_i64(token).ok_or_else(|| malformed(backend, format!("token {token} out of range")))
 }
 
 /// The calls of a batch in one transaction, in name order: their replies
