@@ -469,6 +469,41 @@ pub fn planned_by_change(
     planned_from(partitions, before, after, me, released, &freed)
 }
 
+/// The members in both `before` and `after` whose fair share grew, in
+/// session order, each with how much it grew by (S10.2).
+fn grown(partitions: u32, before: &[SessionId], after: &[SessionId]) -> Vec<(SessionId, u32)> {
+    let rank = |members: &[SessionId], s: SessionId| {
+        let mut sorted = members.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let n = sorted.len();
+        sorted.binary_search(&s).ok().map(|r| (n, r))
+    };
+    let mut sorted_after = after.to_vec();
+    sorted_after.sort_unstable();
+    sorted_after.dedup();
+    sorted_after
+        .into_iter()
+        .filter_map(|s| {
+            let ((na, ra), (nb, rb)) = (rank(after, s)?, rank(before, s)?);
+            let grew =
+                fair_share(partitions, na, ra).saturating_sub(fair_share(partitions, nb, rb));
+            (grew > 0).then_some((s, grew))
+        })
+        .collect()
+}
+
+/// How many partitions the change of membership from `before` to `after`
+/// moves to the members in both: the sum of what their fair shares grew by
+/// (S10.2). [`planned_by_change`] splits that many of the released
+/// partitions and no more.
+pub(crate) fn moved_by_change(partitions: u32, before: &[SessionId], after: &[SessionId]) -> usize {
+    grown(partitions, before, after)
+        .iter()
+        .map(|&(_, grew)| grew as usize)
+        .sum()
+}
+
 /// [`planned_by_change`] given `freed`, the [`freed_by_change`] of the
 /// change: the engine computes it again at every release broadcast, the
 /// base rule (thousands of pairs sorted with 1,000 partitions) once per
@@ -481,27 +516,11 @@ pub(crate) fn planned_from(
     released: &[u32],
     freed: &BTreeSet<u32>,
 ) -> BTreeSet<u32> {
-    let rank = |members: &[SessionId], s: SessionId| {
-        let mut sorted = members.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        let n = sorted.len();
-        sorted.binary_search(&s).ok().map(|r| (n, r))
-    };
     // (member, its affinity seed, how many more it takes)
-    let mut stayers: Vec<(SessionId, u64, u32)> = Vec::new();
-    let mut sorted_after = after.to_vec();
-    sorted_after.sort_unstable();
-    sorted_after.dedup();
-    for &s in &sorted_after {
-        let (Some((na, ra)), Some((nb, rb))) = (rank(after, s), rank(before, s)) else {
-            continue;
-        };
-        let grew = fair_share(partitions, na, ra).saturating_sub(fair_share(partitions, nb, rb));
-        if grew > 0 {
-            stayers.push((s, affinity_seed(s), grew));
-        }
-    }
+    let mut stayers: Vec<(SessionId, u64, u32)> = grown(partitions, before, after)
+        .into_iter()
+        .map(|(s, grew)| (s, affinity_seed(s), grew))
+        .collect();
     if !stayers.iter().any(|(s, _, _)| *s == me) {
         return BTreeSet::new();
     }
