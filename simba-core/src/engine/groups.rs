@@ -144,8 +144,18 @@ pub(super) struct Change {
     pub(super) before: Vec<SessionId>,
     pub(super) after: Vec<SessionId>,
     /// The partitions release broadcasts named around the change, in the
-    /// order they came: those in the window when the change was seen, and
-    /// those that came after, until the next renewal.
+    /// order they came (one named again counts where it came last): those
+    /// in the window when the change was seen, and all that came after,
+    /// until the membership changes again. Closing the list at the next
+    /// renewal made the members disagree: each renews at its own time, so
+    /// a member that renewed early split fewer releases than the others,
+    /// asked for partitions they took, and left partitions they had left
+    /// to it unowned until it searched them out (PostgreSQL, 1,000
+    /// partitions: 3 partitions unowned 300 ms). Closing it once it named
+    /// as many partitions as the change moves did too, for a member whose
+    /// window still held releases of the change before (its renewal
+    /// spanned both): they filled the list before the leaver's releases
+    /// named them again.
     pub(super) released: Vec<u32>,
     /// The partitions the base rule gave the members who went
     /// ([`freed_by_change`]), computed once per change.
@@ -153,14 +163,6 @@ pub(super) struct Change {
     /// How many partitions the change moves to the members who stay
     /// ([`moved_by_change`](crate::group::moved_by_change)).
     pub(super) moves: usize,
-    /// Whether broadcasts still add to `released`: until it names as many
-    /// partitions as the change moves, or the membership changes again.
-    /// Closing it at the next renewal instead made the members disagree:
-    /// each renews at its own time, so a member that renewed early split
-    /// fewer releases than the others, asked for partitions they took, and
-    /// left partitions they had left to it unowned until it searched them
-    /// out (PostgreSQL, 1,000 partitions: 3 partitions unowned 300 ms).
-    pub(super) open: bool,
     /// When the last release broadcast added to `released` came.
     pub(super) last_release: Option<Timestamp>,
     /// Whether the part must be computed again (`released` grew).
@@ -543,7 +545,6 @@ impl Engine {
                     g.change = Some(Change {
                         before: g.members.clone(),
                         after: members.clone(),
-                        open: released.len() < moves,
                         last_release: (!released.is_empty()).then_some(now),
                         released,
                         freed,
@@ -674,11 +675,9 @@ impl Engine {
         // A part that another member holds shows that the members split
         // differently (one saw releases the other did not): the member
         // then looks for the rest at once, as step 3 says.
-        let waiting = g
-            .change
-            .as_ref()
-            .is_some_and(|c| c.open && c.last_release.is_some_and(|t| now < t + period))
-            && !g.planned.iter().any(|p| known.taken.contains(p));
+        let waiting = g.change.as_ref().is_some_and(|c| {
+            c.released.len() < c.moves && c.last_release.is_some_and(|t| now < t + period)
+        }) && !g.planned.iter().any(|p| known.taken.contains(p));
         let wait_end = g
             .change
             .as_ref()
@@ -864,11 +863,10 @@ impl Engine {
                         // named again (its earlier release was a hand-over
                         // the window still held) counts where it comes now,
                         // as on a member that saw only this broadcast.
-                        if let Some(change) = g.change.as_mut().filter(|c| c.open) {
+                        if let Some(change) = g.change.as_mut() {
                             change.released.retain(|&q| q != p);
                             change.released.push(p);
                             change.replan = true;
-                            change.open = change.released.len() < change.moves;
                             change.last_release = Some(now);
                         }
                     }
