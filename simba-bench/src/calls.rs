@@ -45,22 +45,124 @@ fn line(member: usize, call: &str, name: &str, outcome: &str, took: Option<Durat
     }
 }
 
-/// When each lease name's latest release was sent, for the groups
-/// section's "from the release" times (S10.3 counts a graceful move from
-/// the old owner's release).
+/// When each lease name's latest release was sent and answered, and when
+/// each member's calls ran, for the groups section's "from the release"
+/// times and round trips (S10.3 counts a graceful move from the old
+/// owner's release, in backend round trips).
 #[derive(Clone, Default)]
-pub struct Releases(Arc<Mutex<std::collections::BTreeMap<String, Instant>>>);
+pub struct Releases(Arc<Mutex<Ledger>>);
+
+#[derive(Default)]
+struct Ledger {
+    /// Per lease name, its latest release: sent, and answered (`None`
+    /// while in flight).
+    released: std::collections::BTreeMap<String, (Instant, Option<Instant>)>,
+    /// Per member, every backend call it made: started and answered.
+    calls: std::collections::BTreeMap<usize, Vec<(Instant, Instant)>>,
+    /// Per member and lease name, when each of its acquires of the name
+    /// was answered.
+    asks: std::collections::BTreeMap<(usize, String), Vec<Instant>>,
+}
+
+/// The backend calls on one moved partition's path, from its old owner's
+/// release to the call that won it for its new owner ([`Releases::path`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Path {
+    /// Round trips: the release, and each acquire of the partition by its
+    /// new owner answered after the release was sent, up to the one that
+    /// won it (2: it won at its first ask after the release).
+    pub round_trips: usize,
+    /// Of the time from the release being sent to the gain, how much no
+    /// call on the path was running: time the move spent waiting for
+    /// neither the backend nor the network.
+    pub idle: Duration,
+}
 
 impl Releases {
     fn sent(&self, name: &LeaseName) {
         if let Ok(mut m) = self.0.lock() {
-            m.insert(name.as_str().to_owned(), Instant::now());
+            m.released
+                .insert(name.as_str().to_owned(), (Instant::now(), None));
+        }
+    }
+
+    fn answered(&self, name: &LeaseName) {
+        if let Ok(mut m) = self.0.lock() {
+            if let Some(r) = m.released.get_mut(name.as_str()) {
+                r.1.get_or_insert_with(Instant::now);
+            }
+        }
+    }
+
+    fn asked(&self, member: usize, name: &LeaseName) {
+        if let Ok(mut m) = self.0.lock() {
+            m.asks
+                .entry((member, name.as_str().to_owned()))
+                .or_default()
+                .push(Instant::now());
+        }
+    }
+
+    fn ran(&self, member: usize, started: Instant) {
+        if let Ok(mut m) = self.0.lock() {
+            m.calls
+                .entry(member)
+                .or_default()
+                .push((started, Instant::now()));
         }
     }
 
     /// When the latest release of `name` was sent, if one was.
     pub fn last(&self, name: &str) -> Option<Instant> {
-        self.0.lock().ok().and_then(|m| m.get(name).copied())
+        self.0
+            .lock()
+            .ok()
+            .and_then(|m| m.released.get(name).map(|r| r.0))
+    }
+
+    /// The path of `name`'s latest release to `member`, who gained it at
+    /// `gained`: the round trips (the release, and the member's acquires of
+    /// `name` answered since the release was sent), and the time no call
+    /// ran on it (neither the release nor a call of the member that ended
+    /// after the release was answered, or after it was sent when the gain
+    /// came before the answer: a broadcast can overtake the reply). `None`
+    /// without a release sent before `gained`.
+    pub fn path(&self, name: &str, member: usize, gained: Instant) -> Option<Path> {
+        let m = self.0.lock().ok()?;
+        let (sent, answered) = *m.released.get(name)?;
+        if sent > gained {
+            return None;
+        }
+        let answered = answered.unwrap_or(gained).min(gained);
+        let from = if answered < gained { answered } else { sent };
+        let mut on_path: Vec<(Instant, Instant)> = m
+            .calls
+            .get(&member)
+            .map(|c| {
+                c.iter()
+                    .filter(|(s, e)| *e > from && *s < gained)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let round_trips = 1 + m.asks.get(&(member, name.to_owned())).map_or(0, |a| {
+            a.iter().filter(|&&t| t > sent && t <= gained).count()
+        });
+        // Busy: the release, then the member's calls, clipped to the
+        // window from the release being sent to the gain.
+        on_path.push((sent, answered));
+        on_path.sort();
+        let mut busy = Duration::ZERO;
+        let mut reach = sent;
+        for (s, e) in on_path {
+            let (s, e) = (s.max(reach), e.min(gained));
+            if e > s {
+                busy += e - s;
+                reach = e;
+            }
+        }
+        let idle = gained.saturating_duration_since(sent).saturating_sub(busy);
+        Some(Path { round_trips, idle })
     }
 }
 
@@ -94,6 +196,14 @@ impl Logged {
             let t = Instant::now();
             let r = call.run(&*self.inner).await;
             let took = t.elapsed();
+            self.releases.ran(self.member, t);
+            for c in calls {
+                match c {
+                    Command::Release { name, .. } => self.releases.answered(name),
+                    Command::Acquire { name, .. } => self.releases.asked(self.member, name),
+                    _ => {}
+                }
+            }
             if let Reply::Batch(replies) = &r {
                 for (c, reply) in calls.iter().zip(replies) {
                     let (word, name) = match c {
@@ -151,7 +261,15 @@ impl Layer for Logged {
             Call::Withdraw { .. } => "withdraw",
             Call::JoinGroup { .. } => "join",
             Call::LeaveGroup { .. } => "leave",
-            _ => return call.run(&*self.inner),
+            _ => {
+                return async move {
+                    let t = Instant::now();
+                    let r = call.run(&*self.inner).await;
+                    self.releases.ran(self.member, t);
+                    r
+                }
+                .boxed()
+            }
         };
         async move {
             let name = call.name().map_or("-", LeaseName::as_str);
@@ -160,6 +278,12 @@ impl Layer for Logged {
             }
             let t = Instant::now();
             let r = call.run(&*self.inner).await;
+            self.releases.ran(self.member, t);
+            match call {
+                Call::Release { name, .. } => self.releases.answered(name),
+                Call::Acquire { name, .. } => self.releases.asked(self.member, name),
+                _ => {}
+            }
             let o = match &r {
                 _ if matches!(call, Call::JoinGroup { .. } | Call::LeaveGroup { .. }) => {
                     "-".to_string()

@@ -6,8 +6,11 @@
 //! `on_elected` (a crash, bounded by the lease). For a join and a leave
 //! also from the old owner's release (where S10.3 counts a graceful move
 //! from), against the backend's own calls measured on the same server: a
-//! release, a renewal and an acquire. And how soon a lone first member owns
-//! its first and all partitions (S10.2).
+//! release, a renewal and an acquire; and the path of each moved partition
+//! from its release: the round trips on it (the release, then the new
+//! owner's acquires of the partition up to the one that won it) and the
+//! time on it that no call was running ([`crate::calls::Path`]). And
+//! how soon a lone first member owns its first and all partitions (S10.2).
 
 use crate::measure::config;
 use crate::report::{Figure, Row};
@@ -135,9 +138,10 @@ fn moves(log: &Log, t: Instant, crashed: Option<usize>) -> Moves {
         if gained {
             let from = lost_at.remove(&p).unwrap_or(t);
             out.gaps.push(at.saturating_duration_since(from));
-            let released = log.releases.last(&format!("{}:p{p}", log.group));
-            if let Some(r) = released.filter(|r| *r >= t && *r <= at) {
+            let name = format!("{}:p{p}", log.group);
+            if let Some(r) = log.releases.last(&name).filter(|r| *r >= t && *r <= at) {
                 out.from_release.push(at.saturating_duration_since(r));
+                out.paths.extend(log.releases.path(&name, m, at));
             }
         } else {
             lost_at.insert(p, at);
@@ -155,6 +159,9 @@ struct Moves {
     /// Per moved partition that was released: from the release being sent
     /// to the new owner's `on_elected`.
     from_release: Vec<Duration>,
+    /// Per moved partition that was released: the backend calls on its
+    /// path, from that release to the gain.
+    paths: Vec<crate::calls::Path>,
 }
 
 /// Medians of the backend calls a graceful move waits for, on a session
@@ -284,10 +291,33 @@ fn row(
                     from.n,
                 ));
             }
+            if let Some(p) = paths(&m.paths) {
+                r.relative.push_str(&p);
+            }
             r
         }
         Err(why) => Row::new(name, &what, Figure::Missing(why)),
     }
+}
+
+/// The round trips on the moved partitions' paths (S10.3: at most three
+/// from the old owner's release, counted in calls), and the time on those
+/// paths that no call was running.
+fn paths(paths: &[crate::calls::Path]) -> Option<String> {
+    let mut trips: Vec<usize> = paths.iter().map(|p| p.round_trips).collect();
+    trips.sort_unstable();
+    let p50 = *trips.get(trips.len() / 2)?;
+    let max = *trips.last()?;
+    let within = trips.iter().filter(|&&n| n <= 3).count();
+    let idle: Vec<Duration> = paths.iter().map(|p| p.idle).collect();
+    let idle_max = idle.iter().max().copied().unwrap_or_default();
+    let idle = Stat::of_durations(&idle)?;
+    Some(format!(
+        "; round trips from the release (it, then the new owner's acquires of the partition up to the one that won it) p50 {p50}, max {max}, within 3 for {within} of {}; time on that path with no call running p50 {}, max {}",
+        trips.len(),
+        fmt_secs(idle.median),
+        fmt_secs(idle_max.as_secs_f64()),
+    ))
 }
 
 /// The row of a lone first member: from `run_per_partition` to its first
