@@ -127,6 +127,12 @@ impl Releases {
     /// after the release was answered, or after it was sent when the gain
     /// came before the answer: a broadcast can overtake the reply). `None`
     /// without a release sent before `gained`.
+    ///
+    /// ```
+    /// use simba_bench::calls::Releases;
+    /// // Nothing was released: no path.
+    /// assert!(Releases::default().path("orders:p0", 0, std::time::Instant::now()).is_none());
+    /// ```
     pub fn path(&self, name: &str, member: usize, gained: Instant) -> Option<Path> {
         let m = self.0.lock().ok()?;
         let (sent, answered) = *m.released.get(name)?;
@@ -315,5 +321,39 @@ impl Layer for Logged {
             }))
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A partition released at 0 ms (answered at 2 ms) and won by member 1
+    /// at its second ask, the gain seen at 10 ms: the member's first ask
+    /// ran from 1 to 5 ms (answered `Held`), its second from 6 to 9 ms.
+    /// Three round trips (the release and two asks), and 2 ms with no call
+    /// running (5 to 6 ms and 9 to 10 ms).
+    #[test]
+    fn a_path_counts_the_release_and_the_asks_and_the_time_between_calls() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let releases = Releases::default();
+        if let Ok(mut m) = releases.0.lock() {
+            m.released.insert("orders:p7".into(), (ms(0), Some(ms(2))));
+            m.calls.insert(1, vec![(ms(1), ms(5)), (ms(6), ms(9))]);
+            m.asks.insert((1, "orders:p7".into()), vec![ms(5), ms(9)]);
+        }
+        let path = releases.path("orders:p7", 1, ms(10));
+        assert_eq!(
+            path.map(|p| (p.round_trips, p.idle)),
+            Some((3, Duration::from_millis(2)))
+        );
+        // Another member, which asked nothing: the release alone; and a
+        // partition never released has no path.
+        assert_eq!(
+            releases.path("orders:p7", 2, ms(10)).map(|p| p.round_trips),
+            Some(1)
+        );
+        assert!(releases.path("orders:p8", 1, ms(10)).is_none());
     }
 }
