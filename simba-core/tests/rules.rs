@@ -2657,3 +2657,54 @@ fn s10_2_a_withdraw_echoed_as_a_release_does_not_stall_a_member_short_of_its_sha
          the free partition {free} is last in its order {order:?}"
     );
 }
+
+/// S10.2: while the releases of a leave still come (fewer than the change
+/// moves, the last within a renewal period), a member asks only for its
+/// part of them and waits for the rest of its share; once a renewal period
+/// has passed since the last release, a renewal ends the wait and the
+/// member asks for the rest. Here the first release is of a partition the
+/// split gives another member, so the member, one partition short, asks
+/// for nothing at first. Before, it asked at once for a released or
+/// likely free partition of the others' parts.
+#[test]
+fn s10_2_a_member_waits_for_its_part_of_a_leave_then_asks_for_the_rest() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let (o1, o2, leaver) = (
+        SessionId::from_u128(0x52),
+        SessionId::from_u128(0x53),
+        SessionId::from_u128(0x54),
+    );
+    let n = 12;
+    let before = [SID, o1, o2, leaver];
+    let after = [SID, o1, o2];
+    join_listed(&mut h, &group, n, &before);
+    let mine = target(&h, &group);
+    assert_eq!(mine.len(), 3);
+    for &p in &mine {
+        h.won(partition_name(&group, p).unwrap().as_str(), 1);
+    }
+    // A release of the leaver's that the split gives another member.
+    let r = (0..n)
+        .find(|p| {
+            !mine.contains(p) && !planned_by_change(n, &before, &after, SID, &[*p]).contains(p)
+        })
+        .expect("a partition of another member's part");
+    h.input(Input::ReleaseBroadcast {
+        name: partition_name(&group, r).unwrap(),
+    });
+    renew_listing(&mut h, &group, &after);
+    let waiting = target(&h, &group);
+    assert_eq!(waiting, mine, "asks for nothing while the releases come");
+    assert!(!h.has_pending(|c| matches!(c, Command::Acquire { .. })));
+    // A renewal period later the wait ends: one more partition wanted.
+    let end = h.now + h.engine.call_timeout() * 2;
+    while h.now < end && target(&h, &group).len() < 4 {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            renew_listing(&mut h, &group, &after);
+        }
+    }
+    let rest = target(&h, &group);
+    assert_eq!(rest.len(), 4, "asks for the rest of its share: {rest:?}");
+}

@@ -163,7 +163,8 @@ pub(super) struct Change {
     /// How many partitions the change moves to the members who stay
     /// ([`moved_by_change`](crate::group::moved_by_change)).
     pub(super) moves: usize,
-    /// When the last release broadcast added to `released` came.
+    /// When the last release broadcast added to `released` came (for
+    /// those in the window when the change was seen, that instant).
     pub(super) last_release: Option<Timestamp>,
     /// Whether the part must be computed again (`released` grew).
     pub(super) replan: bool,
@@ -675,16 +676,14 @@ impl Engine {
         // A part that another member holds shows that the members split
         // differently (one saw releases the other did not): the member
         // then looks for the rest at once, as step 3 says.
-        let waiting = g.change.as_ref().is_some_and(|c| {
-            c.released.len() < c.moves && c.last_release.is_some_and(|t| now < t + period)
-        }) && !g.planned.iter().any(|p| known.taken.contains(p));
         let wait_end = g
             .change
             .as_ref()
+            .filter(|c| c.released.len() < c.moves)
             .and_then(|c| c.last_release)
             .map(|t| t + period)
-            .filter(|_| waiting);
-        if waiting {
+            .filter(|&end| now < end && !g.planned.iter().any(|p| known.taken.contains(p)));
+        if wait_end.is_some() {
             target.retain(|p| known.held.contains(p) || g.planned.contains(p));
         }
         if not_sticky {
