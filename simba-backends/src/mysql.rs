@@ -120,7 +120,18 @@ struct Wake {
     /// Tells this node's waker that names it freed wait in `freed`: they
     /// reach its stream while it sleeps, without an interruption.
     nudge: Mutex<Option<futures::channel::mpsc::Sender<()>>>,
+    /// A test's pause after the waker's next read
+    /// ([`MysqlBackend::pause_waker_after_next_read`]).
+    #[cfg(feature = "testkit")]
+    pause: Mutex<Option<WakerPause>>,
 }
+
+/// The waker tells that it read and waits for leave to go on.
+#[cfg(feature = "testkit")]
+type WakerPause = (
+    futures::channel::oneshot::Sender<()>,
+    futures::channel::oneshot::Receiver<()>,
+);
 
 impl Wake {
     /// A new node's waker state: `listen`, whether release wake-ups are on;
@@ -143,7 +154,19 @@ impl Wake {
             sessions: Mutex::new(BTreeSet::new()),
             kicks_asked: AtomicU64::new(0),
             kicks_done: AtomicU64::new(0),
+            #[cfg(feature = "testkit")]
+            pause: Mutex::new(None),
         })
+    }
+
+    /// Waits where a test asked the waker to pause after a read.
+    #[cfg(feature = "testkit")]
+    async fn pause_after_read(&self) {
+        let pause = self.pause.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some((read, go_on)) = pause {
+            let _ = read.send(());
+            let _ = go_on.await;
+        }
     }
 
     /// Whether a pooled connection of age `age` was made after the lock
@@ -268,7 +291,8 @@ struct Sql {
     acquire: String,
     /// The acquire procedure's name (`<prefix>acquire_lease`).
     acquire_proc: String,
-    /// The waker's statement, exactly as `PROCESSLIST.INFO` shows it.
+    /// The head of every waker statement (`Waker::sleep_stmt`), by which
+    /// `PROCESSLIST.INFO` shows it.
     sleep: String,
     /// The release's multi-statement (`RENEW_ID`, `@name@`, `@token@`):
     /// the `UPDATE`, then the sleeping wakers to interrupt if it freed the
@@ -291,6 +315,8 @@ struct Sql {
     /// At most [`GROUP_FREE_MAX`] free partitions of the groups that the
     /// sessions `@sessions@` (hex literals) joined.
     group_free: String,
+    /// Every free partition of those groups (for [`Scope`]).
+    group_free_all: String,
     ensure_slot: String,
     read_slot: String,
     write_slot: String,
@@ -300,16 +326,27 @@ impl Sql {
     fn new(prefix: &str, mariadb: bool) -> Sql {
         let t = Tables::new(prefix);
         let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
-        let sleep = format!("SELECT SLEEP({WAKER_SLEEP_S}), 'simba-waker:{prefix}'");
-        // Built with CONCAT so that this statement's own text never equals
-        // it; only a statement sleeping right now (never one a wake could
-        // cut short) matches. Without the PROCESS privilege a user sees
-        // only its own connections.
+        // Every waker statement starts with this head (`Waker::sleep_stmt`).
+        let sleep = format!("SELECT 'simba-waker:{prefix}', ");
+        // Built with CONCAT so that this statement's own text never starts
+        // with the head. MariaDB interrupts a waker's statement by its query
+        // id whatever it is doing: one that has not reached its `SLEEP` yet
+        // then returns at once, so a release that committed after the
+        // waker's last read is never missed. MySQL interrupts a connection,
+        // so only a statement sleeping right now (never the next one on that
+        // connection) matches there. Without the PROCESS privilege a user
+        // sees only its own connections.
         let sleepers = format!(
             "SELECT CAST({} AS SIGNED) AS q FROM information_schema.PROCESSLIST \
-             WHERE STATE = 'User sleep' AND COMMAND = 'Query' AND ID <> {SELF_ID} \
-             AND INFO = CONCAT('SELECT SLEEP({WAKER_SLEEP_S}), ''simba', '-waker:{prefix}''')",
-            if mariadb { "QUERY_ID" } else { "ID" }
+             WHERE {}COMMAND = 'Query' AND ID <> {SELF_ID} \
+             AND LEFT(INFO, {}) = CONCAT('SELECT ''simba', '-waker:{prefix}'', ')",
+            if mariadb { "QUERY_ID" } else { "ID" },
+            if mariadb {
+                ""
+            } else {
+                "STATE = 'User sleep' AND "
+            },
+            sleep.chars().count()
         );
         // MariaDB: one round trip, an anonymous compound statement whose
         // statements each commit on their own (autocommit): the write
@@ -438,6 +475,15 @@ impl Sql {
                  ON DUPLICATE KEY UPDATE token = token"
             )),
         };
+        // Partition leases `{{group}}:p{{index}}` (S3.1) of the groups the
+        // node's sessions joined, by a range of the primary key, with their
+        // latest token (each acquire gives the next one).
+        let group_free = format!(
+            "SELECT CAST(l.name AS CHAR) AS n, l.token AS t FROM {m} g \
+             JOIN {l} l ON l.name >= CONCAT(g.name, ':p') AND l.name < CONCAT(g.name, ':q') \
+             LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
+             WHERE g.session IN (@sessions@) AND h.id IS NULL"
+        );
         Sql {
             release_wake,
             close_wake,
@@ -445,19 +491,12 @@ impl Sql {
             close_only,
             kick,
             free: format!(
-                "SELECT CAST(l.name AS CHAR), l.token FROM {l} l \
+                "SELECT CAST(l.name AS CHAR) AS n, l.token AS t FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
                  WHERE l.name IN (@names@) AND h.id IS NULL"
             ),
-            // Partition leases `{{group}}:p{{index}}` (S3.1) of the groups
-            // the node's sessions joined, by a range of the primary key,
-            // with their latest token (each acquire gives the next one).
-            group_free: format!(
-                "SELECT CAST(l.name AS CHAR), l.token FROM {m} g \
-                 JOIN {l} l ON l.name >= CONCAT(g.name, ':p') AND l.name < CONCAT(g.name, ':q') \
-                 LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
-                 WHERE g.session IN (@sessions@) AND h.id IS NULL LIMIT {GROUP_FREE_MAX}"
-            ),
+            group_free: format!("{group_free} LIMIT {GROUP_FREE_MAX}"),
+            group_free_all: group_free,
             sleep,
             acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
             acquire_proc: format!("{prefix}acquire_lease"),
@@ -468,6 +507,76 @@ impl Sql {
             write_slot: format!("UPDATE {c} SET slot = ? WHERE name = ?"),
             sk: Skeleton::new(NAME, true, t, sk),
         }
+    }
+
+    /// The free leases a waker watches for `scope`: its waited names and
+    /// every partition of its sessions' groups; `None` if it watches none.
+    fn scope_free(&self, scope: &Scope) -> Option<String> {
+        let mut parts = Vec::new();
+        if !scope.names.is_empty() {
+            parts.push(self.free.replace("@names@", &scope.names));
+        }
+        if !scope.sessions.is_empty() {
+            parts.push(self.group_free_all.replace("@sessions@", &scope.sessions));
+        }
+        (!parts.is_empty()).then(|| parts.join(" UNION "))
+    }
+
+    /// A query of one string that changes whenever a lease of `free`
+    /// (`scope_free`) is freed, taken or freed again: how many there are
+    /// and a checksum of their names and tokens.
+    fn fingerprint(free: &str) -> String {
+        format!(
+            "SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT(f.n, ':', f.t))), 0)) \
+             FROM ({free}) f"
+        )
+    }
+
+    /// The waker's statement: the head by which a release finds it, then
+    /// a `SLEEP` of [`WAKER_SLEEP_S`] that answers 1 if interrupted, 0 if
+    /// it slept its time. With `watch` (the free leases of its scope and
+    /// their fingerprint at the waker's last read), it answers 1 at once
+    /// if they changed since that read: a release that committed after
+    /// the read and whose interruption came before this statement began is
+    /// seen here.
+    fn sleep_stmt(&self, watch: Option<(&str, &str)>) -> String {
+        let head = &self.sleep;
+        match watch {
+            Some((free, fp)) => format!(
+                "{head}CAST(IF(({}) = '{fp}', SLEEP({WAKER_SLEEP_S}), 1) AS SIGNED)",
+                Sql::fingerprint(free)
+            ),
+            None => format!("{head}CAST(SLEEP({WAKER_SLEEP_S}) AS SIGNED)"),
+        }
+    }
+}
+
+/// What a waker's read covered: its node's waited names (a quoted list)
+/// and open sessions (hex literals), both sorted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Scope {
+    names: String,
+    sessions: String,
+}
+
+impl Scope {
+    /// The waited names and open sessions of `wake` now.
+    fn of(wake: &Wake) -> Scope {
+        // The names' checked characters hold no quote (S3.1).
+        let names = wake
+            .waited()
+            .iter()
+            .map(|n| format!("'{n}'"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let sessions = {
+            let open = wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            open.iter()
+                .map(|id| format!("X'{id}'"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        Scope { names, sessions }
     }
 }
 
@@ -713,6 +822,31 @@ impl MysqlBackend {
                 .await
                 .map_err(|e| map_err(NAME, "TLS status", e))?;
         Ok(cipher.is_some_and(|(_, value)| !value.is_empty()))
+    }
+
+    /// For the wake-up tests: the release waker pauses after its next read
+    /// of the free names, as a slow node may between that read and its
+    /// next sleep. The first receiver answers once it read; it goes on
+    /// when the sender is used or dropped.
+    ///
+    /// ```no_run
+    /// # async fn f(b: simba_backends::mysql::MysqlBackend) {
+    /// let (read, go_on) = b.pause_waker_after_next_read();
+    /// let _ = read.await; // the waker read and waits
+    /// let _ = go_on.send(());
+    /// # }
+    /// ```
+    #[cfg(feature = "testkit")]
+    pub fn pause_waker_after_next_read(
+        &self,
+    ) -> (
+        futures::channel::oneshot::Receiver<()>,
+        futures::channel::oneshot::Sender<()>,
+    ) {
+        let (read_tx, read_rx) = futures::channel::oneshot::channel();
+        let (go_tx, go_rx) = futures::channel::oneshot::channel();
+        *self.wake.pause.lock().unwrap_or_else(|p| p.into_inner()) = Some((read_tx, go_rx));
+        (read_rx, go_tx)
     }
 
     /// For the conformance suite: runs `acquire(session, name)` while another
@@ -1577,6 +1711,7 @@ impl Backend for MysqlBackend {
                 kicked_at: Instant::now(),
                 waited_free: BTreeSet::new(),
                 group_free: BTreeSet::new(),
+                watch: None,
                 mariadb: self.mariadb,
             };
             let stream = futures::stream::unfold(waker, |mut w| async move {
@@ -1649,6 +1784,11 @@ struct Waker {
     /// The free partitions of the node's groups that the last read found
     /// (and yielded if they were new), with their latest token.
     group_free: BTreeSet<(String, i64)>,
+    /// The scope of the last read and the fingerprint of its free leases
+    /// then (`Sql::sleep_stmt`; `None` if it watches none or the
+    /// fingerprint could not be read); `None` before a read or if it
+    /// failed.
+    watch: Option<(Scope, Option<String>)>,
     mariadb: bool,
 }
 
@@ -1767,12 +1907,28 @@ impl Waker {
             }
             if std::mem::take(&mut self.woken) {
                 self.read_free().await;
+                #[cfg(feature = "testkit")]
+                self.wake.pause_after_read().await;
                 return;
             }
+            // What it watches changed since its read (a name found held
+            // since, a session opened or closed): read again first.
+            let scope = Scope::of(&self.wake);
+            let watch = match &self.watch {
+                Some((read, fp)) if *read == scope => fp
+                    .clone()
+                    .and_then(|fp| Some((self.sql.scope_free(&scope)?, fp))),
+                _ => {
+                    self.woken = true;
+                    return;
+                }
+            };
             let Some(mut conn) = self.conn.take() else {
                 return;
             };
-            let stmt = self.sql.sleep.clone();
+            let stmt = self
+                .sql
+                .sleep_stmt(watch.as_ref().map(|(f, fp)| (f.as_str(), fp.as_str())));
             let sleep: Sleeping = async move {
                 let r = sqlx::Executor::fetch_all(&mut conn, stmt.as_str()).await;
                 (conn, r)
@@ -1842,12 +1998,13 @@ impl Waker {
         };
         self.sleeping = None;
         match slept {
-            // `SLEEP` answers 1 if interrupted, 0 if it slept its time.
+            // 1 if interrupted or what it watches changed, 0 if it slept
+            // its time (`Sql::sleep_stmt`).
             Some((conn, Ok(rows))) => {
                 self.conn = Some(conn);
                 self.woken = rows
                     .first()
-                    .and_then(|r| r.try_get::<i64, _>(0).ok())
+                    .and_then(|r| r.try_get::<i64, _>(1).ok())
                     .is_none_or(|v| v != 0);
             }
             // MariaDB answers an interrupted sleep with error 1317
@@ -1875,42 +2032,35 @@ impl Waker {
 
     /// After a wake: reads which waited names, and which partitions of its
     /// node's groups, are free, and queues the waited ones and the
-    /// partitions newly free since the last read.
+    /// partitions newly free since the last read; keeps the fingerprint of
+    /// what it watches, read first (a release between the two reads is
+    /// then read and also makes the next sleep return at once: one read
+    /// more, never one missed).
     async fn read_free(&mut self) {
+        self.watch = None;
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
-        let waited = self.wake.waited();
-        let sessions: Vec<String> = {
-            let open = self.wake.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            open.iter().map(|id| format!("X'{id}'")).collect()
-        };
-        // The names' checked characters hold no quote (S3.1).
-        let list = waited
-            .iter()
-            .map(|n| format!("'{n}'"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut stmts = Vec::new();
-        if !waited.is_empty() {
-            stmts.push(self.sql.free.replace("@names@", &list));
-        }
-        if !sessions.is_empty() {
-            stmts.push(
-                self.sql
-                    .group_free
-                    .replace("@sessions@", &sessions.join(",")),
-            );
-        }
-        if stmts.is_empty() {
+        let scope = Scope::of(&self.wake);
+        let Some(free) = self.sql.scope_free(&scope) else {
             self.waited_free.clear();
             self.group_free.clear();
+            self.watch = Some((scope, None));
             return;
+        };
+        let mut stmts = vec![Sql::fingerprint(&free)];
+        if !scope.names.is_empty() {
+            stmts.push(self.sql.free.replace("@names@", &scope.names));
         }
-        let group_read = !sessions.is_empty();
+        if !scope.sessions.is_empty() {
+            stmts.push(self.sql.group_free.replace("@sessions@", &scope.sessions));
+        }
         match run_multi(conn, &stmts.join("; ")).await {
             Ok(results) => {
                 let mut rows = results.into_iter().map(|(_, rows)| rows);
+                let fp = rows
+                    .next()
+                    .and_then(|r| r.first().and_then(|r| r.try_get::<String, _>(0).ok()));
                 // Only the names free since the last read: one still free
                 // was yielded then (a joiner of 1,000 partitions waits for
                 // hundreds, and yielding every free one at every wake
@@ -1935,14 +2085,19 @@ impl Waker {
                         }
                         *last = free;
                     };
-                if waited.is_empty() {
+                if scope.names.is_empty() {
                     self.waited_free.clear();
                 } else {
                     newly(rows.next().unwrap_or_default(), &mut self.waited_free);
                 }
-                if group_read {
+                if scope.sessions.is_empty() {
+                    self.group_free.clear();
+                } else {
                     newly(rows.next().unwrap_or_default(), &mut self.group_free);
                 }
+                // A fingerprint that cannot be read: the next sleep is a
+                // plain one.
+                self.watch = Some((scope, fp));
             }
             Err(e) => {
                 tracing::debug!(backend = NAME, error = %e, "release waker failed");

@@ -109,14 +109,14 @@ async fn s4_2_mysql_release_and_close_wake_a_waiting_node() {
     // A plain sleep of the same user, and a waker's text of another prefix:
     // neither may be interrupted.
     let bystander = admin.clone();
-    let other = format!("SELECT SLEEP(3), 'simba-waker:{tag}_other_'");
+    let other = format!("SELECT 'simba-waker:{tag}_other_', CAST(SLEEP(3) AS SIGNED)");
     let plain = tokio::spawn(async move {
         let a: i64 = sqlx::query_scalar("SELECT SLEEP(3)")
             .fetch_one(&bystander)
             .await
             .unwrap();
-        let b: (i64, String) = sqlx::query_as(&other).fetch_one(&bystander).await.unwrap();
-        (a, b.0)
+        let b: (String, i64) = sqlx::query_as(&other).fetch_one(&bystander).await.unwrap();
+        (a, b.1)
     });
     waker_sleeping(&admin, &prefix).await;
     a.release(sa, &n, t).await.unwrap();
@@ -227,5 +227,68 @@ async fn s4_2_mysql_own_release_reaches_own_stream_without_interrupting_its_wake
         "the node's own release interrupted its own waker"
     );
     a.close_session(sa).await.unwrap();
+    drop_mysql_tables(&tag).await;
+}
+
+/// S4.2, issue 30: a release that commits after a waker's read of the free
+/// names and before its next sleep, so that its interruption finds no
+/// sleeping waker of that node, still reaches the node's stream: the next
+/// sleep answers at once, as what the waker watches changed since its read.
+/// Before, such a wake was lost: the node learned of the release only at
+/// another release (a renewal later, in a group) or never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_2_mysql_a_release_between_a_wakers_read_and_its_sleep_is_not_lost() {
+    let Some((tag, prefix, admin)) = wake_setup().await else {
+        return;
+    };
+    let a = backend(MYSQL_URL, &tag).await;
+    let b = backend(MYSQL_URL, &tag).await;
+    let mut stream = b.subscribe_releases().await.unwrap().unwrap();
+    let first = LeaseName::new("first").unwrap();
+    let second = LeaseName::new("second").unwrap();
+    let sa = session(&a, LONG).await;
+    let sb = session(&b, LONG).await;
+    let t1 = won(&a, sa, &first).await;
+    let t2 = won(&a, sa, &second).await;
+    assert_held(&b, sb, &first).await;
+    assert_held(&b, sb, &second).await;
+    // The stream is polled throughout, as the client polls its own.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let pump = tokio::spawn(async move {
+        while let Some(n) = stream.next().await {
+            if tx.send(n).is_err() {
+                break;
+            }
+        }
+    });
+    waker_sleeping(&admin, &prefix).await;
+    let (read, go_on) = b.pause_waker_after_next_read();
+    a.release(sa, &first, t1).await.unwrap();
+    tokio::time::timeout(LONG, read)
+        .await
+        .expect("the first release woke the waker and it read")
+        .unwrap();
+    // The waker stands between its read and its next sleep: this release
+    // interrupts no waker of `b`.
+    a.release(sa, &second, t2).await.unwrap();
+    go_on.send(()).unwrap();
+    let mut seen = Vec::new();
+    while !seen.contains(&second) {
+        match tokio::time::timeout(LONG, rx.recv()).await {
+            Ok(Some(n)) => seen.push(n),
+            _ => break,
+        }
+    }
+    assert!(
+        seen.contains(&first),
+        "the first release reached the stream: {seen:?}"
+    );
+    assert!(
+        seen.contains(&second),
+        "the release between the waker's read and its sleep was lost: {seen:?}"
+    );
+    pump.abort();
+    a.close_session(sa).await.unwrap();
+    b.close_session(sb).await.unwrap();
     drop_mysql_tables(&tag).await;
 }
