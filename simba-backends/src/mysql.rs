@@ -63,8 +63,12 @@ const FREED_MAX: usize = 10_000;
 /// The waker's interruption waits at most this long for another node's.
 const KICK_LOCK_WAIT_S: u64 = 10;
 /// A woken waker reads at most this many free partitions of its node's
-/// groups.
-const GROUP_FREE_MAX: usize = 64;
+/// groups. Every one newly free must reach the stream: a member splits a
+/// leave's releases by the list it heard (S10.2), so one that hears only
+/// part of them asks for a different part than the others, and the rest
+/// stay unowned until its next renewal (with 64, a 1,000-partition leave
+/// left about 15 partitions unowned for one renewal interval).
+const GROUP_FREE_MAX: usize = 10_000;
 /// At most this many open sessions of a node are remembered for
 /// [`Sql::group_free`].
 const SESSIONS_MAX: usize = 64;
