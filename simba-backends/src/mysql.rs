@@ -27,7 +27,7 @@ use simba_core::{
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
 use sqlx::Row;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -321,6 +321,12 @@ struct Sql {
     group_free: String,
     /// Every free partition of those groups (for [`Scope`]).
     group_free_all: String,
+    /// Each group that the sessions `@sessions@` joined, with a
+    /// fingerprint of its members (how many, and a checksum of their
+    /// session ids).
+    group_members: String,
+    /// The fingerprint of all those groups' members at once.
+    members_fp: String,
     ensure_slot: String,
     read_slot: String,
     write_slot: String,
@@ -501,6 +507,17 @@ impl Sql {
             ),
             group_free: format!("{group_free} LIMIT {GROUP_FREE_MAX}"),
             group_free_all: group_free,
+            group_members: format!(
+                "SELECT CAST(o.name AS CHAR), \
+                   CONCAT(COUNT(*), ':', SUM(CRC32(HEX(o.session)))) FROM {m} o \
+                 WHERE o.name IN (SELECT name FROM {m} WHERE session IN (@sessions@)) \
+                 GROUP BY o.name"
+            ),
+            members_fp: format!(
+                "SELECT CONCAT(COUNT(*), ':', \
+                   COALESCE(SUM(CRC32(CONCAT(o.name, ':', HEX(o.session)))), 0)) FROM {m} o \
+                 WHERE o.name IN (SELECT name FROM {m} WHERE session IN (@sessions@))"
+            ),
             sleep,
             acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
             acquire_proc: format!("{prefix}acquire_lease"),
@@ -526,29 +543,37 @@ impl Sql {
         (!parts.is_empty()).then(|| parts.join(" UNION "))
     }
 
-    /// A query of one string that changes whenever a lease of `free`
-    /// (`scope_free`) is freed, taken or freed again: how many there are
-    /// and a checksum of their names and tokens.
-    fn fingerprint(free: &str) -> String {
-        format!(
-            "SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT(f.n, ':', f.t))), 0)) \
-             FROM ({free}) f"
-        )
+    /// A query of one string that changes whenever a lease the waker
+    /// watches for `scope` (`scope_free`) is freed, taken or freed again
+    /// (how many are free, and a checksum of their names and tokens), or
+    /// the membership of a group its sessions joined changes (S10.5);
+    /// `None` if it watches nothing.
+    fn fingerprint(&self, scope: &Scope) -> Option<String> {
+        let free = self.scope_free(scope)?;
+        let members = if scope.sessions.is_empty() {
+            "'-'".to_owned()
+        } else {
+            format!("({})", self.members_fp.replace("@sessions@", &scope.sessions))
+        };
+        Some(format!(
+            "SELECT CONCAT(\
+               (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT(f.n, ':', f.t))), 0)) \
+                FROM ({free}) f), '/', {members})"
+        ))
     }
 
     /// The waker's statement: the head by which a release finds it, then
     /// a `SLEEP` of [`WAKER_SLEEP_S`] that answers 1 if interrupted, 0 if
-    /// it slept its time. With `watch` (the free leases of its scope and
-    /// their fingerprint at the waker's last read), it answers 1 at once
-    /// if they changed since that read: a release that committed after
-    /// the read and whose interruption came before this statement began is
-    /// seen here.
+    /// it slept its time. With `watch` (the query of a fingerprint,
+    /// [`Sql::fingerprint`], and its value at the waker's last read), it
+    /// answers 1 at once if what it watches changed since that read: a
+    /// release or join that committed after the read and whose
+    /// interruption came before this statement began is seen here.
     fn sleep_stmt(&self, watch: Option<(&str, &str)>) -> String {
         let head = &self.sleep;
         match watch {
-            Some((free, fp)) => format!(
-                "{head}CAST(IF(({}) = '{fp}', SLEEP({WAKER_SLEEP_S}), 1) AS SIGNED)",
-                Sql::fingerprint(free)
+            Some((query, fp)) => format!(
+                "{head}CAST(IF(({query}) = '{fp}', SLEEP({WAKER_SLEEP_S}), 1) AS SIGNED)"
             ),
             None => format!("{head}CAST(SLEEP({WAKER_SLEEP_S}) AS SIGNED)"),
         }
@@ -1300,9 +1325,16 @@ impl Drop for BatchConn {
 }
 
 impl MysqlBackend {
-    /// A session became a member of a group: not announced (S10.5); the
-    /// members learn the join at their next renewal.
-    fn joined(&self, _group: &LeaseName) {}
+    /// A session became a member of a group: announced (S10.5) by waking
+    /// the other nodes' wakers, as a release does; each reads the members
+    /// of its node's groups and yields the name of each group whose members
+    /// changed. Without a waker on this node the members learn the join at
+    /// their next renewal.
+    fn joined(&self, _group: &LeaseName) {
+        if self.wake.listen {
+            self.wake.request_kick();
+        }
+    }
 }
 
 impl MysqlBackend {
@@ -1716,6 +1748,7 @@ impl Backend for MysqlBackend {
                 waited_free: BTreeSet::new(),
                 group_free: BTreeSet::new(),
                 watch: None,
+                members: BTreeMap::new(),
                 mariadb: self.mariadb,
             };
             let stream = futures::stream::unfold(waker, |mut w| async move {
@@ -1788,6 +1821,9 @@ struct Waker {
     /// The free partitions of the node's groups that the last read found
     /// (and yielded if they were new), with their latest token.
     group_free: BTreeSet<(String, i64)>,
+    /// The groups its node's sessions joined, with the fingerprint of
+    /// their members at the last read.
+    members: BTreeMap<String, String>,
     /// The scope of the last read and the fingerprint of its free leases
     /// then (`Sql::sleep_stmt`; `None` if it watches none or the
     /// fingerprint could not be read); `None` before a read or if it
@@ -1921,7 +1957,7 @@ impl Waker {
             let watch = match &self.watch {
                 Some((read, fp)) if *read == scope => fp
                     .clone()
-                    .and_then(|fp| Some((self.sql.scope_free(&scope)?, fp))),
+                    .and_then(|fp| Some((self.sql.fingerprint(&scope)?, fp))),
                 _ => {
                     self.woken = true;
                     return;
@@ -2034,6 +2070,27 @@ impl Waker {
         }
     }
 
+    /// Queues the name of each group whose members changed since the last
+    /// read (S10.5: its members renew at once); a group first read is not
+    /// announced (its node's own session just joined it).
+    fn members_changed(&mut self, rows: Vec<sqlx::mysql::MySqlRow>) {
+        let now: BTreeMap<String, String> = rows
+            .into_iter()
+            .filter_map(|r| Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?)))
+            .collect();
+        for (group, fp) in &now {
+            let changed = self.members.get(group).is_some_and(|before| before != fp);
+            if changed {
+                if let Ok(name) = LeaseName::new(group) {
+                    if !self.pending.contains(&name) {
+                        self.pending.push_back(name);
+                    }
+                }
+            }
+        }
+        self.members = now;
+    }
+
     /// After a wake: reads which waited names, and which partitions of its
     /// node's groups, are free, and queues the waited ones and the
     /// partitions newly free since the last read; keeps the fingerprint of
@@ -2046,18 +2103,24 @@ impl Waker {
             return;
         };
         let scope = Scope::of(&self.wake);
-        let Some(free) = self.sql.scope_free(&scope) else {
+        let Some(fingerprint) = self.sql.fingerprint(&scope) else {
             self.waited_free.clear();
             self.group_free.clear();
+            self.members.clear();
             self.watch = Some((scope, None));
             return;
         };
-        let mut stmts = vec![Sql::fingerprint(&free)];
+        let mut stmts = vec![fingerprint];
         if !scope.names.is_empty() {
             stmts.push(self.sql.free.replace("@names@", &scope.names));
         }
         if !scope.sessions.is_empty() {
             stmts.push(self.sql.group_free.replace("@sessions@", &scope.sessions));
+            stmts.push(
+                self.sql
+                    .group_members
+                    .replace("@sessions@", &scope.sessions),
+            );
         }
         match run_multi(conn, &stmts.join("; ")).await {
             Ok(results) => {
@@ -2096,8 +2159,10 @@ impl Waker {
                 }
                 if scope.sessions.is_empty() {
                     self.group_free.clear();
+                    self.members.clear();
                 } else {
                     newly(rows.next().unwrap_or_default(), &mut self.group_free);
+                    self.members_changed(rows.next().unwrap_or_default());
                 }
                 // A fingerprint that cannot be read: the next sleep is a
                 // plain one.

@@ -292,3 +292,83 @@ async fn s4_2_mysql_a_release_between_a_wakers_read_and_its_sleep_is_not_lost() 
     b.close_session(sb).await.unwrap();
     drop_mysql_tables(&tag).await;
 }
+
+/// Waits until `n` wakers of `prefix` sleep.
+async fn wakers_sleeping(admin: &sqlx::MySqlPool, prefix: &str, n: i64) {
+    for _ in 0..250 {
+        let sleeping: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+             WHERE STATE = 'User sleep' AND INFO LIKE ?",
+        )
+        .bind(format!("%simba-waker:{prefix}%"))
+        .fetch_one(admin)
+        .await
+        .unwrap();
+        if sleeping >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("not {n} wakers of `{prefix}` sleeping within 5 s");
+}
+
+/// Polls `stream` on a task of its own, as the client polls its own, and
+/// hands on what it yields.
+fn pump(
+    mut stream: BoxStream<'static, LeaseName>,
+) -> tokio::sync::mpsc::UnboundedReceiver<LeaseName> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(n) = stream.next().await {
+            if tx.send(n).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// S10.5 on MySQL/MariaDB: a join wakes the other nodes' wakers, and a
+/// node with a session in the group yields the group's name (its members
+/// renew at once); a join of a member already listed announces nothing,
+/// and a release of a partition yields the partition's name, not the
+/// group's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s10_5_mysql_announces_a_join_to_the_groups_members() {
+    let Some((tag, prefix, admin)) = wake_setup().await else {
+        return;
+    };
+    let a = backend(MYSQL_URL, &tag).await;
+    let b = backend(MYSQL_URL, &tag).await;
+    let group = LeaseName::new("announced").unwrap();
+    let sb = session(&b, LONG).await;
+    b.join_group(sb, &group).await.unwrap();
+    let mut hints = pump(b.subscribe_releases().await.unwrap().unwrap());
+    let _own = pump(a.subscribe_releases().await.unwrap().unwrap());
+    wakers_sleeping(&admin, &prefix, 2).await;
+    let sa = session(&a, LONG).await;
+    a.join_group(sa, &group).await.unwrap();
+    // Without the interruption, the waker sleeping since just now would
+    // see the join only when its 10 s sleep ends (it then finds the
+    // members changed): half of that tells the two apart, however slow
+    // the machine (the interruption takes a few round trips).
+    let got = tokio::time::timeout(Duration::from_secs(5), hints.recv()).await;
+    assert_eq!(
+        got.ok().flatten().as_ref(),
+        Some(&group),
+        "the join was not announced to the group's member"
+    );
+    a.join_group(sa, &group).await.unwrap();
+    let partition = LeaseName::new("announced:p0").unwrap();
+    let t = won(&a, sa, &partition).await;
+    a.release(sa, &partition, t).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), hints.recv()).await;
+    assert_eq!(
+        got.ok().flatten().as_ref(),
+        Some(&partition),
+        "a join of a member was announced again, or the release was not"
+    );
+    a.close_session(sa).await.unwrap();
+    b.close_session(sb).await.unwrap();
+    drop_mysql_tables(&tag).await;
+}
