@@ -1,5 +1,6 @@
 //! The ZooKeeper backend (feature `zookeeper`, ZooKeeper 3.6 or later), with
-//! release broadcasts through a persistent recursive watch.
+//! release broadcasts through a persistent recursive watch (and join
+//! announcements through a second one, on the groups, S10.5).
 //!
 //! A Simba session **is** a ZooKeeper session (S1.3): [`Backend::open_session`]
 //! opens a new ZooKeeper client with the lease duration as its requested
@@ -505,7 +506,9 @@ impl ZkBackend {
     /// Starts the backend's watch on `<root>/leases` unless it runs: one
     /// persistent recursive watch on the observer session, whose deletions
     /// move this backend's waiting places forward and then reach the
-    /// release broadcasts' subscribers (S4.2), in that order.
+    /// release broadcasts' subscribers (S4.2), in that order; and one on
+    /// `<root>/groups`, whose created member znodes reach them as the
+    /// group's name (S10.5).
     async fn ensure_tracker(&self) -> Result<(), BackendError> {
         let start = async {
             let c = self.observer().await?;
@@ -516,6 +519,13 @@ impl ZkBackend {
                 )
                 .await
                 .map_err(|e| map_err("watch", e))?;
+            let joins = c
+                .watch(
+                    &self.inner.groups_dir,
+                    zk::AddWatchMode::PersistentRecursive,
+                )
+                .await
+                .map_err(|e| map_err("watch the groups", e))?;
             let (stop_tx, stop_rx) = futures::channel::oneshot::channel();
             *lock(&self.inner.tracker_stop) = Some(stop_tx);
             {
@@ -526,6 +536,7 @@ impl ZkBackend {
             drop(asyncs::spawn(track(
                 Arc::downgrade(&self.inner),
                 watcher,
+                joins,
                 stop_rx,
             )));
             Ok(())
@@ -1240,17 +1251,37 @@ async fn watchdog(entry: Weak<Entry>, inner: Weak<Inner>, session: SessionId) {
 async fn track(
     inner: Weak<Inner>,
     mut watcher: zk::PersistentWatcher,
+    mut joins: zk::PersistentWatcher,
     mut stop: futures::channel::oneshot::Receiver<()>,
 ) {
+    use futures::future::{select, Either};
     loop {
-        let event = {
+        let (event, of_groups) = {
             let changed = std::pin::pin!(watcher.changed());
-            match futures::future::select(changed, &mut stop).await {
-                futures::future::Either::Left((event, _)) => event,
-                futures::future::Either::Right(_) => return,
+            let joined = std::pin::pin!(joins.changed());
+            match select(select(changed, joined), &mut stop).await {
+                Either::Left((Either::Left((event, _)), _)) => (event, false),
+                Either::Left((Either::Right((event, _)), _)) => (event, true),
+                Either::Right(_) => return,
             }
         };
         let Some(inner) = inner.upgrade() else { return };
+        if of_groups && event.event_type == zk::EventType::NodeCreated {
+            // A member znode `<root>/groups/<group>/<session>` created: a
+            // session joined `<group>` (S10.5; a join of a member already
+            // listed creates nothing). The group's own znode is not a join.
+            let prefix = format!("{}/", inner.groups_dir);
+            let group = event
+                .path
+                .strip_prefix(&prefix)
+                .and_then(|r| r.split_once('/'))
+                .filter(|(_, member)| !member.contains('/'))
+                .and_then(|(g, _)| LeaseName::new(g).ok());
+            if let Some(group) = group {
+                lock(&inner.tracker).announce(&[group]);
+            }
+            continue;
+        }
         match event.event_type {
             zk::EventType::NodeDeleted => {
                 let prefix = format!("{}/", inner.leases_dir);

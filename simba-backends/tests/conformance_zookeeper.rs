@@ -79,6 +79,23 @@ async fn zookeeper_passes_the_conformance_suite() {
     assert_suite_passed(run_all(&factory).await, cleanup(&factory)).await;
 }
 
+/// S10.5 on ZooKeeper: a join is announced by its group's name (the
+/// backend's persistent recursive watch of `<root>/groups` sees the member
+/// znode created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_announces_a_join() {
+    if !server_available("ZooKeeper at 127.0.0.1:2181", zk_probe().await) {
+        return;
+    }
+    let factory = ZkFactory::new();
+    let (a, b) = (
+        factory.connect("ann").await.unwrap(),
+        factory.connect("ann").await.unwrap(),
+    );
+    check_join_announced(&a, &b).await;
+    cleanup(&factory).await;
+}
+
 /// The same backend on async-std (zookeeper-client's async-global-executor).
 #[cfg(feature = "runtime-async-std")]
 #[test]
