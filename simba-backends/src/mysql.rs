@@ -553,7 +553,10 @@ impl Sql {
         let members = if scope.sessions.is_empty() {
             "'-'".to_owned()
         } else {
-            format!("({})", self.members_fp.replace("@sessions@", &scope.sessions))
+            format!(
+                "({})",
+                self.members_fp.replace("@sessions@", &scope.sessions)
+            )
         };
         Some(format!(
             "SELECT CONCAT(\
@@ -572,9 +575,9 @@ impl Sql {
     fn sleep_stmt(&self, watch: Option<(&str, &str)>) -> String {
         let head = &self.sleep;
         match watch {
-            Some((query, fp)) => format!(
-                "{head}CAST(IF(({query}) = '{fp}', SLEEP({WAKER_SLEEP_S}), 1) AS SIGNED)"
-            ),
+            Some((query, fp)) => {
+                format!("{head}CAST(IF(({query}) = '{fp}', SLEEP({WAKER_SLEEP_S}), 1) AS SIGNED)")
+            }
             None => format!("{head}CAST(SLEEP({WAKER_SLEEP_S}) AS SIGNED)"),
         }
     }

@@ -2542,6 +2542,67 @@ fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
     assert_eq!(after.len(), 4, "it asks for another one instead");
 }
 
+/// S10.2 with S4.2: a late `Held` reply to an acquire that was issued
+/// before a release broadcast of the partition came may describe the term
+/// that release ended (the broadcast overtook the reply): it does not mark
+/// the partition taken, and the member keeps it in its target and asks for
+/// it. Before, the stale reply marked it held by a live member, and a
+/// joiner left it unowned until that member's lease would have expired
+/// (Redis, 1,000 partitions, 3 → 4: about 2 s).
+#[test]
+fn s10_2_a_late_held_reply_older_than_a_release_broadcast_marks_nothing() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let other = SessionId::from_u128(0x52);
+    join_listed(&mut h, &group, 8, &[SID, other]);
+    let before = target(&h, &group);
+    assert_eq!(before.len(), 4);
+    let p = before[0];
+    let pname = partition_name(&group, p).unwrap();
+    let op = h.take_acquire(pname.as_str());
+    // The acquire reaches its call timeout unanswered.
+    let timeout = h.engine.call_timeout();
+    let start = h.now;
+    while h.now < start + timeout {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            renew_listing(&mut h, &group, &[SID, other]);
+        }
+    }
+    // The holder's release is broadcast; then the reply to the acquire
+    // that the server ran before that release comes.
+    h.input(Input::ReleaseBroadcast {
+        name: pname.clone(),
+    });
+    h.input(Input::AcquireReplied {
+        op,
+        result: Ok(AcquireOutcome::Held {
+            holder: Some(other),
+            token: Some(tok(3)),
+            holder_remaining: Some(secs(2)),
+        }),
+    });
+    let after = target(&h, &group);
+    assert!(
+        after.contains(&p),
+        "{p} was released after the acquire was sent: still wanted, {after:?}"
+    );
+    // It asks for it again within a call timeout, not at the holder's
+    // expiry 2 s on.
+    let asked = h.now;
+    let mut again = false;
+    while h.now < asked + timeout && !again {
+        again = h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if *name == pname));
+        if !again {
+            h.step();
+            if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+                renew_listing(&mut h, &group, &[SID, other]);
+            }
+        }
+    }
+    assert!(again, "{p} was not asked for again");
+}
+
 /// S10.2 on a backend that queues waiting candidates (etcd, ZooKeeper):
 /// an acquire answered `Held` leaves a waiting place in the partition's
 /// queue, and withdrawing it (S4.5) deletes a key the other members'

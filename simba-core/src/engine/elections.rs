@@ -596,7 +596,7 @@ impl Engine {
                 // good).
                 let until = holder_remaining
                     .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
-                self.partition_held_late(&name, *holder, *token, until);
+                self.partition_held_late(op, &name, *holder, *token, until);
             }
             match result {
                 // S4.3: a late reply to an abandoned attempt releases what it won.

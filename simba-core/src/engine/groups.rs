@@ -107,6 +107,10 @@ pub(super) struct Group {
     /// The holder and token of marks a release broadcast cleared: a `Held`
     /// reply naming them again shows the broadcast was an echo (S10.2).
     pub(super) cleared: BTreeMap<u32, (SessionId, Option<Token>)>,
+    /// The last operation id issued when a release broadcast of each
+    /// partition last came: a late `Held` reply to an acquire issued up to
+    /// then may describe the term that release ended (S10.2).
+    pub(super) heard: BTreeMap<u32, u64>,
     /// The partitions the last membership change freed, by the base rule.
     pub(super) freed: BTreeSet<u32>,
     /// The partitions a release broadcast named since a live member was
@@ -299,6 +303,7 @@ impl Engine {
                 target: BTreeSet::new(),
                 known: BTreeMap::new(),
                 cleared: BTreeMap::new(),
+                heard: BTreeMap::new(),
                 freed: BTreeSet::new(),
                 released: BTreeSet::new(),
                 planned: BTreeSet::new(),
@@ -757,12 +762,19 @@ impl Engine {
         }
     }
 
-    /// A late `Held` reply (after its call timeout, S2.4) to an acquire of a
-    /// partition: S10.2, a live member holding it marks it taken as a
-    /// timely reply does, so the member asks for another one; S4.4, a new
-    /// entry of it waits for the holder's expiry all the same.
+    /// A late `Held` reply (after its call timeout, S2.4, or to an attempt
+    /// given up) to the acquire `op` of a partition: S10.2, a live member
+    /// holding it marks it taken as a timely reply does, so the member asks
+    /// for another one; S4.4, a new entry of it waits for the holder's
+    /// expiry all the same. Not if a release broadcast of the partition
+    /// came after `op` was issued: the reply may describe the term that
+    /// release ended (a broadcast can overtake the reply), so the
+    /// partition stays free to ask for, as a timely reply's attempt freed
+    /// meanwhile does (S4.2). Marked, a joiner left it unowned until the
+    /// holder's lease would have expired (Redis, 1,000 partitions: 2 s).
     pub(super) fn partition_held_late(
         &mut self,
+        op: OpId,
         name: &LeaseName,
         holder: Option<SessionId>,
         token: Option<Token>,
@@ -780,7 +792,7 @@ impl Engine {
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
-        if p >= g.partitions {
+        if p >= g.partitions || g.heard.get(&p).is_some_and(|&h| h >= op.0) {
             return;
         }
         g.mark(p, holder, token, until, self.now);
@@ -838,6 +850,7 @@ impl Engine {
     /// whoever held it before, it is likely free now (S10.2).
     pub(super) fn on_group_broadcast(&mut self, name: &LeaseName) {
         let (now, period, seq) = (self.now, self.call_timeout(), self.seq);
+        let issued = self.next_op;
         if let Some((group, p)) = parse_partition_name(name.as_str()) {
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
                 match g.known.get_mut(&p) {
@@ -856,6 +869,7 @@ impl Engine {
                         }
                         g.freed.insert(p);
                         g.released.insert(p);
+                        g.heard.insert(p, issued);
                         g.window.retain(|&(q, _)| q != p);
                         g.window.push((p, seq));
                         // In the order the broadcasts came: a partition
