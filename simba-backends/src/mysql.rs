@@ -78,7 +78,7 @@ const SESSIONS_MAX: usize = 64;
 /// recognisable by its text; a release or close that frees a lease
 /// interrupts every such statement of the same table prefix that its user
 /// may see and kill but its own node's (a release through its own waker's
-/// second connection, [`Waker::kick`]), and each woken node reads which of
+/// second connection, [`Waker::start_kick`]), and each woken node reads which of
 /// the names it waits for, and which partitions of its groups, are newly
 /// free; the names a node freed reach its own stream without an
 /// interruption. A wake is only a hint.
@@ -119,7 +119,7 @@ struct Wake {
     /// free partitions of the groups they joined.
     sessions: Mutex<BTreeSet<String>>,
     /// Asks this node's waker to interrupt every sleeping waker
-    /// ([`Waker::kick`]); `None` while no waker runs. Requests coalesce.
+    /// ([`Waker::start_kick`]); `None` while no waker runs. Requests coalesce.
     kick: Mutex<Option<futures::channel::mpsc::Sender<()>>>,
     /// Tells this node's waker that names it freed wait in `freed`: they
     /// reach its stream while it sleeps, without an interruption.
@@ -232,14 +232,6 @@ impl Wake {
         stmt.replace(SELF_ID, &self.sleeper.load(Ordering::Relaxed).to_string())
     }
 
-    fn has_freed(&self) -> bool {
-        !self
-            .freed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
-    }
-
     fn take_freed(&self) -> Vec<String> {
         std::mem::take(&mut *self.freed.lock().unwrap_or_else(|p| p.into_inner()))
     }
@@ -306,7 +298,7 @@ struct Sql {
     /// two deletes, then the wakers to interrupt if it held any.
     close_wake: String,
     /// `release_wake` without the interruption (MySQL: the same), for a
-    /// node whose waker wakes the others ([`Waker::kick`]).
+    /// node whose waker wakes the others ([`Waker::start_kick`]).
     release_only: String,
     /// `close_wake` without the interruption (MySQL: the same).
     close_only: String,
@@ -1201,7 +1193,7 @@ async fn release_on(
     // no quote; the id is hex; the token a number.
     // With a waker running, the waker wakes the others, on a connection
     // of its own: an interruption may take seconds on MariaDB (see
-    // [`Waker::kick`]), and must not hold the one pooled connection that
+    // [`Waker::start_kick`]), and must not hold the one pooled connection that
     // this node's renewals wait for.
     let (kicks, stmt) = wake.statement(&sql.release_only, &sql.release_wake, session);
     let stmt = stmt
@@ -1747,6 +1739,8 @@ impl Backend for MysqlBackend {
                 nudges,
                 nudges_open: true,
                 kick_conn: None,
+                kicking: None,
+                kick_again: false,
                 kicked_at: Instant::now(),
                 waited_free: BTreeSet::new(),
                 group_free: BTreeSet::new(),
@@ -1792,6 +1786,29 @@ type Sleeping = BoxFuture<
     ),
 >;
 
+/// A running wake-up of the other nodes: it gives back its connection, or
+/// `None` if it failed.
+type Kicking = BoxFuture<'static, Option<sqlx::MySqlConnection>>;
+
+/// One thing the sleeping waker attends to.
+enum Step {
+    /// The sleep answered (`None`: no answer within its limit).
+    Slept(
+        Option<(
+            sqlx::MySqlConnection,
+            Result<Vec<sqlx::mysql::MySqlRow>, sqlx::Error>,
+        )>,
+    ),
+    /// A request to wake the others (`false`: the channel closed).
+    Asked(bool),
+    /// Its node freed names (`false`: the channel closed).
+    Nudged(bool),
+    /// Time to look whether the waking connection is idle.
+    Idle,
+    /// The running wake-up ended.
+    Kicked(Option<sqlx::MySqlConnection>),
+}
+
 /// A node's waker: its own connection, sleeping until a release wakes it
 /// (see [`Wake`]).
 struct Waker {
@@ -1816,6 +1833,14 @@ struct Waker {
     /// The connection that wakes the others, opened at a request and
     /// closed [`KICK_IDLE`] after the last.
     kick_conn: Option<sqlx::MySqlConnection>,
+    /// The wake-up running on that connection (it holds the connection
+    /// meanwhile), and how many requests it covers: it runs beside the
+    /// waker's own sleep and reads, so a wake-up that stalls (a MariaDB
+    /// `KILL QUERY` can take 2 s, see [`Waker::start_kick`]) never delays
+    /// what the node hears.
+    kicking: Option<(Kicking, u64)>,
+    /// A request came while a wake-up ran: one more after it.
+    kick_again: bool,
     /// When the last wake-up ran.
     kicked_at: Instant,
     /// The free waited names that the last read found (and yielded if
@@ -1857,34 +1882,61 @@ impl Waker {
         any
     }
 
-    /// Wakes every sleeping waker of the table prefix but this node's own
-    /// (its node's freed names reach it through `Wake::freed`), on a
-    /// connection of its own: every release that committed before this
-    /// runs is covered. On MariaDB a `KILL QUERY` of a sleeping statement
-    /// stalls 2 s when another `SLEEP` starts or ends at that moment (the
-    /// server's kill retries its lock on the sleeps' one mutex for 2 s
-    /// while the woken sleep waits for the killer), so it never runs on the
-    /// pooled connection that renewals wait for. A failure is logged (a
-    /// wake is only a hint).
-    async fn kick(&mut self) {
-        let asked = self.wake.kicks_asked.load(Ordering::Relaxed);
+    /// Starts waking every sleeping waker of the table prefix but this
+    /// node's own (its node's freed names reach it through `Wake::freed`),
+    /// on a connection of its own: every release that committed before
+    /// this runs is covered; a request while one runs starts one more after
+    /// it. On MariaDB a `KILL QUERY` of a sleeping statement stalls 2 s
+    /// when another `SLEEP` starts or ends at that moment (the server's kill
+    /// retries its lock on the sleeps' one mutex for 2 s while the woken
+    /// sleep waits for the killer), so it never runs on the pooled
+    /// connection that renewals wait for, and it runs beside the waker's
+    /// own sleep and reads: a joiner whose join's wake-up stalled heard no
+    /// release for 2 s while the old members released its partitions. A
+    /// failure is logged (a wake is only a hint).
+    fn start_kick(&mut self) {
         Self::take_all(&mut self.kicks);
-        if self.kick_conn.is_none() {
-            match sqlx::MySqlConnection::connect_with(&self.opts).await {
-                Ok(c) => self.kick_conn = Some(c),
-                Err(e) => {
-                    tracing::debug!(backend = NAME, error = %e, "release wake-up cannot connect");
+        if self.kicking.is_some() {
+            self.kick_again = true;
+            return;
+        }
+        let asked = self.wake.kicks_asked.load(Ordering::Relaxed);
+        let conn = self.kick_conn.take();
+        let opts = self.opts.clone();
+        let kick = self.wake.without_self(&self.sql.kick);
+        let mariadb = self.mariadb;
+        let run = async move {
+            let mut conn = match conn {
+                Some(c) => Some(c),
+                None => match sqlx::MySqlConnection::connect_with(&opts).await {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::debug!(backend = NAME, error = %e, "release wake-up cannot connect");
+                        None
+                    }
+                },
+            };
+            if let Some(c) = conn.as_mut() {
+                if !kick_on(&kick, c, mariadb).await {
+                    conn = None;
                 }
             }
+            conn
+        };
+        self.kicking = Some((run.boxed(), asked));
+    }
+
+    /// The running wake-up ended, giving back its connection (`None` if
+    /// it failed); starts the next if a request came meanwhile.
+    fn kicked(&mut self, conn: Option<sqlx::MySqlConnection>) {
+        if let Some((_, asked)) = self.kicking.take() {
+            self.wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
         }
-        if let Some(c) = self.kick_conn.as_mut() {
-            let kick = self.wake.without_self(&self.sql.kick);
-            if !kick_on(&kick, c, self.mariadb).await {
-                self.kick_conn = None;
-            }
-        }
+        self.kick_conn = conn;
         self.kicked_at = Instant::now();
-        self.wake.kicks_done.fetch_max(asked, Ordering::Relaxed);
+        if std::mem::take(&mut self.kick_again) {
+            self.start_kick();
+        }
     }
 
     /// Closes the waking connection.
@@ -1911,8 +1963,7 @@ impl Waker {
     async fn round(&mut self) {
         use futures::future::{select, Either};
         if Self::take_all(&mut self.kicks) {
-            // `kick` takes the requests again: one more is no matter.
-            self.kick().await;
+            self.start_kick();
         }
         Self::take_all(&mut self.nudges);
         self.take_freed();
@@ -1922,6 +1973,8 @@ impl Waker {
         if self.wake.closed.load(Ordering::Relaxed) {
             // No session open: no connection until one opens again (the
             // close ended the sleeping connection on the server).
+            self.kicking = None;
+            self.kick_again = false;
             self.close_kick_conn().await;
             self.sleeping = None;
             if let Some(conn) = self.conn.take() {
@@ -1981,6 +2034,7 @@ impl Waker {
             self.sleeping = Some((sleep, until));
         }
         let slept = loop {
+            use futures::future::{pending, select_all};
             let Some((sleep, until)) = self.sleeping.as_mut() else {
                 return;
             };
@@ -1991,49 +2045,57 @@ impl Waker {
                 None => Duration::from_secs(WAKER_SLEEP_S + 5),
             };
             let (kicks_open, nudges_open) = (self.kicks_open, self.nudges_open);
-            let kicks = &mut self.kicks;
-            let nudges = &mut self.nudges;
-            let asked = async {
-                if kicks_open {
-                    futures::StreamExt::next(kicks).await
-                } else {
-                    futures::future::pending().await
-                }
-            };
-            let nudged = async {
-                if nudges_open {
-                    futures::StreamExt::next(nudges).await
-                } else {
-                    futures::future::pending().await
-                }
-            };
-            let asked = select(Box::pin(asked), Box::pin(nudged));
-            let other = select(asked, futures_timer::Delay::new(idle));
-            match select(select(sleep, limit), other).await {
-                Either::Left((Either::Left((r, _)), _)) => break Some(r),
-                Either::Left((Either::Right(_), _)) => break None,
-                // Asked to wake the others.
-                Either::Right((Either::Left((Either::Left((Some(()), _)), _)), _)) => {
-                    self.kick().await;
-                    if self.wake.has_freed() {
-                        return;
+            let (kicks, nudges) = (&mut self.kicks, &mut self.nudges);
+            let kicking = &mut self.kicking;
+            type Waiting<'w> =
+                std::pin::Pin<Box<dyn std::future::Future<Output = Step> + Send + 'w>>;
+            let steps: Vec<Waiting<'_>> = vec![
+                Box::pin(select(sleep, limit).map(|e| match e {
+                    Either::Left((r, _)) => Step::Slept(Some(r)),
+                    Either::Right(_) => Step::Slept(None),
+                })),
+                Box::pin(async move {
+                    if kicks_open {
+                        Step::Asked(futures::StreamExt::next(kicks).await.is_some())
+                    } else {
+                        pending().await
                     }
-                }
-                Either::Right((Either::Left((Either::Left((None, _)), _)), _)) => {
-                    self.kicks_open = false;
-                }
+                }),
+                Box::pin(async move {
+                    if nudges_open {
+                        Step::Nudged(futures::StreamExt::next(nudges).await.is_some())
+                    } else {
+                        pending().await
+                    }
+                }),
+                Box::pin(futures_timer::Delay::new(idle).map(|()| Step::Idle)),
+                Box::pin(async move {
+                    match kicking.as_mut() {
+                        Some((run, _)) => Step::Kicked(run.await),
+                        None => pending().await,
+                    }
+                }),
+            ];
+            let (step, _, _) = select_all(steps).await;
+            match step {
+                Step::Slept(r) => break r,
+                // Asked to wake the others.
+                Step::Asked(true) => self.start_kick(),
+                Step::Asked(false) => self.kicks_open = false,
                 // Its node freed names: yielded at once, the sleep runs on.
-                Either::Right((Either::Left((Either::Right((Some(()), _)), _)), _)) => {
+                Step::Nudged(true) => {
                     if Self::take_all(&mut self.kicks) {
-                        self.kick().await;
+                        self.start_kick();
                     }
                     return;
                 }
-                Either::Right((Either::Left((Either::Right((None, _)), _)), _)) => {
-                    self.nudges_open = false;
-                }
-                Either::Right((Either::Right(_), _)) => {
-                    if self.kick_conn.is_some() && self.kicked_at.elapsed() >= KICK_IDLE {
+                Step::Nudged(false) => self.nudges_open = false,
+                Step::Kicked(conn) => self.kicked(conn),
+                Step::Idle => {
+                    if self.kicking.is_none()
+                        && self.kick_conn.is_some()
+                        && self.kicked_at.elapsed() >= KICK_IDLE
+                    {
                         self.close_kick_conn().await;
                     }
                 }
