@@ -2002,7 +2002,7 @@ impl Waker {
                 return;
             }
             if std::mem::take(&mut self.woken) {
-                self.read_free().await;
+                self.read_free_beside_kick().await;
                 #[cfg(feature = "testkit")]
                 self.wake.pause_after_read().await;
                 return;
@@ -2132,6 +2132,36 @@ impl Waker {
                 self.lose_conn();
                 self.woken = true;
             }
+        }
+    }
+
+    /// [`Waker::read_free`], while the running wake-up of the others goes
+    /// on: a waker that reads again and again (what it watches changing
+    /// under a busy rebalance) never reaches its sleep, where the wake-up
+    /// is otherwise driven, and a leaver's wake-up of the others then
+    /// waited for that (the members heard its releases a renewal later).
+    async fn read_free_beside_kick(&mut self) {
+        use futures::future::{select, Either};
+        let mut kick = self.kicking.take();
+        let ended = match kick.as_mut() {
+            None => {
+                self.read_free().await;
+                None
+            }
+            Some((run, _)) => {
+                let read = std::pin::pin!(self.read_free());
+                match select(read, run).await {
+                    Either::Left(((), _)) => None,
+                    Either::Right((conn, read)) => {
+                        read.await;
+                        Some(conn)
+                    }
+                }
+            }
+        };
+        self.kicking = kick;
+        if let Some(conn) = ended {
+            self.kicked(conn);
         }
     }
 
