@@ -54,21 +54,7 @@ async fn prime(stream: &mut BoxStream<'static, LeaseName>) {
 /// Waits until the waker of `user` sleeps, so a wake cannot fall between
 /// two of its sleeps.
 async fn waker_sleeping(admin: &sqlx::MySqlPool, prefix: &str) {
-    for _ in 0..250 {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-             WHERE STATE = 'User sleep' AND INFO LIKE ?",
-        )
-        .bind(format!("%simba-waker:{prefix}%"))
-        .fetch_one(admin)
-        .await
-        .unwrap();
-        if n > 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("no waker of `{prefix}` sleeping within 5 s");
+    wakers_sleeping(admin, prefix, 1).await;
 }
 
 /// A run tag, the waker prefix of its namespace "w" and an admin pool on

@@ -2496,14 +2496,10 @@ fn s10_2_the_base_rule_is_computed_again_for_each_membership() {
     }
 }
 
-/// S10.2 with S2.4: a `Held` reply that comes after its acquire's call
-/// timeout still says a live member holds the partition: the member stops
-/// targeting it and asks for another one. Before, the late reply was only
-/// counted stale, and on a backend whose replies all came late (etcd under
-/// load) a member kept asking, for good, for a partition another member
-/// held.
-#[test]
-fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
+/// A member of `orders` (8 partitions, with one other member) whose
+/// acquire `op` of its first target partition `p` (`pname`) reaches its
+/// call timeout unanswered (S2.4), renewals answered meanwhile.
+fn acquire_unanswered_past_its_timeout() -> (H, LeaseName, SessionId, u32, LeaseName, OpId) {
     let mut h = H::live(fast_config());
     let group = name("orders");
     let other = SessionId::from_u128(0x52);
@@ -2513,7 +2509,6 @@ fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
     let p = before[0];
     let pname = partition_name(&group, p).unwrap();
     let op = h.take_acquire(pname.as_str());
-    // The acquire reaches its call timeout unanswered.
     let timeout = h.engine.call_timeout();
     let start = h.now;
     while h.now < start + timeout {
@@ -2522,6 +2517,18 @@ fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
             renew_listing(&mut h, &group, &[SID, other]);
         }
     }
+    (h, group, other, p, pname, op)
+}
+
+/// S10.2 with S2.4: a `Held` reply that comes after its acquire's call
+/// timeout still says a live member holds the partition: the member stops
+/// targeting it and asks for another one. Before, the late reply was only
+/// counted stale, and on a backend whose replies all came late (etcd under
+/// load) a member kept asking, for good, for a partition another member
+/// held.
+#[test]
+fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
+    let (mut h, group, other, p, _, op) = acquire_unanswered_past_its_timeout();
     assert!(
         target(&h, &group).contains(&p),
         "no reply yet: still wanted"
@@ -2551,24 +2558,8 @@ fn s10_2_a_late_held_reply_marks_the_partition_taken_by_a_live_member() {
 /// (Redis, 1,000 partitions, 3 → 4: about 2 s).
 #[test]
 fn s10_2_a_late_held_reply_older_than_a_release_broadcast_marks_nothing() {
-    let mut h = H::live(fast_config());
-    let group = name("orders");
-    let other = SessionId::from_u128(0x52);
-    join_listed(&mut h, &group, 8, &[SID, other]);
-    let before = target(&h, &group);
-    assert_eq!(before.len(), 4);
-    let p = before[0];
-    let pname = partition_name(&group, p).unwrap();
-    let op = h.take_acquire(pname.as_str());
-    // The acquire reaches its call timeout unanswered.
+    let (mut h, group, other, p, pname, op) = acquire_unanswered_past_its_timeout();
     let timeout = h.engine.call_timeout();
-    let start = h.now;
-    while h.now < start + timeout {
-        h.step();
-        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
-            renew_listing(&mut h, &group, &[SID, other]);
-        }
-    }
     // The holder's release is broadcast; then the reply to the acquire
     // that the server ran before that release comes.
     h.input(Input::ReleaseBroadcast {
