@@ -216,11 +216,13 @@ impl SimbaBuilder {
             Arc::new(self.metadata),
         )
         .with_mutant(self.mutant);
-        runtime.spawn(Box::pin(driver.run(rx)));
+        let (subscribed, subscription_made) = oneshot::channel();
+        runtime.spawn(Box::pin(driver.run(rx, subscription_made)));
         runtime.spawn(forward_releases(
             self.backend.clone(),
             tx.clone(),
             driver_exit,
+            subscribed,
         ));
         Ok(Simba {
             inner: Arc::new(ClientInner {
