@@ -2594,6 +2594,72 @@ fn s10_2_a_late_held_reply_older_than_a_release_broadcast_marks_nothing() {
     assert!(again, "{p} was not asked for again");
 }
 
+/// S4.1 with S10.2: a partition that left the target while its acquire was
+/// in flight, and came back (its release broadcast came), waits for that
+/// acquire to be answered or to reach its call timeout, whichever comes
+/// first: the reply ends the wait. Before, the new entry of the partition
+/// asked only at the old acquire's call timeout, though the reply had come
+/// long before (Redis, 1,000 partitions, 3 → 4 members: the joiner left 24
+/// released partitions unowned about 660 ms, a renewal period).
+#[test]
+fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let other = SessionId::from_u128(0x52);
+    join_listed(&mut h, &group, 8, &[SID, other]);
+    let before = target(&h, &group);
+    let p = before[0];
+    let pname = partition_name(&group, p).unwrap();
+    let op = h.take_acquire(pname.as_str());
+    // Every partition outside the target is released: released partitions
+    // go first, so `p` leaves the target with its acquire in flight.
+    for q in (0..8).filter(|q| !before.contains(q)) {
+        h.input(Input::ReleaseBroadcast {
+            name: partition_name(&group, q).unwrap(),
+        });
+    }
+    assert!(!target(&h, &group).contains(&p), "{:?}", target(&h, &group));
+    // The given-up attempt withdraws (S4.5), answered at once: the entry
+    // is gone.
+    let withdraw = h
+        .take(|c| matches!(c, Command::Withdraw { name, .. } if *name == pname))
+        .op();
+    h.input(Input::WithdrawReplied {
+        op: withdraw,
+        result: Ok(()),
+    });
+    // `p` is released too: wanted again (released and the base rule's).
+    h.input(Input::ReleaseBroadcast {
+        name: pname.clone(),
+    });
+    assert!(target(&h, &group).contains(&p), "{:?}", target(&h, &group));
+    let asking =
+        |h: &H| h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if *name == pname));
+    assert!(!asking(&h), "S4.1: the earlier acquire of {p} is in flight");
+    // Its reply comes, from before the release: the wait is over.
+    let timeout = h.engine.call_timeout();
+    let answered = h.now;
+    h.input(Input::AcquireReplied {
+        op,
+        result: Ok(AcquireOutcome::Held {
+            holder: Some(other),
+            token: Some(tok(3)),
+            holder_remaining: None,
+        }),
+    });
+    let soon = answered + timeout / 4;
+    while !asking(&h) && h.engine.poll_timeout().is_some_and(|t| t <= soon) {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            renew_listing(&mut h, &group, &[SID, other]);
+        }
+    }
+    assert!(
+        asking(&h),
+        "{p} was not asked for within a quarter of the call timeout after the reply"
+    );
+}
+
 /// S10.2 on a backend that queues waiting candidates (etcd, ZooKeeper):
 /// an acquire answered `Held` leaves a waiting place in the partition's
 /// queue, and withdrawing it (S4.5) deletes a key the other members'

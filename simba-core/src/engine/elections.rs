@@ -598,6 +598,7 @@ impl Engine {
                     .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
                 self.partition_held_late(op, &name, *holder, *token, until);
             }
+            self.given_up_acquire_answered(&name, sent.sent_at + self.call_timeout());
             match result {
                 // S4.3: a late reply to an abandoned attempt releases what it won.
                 Ok(AcquireOutcome::Won { token, .. }) => {

@@ -819,6 +819,37 @@ impl Engine {
         }
     }
 
+    /// S4.1: an acquire of partition `name`, given up while in flight, was
+    /// answered: a new candidate entry of the partition that waited for it
+    /// (until `waited_until`, its call timeout) asks now, unless the
+    /// holder's expiry a reply timed (S4.4) or another acquire still in
+    /// flight holds it back. Before, the entry asked only at the call
+    /// timeout, though the reply had come: a joiner that gave a partition
+    /// up, heard its release and wanted it again left it unowned a renewal
+    /// period (Redis, 1,000 partitions, 3 → 4 members: 8 partitions, 652 ms).
+    pub(super) fn given_up_acquire_answered(&mut self, name: &LeaseName, waited_until: Timestamp) {
+        let Some((group, p)) = parse_partition_name(name.as_str()) else {
+            return;
+        };
+        let Ok(group) = LeaseName::new(group) else {
+            return;
+        };
+        let other = self.not_before(&group, p);
+        let now = self.now;
+        let Some(entry) = self.entries.get_mut(name) else {
+            return;
+        };
+        if entry.kind != Kind::Partition
+            || entry.status != Status::Candidate
+            || entry.attempt.is_some()
+            || entry.next_attempt != Some(waited_until)
+        {
+            return;
+        }
+        entry.next_attempt = Some(other.unwrap_or(now));
+        self.dirty.push(name.clone());
+    }
+
     /// S10.2: this member won a partition: what it knew of its holder is old.
     pub(super) fn partition_won(&mut self, name: &LeaseName) {
         let Some((group, p)) = parse_partition_name(name.as_str()) else {
