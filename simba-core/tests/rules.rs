@@ -2594,15 +2594,13 @@ fn s10_2_a_late_held_reply_older_than_a_release_broadcast_marks_nothing() {
     assert!(again, "{p} was not asked for again");
 }
 
-/// S4.1 with S10.2: a partition that left the target while its acquire was
-/// in flight, and came back (its release broadcast came), waits for that
-/// acquire to be answered or to reach its call timeout, whichever comes
-/// first: the reply ends the wait. Before, the new entry of the partition
-/// asked only at the old acquire's call timeout, though the reply had come
-/// long before (Redis, 1,000 partitions, 3 → 4 members: the joiner left 24
-/// released partitions unowned about 660 ms, a renewal period).
-#[test]
-fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
+/// A member of `orders` (8 partitions, with one other member) whose
+/// partition `p` (`pname`) left its target while its acquire `op` was in
+/// flight (every other partition was released, and released partitions go
+/// first), and came back when `p`'s release was broadcast too: the new
+/// entry of `p` waits for `op` (S4.1).
+fn partition_wanted_again_with_its_acquire_in_flight(
+) -> (H, LeaseName, SessionId, u32, LeaseName, OpId) {
     let mut h = H::live(fast_config());
     let group = name("orders");
     let other = SessionId::from_u128(0x52);
@@ -2611,8 +2609,6 @@ fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
     let p = before[0];
     let pname = partition_name(&group, p).unwrap();
     let op = h.take_acquire(pname.as_str());
-    // Every partition outside the target is released: released partitions
-    // go first, so `p` leaves the target with its acquire in flight.
     for q in (0..8).filter(|q| !before.contains(q)) {
         h.input(Input::ReleaseBroadcast {
             name: partition_name(&group, q).unwrap(),
@@ -2628,17 +2624,45 @@ fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
         op: withdraw,
         result: Ok(()),
     });
-    // `p` is released too: wanted again (released and the base rule's).
     h.input(Input::ReleaseBroadcast {
         name: pname.clone(),
     });
     assert!(target(&h, &group).contains(&p), "{:?}", target(&h, &group));
-    let asking =
-        |h: &H| h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if *name == pname));
-    assert!(!asking(&h), "S4.1: the earlier acquire of {p} is in flight");
+    assert!(
+        !asking(&h, &pname),
+        "S4.1: the earlier acquire of {p} is in flight"
+    );
+    (h, group, other, p, pname, op)
+}
+
+fn asking(h: &H, pname: &LeaseName) -> bool {
+    h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if name == pname))
+}
+
+/// Steps for a quarter of the call timeout, renewals answered; whether an
+/// acquire of `pname` was sent meanwhile.
+fn asks_soon(h: &mut H, group: &LeaseName, members: &[SessionId], pname: &LeaseName) -> bool {
+    let soon = h.now + h.engine.call_timeout() / 4;
+    while !asking(h, pname) && h.engine.poll_timeout().is_some_and(|t| t <= soon) {
+        h.step();
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            renew_listing(h, group, members);
+        }
+    }
+    asking(h, pname)
+}
+
+/// S4.1 with S10.2: a partition that left the target while its acquire was
+/// in flight, and came back (its release broadcast came), waits for that
+/// acquire to be answered or to reach its call timeout, whichever comes
+/// first: the reply ends the wait. Before, the new entry of the partition
+/// asked only at the old acquire's call timeout, though the reply had come
+/// long before (Redis, 1,000 partitions, 3 → 4 members: the joiner left 8
+/// released partitions unowned 652 ms, a renewal period).
+#[test]
+fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
+    let (mut h, group, other, p, pname, op) = partition_wanted_again_with_its_acquire_in_flight();
     // Its reply comes, from before the release: the wait is over.
-    let timeout = h.engine.call_timeout();
-    let answered = h.now;
     h.input(Input::AcquireReplied {
         op,
         result: Ok(AcquireOutcome::Held {
@@ -2647,16 +2671,42 @@ fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
             holder_remaining: None,
         }),
     });
-    let soon = answered + timeout / 4;
-    while !asking(&h) && h.engine.poll_timeout().is_some_and(|t| t <= soon) {
-        h.step();
-        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
-            renew_listing(&mut h, &group, &[SID, other]);
-        }
-    }
     assert!(
-        asking(&h),
+        asks_soon(&mut h, &group, &[SID, other], &pname),
         "{p} was not asked for within a quarter of the call timeout after the reply"
+    );
+}
+
+/// S4.1 with S4.3: when the given-up acquire's late reply is a win, the
+/// member releases it (S4.3), and the new entry waits for that release's
+/// broadcast (S4.2), not for the reply: an acquire sent beside the release
+/// could run first, be answered with the very term the release then ends,
+/// and count for nothing, the partition then unowned until the next retry
+/// (Redis, 1,000 partitions: up to 643 ms).
+#[test]
+fn s4_1_a_late_win_of_a_partition_wanted_again_is_released_before_it_is_asked_for() {
+    let (mut h, group, other, p, pname, op) = partition_wanted_again_with_its_acquire_in_flight();
+    h.input(Input::AcquireReplied {
+        op,
+        result: Ok(AcquireOutcome::Won {
+            token: tok(4),
+            remaining: secs(2),
+        }),
+    });
+    assert!(
+        h.has_pending(|c| matches!(c, Command::Release { name, token, .. } if *name == pname && *token == tok(4))),
+        "S4.3: the late win is released"
+    );
+    assert!(
+        !asks_soon(&mut h, &group, &[SID, other], &pname),
+        "{p} was asked for beside the release of its late win"
+    );
+    h.input(Input::ReleaseBroadcast {
+        name: pname.clone(),
+    });
+    assert!(
+        asks_soon(&mut h, &group, &[SID, other], &pname),
+        "{p} was not asked for after its release's broadcast"
     );
 }
 

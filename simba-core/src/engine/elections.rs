@@ -598,7 +598,14 @@ impl Engine {
                     .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
                 self.partition_held_late(op, &name, *holder, *token, until);
             }
-            self.given_up_acquire_answered(&name, sent.sent_at + self.call_timeout());
+            // S4.1: the reply ends a new entry's wait for this acquire. Not
+            // a win, which S4.3 releases below: an acquire sent beside that
+            // release could run first, be answered with the very term the
+            // release then ends, and count for nothing (S4.3). The
+            // release's own broadcast (S4.2) ends the wait instead.
+            if !matches!(result, Ok(AcquireOutcome::Won { .. })) {
+                self.given_up_acquire_answered(&name, sent.sent_at + self.call_timeout());
+            }
             match result {
                 // S4.3: a late reply to an abandoned attempt releases what it won.
                 Ok(AcquireOutcome::Won { token, .. }) => {
