@@ -217,15 +217,9 @@ impl Engine {
             self.complete_handover(name);
         }
         // S4.1 for a partition given up and asked for again: an acquire of
-        // its earlier entry may still be in flight until its call timeout.
-        let session = self.session.id;
-        let busy_until = self
-            .acquires
-            .values()
-            .filter(|a| &a.name == name && Some(a.session) == session)
-            .map(|a| a.sent_at + timeout)
-            .filter(|t| now < *t)
-            .max();
+        // its earlier entry, or a release of this member's, may still be in
+        // flight until its call timeout.
+        let busy_until = self.partition_busy_until(name);
         let Some(entry) = self.entries.get_mut(name) else {
             // A removed entry's timer: disarm it.
             self.timers.set(&TimerKey::Entry(name.clone()), None);
@@ -598,14 +592,7 @@ impl Engine {
                     .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
                 self.partition_held_late(op, &name, *holder, *token, until);
             }
-            // S4.1: the reply ends a new entry's wait for this acquire. Not
-            // a win, which S4.3 releases below: an acquire sent beside that
-            // release could run first, be answered with the very term the
-            // release then ends, and count for nothing (S4.3). The
-            // release's own broadcast (S4.2) ends the wait instead.
-            if !matches!(result, Ok(AcquireOutcome::Won { .. })) {
-                self.given_up_acquire_answered(&name, sent.sent_at + self.call_timeout());
-            }
+            let waited_until = sent.sent_at + self.call_timeout();
             match result {
                 // S4.3: a late reply to an abandoned attempt releases what it won.
                 Ok(AcquireOutcome::Won { token, .. }) => {
@@ -614,7 +601,7 @@ impl Engine {
                             || e.handover.as_ref().is_some_and(|h| h.term.token == token)
                     });
                     if !ours {
-                        self.release(sent.session, name, token);
+                        self.release(sent.session, name.clone(), token);
                     }
                 }
                 // S4.5: the late attempt (a failed one too: its outcome is
@@ -627,11 +614,14 @@ impl Engine {
                         .get(&name)
                         .is_some_and(|e| matches!(e.status, Status::Candidate | Status::Leader));
                     if !competing && self.session.id == Some(sent.session) && self.can_acquire() {
-                        self.withdraw(sent.session, name);
+                        self.withdraw(sent.session, name.clone());
                     }
                 }
                 Ok(AcquireOutcome::Expired) => {}
             }
+            // S4.1: the reply ends a new entry's wait for this acquire (after
+            // a win, the wait goes on for the release just sent).
+            self.partition_wait_over(&name, waited_until);
             return;
         }
         let freed = self
