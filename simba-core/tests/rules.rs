@@ -2684,7 +2684,7 @@ fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
 /// then ends, and count for nothing. On Redis a broadcast older than the
 /// release (of the holder's release that the late acquire had won after)
 /// sent the member asking at once, and the partition stayed unowned until
-/// the next retry (1,000 partitions: up to 568 ms).
+/// the next retry (1,000 partitions: up to 688 ms in one run).
 #[test]
 fn s4_1_a_late_win_of_a_partition_wanted_again_is_released_before_it_is_asked_for() {
     let (mut h, group, other, p, pname, op) = partition_wanted_again_with_its_acquire_in_flight();

@@ -827,7 +827,7 @@ impl Engine {
     /// the very term the release then ends, which then counts for nothing
     /// (S4.3): after a late win that S4.3 released, a broadcast older than
     /// that release sent the member asking at once, and the partition stayed
-    /// unowned until the next retry (Redis, 1,000 partitions: up to 568 ms).
+    /// unowned until the next retry (Redis, 1,000 partitions: up to 688 ms in one run).
     pub(super) fn partition_busy_until(&self, name: &LeaseName) -> Option<Timestamp> {
         let (now, timeout, session) = (self.now, self.call_timeout(), self.session.id);
         let acquires = self
