@@ -2598,9 +2598,11 @@ fn s10_2_a_late_held_reply_older_than_a_release_broadcast_marks_nothing() {
 /// partition `p` (`pname`) left its target while its acquire `op` was in
 /// flight (every other partition was released, and released partitions go
 /// first), and came back when `p`'s release was broadcast too: the new
-/// entry of `p` waits for `op` (S4.1).
-fn partition_wanted_again_with_its_acquire_in_flight(
-) -> (H, LeaseName, SessionId, u32, LeaseName, OpId) {
+/// entry of `p` waits for `op` (S4.1). Then `op` is answered with
+/// `outcome` (given the other member, whom a `Held` reply names).
+fn partition_wanted_again_then_answered(
+    outcome: fn(SessionId) -> AcquireOutcome,
+) -> (H, LeaseName, SessionId, u32, LeaseName) {
     let mut h = H::live(fast_config());
     let group = name("orders");
     let other = SessionId::from_u128(0x52);
@@ -2632,7 +2634,11 @@ fn partition_wanted_again_with_its_acquire_in_flight(
         !asking(&h, &pname),
         "S4.1: the earlier acquire of {p} is in flight"
     );
-    (h, group, other, p, pname, op)
+    h.input(Input::AcquireReplied {
+        op,
+        result: Ok(outcome(other)),
+    });
+    (h, group, other, p, pname)
 }
 
 fn asking(h: &H, pname: &LeaseName) -> bool {
@@ -2661,16 +2667,13 @@ fn asks_soon(h: &mut H, group: &LeaseName, members: &[SessionId], pname: &LeaseN
 /// released partitions unowned 652 ms, a renewal period).
 #[test]
 fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
-    let (mut h, group, other, p, pname, op) = partition_wanted_again_with_its_acquire_in_flight();
     // Its reply comes, from before the release: the wait is over.
-    h.input(Input::AcquireReplied {
-        op,
-        result: Ok(AcquireOutcome::Held {
+    let (mut h, group, other, p, pname) =
+        partition_wanted_again_then_answered(|other| AcquireOutcome::Held {
             holder: Some(other),
             token: Some(tok(3)),
             holder_remaining: None,
-        }),
-    });
+        });
     assert!(
         asks_soon(&mut h, &group, &[SID, other], &pname),
         "{p} was not asked for within a quarter of the call timeout after the reply"
@@ -2687,14 +2690,11 @@ fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
 /// the next retry (1,000 partitions: up to 688 ms in one run).
 #[test]
 fn s4_1_a_late_win_of_a_partition_wanted_again_is_released_before_it_is_asked_for() {
-    let (mut h, group, other, p, pname, op) = partition_wanted_again_with_its_acquire_in_flight();
-    h.input(Input::AcquireReplied {
-        op,
-        result: Ok(AcquireOutcome::Won {
+    let (mut h, group, other, p, pname) =
+        partition_wanted_again_then_answered(|_| AcquireOutcome::Won {
             token: tok(4),
             remaining: secs(2),
-        }),
-    });
+        });
     let release = h
         .take(|c| matches!(c, Command::Release { name, token, .. } if *name == pname && *token == tok(4)))
         .op();
