@@ -1,7 +1,9 @@
 //! The MySQL / MariaDB backend (feature `mysql`). No release broadcast:
-//! releases *wake* waiting nodes instead, one waker connection per node
-//! sleeping in `SELECT SLEEP` that a freeing release interrupts with `KILL
-//! QUERY` (S4.2; see [`Wake`]).
+//! each release or close that frees a lease writes a row to a release log,
+//! and one waker connection per node reads it when woken: on MariaDB it
+//! reads the log's latest row every few milliseconds on the server; on
+//! MySQL it sleeps in `SELECT SLEEP` until a freeing release interrupts it
+//! with `KILL QUERY` (S4.2; see [`Wake`]).
 //!
 //! MySQL has no `UPDATE … RETURNING`, so the operations that must read and
 //! decide are one short InnoDB transaction of *locking* reads: a locking read
@@ -27,7 +29,7 @@ use simba_core::{
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Connection;
 use sqlx::Row;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,19 +51,20 @@ pub struct MysqlBackend {
     pool: MySqlPool,
     sql: Sql,
     wake: Arc<Wake>,
-    /// MariaDB: `KILL QUERY` of each waker's connection in one compound
-    /// statement, whatever the waker is running. MySQL: `KILL QUERY` of the
-    /// connection of each waker in `User sleep`, one at a time.
+    /// MariaDB: anonymous compound statements, and wakers that read the
+    /// release log while they wait. MySQL: `KILL QUERY` of the connection
+    /// of each waker in `User sleep`, one at a time.
     mariadb: bool,
 }
 
 /// How long a waker's `SELECT SLEEP` lasts before it starts another (a
 /// silent dead connection is noticed within this and 5 s more).
 const WAKER_SLEEP_S: u64 = 10;
+/// How often a MariaDB waker reads what it watches while it waits
+/// (milliseconds, `Sql::sleep_stmt`).
+const WAKER_POLL_MS: u64 = 5;
 /// At most this many names freed by a node wait for its own stream.
 const FREED_MAX: usize = 10_000;
-/// The waker's interruption waits at most this long for another node's.
-const KICK_LOCK_WAIT_S: u64 = 10;
 /// A woken waker reads at most this many free partitions of its node's
 /// groups. Every one newly free must reach the stream: a member splits a
 /// leave's releases by the list it heard (S10.2), so one that hears only
@@ -69,19 +72,41 @@ const KICK_LOCK_WAIT_S: u64 = 10;
 /// stay unowned until its next renewal (with 64, a 1,000-partition leave
 /// left about 15 partitions unowned for one renewal interval).
 const GROUP_FREE_MAX: usize = 10_000;
+/// At most this many release log rows per waker read (more: it reads
+/// again at once).
+const LOG_READ_MAX: usize = 10_000;
+/// Release log rows are kept this long (seconds): a waker reads them
+/// within milliseconds of a release, or within [`WAKER_SLEEP_S`] if its
+/// interruption was lost.
+const LOG_KEEP_S: u64 = 60;
+/// A node deletes old release log rows at most this often (seconds), after
+/// one of its releases or closes.
+const LOG_PRUNE_EVERY_S: u64 = 30;
+/// A `seq` missing from the release log's rows is read again for this long
+/// (milliseconds): the release that took it may not have committed yet.
+const LOG_GAP_MS: u64 = 2_000;
+/// At most this many missing `seq`s are read again.
+const LOG_GAPS_MAX: usize = 2_000;
+/// A waker remembers the last yielded release of at most this many leases
+/// (`Waker::heard`; past it, it forgets them all).
+const HEARD_MAX: usize = 100_000;
 /// At most this many open sessions of a node are remembered for
 /// [`Sql::group_free`].
 const SESSIONS_MAX: usize = 64;
 
 /// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
-/// wake-ups"): each node's waker connection sits in a `SELECT SLEEP`
-/// recognisable by its text; a release or close that frees a lease
-/// interrupts every such statement of the same table prefix that its user
-/// may see and kill but its own node's (a release through its own waker's
-/// second connection, [`Waker::start_kick`]), and each woken node reads which of
-/// the names it waits for, and which partitions of its groups, are newly
-/// free; the names a node freed reach its own stream without an
-/// interruption. A wake is only a hint.
+/// wake-ups"): a release or close that frees a lease writes a row to the
+/// release log, in the same transaction on MariaDB. Each node's waker
+/// connection waits until the log's latest row or the membership of its
+/// groups changes: on MariaDB it reads them every [`WAKER_POLL_MS`] on the
+/// server ([`Sql::sleep_stmt`]); on MySQL it sits in a `SELECT SLEEP`
+/// recognisable by its text, which a release interrupts (every such
+/// statement of the same table prefix that its user may see and kill but
+/// its own node's; a release through its own waker's second connection,
+/// [`Waker::start_kick`]). A woken node reads the log's rows since its last
+/// read, and which of the names it waits for, and which partitions of its
+/// groups, are newly free; the names a node freed reach its own stream
+/// without a wake. A wake is only a hint.
 #[derive(Debug)]
 struct Wake {
     /// Whether this node runs a waker (`simba_listen`, default on).
@@ -109,6 +134,8 @@ struct Wake {
     closed: AtomicBool,
     /// Sessions opened through this backend and not yet closed.
     open: AtomicU64,
+    /// When this node last deleted old release log rows ([`prune_log`]).
+    pruned: Mutex<Option<Instant>>,
     /// The server's connection id of the waker's connection (0: none).
     sleeper: AtomicU64,
     /// Wake-ups asked of the waker, and how many of them it had taken when
@@ -152,6 +179,7 @@ impl Wake {
             own_pool,
             closed: AtomicBool::new(false),
             open: AtomicU64::new(0),
+            pruned: Mutex::new(None),
             sleeper: AtomicU64::new(0),
             kick: Mutex::new(None),
             nudge: Mutex::new(None),
@@ -161,6 +189,17 @@ impl Wake {
             #[cfg(feature = "testkit")]
             pause: Mutex::new(None),
         })
+    }
+
+    /// Whether this node's turn to delete old release log rows came (and
+    /// if so, takes it).
+    fn prune_due(&self) -> bool {
+        let mut at = self.pruned.lock().unwrap_or_else(|p| p.into_inner());
+        let due = at.is_none_or(|t| t.elapsed() >= Duration::from_secs(LOG_PRUNE_EVERY_S));
+        if due {
+            *at = Some(Instant::now());
+        }
+        due
     }
 
     /// Waits where a test asked the waker to pause after a read.
@@ -287,24 +326,32 @@ struct Sql {
     acquire: String,
     /// The acquire procedure's name (`<prefix>acquire_lease`).
     acquire_proc: String,
-    /// The head of every waker statement (`Waker::sleep_stmt`), by which
-    /// `PROCESSLIST.INFO` shows it.
+    /// The head of every waker's result (`Waker::sleep_stmt`), by which
+    /// MySQL's `PROCESSLIST.INFO` shows a sleeping waker.
     sleep: String,
+    /// `'simba-waker:<prefix>'`: on MariaDB the waker's `SLEEP` statement
+    /// names it, so `PROCESSLIST.INFO` shows a waiting waker by it (the
+    /// statement running inside its block).
+    waker_tag: String,
     /// The release's multi-statement (`RENEW_ID`, `@name@`, `@token@`):
-    /// the `UPDATE`, then the sleeping wakers to interrupt if it freed the
-    /// lease.
+    /// the `UPDATE` and its log row, then (MySQL) the sleeping wakers to
+    /// interrupt if it freed the lease.
     release_wake: String,
-    /// The close's multi-statement (`RENEW_ID`): the leases it held, the
-    /// two deletes, then the wakers to interrupt if it held any.
+    /// The close's multi-statement (`RENEW_ID`): the leases it held, their
+    /// log rows and the two deletes, then (MySQL) the wakers to interrupt
+    /// if it held any.
     close_wake: String,
-    /// `release_wake` without the interruption (MySQL: the same), for a
-    /// node whose waker wakes the others ([`Waker::start_kick`]).
+    /// `release_wake` for a node whose waker wakes the others
+    /// ([`Waker::start_kick`]); the same statement on both servers.
     release_only: String,
-    /// `close_wake` without the interruption (MySQL: the same).
+    /// `close_wake` for such a node; the same statement.
     close_only: String,
-    /// The interruption alone: MariaDB interrupts every sleeping waker in
-    /// one compound statement; MySQL lists them (then one `KILL QUERY` each).
+    /// The interruption alone (MySQL): the sleeping wakers' connection
+    /// ids (then one `KILL QUERY` each). Empty on MariaDB.
     kick: String,
+    /// Whether a release interrupts the sleeping wakers (MySQL), or they
+    /// read what they watch while they wait (MariaDB, `Sql::sleep_stmt`).
+    kills: bool,
     /// The waited names that are free now (`@names@`: a quoted list),
     /// with their latest token.
     free: String,
@@ -319,6 +366,19 @@ struct Sql {
     group_members: String,
     /// The fingerprint of all those groups' members at once.
     members_fp: String,
+    /// A release's log row (`@name@`, `@token@`, `RENEW_ID`), written if
+    /// the statement before it freed the lease (a batch's releases).
+    log_release: String,
+    /// The release log's rows after `@after@` (and those whose `seq` is
+    /// among `@gaps@`, a list), oldest first, at most [`LOG_READ_MAX`].
+    log_read: String,
+    /// The release log's latest `seq` (0 if empty).
+    log_last: String,
+    /// How many of the release log's rows after `@after@` or among
+    /// `@gaps@` are of releases by other sessions than `@sessions@`.
+    log_others: String,
+    /// Deletes log rows older than [`LOG_KEEP_S`].
+    log_prune: String,
     ensure_slot: String,
     read_slot: String,
     write_slot: String,
@@ -326,90 +386,82 @@ struct Sql {
 
 impl Sql {
     fn new(prefix: &str, mariadb: bool) -> Sql {
-        let t = Tables::new(prefix);
+        let t = Tables::with_release_log(prefix);
         let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
+        let r = t
+            .releases
+            .clone()
+            .unwrap_or_else(|| format!("{prefix}releases"));
         // Every waker statement starts with this head (`Waker::sleep_stmt`).
-        let sleep = format!("SELECT 'simba-waker:{prefix}', ");
-        // Built with CONCAT so that this statement's own text never starts
-        // with the head. MariaDB interrupts a waker's statement whatever it
-        // is doing: one that has not reached its `SLEEP` yet then returns at
-        // once, so a release that committed after the waker's last read is
-        // never missed; an interruption that finds the connection between
-        // two statements is dropped by the server, and one that finds the
-        // waker's next statement costs one read more. By the connection's
-        // id, not the statement's query id: `KILL QUERY ID` of a sleeping
-        // waker's statement was answered without error and yet left it
-        // asleep, in about 1 of 160 interruptions under a group's
-        // rebalance (MariaDB 10.11; a diagnostic run saw one statement
-        // survive three), and the node heard nothing until its renewal
-        // (8-partition leave: 665 ms in about one run in three; none in 8
-        // runs by connection id). MySQL interrupts only a statement sleeping
-        // right now (never the next one on that connection). Without the
-        // PROCESS privilege a user sees only its own connections.
+        let waker_tag = format!("'simba-waker:{prefix}'");
+        let sleep = format!("SELECT {waker_tag}, ");
+        // MySQL's sleeping wakers, for a release to interrupt (MariaDB's
+        // wakers are not interrupted: they read what they watch every few
+        // milliseconds, `Sql::sleep_stmt`). Built with CONCAT so that this
+        // statement's own text never starts with the head. MySQL interrupts
+        // only a statement sleeping right now (never the next one on that
+        // connection). Without the PROCESS privilege a user sees only its
+        // own connections.
         let sleepers = format!(
             "SELECT CAST(ID AS SIGNED) AS q FROM information_schema.PROCESSLIST \
-             WHERE {}COMMAND = 'Query' AND ID <> {SELF_ID} \
+             WHERE STATE = 'User sleep' AND COMMAND = 'Query' AND ID <> {SELF_ID} \
              AND LEFT(INFO, {}) = CONCAT('SELECT ''simba', '-waker:{prefix}'', ')",
-            if mariadb {
-                ""
-            } else {
-                "STATE = 'User sleep' AND "
-            },
             sleep.chars().count()
         );
-        // MariaDB: one round trip, an anonymous compound statement whose
-        // statements each commit on their own (autocommit): the write
-        // commits, then each sleeping waker is interrupted, a connection
-        // that ended meanwhile or one this user may not interrupt skipped
-        // by a handler that covers the KILL alone. MySQL (no anonymous
-        // blocks): the write and the sleepers' connection ids, then one
-        // `KILL QUERY` each.
-        let kill_loop = format!(
-            "FOR r IN ({sleepers}) DO BEGIN \
-               DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END; KILL QUERY r.q; \
-             END; END FOR;"
-        );
-        // MariaDB: one interruption at a time for the whole table prefix
-        // (a user-level lock): concurrent `KILL QUERY`s of sleeping
-        // statements stall in steps of about 2 s, one at a time mostly not.
-        let kick_lock = format!("simba-kick:{prefix}");
         let release_update = format!(
             "UPDATE {l} SET session = NULL, acquired_us = NULL \
              WHERE name = '@name@' AND session = {RENEW_ID} AND token = @token@"
+        );
+        // The release log (S4.2, `Waker::read_log`): a row for each
+        // lease freed by a release or a close, so that a waker hears a
+        // release even if the lease was taken again before its read.
+        let log_release = format!(
+            "INSERT INTO {r} (name, token, session, at_us) \
+             SELECT '@name@', @token@, {RENEW_ID}, {NOW} FROM DUAL WHERE ROW_COUNT() > 0"
+        );
+        let log_close = format!(
+            "INSERT INTO {r} (name, token, session, at_us) \
+             SELECT name, token, session, {NOW} FROM {l} WHERE session = {RENEW_ID}"
         );
         let close_deletes = format!(
             "SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
              DELETE FROM {s} WHERE id = {RENEW_ID}; \
              DELETE FROM {m} WHERE session = {RENEW_ID};"
         );
+        // MariaDB: the release or close and its log rows are one
+        // transaction (a waker reads both or neither), rolled back on any
+        // error before it reaches the client, so that no transaction stays
+        // open on the pooled connection. The log rows of a close are
+        // written before its deletes: their shared locks on the lease rows
+        // come before the session row's exclusive lock, in the order an
+        // acquire takes them (no deadlock with an acquire of one of them).
+        let tx_head = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; \
+                       START TRANSACTION;";
+        let release_tx = format!(
+            "{tx_head} {release_update}; SET n = ROW_COUNT(); \
+             IF n > 0 THEN {log_release}; END IF; COMMIT;"
+        );
+        let close_tx = format!("{tx_head} {log_close}; {close_deletes} COMMIT;");
         let (release_wake, close_wake, release_only, close_only, kick) = if mariadb {
+            // One round trip: an anonymous compound statement.
+            let release =
+                format!("BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; {release_tx} SELECT n; END");
+            let close = format!("BEGIN NOT ATOMIC {close_tx} END");
             (
-                format!(
-                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; {release_update}; \
-                     SET n = ROW_COUNT(); \
-                     IF n > 0 THEN {kill_loop} END IF; \
-                     SELECT n; END"
-                ),
-                format!(
-                    "BEGIN NOT ATOMIC {close_deletes} \
-                     IF EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID}) THEN {kill_loop} END IF; \
-                     END"
-                ),
-                format!(
-                    "BEGIN NOT ATOMIC DECLARE n BIGINT DEFAULT 0; {release_update}; \
-                     SET n = ROW_COUNT(); SELECT n; END"
-                ),
-                format!("BEGIN NOT ATOMIC {close_deletes} END"),
-                format!(
-                    "BEGIN NOT ATOMIC IF GET_LOCK('{kick_lock}', {KICK_LOCK_WAIT_S}) = 1 THEN \
-                       {kill_loop} DO RELEASE_LOCK('{kick_lock}'); \
-                     END IF; END"
-                ),
+                release.clone(),
+                close.clone(),
+                release,
+                close,
+                String::new(),
             )
         } else {
-            let release = format!("{release_update}; {sleepers} AND ROW_COUNT() > 0");
+            // MySQL: the log row right after the write (not atomic with
+            // it; a waker that reads in between hears the lease from its
+            // free-lease read instead, `Waker::read_free`).
+            let release =
+                format!("{release_update}; {log_release}; {sleepers} AND ROW_COUNT() > 0");
             let close = format!(
-                "{close_deletes} \
+                "{close_deletes} {log_close}; \
                  {sleepers} AND EXISTS (SELECT 1 FROM {l} WHERE session = {RENEW_ID})"
             );
             (
@@ -494,11 +546,26 @@ impl Sql {
              WHERE g.session IN (@sessions@) AND h.id IS NULL"
         );
         Sql {
+            log_release,
+            log_read: format!(
+                "SELECT seq, CAST(name AS CHAR), token, session FROM {r} \
+                 WHERE seq > @after@ OR seq IN (@gaps@) ORDER BY seq LIMIT {LOG_READ_MAX}"
+            ),
+            log_last: format!("SELECT CAST(COALESCE(MAX(seq), 0) AS SIGNED) FROM {r}"),
+            log_others: format!(
+                "SELECT COUNT(*) FROM {r} \
+                 WHERE (seq > @after@ OR seq IN (@gaps@)) AND session NOT IN (@sessions@)"
+            ),
+            log_prune: format!(
+                "DELETE FROM {r} WHERE at_us < {NOW} - {} LIMIT 10000",
+                LOG_KEEP_S * 1_000_000
+            ),
             release_wake,
             close_wake,
             release_only,
             close_only,
             kick,
+            kills: !mariadb,
             free: format!(
                 "SELECT CAST(l.name AS CHAR) AS n, l.token AS t FROM {l} l \
                  LEFT JOIN {s} h ON h.id = l.session AND h.expires_us > {NOW} \
@@ -518,6 +585,7 @@ impl Sql {
                  WHERE o.name IN (SELECT name FROM {m} WHERE session IN (@sessions@))"
             ),
             sleep,
+            waker_tag,
             acquire: format!("CALL {prefix}acquire_lease(?, ?)"),
             acquire_proc: format!("{prefix}acquire_lease"),
             ensure_slot: format!(
@@ -542,13 +610,21 @@ impl Sql {
         (!parts.is_empty()).then(|| parts.join(" UNION "))
     }
 
-    /// A query of one string that changes whenever a lease the waker
-    /// watches for `scope` (`scope_free`) is freed, taken or freed again
-    /// (how many are free, and a checksum of their names and tokens), or
-    /// the membership of a group its sessions joined changes (S10.5);
-    /// `None` if it watches nothing.
-    fn fingerprint(&self, scope: &Scope) -> Option<String> {
-        let free = self.scope_free(scope)?;
+    /// A query of one string that changes whenever what a waker watches
+    /// for `scope` changes: the release log's rows of other nodes' releases
+    /// after `after` or among `gaps` (the missing `seq`s, a list: any
+    /// release or close that freed a lease of the table prefix, a lease
+    /// released and taken again included), and the membership of the
+    /// groups its sessions joined (S10.5). On MySQL also the free leases it watches
+    /// (`scope_free`: how many, and a checksum of their names and tokens),
+    /// as it is only read when a sleep starts (on MariaDB the waker reads
+    /// it again and again while it waits, `Sql::sleep_stmt`, and the free
+    /// leases of a 1,000-partition group are too many for that). The log's
+    /// rows are not filtered by the names and groups of the scope: a name
+    /// the node starts waiting for, or a group it joins, after the read is
+    /// read at the next wake; nor are its own node's: its own releases reach
+    /// its stream without a wake (`Wake::freed`).
+    fn fingerprint(&self, scope: &Scope, after: i64, gaps: &str) -> String {
         let members = if scope.sessions.is_empty() {
             "'-'".to_owned()
         } else {
@@ -557,23 +633,59 @@ impl Sql {
                 self.members_fp.replace("@sessions@", &scope.sessions)
             )
         };
-        Some(format!(
-            "SELECT CONCAT(\
-               (SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT(f.n, ':', f.t))), 0)) \
-                FROM ({free}) f), '/', {members})"
-        ))
+        let free = match self.scope_free(scope) {
+            Some(free) if self.kills => format!(
+                "(SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(CRC32(CONCAT(f.n, ':', f.t))), 0)) \
+                 FROM ({free}) f)"
+            ),
+            _ => "'-'".to_owned(),
+        };
+        let own = if scope.sessions.is_empty() {
+            "X''"
+        } else {
+            scope.sessions.as_str()
+        };
+        let log = self
+            .log_others
+            .replace("@after@", &after.to_string())
+            .replace("@gaps@", gaps)
+            .replace("@sessions@", own);
+        format!("SELECT CONCAT({free}, '/', {members}, '/', ({log}))")
     }
 
-    /// The waker's statement: the head by which a release finds it, then
-    /// a `SLEEP` of [`WAKER_SLEEP_S`] that answers 1 if interrupted, 0 if
-    /// it slept its time. With `watch` (the query of a fingerprint,
-    /// [`Sql::fingerprint`], and its value at the waker's last read), it
-    /// answers 1 at once if what it watches changed since that read: a
-    /// release or join that committed after the read and whose
-    /// interruption came before this statement began is seen here.
+    /// The waker's statement, with `watch` (the query of a fingerprint,
+    /// [`Sql::fingerprint`], and its value at the waker's last read): 1 if
+    /// what it watches changed or it was interrupted, 0 if it waited
+    /// [`WAKER_SLEEP_S`] and nothing changed.
+    ///
+    /// MariaDB: it reads the fingerprint every [`WAKER_POLL_MS`] while it
+    /// waits, on the server; no release interrupts it. A `KILL QUERY` of a
+    /// sleeping statement stalled 2 s whenever the statement's `SLEEP`
+    /// began or ended at that moment (the killer retries the sleeps' one
+    /// mutex 40 times 50 ms apart, while the woken sleep waits for the
+    /// killer), and every other interruption of the table prefix waited
+    /// behind it: with the release log, whose rows end more sleeps early,
+    /// 4 runs of 10 had a 1,000-partition or 8-partition join wait 2.01 s.
+    ///
+    /// MySQL: a `SLEEP` of [`WAKER_SLEEP_S`] that a release interrupts,
+    /// after the head by which a release finds it, and only if the
+    /// fingerprint did not change since the read (a release or join that
+    /// committed after the read, and whose interruption came before this
+    /// statement began, is seen here).
     fn sleep_stmt(&self, watch: Option<(&str, &str)>) -> String {
         let head = &self.sleep;
         match watch {
+            Some((query, fp)) if !self.kills => format!(
+                "BEGIN NOT ATOMIC DECLARE i INT DEFAULT 0; DECLARE w INT DEFAULT 0; \
+                 WHILE w = 0 AND i < {polls} DO \
+                   IF NOT (({query}) <=> '{fp}') THEN SET w = 1; \
+                   ELSE DO {quoted}, SLEEP({poll}); SET i = i + 1; END IF; \
+                 END WHILE; \
+                 {head}CAST(w AS SIGNED); END",
+                polls = WAKER_SLEEP_S * 1000 / WAKER_POLL_MS,
+                quoted = &self.waker_tag,
+                poll = format_args!("{}.{:03}", WAKER_POLL_MS / 1000, WAKER_POLL_MS % 1000),
+            ),
             Some((query, fp)) => {
                 format!("{head}CAST(IF(({query}) = '{fp}', SLEEP({WAKER_SLEEP_S}), 1) AS SIGNED)")
             }
@@ -682,7 +794,11 @@ impl MysqlBackend {
             return Ok(());
         };
         let prefix = &self.sql.sk.t.prefix;
-        let tables = prefixed(&MIGRATIONS[..2].concat(), prefix);
+        // The tables: every file but the acquire procedure's.
+        let tables = prefixed(
+            &[MIGRATIONS[0], MIGRATIONS[1], MIGRATIONS[3]].concat(),
+            prefix,
+        );
         for ddl in tables.split(";\n").filter(|d| !d.trim().is_empty()) {
             sqlx::raw_sql(ddl)
                 .execute(&self.pool)
@@ -973,7 +1089,7 @@ fn hex_id(session: SessionId) -> String {
 }
 
 /// MySQL: interrupts the sleeping wakers `ids` (connection ids), one
-/// `KILL QUERY` each (MariaDB does it inside the release's own statement).
+/// `KILL QUERY` each (MariaDB's wakers are not interrupted).
 /// Best effort: a waker gone meanwhile, or one this user may not kill, is
 /// skipped (a wake is only a hint).
 async fn wake_sleepers(c: &mut Conn, ids: &[i64]) {
@@ -989,14 +1105,12 @@ async fn wake_sleepers(c: &mut Conn, ids: &[i64]) {
 /// `Sql::kick` statement) on `c`. Best effort, as [`wake_sleepers`]: a
 /// failure is logged (a wake is only a hint); `false` if the connection
 /// failed.
-async fn kick_on(kick: &str, c: &mut Conn, mariadb: bool) -> bool {
+async fn kick_on(kick: &str, c: &mut Conn) -> bool {
     match run_multi(c, kick).await {
         Ok(results) => {
-            if !mariadb {
-                match sleeper_ids(&results) {
-                    Ok(ids) => wake_sleepers(c, &ids).await,
-                    Err(e) => tracing::debug!(backend = NAME, error = %e, "release wake-up failed"),
-                }
+            match sleeper_ids(&results) {
+                Ok(ids) => wake_sleepers(c, &ids).await,
+                Err(e) => tracing::debug!(backend = NAME, error = %e, "release wake-up failed"),
             }
             true
         }
@@ -1051,10 +1165,11 @@ const ACQUIRE_VERSION: u32 = 1;
 
 /// Simba's migration files for MySQL / MariaDB, in order (see
 /// [`MysqlBackend::schema_sql`]).
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("../migrations/mysql/0001_simba.sql"),
     include_str!("../migrations/mysql/0002_groups_slots.sql"),
     include_str!("../migrations/mysql/0003_acquire.sql"),
+    include_str!("../migrations/mysql/0004_releases.sql"),
 ];
 
 /// `0003_acquire.sql`, first line: drops an older acquire procedure.
@@ -1198,10 +1313,9 @@ async fn release_on(
     let get = |e| map_err(NAME, "release", e);
     // Literals: the name's checked characters ([A-Za-z0-9._:-], S3.1) hold
     // no quote; the id is hex; the token a number.
-    // With a waker running, the waker wakes the others, on a connection
-    // of its own: an interruption may take seconds on MariaDB (see
-    // [`Waker::start_kick`]), and must not hold the one pooled connection that
-    // this node's renewals wait for.
+    // MySQL, with a waker running: the waker wakes the others, on a
+    // connection of its own (see [`Waker::start_kick`]), not on the pooled
+    // connection that this node's renewals wait for.
     let (kicks, stmt) = wake.statement(&sql.release_only, &sql.release_wake, session);
     let stmt = stmt
         .replace("@name@", name.as_str())
@@ -1221,12 +1335,26 @@ async fn release_on(
     // The others first: the waker wakes them before it yields this name
     // to its own node's stream.
     if freed && !woke && !wake.request_kick() {
-        kick_on(&wake.without_self(&sql.kick), c, mariadb).await;
+        kick_on(&wake.without_self(&sql.kick), c).await;
     }
     if freed {
         wake.freed([name.as_str().to_owned()]);
+        prune_log(sql, c, wake).await;
     }
     Ok(())
+}
+
+/// Deletes the release log's old rows on `c`, if this node did not for
+/// [`LOG_PRUNE_EVERY_S`]: after a release or close that wrote to the log,
+/// so the log stays small whether or not any node reads it. Best effort:
+/// a failure is logged (the next one tries again).
+async fn prune_log(sql: &Sql, c: &mut Conn, wake: &Wake) {
+    if !wake.prune_due() {
+        return;
+    }
+    if let Err(e) = sqlx::Executor::execute(&mut *c, sql.log_prune.as_str()).await {
+        tracing::debug!(backend = NAME, error = %e, "release log prune failed");
+    }
 }
 
 /// Close by the backend's own calls, as [`release_on`]: one
@@ -1248,11 +1376,14 @@ async fn close_on(
     }
     let freed = !held.is_empty();
     wake.freed(held);
+    if freed {
+        prune_log(sql, c, wake).await;
+    }
     if kicks {
         // The node may be ending: a wake-up is not left to its waker (this
         // one, or one asked for by a release just before).
         if freed || wake.kick_pending() {
-            kick_on(&wake.without_self(&sql.kick), c, mariadb).await;
+            kick_on(&wake.without_self(&sql.kick), c).await;
         }
     } else if !mariadb {
         wake_sleepers(c, &sleeper_ids(&results).map_err(get)?).await;
@@ -1333,7 +1464,7 @@ impl MysqlBackend {
     /// changed. Without a waker on this node the members learn the join at
     /// their next renewal.
     fn joined(&self, _group: &LeaseName) {
-        if self.wake.listen {
+        if self.wake.listen && self.sql.kills {
             self.wake.request_kick();
         }
     }
@@ -1366,18 +1497,30 @@ impl MysqlBackend {
                     hex_id(*session),
                     name.as_str()
                 ),
+                // The release and its log row (S4.2), if it freed the
+                // lease.
                 Command::Release {
                     session,
                     name,
                     token,
                     ..
-                } => format!(
-                    "UPDATE {leases} SET session = NULL, acquired_us = NULL \
-                     WHERE session = X'{}' AND name = '{}' AND token = {}",
-                    hex_id(*session),
-                    name.as_str(),
-                    crate::sql::token_column(NAME, *token)?
-                ),
+                } => {
+                    let (id, token) = (
+                        format!("X'{}'", hex_id(*session)),
+                        crate::sql::token_column(NAME, *token)?.to_string(),
+                    );
+                    let log = self
+                        .sql
+                        .log_release
+                        .replace(RENEW_ID, &id)
+                        .replace("@name@", name.as_str())
+                        .replace("@token@", &token);
+                    format!(
+                        "UPDATE {leases} SET session = NULL, acquired_us = NULL \
+                         WHERE session = {id} AND name = '{}' AND token = {token}; {log}",
+                        name.as_str(),
+                    )
+                }
                 // Nothing to run (S4.5).
                 Command::Withdraw { .. } => continue,
                 other => return Err(crate::sql::not_in_batch(NAME, other)),
@@ -1528,10 +1671,11 @@ impl MysqlBackend {
             }
         };
         if !freed.is_empty() {
-            if !(self.wake.kicks() && self.wake.request_kick()) {
-                kick_on(&self.wake.without_self(&self.sql.kick), c, self.mariadb).await;
+            if self.sql.kills && !(self.wake.kicks() && self.wake.request_kick()) {
+                kick_on(&self.wake.without_self(&self.sql.kick), c).await;
             }
             self.wake.freed(freed);
+            prune_log(&self.sql, c, &self.wake).await;
         }
         Some(replies)
     }
@@ -1728,8 +1872,12 @@ impl Backend for MysqlBackend {
             self.wake.subscribed.store(true, Ordering::Relaxed);
             // One request waits at most: it covers every release committed
             // before the waker takes it.
+            // MySQL: the waker wakes the others for its node (MariaDB's
+            // wakers are not woken, `Sql::sleep_stmt`).
             let (kick, kicks) = futures::channel::mpsc::channel(0);
-            *self.wake.kick.lock().unwrap_or_else(|p| p.into_inner()) = Some(kick);
+            if self.sql.kills {
+                *self.wake.kick.lock().unwrap_or_else(|p| p.into_inner()) = Some(kick);
+            }
             let (nudge, nudges) = futures::channel::mpsc::channel(0);
             *self.wake.nudge.lock().unwrap_or_else(|p| p.into_inner()) = Some(nudge);
             let waker = Waker {
@@ -1753,7 +1901,9 @@ impl Backend for MysqlBackend {
                 group_free: BTreeSet::new(),
                 watch: None,
                 members: BTreeMap::new(),
-                mariadb: self.mariadb,
+                log_after: None,
+                log_gaps: BTreeMap::new(),
+                heard: HashMap::new(),
             };
             let stream = futures::stream::unfold(waker, |mut w| async move {
                 loop {
@@ -1842,8 +1992,8 @@ struct Waker {
     kick_conn: Option<sqlx::MySqlConnection>,
     /// The wake-up running on that connection (it holds the connection
     /// meanwhile), and how many requests it covers: it runs beside the
-    /// waker's own sleep and reads, so a wake-up that stalls (a MariaDB
-    /// `KILL QUERY` can take 2 s, see [`Waker::start_kick`]) never delays
+    /// waker's own sleep and reads, so a wake-up that stalls (see
+    /// [`Waker::start_kick`]) never delays
     /// what the node hears.
     kicking: Option<(Kicking, u64)>,
     /// A request came while a wake-up ran: one more after it.
@@ -1859,12 +2009,23 @@ struct Waker {
     /// The groups its node's sessions joined, with the fingerprint of
     /// their members at the last read.
     members: BTreeMap<String, String>,
-    /// The scope of the last read and the fingerprint of its free leases
-    /// then (`Sql::sleep_stmt`; `None` if it watches none or the
-    /// fingerprint could not be read); `None` before a read or if it
-    /// failed.
-    watch: Option<(Scope, Option<String>)>,
-    mariadb: bool,
+    /// The scope of the last read, and the query of its fingerprint
+    /// (`Sql::fingerprint`) with the value it had then (`Sql::sleep_stmt`;
+    /// `None` if it watches none or the fingerprint could not be read);
+    /// `None` before a read or if it failed.
+    watch: Option<(Scope, Option<(String, String)>)>,
+    /// The release log's last `seq` read (`None`: not read yet; the first
+    /// read takes the latest, as releases before it count only if their
+    /// lease is still free).
+    log_after: Option<i64>,
+    /// The `seq`s at or below `log_after` that no read found yet, and when
+    /// each was first missed: a release that took one may not have
+    /// committed (a `seq` is taken at the insert, and seen at the commit);
+    /// read again for [`LOG_GAP_MS`].
+    log_gaps: BTreeMap<i64, Instant>,
+    /// Per lease, the latest token whose end the waker yielded: a release
+    /// read both in the log and as a free lease is yielded once.
+    heard: HashMap<String, i64>,
 }
 
 /// The waker's second connection, which interrupts the other nodes'
@@ -1893,14 +2054,11 @@ impl Waker {
     /// node's own (its node's freed names reach it through `Wake::freed`),
     /// on a connection of its own: every release that committed before
     /// this runs is covered; a request while one runs starts one more after
-    /// it. On MariaDB a `KILL QUERY` of a sleeping statement stalls 2 s
-    /// when another `SLEEP` starts or ends at that moment (the server's kill
-    /// retries its lock on the sleeps' one mutex for 2 s while the woken
-    /// sleep waits for the killer), so it never runs on the pooled
+    /// it. MySQL only (MariaDB's wakers are not interrupted: a `KILL QUERY`
+    /// there stalled 2 s, [`Sql::sleep_stmt`]). It never runs on the pooled
     /// connection that renewals wait for, and it runs beside the waker's
-    /// own sleep and reads: a joiner whose join's wake-up stalled heard no
-    /// release for 2 s while the old members released its partitions. A
-    /// failure is logged (a wake is only a hint).
+    /// own sleep and reads, so a wake-up that stalls never delays what the
+    /// node hears. A failure is logged (a wake is only a hint).
     fn start_kick(&mut self) {
         Self::take_all(&mut self.kicks);
         if self.kicking.is_some() {
@@ -1911,7 +2069,6 @@ impl Waker {
         let conn = self.kick_conn.take();
         let opts = self.opts.clone();
         let kick = self.wake.without_self(&self.sql.kick);
-        let mariadb = self.mariadb;
         let run = async move {
             let mut conn = match conn {
                 Some(c) => Some(c),
@@ -1924,7 +2081,7 @@ impl Waker {
                 },
             };
             if let Some(c) = conn.as_mut() {
-                if !kick_on(&kick, c, mariadb).await {
+                if !kick_on(&kick, c).await {
                     conn = None;
                 }
             }
@@ -2018,9 +2175,7 @@ impl Waker {
             // since, a session opened or closed): read again first.
             let scope = Scope::of(&self.wake);
             let watch = match &self.watch {
-                Some((read, fp)) if *read == scope => fp
-                    .clone()
-                    .and_then(|fp| Some((self.sql.fingerprint(&scope)?, fp))),
+                Some((read, fp)) if *read == scope => fp.clone(),
                 _ => {
                     self.woken = true;
                     return;
@@ -2170,12 +2325,9 @@ impl Waker {
 
     /// Queues the name of each group whose members changed since the last
     /// read (S10.5: its members renew at once); a group first read is not
-    /// announced (its node's own session just joined it).
-    fn members_changed(&mut self, rows: Vec<sqlx::mysql::MySqlRow>) {
-        let now: BTreeMap<String, String> = rows
-            .into_iter()
-            .filter_map(|r| Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?)))
-            .collect();
+    /// announced (its node's own session just joined it). `now`: each
+    /// group its node's sessions joined, with its members' fingerprint.
+    fn members_changed(&mut self, now: BTreeMap<String, String>) {
         for (group, fp) in &now {
             let changed = self.members.get(group).is_some_and(|before| before != fp);
             if changed {
@@ -2189,26 +2341,140 @@ impl Waker {
         self.members = now;
     }
 
+    /// Queues `name` as freed from the term of `token`, unless that term's
+    /// end (or a later one's) was yielded already.
+    fn yield_freed(&mut self, name: &str, token: i64) {
+        if self.heard.get(name).is_some_and(|t| *t >= token) {
+            return;
+        }
+        if self.heard.len() >= HEARD_MAX {
+            self.heard.clear();
+        }
+        self.heard.insert(name.to_owned(), token);
+        if let Ok(name) = LeaseName::new(name) {
+            if !self.pending.contains(&name) {
+                self.pending.push_back(name);
+            }
+        }
+    }
+
+    /// The release log's rows of this read (`seq`, name, token, session),
+    /// oldest first: queues each release by another node of a name it
+    /// waits for or of a partition of a group in `groups`, and moves
+    /// `log_after` and the missing `seq`s on (`Waker::log_gaps`).
+    fn read_log(
+        &mut self,
+        after: i64,
+        rows: Vec<sqlx::mysql::MySqlRow>,
+        groups: &BTreeMap<String, String>,
+    ) {
+        if rows.len() >= LOG_READ_MAX {
+            self.woken = true;
+        }
+        let own: BTreeSet<String> = self
+            .wake
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let waited: BTreeSet<String> = self.wake.waited().into_iter().collect();
+        let mut seen = BTreeSet::new();
+        for row in rows {
+            let (Ok(seq), Ok(name), Ok(token), Ok(session)) = (
+                row.try_get::<i64, _>(0),
+                row.try_get::<String, _>(1),
+                row.try_get::<i64, _>(2),
+                row.try_get::<Vec<u8>, _>(3),
+            ) else {
+                continue;
+            };
+            seen.insert(seq);
+            self.log_gaps.remove(&seq);
+            let by: String = session.iter().map(|b| format!("{b:02x}")).collect();
+            let ours = waited.contains(&name)
+                || name
+                    .rsplit_once(":p")
+                    .is_some_and(|(group, _)| groups.contains_key(group));
+            if ours && !own.contains(&by) {
+                self.yield_freed(&name, token);
+            }
+        }
+        // The `seq`s skipped (the latest ones, if more than the gaps kept).
+        let last = seen.last().copied().unwrap_or(after).max(after);
+        let now = Instant::now();
+        let from = (after + 1).max(last - i64::try_from(LOG_GAPS_MAX).unwrap_or(i64::MAX));
+        for seq in from..last {
+            if !seen.contains(&seq) {
+                self.log_gaps.entry(seq).or_insert(now);
+            }
+        }
+        let keep = Duration::from_millis(LOG_GAP_MS);
+        self.log_gaps.retain(|_, at| now.duration_since(*at) < keep);
+        while self.log_gaps.len() > LOG_GAPS_MAX {
+            self.log_gaps.pop_first();
+        }
+        self.log_after = Some(last);
+    }
+
+    /// The missing `seq`s of the release log, as a list (`-1` if none).
+    fn gaps(&self) -> String {
+        if self.log_gaps.is_empty() {
+            "-1".to_owned()
+        } else {
+            self.log_gaps
+                .keys()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+    }
+
     /// After a wake: reads which waited names, and which partitions of its
-    /// node's groups, are free, and queues the waited ones and the
-    /// partitions newly free since the last read; keeps the fingerprint of
-    /// what it watches, read first (a release between the two reads is
-    /// then read and also makes the next sleep return at once: one read
-    /// more, never one missed).
+    /// node's groups, are free, and the release log since the last read;
+    /// queues the releases by other nodes that the log lists, oldest first
+    /// (the order every node reads), then the waited names and partitions
+    /// newly free since the last read that the log did not list (a lease
+    /// whose holder expired, or one freed since the log's read); keeps the
+    /// fingerprint of what it watches, read first (a release between the
+    /// two reads is then read and also makes the next sleep return at
+    /// once: one read more, never one missed).
     async fn read_free(&mut self) {
         self.watch = None;
-        let Some(conn) = self.conn.as_mut() else {
+        if self.conn.is_none() {
             return;
-        };
+        }
         let scope = Scope::of(&self.wake);
-        let Some(fingerprint) = self.sql.fingerprint(&scope) else {
-            self.waited_free.clear();
-            self.group_free.clear();
-            self.members.clear();
-            self.watch = Some((scope, None));
-            return;
+        let log_after = match self.log_after {
+            Some(after) => after,
+            None => {
+                // The first read: from the log's latest `seq` (a release
+                // before it counts only if its lease is still free).
+                let Some(conn) = self.conn.as_mut() else {
+                    return;
+                };
+                match sqlx::query_scalar::<_, i64>(&self.sql.log_last)
+                    .fetch_one(conn)
+                    .await
+                {
+                    Ok(last) => {
+                        self.log_after = Some(last);
+                        last
+                    }
+                    Err(e) if is_interrupted(&e) => {
+                        self.woken = true;
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::debug!(backend = NAME, error = %e, "release waker failed");
+                        self.lose_conn();
+                        return;
+                    }
+                }
+            }
         };
-        let mut stmts = vec![fingerprint];
+        let gaps = self.gaps();
+        let fingerprint = self.sql.fingerprint(&scope, log_after, &gaps);
+        let mut stmts = vec![fingerprint.clone()];
         if !scope.names.is_empty() {
             stmts.push(self.sql.free.replace("@names@", &scope.names));
         }
@@ -2220,51 +2486,67 @@ impl Waker {
                     .replace("@sessions@", &scope.sessions),
             );
         }
+        // Last: a release that commits after the free leases' read is in
+        // the log's.
+        stmts.push(
+            self.sql
+                .log_read
+                .replace("@after@", &log_after.to_string())
+                .replace("@gaps@", &gaps),
+        );
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
         match run_multi(conn, &stmts.join("; ")).await {
             Ok(results) => {
                 let mut rows = results.into_iter().map(|(_, rows)| rows);
                 let fp = rows
                     .next()
                     .and_then(|r| r.first().and_then(|r| r.try_get::<String, _>(0).ok()));
-                // Only the names free since the last read: one still free
+                let pairs = |rows: Vec<sqlx::mysql::MySqlRow>| -> BTreeSet<(String, i64)> {
+                    rows.into_iter()
+                        .filter_map(|r| Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?)))
+                        .collect()
+                };
+                let waited_free = if scope.names.is_empty() {
+                    BTreeSet::new()
+                } else {
+                    pairs(rows.next().unwrap_or_default())
+                };
+                let (group_free, groups) = if scope.sessions.is_empty() {
+                    (BTreeSet::new(), BTreeMap::new())
+                } else {
+                    let free = pairs(rows.next().unwrap_or_default());
+                    let groups: BTreeMap<String, String> = rows
+                        .next()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter_map(|r| Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?)))
+                        .collect();
+                    (free, groups)
+                };
+                self.read_log(log_after, rows.next().unwrap_or_default(), &groups);
+                // Only the leases free since the last read: one still free
                 // was yielded then (a joiner of 1,000 partitions waits for
                 // hundreds, and yielding every free one at every wake
                 // flooded its engine until its renewals starved). One taken
                 // and freed again since has a later token: it is newly free
                 // (a member that joined and left between two reads frees
                 // the partitions the last read found free).
-                let mut newly =
-                    |rows: Vec<sqlx::mysql::MySqlRow>, last: &mut BTreeSet<(String, i64)>| {
-                        let free: BTreeSet<(String, i64)> = rows
-                            .into_iter()
-                            .filter_map(|r| {
-                                Some((r.try_get::<String, _>(0).ok()?, r.try_get(1).ok()?))
-                            })
-                            .collect();
-                        for (n, _) in free.difference(last) {
-                            if let Ok(name) = LeaseName::new(n) {
-                                if !self.pending.contains(&name) {
-                                    self.pending.push_back(name);
-                                }
-                            }
-                        }
-                        *last = free;
-                    };
-                if scope.names.is_empty() {
-                    self.waited_free.clear();
-                } else {
-                    newly(rows.next().unwrap_or_default(), &mut self.waited_free);
+                let newly: Vec<(String, i64)> = waited_free
+                    .difference(&self.waited_free)
+                    .chain(group_free.difference(&self.group_free))
+                    .cloned()
+                    .collect();
+                for (n, t) in newly {
+                    self.yield_freed(&n, t);
                 }
-                if scope.sessions.is_empty() {
-                    self.group_free.clear();
-                    self.members.clear();
-                } else {
-                    newly(rows.next().unwrap_or_default(), &mut self.group_free);
-                    self.members_changed(rows.next().unwrap_or_default());
-                }
+                self.waited_free = waited_free;
+                self.group_free = group_free;
+                self.members_changed(groups);
                 // A fingerprint that cannot be read: the next sleep is a
                 // plain one.
-                self.watch = Some((scope, fp));
+                self.watch = Some((scope, fp.map(|fp| (fingerprint, fp))));
             }
             // An interruption meant for the sleep before (MariaDB, error
             // 1317): the connection is fine; read again.

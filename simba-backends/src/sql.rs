@@ -256,6 +256,8 @@ pub(crate) const LEASE_COLUMNS: &[&str] = &["name", "session", "token", "acquire
 pub(crate) const MEMBER_COLUMNS: &[&str] = &["name", "session"];
 /// The columns of the schedule slots table (S11.1).
 pub(crate) const SLOT_COLUMNS: &[&str] = &["name", "slot"];
+/// The columns of the release log (MySQL / MariaDB, S4.2).
+pub(crate) const RELEASE_COLUMNS: &[&str] = &["seq", "name", "token", "session", "at_us"];
 
 /// Builds an [`Inspection`] lease row.
 pub(crate) fn lease_info(
@@ -595,7 +597,9 @@ pub(crate) fn acquire_version(src: &str, mark: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// The names of Simba's four tables under one table prefix.
+/// The names of Simba's tables under one table prefix: four on every SQL
+/// backend, and on MySQL / MariaDB a fifth, the release log its wakers
+/// read (S4.2).
 #[derive(Clone, Debug)]
 pub(crate) struct Tables {
     pub(crate) prefix: String,
@@ -603,6 +607,8 @@ pub(crate) struct Tables {
     pub(crate) leases: String,
     pub(crate) members: String,
     pub(crate) slots: String,
+    /// The release log (MySQL / MariaDB only).
+    pub(crate) releases: Option<String>,
 }
 
 impl Tables {
@@ -613,21 +619,40 @@ impl Tables {
             leases: format!("{prefix}leases"),
             members: format!("{prefix}members"),
             slots: format!("{prefix}slots"),
+            releases: None,
+        }
+    }
+
+    /// The four tables and the release log.
+    #[cfg(feature = "mysql")]
+    pub(crate) fn with_release_log(prefix: &str) -> Tables {
+        Tables {
+            releases: Some(format!("{prefix}releases")),
+            ..Tables::new(prefix)
         }
     }
 
     /// Each table with the columns Simba gives it.
-    fn with_columns(&self) -> [(&str, &'static [&'static str]); 4] {
-        [
-            (&self.sessions, SESSION_COLUMNS),
-            (&self.leases, LEASE_COLUMNS),
-            (&self.members, MEMBER_COLUMNS),
-            (&self.slots, SLOT_COLUMNS),
-        ]
+    fn with_columns(&self) -> Vec<(&str, &'static [&'static str])> {
+        let mut all = vec![
+            (self.sessions.as_str(), SESSION_COLUMNS),
+            (self.leases.as_str(), LEASE_COLUMNS),
+            (self.members.as_str(), MEMBER_COLUMNS),
+            (self.slots.as_str(), SLOT_COLUMNS),
+        ];
+        if let Some(r) = &self.releases {
+            all.push((r.as_str(), RELEASE_COLUMNS));
+        }
+        all
     }
 
-    /// The DDL that drops the four tables (the group members and schedule
-    /// slots first).
+    /// How many tables there are.
+    pub(crate) fn count(&self) -> usize {
+        4 + usize::from(self.releases.is_some())
+    }
+
+    /// The DDL that drops the tables (the group members, schedule slots
+    /// and release log first).
     #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn drop_sql(&self) -> String {
         let Tables {
@@ -635,26 +660,36 @@ impl Tables {
             leases,
             members,
             slots,
+            releases,
             ..
         } = self;
-        format!("DROP TABLE IF EXISTS {members}, {slots}, {leases}, {sessions}")
+        let log = releases
+            .as_ref()
+            .map(|r| format!("{r}, "))
+            .unwrap_or_default();
+        format!("DROP TABLE IF EXISTS {log}{members}, {slots}, {leases}, {sessions}")
     }
 
     /// The error of a backend started without DDL whose tables are not
     /// all there; `dir` names the backend's migration files.
     pub(crate) fn missing(&self, backend: &str, dir: &str) -> BackendError {
+        let names: Vec<String> = self
+            .with_columns()
+            .iter()
+            .map(|(t, _)| format!("`{t}`"))
+            .collect();
         BackendError::new(
             BackendErrorKind::Rejected,
             format!(
-                "{backend}: some of the tables `{}`, `{}`, `{}`, `{}` are missing: create them \
+                "{backend}: some of the tables {} are missing: create them \
                  (migrations/{dir}/*.sql) or allow create_schema",
-                self.sessions, self.leases, self.members, self.slots
+                names.join(", ")
             ),
         )
     }
 }
 
-/// How many of Simba's tables there are.
+/// How many tables PostgreSQL and SQLite have.
 pub(crate) const TABLES: usize = 4;
 
 /// The statements that every SQL backend runs through its [`Skeleton`],
@@ -845,7 +880,7 @@ where
     /// The error of a backend started without DDL whose tables are not all
     /// there (unless they all are).
     pub(crate) async fn require_tables(&self, pool: &sqlx::Pool<DB>) -> Result<(), BackendError> {
-        if self.check_tables(pool).await? < TABLES {
+        if self.check_tables(pool).await? < self.t.count() {
             return Err(self.t.missing(self.name, self.name));
         }
         Ok(())
@@ -880,7 +915,7 @@ where
         state: AcquireRoutine,
         routine: &str,
     ) -> Result<Option<AcquireRoutine>, BackendError> {
-        if self.check_tables(pool).await? == TABLES && state.usable() {
+        if self.check_tables(pool).await? == self.t.count() && state.usable() {
             return Ok(None);
         }
         if state == AcquireRoutine::Foreign {
