@@ -57,7 +57,8 @@
 //!   revision, so the read sees the place). First → `Won`; else `Held` by
 //!   the first place's session with its revision as the token, and the
 //!   place stays, with the places before it recorded. Otherwise `Expired`.
-//! * **the watch** (one per backend, on `P/q/`, deletes only)
+//! * **the watch** (one per backend, on `P/q/`) keeps the places it saw
+//!   created, by `create_revision`, and
 //!   strikes every deleted place from the waiting places this client
 //!   records, and only then announces the name to the release broadcast's
 //!   subscribers (S4.2), so the woken candidate's acquire answers `Won`
@@ -98,7 +99,7 @@
 //! backend is dropped.
 
 use crate::etcd_queue::{judge, split_place, strike, Entry, Struck, Waiting};
-use crate::queue::{HOLDER_FRESH, MAX_HOLDERS};
+use crate::queue::{Queues, HOLDER_FRESH, MAX_HOLDERS};
 use crate::{check_lease_duration, check_prefix, redact, Backend, BackendConfig, Inspection};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, LeaseKeepAliveStream,
@@ -396,6 +397,8 @@ struct Inner {
     /// client read it (suffix, when read), see [`track`]: locked after
     /// `tracker`, never before.
     holders: Mutex<HashMap<String, (String, Instant)>>,
+    /// The places the watch saw created and not yet deleted ([`Queues`]).
+    queues: Mutex<Queues>,
     /// The first revision the running watch delivers every deletion from
     /// (`i64::MAX` while none runs): a holder read at an older revision
     /// may have been deleted unseen, and is not recorded.
@@ -603,6 +606,7 @@ impl EtcdBackend {
                 local: Mutex::new(HashMap::new()),
                 tracker: Mutex::new(Tracker::default()),
                 holders: Mutex::new(HashMap::new()),
+                queues: Mutex::new(Queues::default()),
                 watch_from: std::sync::atomic::AtomicI64::new(i64::MAX),
                 tracker_start: futures::lock::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
@@ -1911,10 +1915,11 @@ async fn track(
                     r.header().map(|h| h.revision()).unwrap_or(0) + 1
                 }
             };
+            // Puts too: the places created, so that a deletion of one
+            // behind another is known as a withdraw ([`Queues`]).
             let opts = WatchOptions::new()
                 .with_range(end.clone())
-                .with_start_revision(from)
-                .with_filters([WatchFilterType::NoPut]);
+                .with_start_revision(from);
             let mut stream = client.watch(q_pre.clone(), Some(opts)).await?;
             // Wait for the "created" reply: from here on, no delete is missed.
             created(&mut stream).await?;
@@ -1986,6 +1991,9 @@ async fn track(
                         // re-read the queue at their next acquire).
                         if resp.compact_revision() > 0 {
                             next_rev = None;
+                            if let Some(inner) = inner.upgrade() {
+                                lock(&inner.queues).clear();
+                            }
                         }
                         break;
                     }
@@ -1995,6 +2003,13 @@ async fn track(
                         let Some(kv) = ev.kv() else { continue };
                         next_rev = Some(kv.mod_revision() + 1);
                         if ev.event_type() != EventType::Delete {
+                            let place = kv
+                                .key()
+                                .strip_prefix(q_pre.as_bytes())
+                                .and_then(split_place);
+                            if let Some((n, suffix)) = place {
+                                lock(&inner.queues).created(n, suffix, kv.create_revision());
+                            }
                             continue;
                         }
                         let key = kv.key();
@@ -2041,16 +2056,20 @@ async fn track(
                             // the partition (S10.2): they asked again for
                             // partitions a live member held, and free ones
                             // stayed unowned.
+                            // A place the watch saw created stands before
+                            // it: a withdraw too ([`Queues`]).
+                            let behind = lock(&inner.queues).deleted(n, suffix);
                             let mut holders = lock(&inner.holders);
-                            let frees = match holders.get(n) {
-                                Some((h, at)) if at.elapsed() < HOLDER_FRESH && h != suffix => {
-                                    false
-                                }
-                                _ => {
-                                    holders.remove(n);
-                                    true
-                                }
-                            };
+                            let frees = !behind
+                                && match holders.get(n) {
+                                    Some((h, at)) if at.elapsed() < HOLDER_FRESH && h != suffix => {
+                                        false
+                                    }
+                                    _ => {
+                                        holders.remove(n);
+                                        true
+                                    }
+                                };
                             drop(holders);
                             if !frees && !unblocked {
                                 continue;

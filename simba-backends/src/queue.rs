@@ -107,6 +107,68 @@ pub(crate) const HOLDER_FRESH: Duration = Duration::from_secs(60);
 /// At most this many names' holders are remembered (then forgotten at once).
 pub(crate) const MAX_HOLDERS: usize = 65_536;
 
+/// At most this many places are remembered by [`Queues`] (then all are
+/// forgotten at once, and every deletion is announced until the queues
+/// are seen again).
+pub(crate) const MAX_QUEUED: usize = 262_144;
+
+/// The places the watch saw created and not yet deleted, per name, with
+/// their order in the queue (ZooKeeper: the child's sequence number; etcd:
+/// the place's create revision), so that a deletion of a place that stands
+/// behind another is known as a waiter withdrawing, not a release (S4.2),
+/// even by a node that never read the name's queue. A place whose creation
+/// the watch did not see (made before it ran, or while it was down) is
+/// older than every place it saw: its deletion may free the lease.
+///
+/// Without it, a member's withdraw of a partition's acquire reached every
+/// member that had not read that partition's holder as a release: a
+/// partition named again after another member had won it moved to the end
+/// of their lists of a leave's releases, the members split the leave
+/// differently (S10.2), and a few partitions of a 1,000-partition leave
+/// waited a renewal period (ZooKeeper and etcd, issue 30).
+#[derive(Debug, Default)]
+pub(crate) struct Queues {
+    by_name: std::collections::HashMap<String, std::collections::BTreeMap<String, i64>>,
+    len: usize,
+}
+
+impl Queues {
+    /// The watch saw place `id` of `name` created, at `order`.
+    pub(crate) fn created(&mut self, name: &str, id: &str, order: i64) {
+        if self.len >= MAX_QUEUED {
+            self.clear();
+        }
+        let q = self.by_name.entry(name.to_owned()).or_default();
+        if q.insert(id.to_owned(), order).is_none() {
+            self.len += 1;
+        }
+    }
+
+    /// The watch saw place `id` of `name` deleted: whether a place the watch
+    /// saw created stands before it (so its deletion frees nothing). A place
+    /// whose creation it did not see may have been the first: `false`.
+    pub(crate) fn deleted(&mut self, name: &str, id: &str) -> bool {
+        let Some(q) = self.by_name.get_mut(name) else {
+            return false;
+        };
+        let Some(order) = q.remove(id) else {
+            return false;
+        };
+        self.len -= 1;
+        let behind = q.values().any(|&o| o < order);
+        if q.is_empty() {
+            self.by_name.remove(name);
+        }
+        behind
+    }
+
+    /// Forgets every place (the watch may have missed events).
+    pub(crate) fn clear(&mut self) {
+        self.by_name.clear();
+        self.len = 0;
+    }
+}
+
 /// How many recent deletions of places the watch remembers, and for how
 /// long, so a listing that crossed a deletion is judged without it.
 const DELETED_KEPT: usize = 65_536;
@@ -261,6 +323,27 @@ pub(crate) use queue_backend_common;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_place_behind_another_seen_frees_nothing_and_an_unseen_one_may() {
+        let mut q = Queues::default();
+        // A place made before the watch ran: its deletion may free the lease.
+        assert!(!q.deleted("n", "old"));
+        q.created("n", "a", 5);
+        q.created("n", "b", 7);
+        q.created("m", "c", 6);
+        // `b` stands behind `a`: a waiter withdrawing.
+        assert!(q.deleted("n", "b"));
+        // `a` was the first the watch saw: a release.
+        assert!(!q.deleted("n", "a"));
+        // Another name's places do not count; a second deletion is unseen.
+        assert!(!q.deleted("m", "c"));
+        assert!(!q.deleted("m", "c"));
+        q.created("n", "d", 9);
+        q.clear();
+        assert!(!q.deleted("n", "d"));
+        assert_eq!(q.len, 0);
+    }
 
     fn p(order: u32, id: &str, whose: Whose) -> Place<u32, String> {
         Place {

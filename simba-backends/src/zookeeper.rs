@@ -49,7 +49,7 @@
 //! last renewal was sent; ZooKeeper's own expiry (a dead or partitioned
 //! process) ends it too. See `docs/BACKENDS.md`.
 
-use crate::queue::{HOLDER_FRESH, MAX_HOLDERS};
+use crate::queue::{Queues, HOLDER_FRESH, MAX_HOLDERS};
 use crate::zookeeper_queue::{judge, parse_place, place_prefix, QueueView};
 use crate::zookeeper_tls::Tls;
 use crate::{check_lease_duration, check_prefix, Backend, BackendConfig, Inspection};
@@ -116,6 +116,8 @@ struct Inner {
     /// backend read it (child, when read), see [`track`]: locked after
     /// `tracker`, never before.
     holders: Mutex<HashMap<String, (String, Instant)>>,
+    /// The places the watch saw created and not yet deleted ([`Queues`]).
+    queues: Mutex<Queues>,
     /// Counts the watch's starts and ends: a listing read while the same
     /// watch ran throughout has every later deletion delivered.
     watch_epoch: AtomicU64,
@@ -452,6 +454,7 @@ impl ZkBackend {
                 sessions: Mutex::new(HashMap::new()),
                 tracker: Mutex::new(Tracker::default()),
                 holders: Mutex::new(HashMap::new()),
+                queues: Mutex::new(Queues::default()),
                 watch_epoch: AtomicU64::new(0),
                 tracker_start: futures::lock::Mutex::new(()),
                 tracker_stop: Mutex::new(None),
@@ -1283,6 +1286,21 @@ async fn track(
             continue;
         }
         match event.event_type {
+            zk::EventType::NodeCreated => {
+                // A place of `<root>/leases/<name>`: its sequence number
+                // orders it in the name's queue.
+                let prefix = format!("{}/", inner.leases_dir);
+                let place = event
+                    .path
+                    .strip_prefix(&prefix)
+                    .and_then(|r| r.split_once('/'))
+                    .filter(|(_, child)| !child.contains('/'))
+                    .and_then(|(n, child)| Some((n, child, parse_place(child)?.1)));
+                if let Some((n, child, seq)) = place {
+                    let order = i64::try_from(seq).unwrap_or(i64::MAX);
+                    lock(&inner.queues).created(n, child, order);
+                }
+            }
             zk::EventType::NodeDeleted => {
                 let prefix = format!("{}/", inner.leases_dir);
                 let Some((n, child)) = event
@@ -1304,14 +1322,17 @@ async fn track(
                     }
                 }
                 // A deletion frees the lease only if it deletes the holding
-                // child. While the holder an acquire read still stands first
-                // (no child can appear before it), deleting another child, a
-                // waiter withdrawing, frees nothing: not announced (S4.2).
+                // child. A child the watch saw created stands before it, or
+                // the holder an acquire read still stands first (no child
+                // can appear before it): deleting another child, a waiter
+                // withdrawing, frees nothing: not announced (S4.2).
                 // Announced, a withdraw by any member of a group cleared the
                 // other members' marks of the partition (S10.2): they asked
                 // again for partitions a live member held, and free ones
-                // stayed unowned.
-                let frees = {
+                // stayed unowned; and a member that had read no holder heard
+                // it as a release and split a leave differently ([`Queues`]).
+                let behind = lock(&inner.queues).deleted(n, child);
+                let frees = !behind && {
                     let mut holders = lock(&inner.holders);
                     match holders.get(n) {
                         Some((h, at)) if at.elapsed() < HOLDER_FRESH && h != child => false,
@@ -1328,6 +1349,11 @@ async fn track(
                     lock(&inner.tracker).announce(&[name]);
                 }
             }
+            zk::EventType::Session if !event.session_state.is_terminated() => {
+                // Disconnected or connected again: creations and deletions
+                // may have been missed meanwhile.
+                lock(&inner.queues).clear();
+            }
             zk::EventType::Session if event.session_state.is_terminated() => {
                 // The subscribers' streams end; they subscribe again.
                 // Deletions may be missed from here on: every deletion is
@@ -1336,6 +1362,7 @@ async fn track(
                 tracker.stopped();
                 inner.watch_epoch.fetch_add(1, Ordering::SeqCst);
                 lock(&inner.holders).clear();
+                lock(&inner.queues).clear();
                 return;
             }
             _ => {}

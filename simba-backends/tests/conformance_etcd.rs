@@ -35,6 +35,24 @@ async fn etcd_announces_a_join() {
     factory.cleanup().await;
 }
 
+/// S4.2 on etcd: a waiter's withdraw is no release to a node that never
+/// read the name's queue (the watch saw the places put).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_does_not_announce_a_withdraw() {
+    use simba_backends::testkit::Factory;
+    if !etcd_available().await {
+        return;
+    }
+    let factory = EtcdFactory { tag: tag() };
+    let (a, b, c) = (
+        factory.connect("echo").await.unwrap(),
+        factory.connect("echo").await.unwrap(),
+        factory.connect("echo").await.unwrap(),
+    );
+    check_withdraw_not_announced(&a, &b, &c).await;
+    factory.cleanup().await;
+}
+
 /// Outside tokio the backend runs its calls on a runtime thread of its own;
 /// the release stream is polled by async-std.
 #[test]

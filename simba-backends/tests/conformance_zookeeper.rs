@@ -96,6 +96,23 @@ async fn zookeeper_announces_a_join() {
     cleanup(&factory).await;
 }
 
+/// S4.2 on ZooKeeper: a waiter's withdraw is no release to a node that
+/// never read the name's queue (the watch saw the places created).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_does_not_announce_a_withdraw() {
+    if !server_available("ZooKeeper at 127.0.0.1:2181", zk_probe().await) {
+        return;
+    }
+    let factory = ZkFactory::new();
+    let (a, b, c) = (
+        factory.connect("echo").await.unwrap(),
+        factory.connect("echo").await.unwrap(),
+        factory.connect("echo").await.unwrap(),
+    );
+    check_withdraw_not_announced(&a, &b, &c).await;
+    cleanup(&factory).await;
+}
+
 /// The same backend on async-std (zookeeper-client's async-global-executor).
 #[cfg(feature = "runtime-async-std")]
 #[test]

@@ -691,6 +691,49 @@ pub async fn check_join_announced<B: simba_backends::Backend>(a: &B, b: &B) {
     a.close_session(s).await.unwrap();
 }
 
+/// S4.2 on the backends with waiting places (ZooKeeper, etcd): a waiter
+/// that withdraws deletes its place, which frees nothing, and a node that
+/// never read the name's queue (`c`, another instance, as another process
+/// has) does not hear it as a release: the next name its subscription
+/// yields is a release made after the withdraw. Before, such echoes reached
+/// every member that had not read a partition's holder, and the members
+/// split a leave's releases differently (S10.2; issue 30).
+pub async fn check_withdraw_not_announced<B: simba_backends::Backend>(a: &B, b: &B, c: &B) {
+    use simba_core::{AcquireOutcome, LeaseName};
+    let mut hints = c
+        .subscribe_releases()
+        .await
+        .unwrap()
+        .expect("the backend broadcasts");
+    let lease = std::time::Duration::from_secs(30);
+    let (sa, sb) = (session(a, lease).await, session(b, lease).await);
+    let (n, after) = (
+        LeaseName::new("echoed").unwrap(),
+        LeaseName::new("after").unwrap(),
+    );
+    let AcquireOutcome::Won { token, .. } = a.acquire(sa, &n).await.unwrap() else {
+        panic!("{n} is not free");
+    };
+    let AcquireOutcome::Won { token: t2, .. } = a.acquire(sa, &after).await.unwrap() else {
+        panic!("{after} is not free");
+    };
+    assert!(matches!(
+        b.acquire(sb, &n).await.unwrap(),
+        AcquireOutcome::Held { .. }
+    ));
+    b.withdraw(sb, &n).await.unwrap();
+    a.release(sa, &after, t2).await.unwrap();
+    assert_eq!(
+        next_hint(&mut hints).await,
+        after,
+        "a waiter's withdraw was announced as a release"
+    );
+    a.release(sa, &n, token).await.unwrap();
+    assert_eq!(next_hint(&mut hints).await, n, "the holder's release");
+    a.close_session(sa).await.unwrap();
+    b.close_session(sb).await.unwrap();
+}
+
 /// The next name a subscription yields, within 10 s.
 pub async fn next_hint(
     hints: &mut futures::stream::BoxStream<'static, simba_core::LeaseName>,
