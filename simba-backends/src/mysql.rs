@@ -375,7 +375,7 @@ struct Sql {
     /// The release log's latest `seq` (0 if empty).
     log_last: String,
     /// How many of the release log's rows after `@after@` or among
-    /// `@gaps@` are of releases by other sessions than `@sessions@`.
+    /// `@gaps@` are of releases by other nodes.
     log_others: String,
     /// Deletes log rows older than [`LOG_KEEP_S`].
     log_prune: String,
@@ -385,7 +385,10 @@ struct Sql {
 }
 
 impl Sql {
-    fn new(prefix: &str, mariadb: bool) -> Sql {
+    /// The statements for `prefix`; `node` identifies this backend's rows
+    /// of the release log (a random id, as a session's).
+    fn new(prefix: &str, mariadb: bool, node: SessionId) -> Sql {
+        let node = format!("X'{}'", hex_id(node));
         let t = Tables::with_release_log(prefix);
         let (s, l, m, c) = (&t.sessions, &t.leases, &t.members, &t.slots);
         let r = t
@@ -415,13 +418,15 @@ impl Sql {
         // The release log (S4.2, `Waker::read_log`): a row for each
         // lease freed by a release or a close, so that a waker hears a
         // release even if the lease was taken again before its read.
+        // The row names the node (this backend) that wrote it: its own
+        // waker skips it, whichever of its sessions released.
         let log_release = format!(
-            "INSERT INTO {r} (name, token, session, at_us) \
-             SELECT '@name@', @token@, {RENEW_ID}, {NOW} FROM DUAL WHERE ROW_COUNT() > 0"
+            "INSERT INTO {r} (name, token, session, node, at_us) \
+             SELECT '@name@', @token@, {RENEW_ID}, {node}, {NOW} FROM DUAL WHERE ROW_COUNT() > 0"
         );
         let log_close = format!(
-            "INSERT INTO {r} (name, token, session, at_us) \
-             SELECT name, token, session, {NOW} FROM {l} WHERE session = {RENEW_ID}"
+            "INSERT INTO {r} (name, token, session, node, at_us) \
+             SELECT name, token, session, {node}, {NOW} FROM {l} WHERE session = {RENEW_ID}"
         );
         let close_deletes = format!(
             "SELECT CAST(name AS CHAR) FROM {l} WHERE session = {RENEW_ID}; \
@@ -548,13 +553,13 @@ impl Sql {
         Sql {
             log_release,
             log_read: format!(
-                "SELECT seq, CAST(name AS CHAR), token, session FROM {r} \
+                "SELECT seq, CAST(name AS CHAR), token, CAST(node = {node} AS SIGNED) FROM {r} \
                  WHERE seq > @after@ OR seq IN (@gaps@) ORDER BY seq LIMIT {LOG_READ_MAX}"
             ),
             log_last: format!("SELECT CAST(COALESCE(MAX(seq), 0) AS SIGNED) FROM {r}"),
             log_others: format!(
                 "SELECT COUNT(*) FROM {r} \
-                 WHERE (seq > @after@ OR seq IN (@gaps@)) AND session NOT IN (@sessions@)"
+                 WHERE (seq > @after@ OR seq IN (@gaps@)) AND node <> {node}"
             ),
             log_prune: format!(
                 "DELETE FROM {r} WHERE at_us < {NOW} - {} LIMIT 10000",
@@ -640,16 +645,10 @@ impl Sql {
             ),
             _ => "'-'".to_owned(),
         };
-        let own = if scope.sessions.is_empty() {
-            "X''"
-        } else {
-            scope.sessions.as_str()
-        };
         let log = self
             .log_others
             .replace("@after@", &after.to_string())
-            .replace("@gaps@", gaps)
-            .replace("@sessions@", own);
+            .replace("@gaps@", gaps);
         format!("SELECT CONCAT({free}, '/', {members}, '/', ({log}))")
     }
 
@@ -762,7 +761,7 @@ impl MysqlBackend {
         let mariadb = is_mariadb(&pool).await?;
         let backend = MysqlBackend {
             pool,
-            sql: Sql::new(config.table_prefix(), mariadb),
+            sql: Sql::new(config.table_prefix(), mariadb, crate::random_session_id()?),
             wake,
             mariadb,
         };
@@ -919,7 +918,11 @@ impl MysqlBackend {
         let mariadb = is_mariadb(&pool).await?;
         let backend = MysqlBackend {
             pool,
-            sql: Sql::new(options.get_table_prefix(), mariadb),
+            sql: Sql::new(
+                options.get_table_prefix(),
+                mariadb,
+                crate::random_session_id()?,
+            ),
             wake: Wake::new(true, false),
             mariadb,
         };
@@ -2371,31 +2374,24 @@ impl Waker {
         if rows.len() >= LOG_READ_MAX {
             self.woken = true;
         }
-        let own: BTreeSet<String> = self
-            .wake
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
         let waited: BTreeSet<String> = self.wake.waited().into_iter().collect();
         let mut seen = BTreeSet::new();
         for row in rows {
-            let (Ok(seq), Ok(name), Ok(token), Ok(session)) = (
+            let (Ok(seq), Ok(name), Ok(token), Ok(own)) = (
                 row.try_get::<i64, _>(0),
                 row.try_get::<String, _>(1),
                 row.try_get::<i64, _>(2),
-                row.try_get::<Vec<u8>, _>(3),
+                row.try_get::<i64, _>(3).map(|o| o != 0),
             ) else {
                 continue;
             };
             seen.insert(seq);
             self.log_gaps.remove(&seq);
-            let by: String = session.iter().map(|b| format!("{b:02x}")).collect();
             let ours = waited.contains(&name)
                 || name
                     .rsplit_once(":p")
                     .is_some_and(|(group, _)| groups.contains_key(group));
-            if ours && !own.contains(&by) {
+            if ours && !own {
                 self.yield_freed(&name, token);
             }
         }

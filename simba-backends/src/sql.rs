@@ -257,7 +257,7 @@ pub(crate) const MEMBER_COLUMNS: &[&str] = &["name", "session"];
 /// The columns of the schedule slots table (S11.1).
 pub(crate) const SLOT_COLUMNS: &[&str] = &["name", "slot"];
 /// The columns of the release log (MySQL / MariaDB, S4.2).
-pub(crate) const RELEASE_COLUMNS: &[&str] = &["seq", "name", "token", "session", "at_us"];
+pub(crate) const RELEASE_COLUMNS: &[&str] = &["seq", "name", "token", "session", "node", "at_us"];
 
 /// Builds an [`Inspection`] lease row.
 pub(crate) fn lease_info(

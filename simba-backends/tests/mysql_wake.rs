@@ -260,9 +260,41 @@ async fn s4_2_mysql_a_release_between_a_wakers_read_and_its_sleep_is_not_lost() 
     let Some((tag, prefix, admin)) = wake_setup().await else {
         return;
     };
-    let a = backend(MYSQL_URL, &tag).await;
-    let b = backend(MYSQL_URL, &tag).await;
-    let mut stream = b.subscribe_releases().await.unwrap().unwrap();
+    let mut p = paused_after_a_release(&tag, &prefix, &admin).await;
+    // The waker stands between its read and its next sleep: this release
+    // interrupts no waker of `b`.
+    p.a.release(p.sa, &p.second, p.t2).await.unwrap();
+    p.go_on.take().unwrap().send(()).unwrap();
+    let seen = p.heard_until_second(LONG).await;
+    assert!(
+        seen.contains(&p.second),
+        "the release between the waker's read and its sleep was lost: {seen:?}"
+    );
+    p.a.close_session(p.sa).await.unwrap();
+    p.b.close_session(p.sb).await.unwrap();
+    drop_mysql_tables(&tag).await;
+}
+
+/// Two nodes of one prefix: `a` held `first` and holds `second`, `b`
+/// waits for both, its stream polled throughout (as the client polls its
+/// own); `first`'s release woke `b`'s waker, which read and now stands
+/// after its read until `go_on` is sent.
+struct Paused {
+    a: MysqlBackend,
+    b: MysqlBackend,
+    sa: simba_core::SessionId,
+    sb: simba_core::SessionId,
+    first: LeaseName,
+    second: LeaseName,
+    t2: Token,
+    rx: tokio::sync::mpsc::UnboundedReceiver<LeaseName>,
+    go_on: Option<futures::channel::oneshot::Sender<()>>,
+}
+
+async fn paused_after_a_release(tag: &str, prefix: &str, admin: &sqlx::MySqlPool) -> Paused {
+    let a = backend(MYSQL_URL, tag).await;
+    let b = backend(MYSQL_URL, tag).await;
+    let stream = b.subscribe_releases().await.unwrap().unwrap();
     let first = LeaseName::new("first").unwrap();
     let second = LeaseName::new("second").unwrap();
     let sa = session(&a, LONG).await;
@@ -271,45 +303,43 @@ async fn s4_2_mysql_a_release_between_a_wakers_read_and_its_sleep_is_not_lost() 
     let t2 = won(&a, sa, &second).await;
     assert_held(&b, sb, &first).await;
     assert_held(&b, sb, &second).await;
-    // The stream is polled throughout, as the client polls its own.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let pump = tokio::spawn(async move {
-        while let Some(n) = stream.next().await {
-            if tx.send(n).is_err() {
-                break;
-            }
-        }
-    });
-    waker_sleeping(&admin, &prefix).await;
+    let rx = pump(stream);
+    waker_sleeping(admin, prefix).await;
     let (read, go_on) = b.pause_waker_after_next_read();
     a.release(sa, &first, t1).await.unwrap();
     tokio::time::timeout(LONG, read)
         .await
         .expect("the first release woke the waker and it read")
         .unwrap();
-    // The waker stands between its read and its next sleep: this release
-    // interrupts no waker of `b`.
-    a.release(sa, &second, t2).await.unwrap();
-    go_on.send(()).unwrap();
-    let mut seen = Vec::new();
-    while !seen.contains(&second) {
-        match tokio::time::timeout(LONG, rx.recv()).await {
-            Ok(Some(n)) => seen.push(n),
-            _ => break,
-        }
+    Paused {
+        a,
+        b,
+        sa,
+        sb,
+        first,
+        second,
+        t2,
+        rx,
+        go_on: Some(go_on),
     }
-    assert!(
-        seen.contains(&first),
-        "the first release reached the stream: {seen:?}"
-    );
-    assert!(
-        seen.contains(&second),
-        "the release between the waker's read and its sleep was lost: {seen:?}"
-    );
-    pump.abort();
-    a.close_session(sa).await.unwrap();
-    b.close_session(sb).await.unwrap();
-    drop_mysql_tables(&tag).await;
+}
+
+impl Paused {
+    /// What `b`'s stream yields until it yields `second` or `limit` passed;
+    /// `first` must be among it.
+    async fn heard_until_second(&mut self, limit: Duration) -> Vec<LeaseName> {
+        let until = Instant::now() + limit;
+        let mut seen = Vec::new();
+        while !seen.contains(&self.second) {
+            let left = until.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.rx.recv()).await {
+                Ok(Some(n)) => seen.push(n),
+                _ => break,
+            }
+        }
+        assert!(seen.contains(&self.first), "the first release: {seen:?}");
+        seen
+    }
 }
 
 /// Waits until `n` wakers of `prefix` sleep.
@@ -404,53 +434,26 @@ async fn s4_2_mysql_a_release_taken_again_before_the_wakers_read_is_heard() {
     let Some((tag, prefix, admin)) = wake_setup().await else {
         return;
     };
-    let a = backend(MYSQL_URL, &tag).await;
-    let b = backend(MYSQL_URL, &tag).await;
+    let mut p = paused_after_a_release(&tag, &prefix, &admin).await;
     let c = backend(MYSQL_URL, &tag).await;
-    let stream = b.subscribe_releases().await.unwrap().unwrap();
-    let first = LeaseName::new("first").unwrap();
-    let retaken = LeaseName::new("retaken").unwrap();
-    let sa = session(&a, LONG).await;
-    let sb = session(&b, LONG).await;
     let sc = session(&c, LONG).await;
-    let t1 = won(&a, sa, &first).await;
-    let t2 = won(&a, sa, &retaken).await;
-    assert_held(&b, sb, &first).await;
-    assert_held(&b, sb, &retaken).await;
-    let mut rx = pump(stream);
-    waker_sleeping(&admin, &prefix).await;
-    let (read, go_on) = b.pause_waker_after_next_read();
-    a.release(sa, &first, t1).await.unwrap();
-    tokio::time::timeout(LONG, read)
-        .await
-        .expect("the first release woke the waker and it read")
-        .unwrap();
     // While the waker stands after its read: released, and taken again by
     // another node, so no read of the free leases finds it free.
-    a.release(sa, &retaken, t2).await.unwrap();
-    let _ = won(&c, sc, &retaken).await;
-    go_on.send(()).unwrap();
-    let mut seen = Vec::new();
+    p.a.release(p.sa, &p.second, p.t2).await.unwrap();
+    let _ = won(&c, sc, &p.second).await;
+    p.go_on.take().unwrap().send(()).unwrap();
     // The waker reads again at once (its fingerprint counts the log's rows
     // of other nodes' releases); 20 s is 4,000 times its 5 ms wait between
     // two looks and twice its longest wait (10 s), so a loaded machine
     // cannot make it miss a heard release, and a lost one fails.
-    let until = Instant::now() + Duration::from_secs(20);
-    while !seen.contains(&retaken) {
-        match tokio::time::timeout(until.saturating_duration_since(Instant::now()), rx.recv()).await
-        {
-            Ok(Some(n)) => seen.push(n),
-            _ => break,
-        }
-    }
-    assert!(seen.contains(&first), "the first release: {seen:?}");
+    let seen = p.heard_until_second(Duration::from_secs(20)).await;
     assert!(
-        seen.contains(&retaken),
+        seen.contains(&p.second),
         "a release taken again before the waker's read was lost: {seen:?}"
     );
-    for s in [(&a, sa), (&b, sb), (&c, sc)] {
-        s.0.close_session(s.1).await.unwrap();
-    }
+    p.a.close_session(p.sa).await.unwrap();
+    p.b.close_session(p.sb).await.unwrap();
+    c.close_session(sc).await.unwrap();
     drop_mysql_tables(&tag).await;
 }
 
@@ -469,8 +472,8 @@ async fn mysql_the_release_log_drops_rows_older_than_a_minute() {
     // A row of two minutes ago, and one of now.
     for age_s in [120, 0] {
         sqlx::query(&format!(
-            "INSERT INTO {log} (name, token, session, at_us) \
-             VALUES ('old', 1, X'00', CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) - ?)"
+            "INSERT INTO {log} (name, token, session, node, at_us) \
+             VALUES ('old', 1, X'00', X'00', CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED) - ?)"
         ))
         .bind(age_s * 1_000_000_i64)
         .execute(&admin)
