@@ -97,8 +97,9 @@ const SESSIONS_MAX: usize = 64;
 /// Release wake-ups (S4.2; `docs/BACKENDS.md`, "MySQL / MariaDB", "Release
 /// wake-ups"): a release or close that frees a lease writes a row to the
 /// release log, in the same transaction on MariaDB. Each node's waker
-/// connection waits until the log's latest row or the membership of its
-/// groups changes: on MariaDB it reads them every [`WAKER_POLL_MS`] on the
+/// connection waits until the log has a row of another node's release
+/// that it has not read, or the membership of its groups changes: on
+/// MariaDB it reads them every [`WAKER_POLL_MS`] on the
 /// server ([`Sql::sleep_stmt`]); on MySQL it sits in a `SELECT SLEEP`
 /// recognisable by its text, which a release interrupts (every such
 /// statement of the same table prefix that its user may see and kill but
