@@ -504,6 +504,32 @@ pub(crate) fn moved_by_change(partitions: u32, before: &[SessionId], after: &[Se
         .sum()
 }
 
+/// How many partitions the change of membership from `before` to `after`
+/// moves in all: the sum of what the fair share of each member of `after`
+/// grew by, a member that joined counted from nothing (S10.2). A member
+/// takes the release broadcasts that come after it saw the change, up to
+/// that many, as the change's own hand-overs.
+pub(crate) fn moved_in_all(partitions: u32, before: &[SessionId], after: &[SessionId]) -> usize {
+    let sorted = |members: &[SessionId]| {
+        let mut v = members.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let (before, after) = (sorted(before), sorted(after));
+    after
+        .iter()
+        .enumerate()
+        .map(|(rank, s)| {
+            let now = fair_share(partitions, after.len(), rank);
+            let was = before
+                .binary_search(s)
+                .map_or(0, |r| fair_share(partitions, before.len(), r));
+            now.saturating_sub(was) as usize
+        })
+        .sum()
+}
+
 /// [`planned_by_change`] given `freed`, the [`freed_by_change`] of the
 /// change: the engine computes it again at every release broadcast, the
 /// base rule (thousands of pairs sorted with 1,000 partitions) once per

@@ -11,8 +11,8 @@ use super::{Engine, MutantKind};
 use crate::election::{Entry, Kind, LockWait, Status};
 use crate::error::{ApiError, BackendError, BackendErrorKind};
 use crate::group::{
-    freed_by_change, moved_by_change, parse_partition_name, partition_name, planned_from,
-    sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
+    freed_by_change, moved_by_change, moved_in_all, parse_partition_name, partition_name,
+    planned_from, sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
 };
 use crate::ids::{EntryId, OpId, SessionId, Token};
 use crate::name::LeaseName;
@@ -124,7 +124,11 @@ pub(super) struct Group {
     /// withdraw), each with the engine's step it came at, since the last
     /// renewal sent before it that listed the membership unchanged: the
     /// releases a membership change not yet seen may explain (S10.2).
-    pub(super) window: Vec<(u32, u64)>,
+    /// Each is flagged when the change this member saw last took it as
+    /// its own (named while that change had named fewer partitions than it
+    /// moves in all): once that change is complete, the next one is not
+    /// split from it.
+    pub(super) window: Vec<(u32, u64, bool)>,
     /// The last membership change this member saw, and what its part
     /// ([`planned_by_change`](crate::planned_by_change)) is split from.
     pub(super) change: Option<Change>,
@@ -172,6 +176,19 @@ pub(super) struct Change {
     pub(super) last_release: Option<Timestamp>,
     /// Whether the part must be computed again (`released` grew).
     pub(super) replan: bool,
+    /// How many partitions the change moves in all, to the members who
+    /// joined too ([`moved_in_all`]): up to that many release broadcasts
+    /// after it was seen are its own hand-overs.
+    pub(super) expected: usize,
+}
+
+impl Change {
+    /// Whether the change has named as many partitions as it moves in all
+    /// (S10.2): the releases it named are then its own hand-overs, and the
+    /// next change is not split from them.
+    fn complete(&self) -> bool {
+        self.released.len() >= self.expected
+    }
 }
 
 impl Group {
@@ -539,32 +556,61 @@ impl Engine {
                 // which then waited behind every held one (S10.2). A stale
                 // entry costs one acquire: a `Held` reply naming a live
                 // member, or a win, removes it.
-                if !g.members.is_empty() {
-                    let freed = freed_by_change(g.partitions, &g.members, &members);
-                    g.freed.extend(freed.iter().copied());
-                    // The part is split from what was released around the
-                    // change, not only from the base rule's owners: after
-                    // sticky moves a member that leaves holds other
-                    // partitions than the base rule gave it (S10.2).
-                    let released: Vec<u32> = g.window.iter().map(|&(p, _)| p).collect();
-                    let moves = moved_by_change(g.partitions, &g.members, &members);
-                    g.change = Some(Change {
-                        before: g.members.clone(),
-                        after: members.clone(),
-                        last_release: (!released.is_empty()).then_some(now),
-                        released,
-                        freed,
-                        moves,
-                        replan: true,
-                    });
+                // A member's first view is a change too, from the others
+                // to the others and itself: its hand-overs to this member
+                // are that change's, not releases a later one may explain.
+                // Split from them, the joiner's part of a leave right after
+                // its join named partitions it held (S10.2).
+                let before: Vec<SessionId> = if g.members.is_empty() {
+                    members.iter().copied().filter(|&s| s != me).collect()
+                } else {
+                    g.members.clone()
+                };
+                let freed = freed_by_change(g.partitions, &before, &members);
+                g.freed.extend(freed.iter().copied());
+                // The part is split from what was released around the
+                // change, not only from the base rule's owners: after
+                // sticky moves a member that leaves holds other
+                // partitions than the base rule gave it (S10.2).
+                // Not from the releases the change before named, if
+                // they were as many as it moves: those were its own
+                // hand-overs. A member whose renewal spanned a join
+                // and a leave right after it split that leave from the
+                // join's hand-overs first, and its part shifted with
+                // each release of the leaver that named one of them
+                // again.
+                let theirs = g.change.as_ref().is_some_and(Change::complete);
+                let released: Vec<u32> = g
+                    .window
+                    .iter()
+                    .filter(|&&(_, _, named)| !(theirs && named))
+                    .map(|&(p, _, _)| p)
+                    .collect();
+                let moves = moved_by_change(g.partitions, &before, &members);
+                let expected = moved_in_all(g.partitions, &before, &members);
+                // The window's releases are this change's now.
+                if released.len() <= expected {
+                    for entry in &mut g.window {
+                        entry.2 = true;
+                    }
                 }
+                g.change = Some(Change {
+                    before,
+                    after: members.clone(),
+                    last_release: (!released.is_empty()).then_some(now),
+                    released,
+                    freed,
+                    moves,
+                    replan: true,
+                    expected,
+                });
                 g.members = members;
             }
             // Releases before a renewal that lists the membership are
             // explained by it (a hand-over to a joiner, a release of a
             // member that has left); those after it may come with a change
             // the next renewal shows.
-            g.window.retain(|&(_, seq)| seq > renew_seq);
+            g.window.retain(|&(_, seq, _)| seq > renew_seq);
             self.retarget(&name);
         }
         self.send_joins();
@@ -927,8 +973,11 @@ impl Engine {
                         g.freed.insert(p);
                         g.released.insert(p);
                         g.heard.insert(p, issued);
-                        g.window.retain(|&(q, _)| q != p);
-                        g.window.push((p, seq));
+                        // Named by the change this member saw last, while it
+                        // has named fewer partitions than it moves.
+                        let named = g.change.as_ref().is_some_and(|c| !c.complete());
+                        g.window.retain(|&(q, _, _)| q != p);
+                        g.window.push((p, seq, named));
                         // In the order the broadcasts came: a partition
                         // named again (its earlier release was a hand-over
                         // the window still held) counts where it comes now,
