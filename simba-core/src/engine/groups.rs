@@ -514,6 +514,7 @@ impl Engine {
             return;
         };
         let (now, timeout) = (self.now, self.call_timeout());
+        let mut renew = false;
         let names: Vec<LeaseName> = self.groups.keys().cloned().collect();
         for name in names {
             let Some(g) = self.groups.get_mut(&name) else {
@@ -547,6 +548,17 @@ impl Engine {
                 if matches!(g.join, Join::Joined { session, seq } if session == me && seq < renew_seq)
                 {
                     g.join = Join::Needed;
+                }
+                // Confirmed after it was sent, the membership could not be
+                // listed: the renewal that can list it goes now, not
+                // `min_backoff` after this one was sent (S10.2: the first
+                // target one round trip after the join). ZooKeeper
+                // announces a join's own node before its reply, and the
+                // member's renewal on that broadcast came back without it:
+                // the first partition came 100 ms late.
+                if matches!(g.join, Join::Joined { session, seq } if session == me && seq > renew_seq)
+                {
+                    renew = true;
                 }
                 members.clear();
             }
@@ -612,6 +624,9 @@ impl Engine {
             // the next renewal shows.
             g.window.retain(|&(_, seq, _)| seq > renew_seq);
             self.retarget(&name);
+        }
+        if renew {
+            self.renew_now();
         }
         self.send_joins();
         self.send_leaves();
