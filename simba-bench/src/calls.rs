@@ -1,7 +1,7 @@
 //! A diagnostic for the groups section: with `SIMBA_BENCH_CALLS=<file>`
-//! set, every member's backend calls (acquire, withdraw, release, renew)
-//! and release broadcasts are written to `<file>`, one line each: the
-//! milliseconds since the first call, the member, the call, the name, the
+//! set, every member's backend calls (acquire, withdraw, release, renew),
+//! release broadcasts and partitions gained and lost are written to
+//! `<file>`, one line each: the milliseconds since the first call, the member, the call, the name, the
 //! outcome and the call's duration in milliseconds. Whether or not it is
 //! set, the wrapper records when each release was sent ([`Releases`]).
 //! With `SIMBA_BENCH_NO_BATCH` set, the members send each call on its own
@@ -43,6 +43,12 @@ fn line(member: usize, call: &str, name: &str, outcome: &str, took: Option<Durat
             let _ = writeln!(f, "{at:.1} m{member} {call} {name} {outcome} {took:.1}");
         }
     }
+}
+
+/// With `SIMBA_BENCH_CALLS` set, writes an event of member `member` (a
+/// partition `name` gained or lost) among its calls.
+pub fn event(member: usize, what: &str, name: &str) {
+    line(member, what, name, "-", None);
 }
 
 /// When each lease name's latest release was sent and answered, and when

@@ -84,11 +84,13 @@ impl Log {
 struct Member(usize, Log);
 
 impl GroupListener for Member {
-    fn on_elected(&self, partition: u32, _term: &Term) {
+    fn on_elected(&self, partition: u32, term: &Term) {
         self.1.push((Instant::now(), self.0, partition, true));
+        crate::calls::event(self.0, "elected", term.name());
     }
-    fn on_revoked(&self, partition: u32, _term: &Term, _reason: RevokeReason) {
+    fn on_revoked(&self, partition: u32, term: &Term, _reason: RevokeReason) {
         self.1.push((Instant::now(), self.0, partition, false));
+        crate::calls::event(self.0, "revoked", term.name());
     }
 }
 
