@@ -1,8 +1,10 @@
 //! A diagnostic for the groups section: with `SIMBA_BENCH_CALLS=<file>`
 //! set, every member's backend calls (acquire, withdraw, release, renew),
-//! release broadcasts and partitions gained and lost are written to
-//! `<file>`, one line each: the milliseconds since the first call, the member, the call, the name, the
-//! outcome and the call's duration in milliseconds. Whether or not it is
+//! release broadcasts, partitions gained and lost and each new target of
+//! a group are written to `<file>`, one line each: the milliseconds since
+//! the first call, the member, the call, the name, the outcome and the
+//! call's duration in milliseconds (a target's partitions follow on a line
+//! of their own). Whether or not it is
 //! set, the wrapper records when each release was sent ([`Releases`]).
 //! With `SIMBA_BENCH_NO_BATCH` set, the members send each call on its own
 //! instead of in batches (S4.7), for a before/after comparison.
@@ -49,6 +51,20 @@ fn line(member: usize, call: &str, name: &str, outcome: &str, took: Option<Durat
 /// partition `name` gained or lost) among its calls.
 pub fn event(member: usize, what: &str, name: &str) {
     line(member, what, name, "-", None);
+}
+
+/// With `SIMBA_BENCH_CALLS` set, writes member `member`'s new target of
+/// `group` (S10.2): the word `target`, the group, the live members and the
+/// target's size, then the partitions, comma-separated.
+pub fn target(member: usize, group: &str, members: usize, target: &[u32]) {
+    let list: Vec<String> = target.iter().map(u32::to_string).collect();
+    let outcome = format!("{members}/{}", target.len());
+    line(member, "target", group, &outcome, None);
+    if let Some(s) = sink() {
+        if let Ok(mut f) = s.file.lock() {
+            let _ = writeln!(f, "  m{member} {}", list.join(","));
+        }
+    }
 }
 
 /// When each lease name's latest release was sent and answered, and when

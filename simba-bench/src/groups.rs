@@ -376,6 +376,14 @@ async fn member(
     tokio::spawn(async move {
         use futures::StreamExt as _;
         while let Some(e) = events.next().await {
+            if let simba_tokio::ClientEvent::GroupChanged {
+                group,
+                members,
+                target,
+            } = &e
+            {
+                crate::calls::target(i, group, *members, target);
+            }
             if let simba_tokio::ClientEvent::BackendFailed { command, error } = e {
                 let mut why = error.to_string();
                 why.truncate(60);
