@@ -505,6 +505,48 @@ fn s4_3_a_stale_attempt_releases_what_it_won() {
     assert_eq!(releases(&out), vec![(name("a"), tok(3))]);
 }
 
+/// S4.3 with S6.1: a late win on a session that has ended is not released.
+/// A release broadcast of the name sent a second acquire once the first's
+/// call timeout had passed; the second won a term whose task runs; the election
+/// stopped (the term revoked, its task interrupted, the lease kept until
+/// the task exits); the backend said the session expired; then the first
+/// acquire's win came, with the same token. Released, it was a release of
+/// the running task's lease before the task exited (found by the proptest
+/// `engine_invariants_hold_over_arbitrary_input_streams`). The ended
+/// session's leases ended with it, so there is nothing to release.
+#[test]
+fn s4_3_s6_1_a_late_win_on_an_ended_session_is_not_released() {
+    let mut h = H::live(fast_config());
+    h.engine.start_election(h.now, name("a"), true).unwrap();
+    h.drain();
+    let first = h.take_acquire("a");
+    // The first acquire's reply is late: past its call timeout, a release
+    // broadcast of the name sends the next attempt.
+    let acquire = |c: &Command| matches!(c, Command::Acquire { .. });
+    while !h.has_pending(acquire) {
+        h.advance(ms(100));
+        if h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+            h.renew_truthfully();
+        }
+        h.input(Input::ReleaseBroadcast { name: name("a") });
+    }
+    let second = h.take_acquire("a");
+    assert!(elected(&h.input(won_reply(second, 1, secs(3)))).is_some());
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.step();
+    }
+    let renew = h.take_renew();
+    h.input(Input::RenewReplied {
+        op: renew,
+        result: Err(RenewError::Expired),
+    });
+    let out = h.input(won_reply(first, 1, secs(3)));
+    assert!(elected(&out).is_none());
+    assert_eq!(releases(&out), Vec::new());
+}
+
 #[test]
 fn s4_3_a_win_arriving_after_the_deadline_is_not_a_term() {
     let mut h = H::live(fast_config());

@@ -594,13 +594,19 @@ impl Engine {
             }
             let waited_until = sent.sent_at + self.call_timeout();
             match result {
-                // S4.3: a late reply to an abandoned attempt releases what it won.
+                // S4.3: a late reply to an abandoned attempt releases what it
+                // won. Not on a session that has ended (S6.1): its leases
+                // ended with it (the backend said it expired, S1.2, or the
+                // engine closed it once its deadline passed, S1.4), and the
+                // win may be the lease of a term whose task still runs after
+                // its session's end: a release of it was a release before
+                // the task exited.
                 Ok(AcquireOutcome::Won { token, .. }) => {
                     let ours = self.entries.get(&name).is_some_and(|e| {
                         e.held.as_ref().is_some_and(|h| h.term.token == token)
                             || e.handover.as_ref().is_some_and(|h| h.term.token == token)
                     });
-                    if !ours {
+                    if !ours && self.session.id == Some(sent.session) {
                         self.release(sent.session, name.clone(), token);
                     }
                 }
