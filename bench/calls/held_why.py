@@ -1,26 +1,12 @@
 #!/usr/bin/env python3
 """For each 1,000-partition leave in a calls log: per member, the acquires
 answered Held in the leave window, split by whether the partition was in
-another member's latest target then (disagreement) or in none (stale), and
-whether the asking member had won it before (churn)."""
+another member's latest target then (the parts disagree) or in none (a stale
+guess or release), and by the member that held it then (None: the leaver,
+or no one). Usage: held_why.py CALLS_LOG"""
 import sys, collections
-path = sys.argv[1]
-rows = []
-lines = open(path).read().split('\n')
-k = 0
-while k < len(lines):
-    f = lines[k].split()
-    if len(f) >= 5 and f[2] == 'target':
-        parts = set()
-        if k + 1 < len(lines) and lines[k + 1].startswith('  m'):
-            lst = lines[k + 1].split()[1] if len(lines[k + 1].split()) > 1 else ''
-            parts = {int(x) for x in lst.split(',') if x}
-            k += 1
-        rows.append((float(f[0]), f[1], 'target', f[3], parts))
-    elif len(f) >= 5:
-        rows.append((float(f[0]), f[1], f[2].replace('batch:', ''), f[3], f[4]))
-    k += 1
-rows.sort(key=lambda r: r[0])
+from calllog import read
+rows = read(sys.argv[1])
 leaves = [(a, n) for a, m, c, n, o in rows if m == 'm3' and c == 'leave' and '.1000.' in n]
 for la, g in leaves:
     tgt = {}

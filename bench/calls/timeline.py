@@ -4,13 +4,9 @@ leave of group GROUP (a prefix of its tag), in 20 ms buckets from the
 leaver's first revoke. Usage: timeline.py CALLS_LOG GROUP MEMBER (m0..m2).
 acq-*-L: a partition of the leaver (r: asked after its release); -O: another."""
 import sys, collections
+from calllog import read
 path, g, who = sys.argv[1], sys.argv[2], sys.argv[3]
-rows=[]
-for l in open(path):
-    f=l.split()
-    if len(f)<5: continue
-    rows.append((float(f[0]), f[1], f[2].replace('batch:',''), f[3], f[4]))
-rows.sort()
+rows = read(path)
 g=[n for a,m,c,n,o in rows if n.startswith('bench.group.1000.'+g)][0].split(':')[0]
 rev=min(a for a,m,c,n,o in rows if m=='m3' and c=='revoked' and n.startswith(g+':') and a > min(x for x,mm,cc,nn,oo in rows if mm=='m3' and cc=='leave' and nn==g) - 50)
 m3parts={n for a,m,c,n,o in rows if m=='m3' and c=='revoked' and n.startswith(g+':') and rev<=a<rev+100}

@@ -3,13 +3,9 @@
 split into the leaver's side (revoke to release) and the taker's (release to
 elected). Usage: unowned.py CALLS_LOG..."""
 import sys
+from calllog import read
 for path in sys.argv[1:]:
-    rows = []
-    for l in open(path):
-        f = l.split()
-        if len(f) < 5: continue
-        rows.append((float(f[0]), f[1], f[2].replace('batch:', ''), f[3], f[4]))
-    rows.sort()
+    rows = read(path)
     groups = sorted({n.split(':')[0] for _, m, c, n, _ in rows if c == 'leave' and m == 'm3' and '.1000.' in n})
     for g in groups:
         leave = [at for at, m, c, n, o in rows if m == 'm3' and c == 'leave' and n == g]

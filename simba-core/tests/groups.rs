@@ -66,6 +66,25 @@ fn drain(e: &mut Engine) -> Vec<Command> {
         .collect()
 }
 
+/// A renewal's reply to `op`, 3 s left, owning nothing, listing `members`
+/// of `group` (no group at all for `None`).
+fn renewed(op: OpId, group: Option<(&LeaseName, Vec<SessionId>)>) -> Input {
+    Input::RenewReplied {
+        op,
+        result: Ok(Renewal {
+            remaining: Duration::from_secs(3),
+            owned: Vec::new(),
+            groups: group
+                .map(|(g, members)| GroupView {
+                    group: g.clone(),
+                    members,
+                })
+                .into_iter()
+                .collect(),
+        }),
+    }
+}
+
 /// An engine that joined the group `g` of `partitions` at `t0` and whose
 /// session (id 7, 3 s left) opened at `at`.
 fn joined(partitions: u32, t0: Timestamp, at: Timestamp) -> (Engine, LeaseName, SessionId) {
@@ -235,17 +254,7 @@ fn s10_1_a_join_whose_reply_is_lost_is_sent_again() {
         e.handle_timeout(now);
         for c in drain(&mut e) {
             match c {
-                Command::Renew { op, .. } => e.handle(
-                    now,
-                    Input::RenewReplied {
-                        op,
-                        result: Ok(Renewal {
-                            remaining: Duration::from_secs(3),
-                            owned: Vec::new(),
-                            groups: Vec::new(),
-                        }),
-                    },
-                ),
+                Command::Renew { op, .. } => e.handle(now, renewed(op, None)),
                 Command::JoinGroup { op, .. } => again = Some(op),
                 _ => {}
             }
@@ -626,17 +635,7 @@ fn s10_2_a_renewal_sent_before_the_join_was_confirmed_is_followed_at_once() {
         },
     );
     let t2 = t1 + ms(1);
-    let reply = |op, members| Input::RenewReplied {
-        op,
-        result: Ok(Renewal {
-            remaining: Duration::from_secs(3),
-            owned: Vec::new(),
-            groups: vec![GroupView {
-                group: g.clone(),
-                members,
-            }],
-        }),
-    };
+    let reply = |op, members| renewed(op, Some((&g, members)));
     e.handle(t2, reply(first, Vec::new()));
     e.handle_timeout(t2);
     let second = renewal(&mut e).expect("a renewal as soon as the first's reply came");
@@ -930,17 +929,7 @@ fn s10_3_a_leaver_releases_its_partitions_once_its_leave_is_answered() {
             for c in drain(&mut e) {
                 let input = match c {
                     Command::JoinGroup { op, .. } => Input::GroupJoined { op, result: Ok(()) },
-                    Command::Renew { op, .. } => Input::RenewReplied {
-                        op,
-                        result: Ok(Renewal {
-                            remaining: Duration::from_secs(3),
-                            owned: Vec::new(),
-                            groups: vec![GroupView {
-                                group: g.clone(),
-                                members: vec![me],
-                            }],
-                        }),
-                    },
+                    Command::Renew { op, .. } => renewed(op, Some((&g, vec![me]))),
                     Command::Acquire { op, .. } => {
                         won += 1;
                         Input::AcquireReplied {
