@@ -208,6 +208,13 @@ pub struct StickyInput {
     /// only met `Held`, while the released ones waited in no member's
     /// target (S10.3).
     pub released: BTreeSet<u32>,
+    /// Partitions a release broadcast named before the last membership
+    /// change, and that the change's own releases do not name: hand-overs
+    /// of an earlier change, which their new owners most likely took long
+    /// ago. Still worth a try, but after the likely free ones and before
+    /// the rest: asked for among `released`, they came before the leave's
+    /// own releases, each answered `Held` (S10.2).
+    pub released_before: BTreeSet<u32>,
     /// Partitions another live member held when this member tried them,
     /// long enough ago to be worth trying again (its holder may have
     /// released them without a broadcast reaching this member), oldest try
@@ -227,8 +234,9 @@ pub struct StickyInput {
 /// as it lacks, from those it does not hold and does not know to be taken,
 /// those the last membership change hands to it first
 /// ([`planned_by_change`]), then those a release broadcast named, then
-/// likely free ones, those tried before last. So a member never gives up a partition unless it
-/// holds more than its share (which happens only when a member joins), and
+/// likely free ones, then those a broadcast named before the last change,
+/// those tried before last. So a member never gives up a partition unless
+/// it holds more than its share (which happens only when a member joins), and
 /// never asks for more than it lacks: only the partitions of a member that
 /// left, and the surplus that goes to a member that joined, move.
 ///
@@ -317,7 +325,8 @@ pub fn sticky_target_from_base(
 
 /// The `need` partitions a member below its share asks for (step 3 of
 /// S10.2), in no particular order: the highest by (planned, released,
-/// likely free, base rule, affinity, lower index) among those not held, not
+/// likely free, released before the change, base rule, affinity, lower
+/// index) among those not held, not
 /// taken and not tried; then tried ones, oldest try first.
 ///
 /// It runs at every `Held` reply and release broadcast, so it costs one
@@ -339,6 +348,7 @@ fn lacking(
     const RELEASED: u8 = 16;
     const LIKELY_FREE: u8 = 32;
     const BASE: u8 = 64;
+    const RELEASED_BEFORE: u8 = 128;
     let mut flags = vec![0u8; partitions as usize];
     let sets = [
         (&known.held, HELD),
@@ -346,6 +356,7 @@ fn lacking(
         (&known.planned, PLANNED),
         (&known.released, RELEASED),
         (&known.likely_free, LIKELY_FREE),
+        (&known.released_before, RELEASED_BEFORE),
         (base, BASE),
     ];
     let marks = sets
@@ -366,6 +377,7 @@ fn lacking(
                 has(f, PLANNED),
                 has(f, RELEASED),
                 has(f, LIKELY_FREE),
+                has(f, RELEASED_BEFORE),
                 has(f, BASE),
                 affinity_of(seed, p),
                 std::cmp::Reverse(p),
@@ -679,6 +691,7 @@ mod tests {
                 known.planned.contains(&p),
                 known.released.contains(&p),
                 known.likely_free.contains(&p),
+                known.released_before.contains(&p),
                 (
                     base.contains(&p),
                     affinity_of(seed, p),
@@ -709,9 +722,12 @@ mod tests {
             likely_free in subset(70),
             planned in subset(70),
             released in subset(70),
+            released_before in subset(70),
             tried in proptest::collection::vec(0u32..70, 0..20),
         ) {
-            let known = StickyInput { held, taken, likely_free, planned, released, tried };
+            let known = StickyInput {
+                held, taken, likely_free, planned, released, released_before, tried,
+            };
             let seed = affinity_seed(SessionId::from_u128(me));
             let fast: BTreeSet<u32> = lacking(partitions, need, &base, seed, &known)
                 .into_iter()

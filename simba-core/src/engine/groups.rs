@@ -117,6 +117,11 @@ pub(super) struct Group {
     /// last known to hold them: a new entry of one takes the next free
     /// acquire slot ahead of the others (S4.6, S10.3).
     pub(super) released: BTreeSet<u32>,
+    /// Partitions `released` held when a membership change was seen that
+    /// the change's releases do not name: an earlier change's hand-overs,
+    /// most likely taken since (S10.2). A broadcast of one makes it
+    /// `released` again.
+    pub(super) released_before: BTreeSet<u32>,
     /// The partitions the last membership change hands to this member
     /// ([`planned_by_change`](crate::planned_by_change), S10.2).
     pub(super) planned: BTreeSet<u32>,
@@ -323,6 +328,7 @@ impl Engine {
                 heard: BTreeMap::new(),
                 freed: BTreeSet::new(),
                 released: BTreeSet::new(),
+                released_before: BTreeSet::new(),
                 planned: BTreeSet::new(),
                 window: Vec::new(),
                 change: None,
@@ -600,6 +606,23 @@ impl Engine {
                     .collect();
                 let moves = moved_by_change(g.partitions, &before, &members);
                 let expected = moved_in_all(g.partitions, &before, &members);
+                // Releases heard before the change that its list does not
+                // name are an earlier change's hand-overs, most likely
+                // taken since: they come after the likely free partitions.
+                // Asked for among the change's own releases, they each met
+                // `Held` before the one the leave left free (ZooKeeper,
+                // 1,000 partitions: 154 replies, 602 ms).
+                let old: Vec<u32> = g
+                    .released
+                    .iter()
+                    .copied()
+                    .filter(|p| !released.contains(p))
+                    .collect();
+                for p in old {
+                    g.released.remove(&p);
+                    g.freed.remove(&p);
+                    g.released_before.insert(p);
+                }
                 // The window's releases are this change's now.
                 if released.len() <= expected {
                     for entry in &mut g.window {
@@ -694,6 +717,7 @@ impl Engine {
             likely_free: g.freed.clone(),
             planned: g.planned.clone(),
             released: g.released.clone(),
+            released_before: g.released_before.clone(),
             tried: Vec::new(),
         };
         let mut tried: Vec<(Timestamp, u32)> = Vec::new();
@@ -819,6 +843,7 @@ impl Engine {
             // A live member won it since it was released: not free.
             g.freed.remove(&p);
             g.released.remove(&p);
+            g.released_before.remove(&p);
             self.retarget(&group);
         }
     }
@@ -860,6 +885,7 @@ impl Engine {
         let wanted = g.target.contains(&p);
         if g.members.contains(&holder) {
             g.released.remove(&p);
+            g.released_before.remove(&p);
         }
         if g.members.contains(&holder) && wanted {
             g.freed.remove(&p);
@@ -947,6 +973,7 @@ impl Engine {
             g.cleared.remove(&p);
             g.freed.remove(&p);
             g.released.remove(&p);
+            g.released_before.remove(&p);
         }
     }
 
@@ -987,6 +1014,7 @@ impl Engine {
                         }
                         g.freed.insert(p);
                         g.released.insert(p);
+                        g.released_before.remove(&p);
                         g.heard.insert(p, issued);
                         // Named by the change this member saw last, while it
                         // has named fewer partitions than it moves.
