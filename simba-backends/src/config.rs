@@ -257,8 +257,9 @@ impl From<ConfigError> for BackendError {
 /// `simba_table_prefix` (default [`DEFAULT_TABLE_PREFIX`]),
 /// the SQL pool's settings `simba_pool_max` (default [`DEFAULT_POOL_MAX`];
 /// `simba_max_connections` is an older name for it),
-/// `simba_pool_idle_timeout_ms`, `simba_pool_max_lifetime_ms` (default: sqlx's,
-/// 10 and 30 minutes; `0` turns them off) and `simba_pool_acquire_timeout_ms`
+/// `simba_pool_idle_timeout_ms`, `simba_pool_max_lifetime_ms` (default: off,
+/// connections are kept; `0` is off too; see
+/// [`BackendConfig::pool_idle_timeout`]) and `simba_pool_acquire_timeout_ms`
 /// (default [`DEFAULT_POOL_ACQUIRE_TIMEOUT`]), and for Redis `simba_key_prefix` (default
 /// [`DEFAULT_KEY_PREFIX`]), and for PostgreSQL `simba_listen` (`false` turns
 /// the release listener off), `simba_listen_url` (the listener's own URL,
@@ -357,7 +358,7 @@ fn parse_host_list(hosts: &str) -> Result<Vec<(String, u16)>, String> {
     Ok(out)
 }
 
-/// A SQL pool's timeouts (`None`: sqlx's default; `Some(ZERO)`: off).
+/// A SQL pool's timeouts (`None` or `Some(ZERO)`: off).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PoolSettings {
     idle_timeout: Option<Duration>,
@@ -728,8 +729,26 @@ impl BackendConfig {
         self
     }
 
-    /// How long an idle pooled connection is kept (`None`: sqlx's default of
-    /// 10 minutes; zero: forever). URL parameter `simba_pool_idle_timeout_ms`.
+    /// How long an idle pooled connection is kept (`None` or zero: for
+    /// ever, the default). URL parameter `simba_pool_idle_timeout_ms`.
+    ///
+    /// Off by default, and the maximum lifetime too: with either set, sqlx
+    /// 0.8 runs a pool reaper that a race in its idle count can send into
+    /// a loop that never yields (sqlx issue 3645, fixed upstream after
+    /// 0.8.6). The loop holds one of the runtime's worker threads and, with
+    /// tokio, can strand the task whose wake it holds, so the client stops
+    /// renewing: a SQLite test of three members hung that way, at 100% CPU.
+    /// A connection idle for [`PING_IDLE_AFTER`] is pinged before it is
+    /// used, so a connection the server closed meanwhile is replaced
+    /// without one.
+    ///
+    /// ```
+    /// use simba_backends::BackendConfig;
+    /// let c = BackendConfig::parse("postgres://db/app").unwrap();
+    /// assert_eq!(c.pool_idle_timeout(), None);
+    /// let c = BackendConfig::parse("postgres://db/app?simba_pool_idle_timeout_ms=60000").unwrap();
+    /// assert_eq!(c.pool_idle_timeout(), Some(std::time::Duration::from_secs(60)));
+    /// ```
     pub fn pool_idle_timeout(&self) -> Option<Duration> {
         self.pool.idle_timeout
     }
@@ -740,8 +759,9 @@ impl BackendConfig {
         self
     }
 
-    /// How long a pooled connection lives before it is replaced (`None`:
-    /// sqlx's default of 30 minutes; zero: forever). URL parameter
+    /// How long a pooled connection lives before it is replaced (`None` or
+    /// zero: for ever, the default; see
+    /// [`BackendConfig::pool_idle_timeout`] for why). URL parameter
     /// `simba_pool_max_lifetime_ms`.
     pub fn pool_max_lifetime(&self) -> Option<Duration> {
         self.pool.max_lifetime
@@ -790,8 +810,7 @@ impl BackendConfig {
         keep: impl Fn(Duration) -> bool + Send + Sync + 'static,
     ) -> sqlx::pool::PoolOptions<DB> {
         use sqlx::Connection as _;
-        let off = |d: Duration| (!d.is_zero()).then_some(d);
-        let mut o = sqlx::pool::PoolOptions::<DB>::new()
+        let o = sqlx::pool::PoolOptions::<DB>::new()
             .max_connections(self.max_connections)
             .acquire_timeout(self.pool.acquire_timeout)
             .test_before_acquire(false)
@@ -807,13 +826,16 @@ impl BackendConfig {
                     Ok(true)
                 })
             });
-        if let Some(t) = self.pool.idle_timeout {
-            o = o.idle_timeout(off(t));
-        }
-        if let Some(t) = self.pool.max_lifetime {
-            o = o.max_lifetime(off(t));
-        }
-        o
+        let (idle, life) = self.sqlx_lifetimes();
+        o.idle_timeout(idle).max_lifetime(life)
+    }
+
+    /// The idle timeout and maximum lifetime to give sqlx (`None`: off,
+    /// unless set and not zero; see [`BackendConfig::pool_idle_timeout`]).
+    #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+    pub(crate) fn sqlx_lifetimes(&self) -> (Option<Duration>, Option<Duration>) {
+        let on = |d: Option<Duration>| d.filter(|d| !d.is_zero());
+        (on(self.pool.idle_timeout), on(self.pool.max_lifetime))
     }
 
     /// Whether the PostgreSQL backend listens for release broadcasts (S4.2,
@@ -1114,6 +1136,36 @@ mod tests {
     /// The error of a URL that must be refused.
     fn refused(url: &str) -> ConfigError {
         BackendConfig::parse(url).err().unwrap()
+    }
+
+    /// No pool reaper unless one is asked for (see
+    /// `BackendConfig::pool_idle_timeout`: sqlx 0.8's reaper can spin for
+    /// good and hang the runtime).
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn sql_pools_run_no_reaper_unless_asked() {
+        let lifetimes = |url: &str| {
+            let o = BackendConfig::parse(url)
+                .unwrap()
+                .sqlx_pool::<sqlx::Postgres>();
+            (o.get_idle_timeout(), o.get_max_lifetime())
+        };
+        assert_eq!(lifetimes("postgres://db/app"), (None, None));
+        assert_eq!(
+            lifetimes(
+                "postgres://db/app?simba_pool_idle_timeout_ms=0&simba_pool_max_lifetime_ms=0"
+            ),
+            (None, None)
+        );
+        assert_eq!(
+            lifetimes(
+                "postgres://db/app?simba_pool_idle_timeout_ms=1500&simba_pool_max_lifetime_ms=9000"
+            ),
+            (
+                Some(Duration::from_millis(1500)),
+                Some(Duration::from_secs(9))
+            )
+        );
     }
 
     #[test]

@@ -260,7 +260,11 @@ impl SqliteBackend {
                 .idle_timeout(None)
                 .max_lifetime(None)
         } else {
+            // No reaper unless asked for (BackendConfig::pool_idle_timeout).
+            let (idle, life) = config.sqlx_lifetimes();
             pool.max_connections(config.max_connections())
+                .idle_timeout(idle)
+                .max_lifetime(life)
         };
         if !in_memory && !config.create_schema() && !opts.get_filename().exists() {
             // Without create_schema nothing is created, not even the file:
@@ -554,5 +558,43 @@ mod hold {
         fn waiters(&mut self, _n: usize) -> BoxFuture<'_, Result<WaitSeen, BackendError>> {
             futures::future::ready(Ok(WaitSeen::Unobservable)).boxed()
         }
+    }
+}
+
+#[cfg(all(test, feature = "runtime-tokio"))]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A file database's pool runs no reaper unless one is asked for
+    /// (`BackendConfig::pool_idle_timeout`): sqlx 0.8's reaper can spin for
+    /// good and hang the runtime; a test of three members hung so.
+    #[tokio::test]
+    async fn a_file_pool_runs_no_reaper_unless_asked() {
+        let path = std::env::temp_dir().join(format!("simba-reaper-{}.db", std::process::id()));
+        let url = format!("sqlite://{}", path.display());
+        let lifetimes = |b: &SqliteBackend| {
+            let o = b.pool.options();
+            (o.get_idle_timeout(), o.get_max_lifetime())
+        };
+        let b = SqliteBackend::connect(&BackendConfig::parse(&url).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(lifetimes(&b), (None, None));
+        b.pool.close().await;
+        let asked =
+            format!("{url}?simba_pool_idle_timeout_ms=1500&simba_pool_max_lifetime_ms=9000");
+        let b = SqliteBackend::connect(&BackendConfig::parse(&asked).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            lifetimes(&b),
+            (
+                Some(Duration::from_millis(1500)),
+                Some(Duration::from_secs(9))
+            )
+        );
+        b.pool.close().await;
+        let _ = std::fs::remove_file(&path);
     }
 }
