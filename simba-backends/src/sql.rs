@@ -1204,8 +1204,11 @@ where
         begin: Option<&'static str>,
     ) -> Result<(sqlx::Pool<DB>, sqlx::Transaction<'static, DB>), BackendError> {
         let err = self.err("test hold");
+        // No reaper (BackendConfig::pool_idle_timeout says why).
         let pool = sqlx::pool::PoolOptions::<DB>::new()
             .max_connections(max)
+            .idle_timeout(None)
+            .max_lifetime(None)
             .connect_with((*pool.connect_options()).clone())
             .await
             .map_err(&err)?;
