@@ -984,6 +984,40 @@ fn s4_5_a_failed_withdraw_of_a_name_that_competes_again_is_not_sent_again() {
     assert!(withdrawals(&out).is_empty(), "{out:?}");
 }
 
+/// S4.5: a failed withdraw that is not sent again because the name
+/// competes again leaves the place to the entry that competes: stopped
+/// before it has asked (its acquire waits for a call slot, S4.6), that
+/// entry still withdraws the place. Before, the place was left in the
+/// backend's queue for good.
+#[test]
+fn s4_5_a_failed_withdraw_dropped_because_the_name_competes_again_is_withdrawn_by_that_entry() {
+    let mut h = with_slots(Some(1));
+    let down = BackendError::new(BackendErrorKind::Unavailable, "down");
+    stopped_candidate_whose_withdraw_failed(&mut h, down);
+    // At the next renewal's send, `b` takes the one slot and `a` starts
+    // again, waiting behind it.
+    while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.step();
+    }
+    h.engine.start_election(h.now, name("b"), false).unwrap();
+    h.engine.start_election(h.now, name("a"), false).unwrap();
+    h.drain();
+    assert_eq!(pending_acquires(&h), ["b"]);
+    // The renewal succeeds: the failed withdraw is not sent again, `a`
+    // competes.
+    h.renew_truthfully();
+    assert!(withdrawals(&h.drain()).is_empty());
+    assert_eq!(pending_acquires(&h), ["b"]);
+    // `a` stops before it has asked: its place is withdrawn once the slot
+    // frees.
+    h.engine.stop(h.now, &name("a")).unwrap();
+    h.drain();
+    let before = withdrawals(&h.log).len();
+    h.acquire_reply("b", held_elsewhere());
+    h.drain();
+    assert_eq!(withdrawals(&h.log)[before..], [(SID, name("a"))]);
+}
+
 #[test]
 fn s4_5_a_failed_withdraw_is_not_sent_again_on_a_new_session() {
     let mut h = H::live(fast_config());
