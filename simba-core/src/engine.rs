@@ -198,6 +198,7 @@ impl Engine {
                 call: None,
                 next_call: Some(now),
                 renew_soon: false,
+                round_trip: None,
                 open_failures: 0,
             },
             config,

@@ -53,6 +53,11 @@ pub(super) struct Session {
     /// A group's membership changed since the renewal in flight was sent:
     /// renew again as soon as it returns (S10.5).
     pub(super) renew_soon: bool,
+    /// The renewals' round trip (send to reply): the last one, or a
+    /// quarter less than the estimate before it if that is longer, so a
+    /// slow renewal is remembered for a few more (S10.2: how long a
+    /// member waits for the rest of a change's releases).
+    pub(super) round_trip: Option<Duration>,
 }
 
 impl Engine {
@@ -373,6 +378,9 @@ impl Engine {
         }
         match result {
             Ok(renewal) => {
+                let took = self.now.saturating_duration_since(call.sent_at);
+                let decayed = self.session.round_trip.map(|d| d - d / 4);
+                self.session.round_trip = Some(decayed.map_or(took, |d| d.max(took)));
                 let deadline = self.deadline_from(call.sent_at, renewal.remaining);
                 let validity = self.validity(renewal.remaining);
                 self.apply_period(validity);
