@@ -313,9 +313,9 @@ impl Layer for Logged {
                 _ => {}
             }
             let o = match &r {
-                _ if matches!(call, Call::JoinGroup { .. } | Call::LeaveGroup { .. }) => {
-                    "-".to_string()
-                }
+                _ if matches!(call, Call::JoinGroup { .. } | Call::LeaveGroup { .. }) => r
+                    .error()
+                    .map_or_else(|| "-".to_string(), |e| format!("err:{e}").replace(' ', "_")),
                 Reply::Renewed(Ok(r)) => {
                     format!("ok/{}", r.groups.first().map_or(0, |g| g.members.len()))
                 }

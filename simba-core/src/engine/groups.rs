@@ -449,8 +449,11 @@ impl Engine {
                         self.emit(Event::Ended { name, entry: g.id });
                     }
                 } else if let Some(g) = self.groups.get_mut(&name) {
-                    // Tried again after the next renewal.
+                    // Tried again after the next renewal, which goes
+                    // `min_backoff` from now, not a renewal interval.
                     g.join = Join::Needed;
+                    let at = self.now + self.config.min_backoff();
+                    self.renew_by(at);
                 }
             }
         }
@@ -478,6 +481,14 @@ impl Engine {
             // A failed leave is sent again after the next renewal: a member
             // that stays listed would be given partitions nobody takes.
             g.leave = if ok { Leave::Left } else { Leave::Needed };
+        }
+        if !ok {
+            // That renewal goes `min_backoff` from now: the partitions are
+            // released below, and until the leave is applied the others
+            // still list this member and leave them unowned (MariaDB,
+            // 1,000 partitions: a renewal interval, 684 ms).
+            let at = self.now + self.config.min_backoff();
+            self.renew_by(at);
         }
         // Answered, or failed (a failed leave is sent again, but the
         // partitions are not kept from the others meanwhile).
@@ -861,10 +872,7 @@ impl Engine {
         // again (and adds the partitions kept aside to the list): a pause
         // after the change's last release, not at the next interval.
         if let Some(end) = wait_end.into_iter().chain(carry_at).min() {
-            if self.session.call.is_none() {
-                let next = self.session.next_call.map_or(end, |t| t.min(end));
-                self.session.next_call = Some(next);
-            }
+            self.renew_by(end);
         }
         let Some(g) = self.groups.get_mut(name) else {
             return;
@@ -1136,6 +1144,15 @@ impl Engine {
         if self.session.call.is_none() {
             let soon = self.now;
             self.session.next_call = Some(self.session.next_call.map_or(soon, |t| t.min(soon)));
+        }
+    }
+
+    /// Renews at `at` at the latest (unless a renewal is in flight: its
+    /// reply comes first), instead of at the next interval.
+    fn renew_by(&mut self, at: Timestamp) {
+        if self.session.id.is_some() && self.session.call.is_none() {
+            let next = self.session.next_call.map_or(at, |t| t.min(at));
+            self.session.next_call = Some(next);
         }
     }
 
