@@ -1083,13 +1083,11 @@ where
             (&self.s.leave, "leave group")
         };
         let id = session.to_bytes();
-        // One statement on its own: a deadlock victim's (InnoDB picks one
-        // when a leave's delete races the renewals that read the group)
-        // is rolled back whole, so it is run again, a few times, before
-        // the error is the caller's. A failed leave used to cost the
-        // group a renewal interval: the leaver's partitions were released,
-        // but the others still listed it (MariaDB, 1,000 partitions:
-        // 684 ms unowned).
+        // One statement on its own: if the server rolls it back as a
+        // deadlock victim or a serialization failure, nothing it did
+        // remains, so it is run again, a few times, before the error is
+        // the caller's. A failed leave keeps the leaver listed while its
+        // partitions are released (S10.1, S10.3).
         let mut tries = 0;
         loop {
             let done = sqlx::query(stmt)

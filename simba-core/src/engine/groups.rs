@@ -1141,10 +1141,8 @@ impl Engine {
             return;
         }
         self.session.renew_soon = true;
-        if self.session.call.is_none() {
-            let soon = self.now;
-            self.session.next_call = Some(self.session.next_call.map_or(soon, |t| t.min(soon)));
-        }
+        let now = self.now;
+        self.renew_by(now);
     }
 
     /// Renews at `at` at the latest (unless a renewal is in flight: its
