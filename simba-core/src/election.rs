@@ -107,6 +107,12 @@ pub(crate) struct Entry {
     /// the next attempt takes the next free acquire slot ahead of those
     /// that are not (S4.6).
     pub(crate) hinted: bool,
+    /// For a partition: the instant `next_attempt` was last set to by a
+    /// wait for calls of this member's on it still in flight, or for its
+    /// holder's expiry (S4.1, S4.4). The reply to such a call ends the
+    /// wait, whenever the call went out; a `next_attempt` set since for
+    /// another reason (a retry's back-off) is not shortened.
+    pub(crate) waits_for: Option<Timestamp>,
 }
 
 impl Entry {
@@ -135,6 +141,7 @@ impl Entry {
             asked: false,
             parked: false,
             hinted: false,
+            waits_for: None,
         }
     }
 

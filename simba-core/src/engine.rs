@@ -392,16 +392,11 @@ impl Engine {
             Input::ReleaseReplied { op, result } => {
                 if let Some(key) = self.release_ops.remove(&op) {
                     let seq = self.seq;
-                    let timeout = self.call_timeout();
-                    let mut waited_until = None;
                     if let Some(r) = self.releasing.get_mut(&key) {
                         r.answered_seq = Some(seq);
-                        waited_until = r.sent_at.map(|t| t + timeout);
                     }
-                    // S4.1: a new entry of the partition waited for it.
-                    if let Some(until) = waited_until {
-                        self.partition_wait_over(&key.0, until);
-                    }
+                    // S4.1: a new entry of the partition may wait for it.
+                    self.partition_wait_over(&key.0);
                 }
                 if let Err(error) = result {
                     self.emit(Event::BackendFailed {

@@ -251,6 +251,7 @@ impl Engine {
                 } else if can_acquire && entry.next_attempt.is_some_and(|t| t <= now) {
                     if let Some(t) = busy_until.filter(|_| entry.kind == Kind::Partition) {
                         entry.next_attempt = Some(t);
+                        entry.waits_for = Some(t);
                     } else if slot_free || (entry.hinted && first_slot_free) {
                         self.send_acquire(name);
                     } else if !entry.parked {
@@ -594,7 +595,6 @@ impl Engine {
                     .map(|r| retry_after_holder_expiry(self.now, r, self.config.drift()));
                 self.partition_held_late(op, &name, *holder, *token, until);
             }
-            let waited_until = sent.sent_at + self.call_timeout();
             match result {
                 // S4.3: a late reply to an abandoned attempt releases what it
                 // won. Not on a session that has ended (S6.1): its leases
@@ -629,7 +629,7 @@ impl Engine {
             }
             // S4.1: the reply ends a new entry's wait for this acquire (after
             // a win, the wait goes on for the release just sent).
-            self.partition_wait_over(&name, waited_until);
+            self.partition_wait_over(&name);
             return;
         }
         let freed = self

@@ -979,6 +979,7 @@ impl Engine {
                 && entry.next_attempt.is_some_and(|t| t < until)
             {
                 entry.next_attempt = Some(until);
+                entry.waits_for = Some(until);
                 self.dirty.push(name.clone());
             }
         }
@@ -1011,14 +1012,19 @@ impl Engine {
     }
 
     /// S4.1: an acquire or a release of partition `name` that a new entry
-    /// of it may wait for (until `waited_until`, its call timeout) was
-    /// answered: the entry asks now, unless the holder's expiry a reply
-    /// timed (S4.4) or another call still in flight holds it back. Before,
-    /// it asked only at the call timeout, though the reply had come: a
-    /// joiner that gave a partition up, heard its release and wanted it
-    /// again left it unowned a renewal period (Redis, 1,000 partitions,
-    /// 3 → 4 members: 8 partitions, 652 ms).
-    pub(super) fn partition_wait_over(&mut self, name: &LeaseName, waited_until: Timestamp) {
+    /// of it may wait for was answered: the entry asks now, unless the
+    /// holder's expiry a reply timed (S4.4) or another call still in flight
+    /// holds it back. Before, it asked only at the call timeout, though the
+    /// reply had come: a joiner that gave a partition up, heard its release
+    /// and wanted it again left it unowned a renewal period (Redis, 1,000
+    /// partitions, 3 → 4 members: 8 partitions, 652 ms). The entry's wait
+    /// is recognised by [`Entry::waits_for`], not by the call's timeout: a
+    /// release that waited for a call slot (S4.6) times out later than the
+    /// wait counted from when it was queued, and its reply left the entry
+    /// waiting out that count (694 ms in one run).
+    ///
+    /// [`Entry::waits_for`]: crate::election::Entry::waits_for
+    pub(super) fn partition_wait_over(&mut self, name: &LeaseName) {
         let Some((group, p)) = parse_partition_name(name.as_str()) else {
             return;
         };
@@ -1033,11 +1039,14 @@ impl Engine {
         if entry.kind != Kind::Partition
             || entry.status != Status::Candidate
             || entry.attempt.is_some()
-            || entry.next_attempt != Some(waited_until)
+            || entry.next_attempt.is_none()
+            || entry.next_attempt != entry.waits_for
         {
             return;
         }
-        entry.next_attempt = Some(other.unwrap_or(now));
+        let at = other.unwrap_or(now);
+        entry.next_attempt = Some(at);
+        entry.waits_for = Some(at);
         self.dirty.push(name.clone());
     }
 
@@ -1334,6 +1343,7 @@ impl Engine {
                     .is_some_and(|g| g.released.contains(&p));
                 if let Some(at) = self.not_before(group, p) {
                     entry.next_attempt = Some(at);
+                    entry.waits_for = Some(at);
                 }
                 self.entries.insert(name.clone(), entry);
                 self.dirty.push(name);
@@ -1428,6 +1438,7 @@ impl Engine {
             entry.hinted = g.released.contains(&p);
             if let Some(at) = self.not_before(group, p) {
                 entry.next_attempt = Some(at);
+                entry.waits_for = Some(at);
             }
             self.entries.insert(name.clone(), entry);
             self.dirty.push(name.clone());
