@@ -1267,10 +1267,13 @@ fn leave_after_join(
 /// tasks stop (6 rounds), the joiner's releases run 8 at a time (up to 32
 /// rounds), the pause (`min_backoff`, 10 rounds) and a few round trips.
 /// With the pause a renewal period, or without the kept-aside hand-overs,
-/// the first case fails (1.14 s, 1.05 s).
+/// the case 12 rounds after the join fails (1.14 s, 1.05 s). The first two
+/// cases leave holding nothing: without the part split from the kept-aside
+/// hand-overs before any release, the second takes 740 ms; without the
+/// partitions named again asked for first, the first takes 1.57 s.
 #[test]
 fn s10_2_a_joiner_that_leaves_while_its_hand_overs_are_under_way() {
-    for offset in 3..10u64 {
+    for offset in 1..10u64 {
         let mut c = Cluster::new("orders", 1000, config(), ms(10)).shuffled(offset);
         for _ in 0..3 {
             c.add_node();
