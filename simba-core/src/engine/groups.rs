@@ -188,11 +188,12 @@ pub(super) struct Change {
     /// When this member saw the change.
     pub(super) seen_at: Timestamp,
     /// When a member the change before gave partitions to left: that
-    /// change's hand-overs (its list), in index order. A member that leaves
-    /// while a join's hand-overs are under way holds fewer than its share
-    /// and releases only what it holds; the others' parts are split from
-    /// these and the change's releases together, in index order, the same
-    /// on every member whatever order the releases come in (S10.2).
+    /// change's hand-overs this member saw nobody take, in index order.
+    /// A member that leaves while a join's hand-overs are under way holds
+    /// fewer than its share, and releases only what it holds; once its
+    /// releases pause (or, if none came, a pause after the change was
+    /// seen) with fewer named than the change moves, these join the list
+    /// after them (S10.2).
     pub(super) carry: Vec<u32>,
     /// Partitions a release broadcast named while `released` held them
     /// already ([`StickyInput::released_again`]).
@@ -630,9 +631,9 @@ impl Engine {
                 let moves = moved_by_change(g.partitions, &before, &members);
                 let expected = moved_in_all(g.partitions, &before, &members);
                 // A member the change before gave partitions to leaves:
-                // that change's hand-overs are kept aside, in index order;
-                // this change's part is split from them and its releases
-                // together (S10.2).
+                // that change's hand-overs this member saw nobody take are
+                // kept aside, in index order, for this change's list should
+                // its releases fall short of what it moves (S10.2).
                 let carry: Vec<u32> = g
                     .change
                     .as_ref()
@@ -642,7 +643,12 @@ impl Engine {
                             .any(|s| !c.before.contains(s) && !members.contains(s))
                     })
                     .map(|c| {
-                        let mut carry: Vec<u32> = c.released.clone();
+                        let mut carry: Vec<u32> = c
+                            .released
+                            .iter()
+                            .copied()
+                            .filter(|p| g.released.contains(p))
+                            .collect();
                         carry.sort_unstable();
                         carry
                     })
@@ -742,6 +748,25 @@ impl Engine {
         if g.leave != Leave::No {
             return;
         }
+        // S10.2: the change's releases paused short of what it moves, and
+        // a member the change before gave partitions to left: that
+        // change's hand-overs nobody was seen to take join the list.
+        let mut carry_at = None;
+        if let Some(change) = g.change.as_mut() {
+            if !change.carry.is_empty() && change.released.len() < change.moves {
+                let at = change.last_release.unwrap_or(change.seen_at) + pause;
+                if now >= at {
+                    for p in std::mem::take(&mut change.carry) {
+                        if !change.released.contains(&p) {
+                            change.released.push(p);
+                        }
+                    }
+                    change.replan = true;
+                } else {
+                    carry_at = Some(at);
+                }
+            }
+        }
         if let Some(change) = g.change.as_mut().filter(|c| c.replan) {
             change.replan = false;
             // The base rule's partitions of the members who went are a
@@ -750,38 +775,29 @@ impl Engine {
             // guesses shifted from member to member as releases took their
             // places, and a member won a partition another's part held,
             // to hand it over a round later (S10.2).
-            // A change with hand-overs kept aside is split from them, in
-            // index order, and then from its releases that they do not
-            // name: the same list on every member from the moment it sees
-            // the change, whatever order the releases come in. Split from
-            // the base rule's guesses until the first release, then from
-            // the releases, then with the kept-aside hand-overs added once
-            // the releases paused, the parts moved twice, and members held
-            // partitions the last split gave to others, who were at their
-            // share already (a joiner leaving 80 to 400 ms after its join,
-            // 1,000 partitions: up to 1.6 s).
+            // A change with hand-overs kept aside has no guesses: until its
+            // first release (or a pause after it was seen, when the kept
+            // aside hand-overs join the list) it is split from nothing,
+            // and the member waits. Split from the base rule's guesses, or
+            // from the kept-aside hand-overs, before the first release,
+            // the parts moved when the releases came: members won
+            // partitions a later split gave to others, who were at their
+            // share already, and the members short of their share searched
+            // for the rest one `Held` reply at a time (a joiner leaving 10
+            // to 390 ms after its join, 1,000 partitions: up to 1.6 s, and
+            // a release unowned up to 87 round trips).
             let none = BTreeSet::new();
-            let with_carry: Vec<u32>;
-            let (list, guesses) = if !change.carry.is_empty() {
-                let all: BTreeSet<u32> = change
-                    .carry
-                    .iter()
-                    .chain(change.released.iter())
-                    .copied()
-                    .collect();
-                with_carry = all.into_iter().collect();
-                (&with_carry, &none)
-            } else if change.released.is_empty() {
-                (&change.released, &change.freed)
+            let guesses = if change.released.is_empty() && change.carry.is_empty() {
+                &change.freed
             } else {
-                (&change.released, &none)
+                &none
             };
             g.planned = planned_from(
                 g.partitions,
                 &change.before,
                 &change.after,
                 me,
-                list,
+                &change.released,
                 guesses,
             );
         }
@@ -849,6 +865,8 @@ impl Engine {
         // renewal period for releases that never come left the rest
         // unowned that long (a traced Redis leave, 1,000 partitions:
         // 704 ms).
+        // A change with hand-overs kept aside waits so from when it was
+        // seen, released or not (see the split above).
         let wait_end = g
             .change
             .as_ref()
@@ -860,12 +878,7 @@ impl Engine {
             .map(|t| t + pause)
             .filter(|&end| now < end && !g.planned.iter().any(|p| known.taken.contains(p)));
         if wait_end.is_some() {
-            // Of its part, only what was released since: the kept-aside
-            // hand-overs the leaver still holds come with its releases,
-            // and asked for before, each would be answered `Held`.
-            target.retain(|p| {
-                known.held.contains(p) || (g.planned.contains(p) && g.released.contains(p))
-            });
+            target.retain(|p| known.held.contains(p) || g.planned.contains(p));
         }
         if not_sticky {
             // The mutant: the stateless rule of the membership alone.
@@ -879,10 +892,9 @@ impl Engine {
         }
         let members_changed = g.announced != g.members;
         // The wait ends with a renewal, whose reply computes the target
-        // again: a pause after the change's last release (or, with
-        // hand-overs kept aside and no release yet, after the change was
-        // seen), not at the next interval.
-        if let Some(end) = wait_end {
+        // again (and adds the partitions kept aside to the list): a pause
+        // after the change's last release, not at the next interval.
+        if let Some(end) = wait_end.into_iter().chain(carry_at).min() {
             self.renew_by(end);
         }
         let Some(g) = self.groups.get_mut(name) else {
