@@ -1258,33 +1258,36 @@ fn leave_after_join(
 
 /// S10.2: the joiner leaves while the join's hand-overs are under way (its
 /// acquires wait for its 8 call slots, S4.6), holding part of its share or
-/// none: its leave releases fewer partitions than the leave moves. A member
-/// that sees such a leave asks for nothing new until its first release (or
-/// a pause after it was seen); its part is split from the releases, and a
-/// pause after the last one, from the join's hand-overs nobody was seen to
-/// take. A leave 1 to 39 rounds after the join (10 to 390 ms; the joiner
-/// then holds 0 to 238 partitions) is checked, each shuffled differently:
-/// each partition the joiner released is owned again within three round
-/// trips of its release (S10.3), and the group is balanced within 600 ms of
-/// the leave. The bound: the old members' tasks stop (6 rounds), the
-/// joiner's releases run 8 at a time (up to 32 rounds), the pause
-/// (`min_backoff`, 10 rounds) and a few round trips. Now: at most 480 ms,
-/// and each release owned again one round trip after it.
+/// none: its leave releases fewer partitions than the leave moves. Until
+/// its first release such a leave is split from the join's hand-overs, and
+/// from when a member sees it until a pause after its last release, the
+/// member asks only for the partitions of its part released since; a pause
+/// after the last release, the join's hand-overs nobody was seen to take
+/// join the list. A leave 1 to 39 rounds after the join (10 to 390 ms; the
+/// joiner then holds 0 to 238 partitions) is checked, each shuffled
+/// differently: each partition the joiner released is owned again within
+/// three round trips of its release (S10.3), and the group is balanced
+/// within 600 ms of the leave. The bound: the old members' tasks stop (6
+/// rounds), the joiner's releases run 8 at a time (up to 32 rounds), the
+/// pause (`min_backoff`, 10 rounds) and a few round trips. Now: at most
+/// 480 ms, and each release owned again one round trip after it.
 ///
 /// Before, the part was split from the base rule's guesses until the first
-/// release (then from the kept-aside hand-overs): members won partitions
-/// the split of the releases then gave to others, who were at their share
+/// release, and a member asked for all of it: members won partitions the
+/// split of the releases then gave to others, who were at their share
 /// already, and the members short of their share searched for the rest
 /// one `Held` reply at a time. Over 117 such leaves (1 to 39 rounds after
 /// the join, 3 shuffles each, run outside the suite): up to 1.59 s to a
 /// balanced group and a release unowned up to 87 rounds before; at most
-/// 480 ms and one round now. Each part of the change is needed here: with
-/// the base rule's guesses before the first release, the leave 6 rounds
-/// after the join takes 850 ms; without the wait from when the change was
-/// seen, a release of the leave 21 rounds after the join is owned again 27
-/// rounds after it; without the partitions named again asked for first (a
-/// late win of the joiner, released), the leave 3 rounds after the join
-/// takes 1.33 s.
+/// 480 ms and one round now. Reverted one at a time, each of these fails
+/// the test: without the wait from when the leave is seen, or with the
+/// member asking for its whole part while it waits, a release of the
+/// leave 21 rounds after the join is owned again 61 rounds after it;
+/// without the partitions named again asked for first (a late win of the
+/// joiner, released), the leave 3 rounds after the join takes 1.33 s.
+/// (Split from the base rule's guesses rather than the join's hand-overs
+/// before the first release, the test still passes: what the member may
+/// ask for while it waits holds the guesses back.)
 #[test]
 fn s10_2_a_joiner_that_leaves_while_its_hand_overs_are_under_way() {
     for rounds in 1..40u64 {
