@@ -179,6 +179,14 @@ pub struct Cluster {
     /// ([`Engine::handle_all`], as the client's driver feeds what is ready
     /// at once), not one [`Engine::handle`] each.
     pub batched: bool,
+    /// Release broadcasts reach node `i` only in rounds where
+    /// `(round + i) % polled == 0`, all that came since at once, in the
+    /// order of their releases: a backend whose broadcasts a node reads
+    /// from a log every so often (MariaDB's waker). `None`: each broadcast
+    /// comes in the round of its release.
+    pub polled: Option<u64>,
+    /// Broadcasts not yet read, per node ([`Cluster::polled`]).
+    unread: Vec<Vec<LeaseName>>,
 }
 
 impl Cluster {
@@ -204,6 +212,8 @@ impl Cluster {
             connections: None,
             queued: Vec::new(),
             batched: false,
+            polled: None,
+            unread: Vec::new(),
         }
     }
 
@@ -254,6 +264,7 @@ impl Cluster {
         });
         self.renewals.push(0);
         self.calls.push(0);
+        self.unread.push(Vec::new());
         self.drain(i);
         i
     }
@@ -407,8 +418,21 @@ impl Cluster {
                 }
             }
             for name in casts {
-                for n in self.nodes.iter_mut().filter(|n| n.alive) {
-                    n.inbox.push(Input::ReleaseBroadcast { name: name.clone() });
+                for (k, n) in self.nodes.iter_mut().enumerate().filter(|(_, n)| n.alive) {
+                    if self.polled.is_some() {
+                        self.unread[k].push(name.clone());
+                    } else {
+                        n.inbox.push(Input::ReleaseBroadcast { name: name.clone() });
+                    }
+                }
+            }
+        }
+        if let Some(every) = self.polled {
+            for k in 0..self.nodes.len() {
+                if (self.round + k as u64) % every.max(1) == 0 {
+                    for name in std::mem::take(&mut self.unread[k]) {
+                        self.nodes[k].inbox.push(Input::ReleaseBroadcast { name });
+                    }
                 }
             }
         }
