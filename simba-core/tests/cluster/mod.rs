@@ -412,6 +412,15 @@ impl Cluster {
                     }
                 }
             }
+            // Polled: a node's own releases reach its stream at once, before
+            // the release's reply (MariaDB's waker yields them unread).
+            if self.polled.is_some() && self.nodes[i].alive {
+                for name in casts.iter().filter(|n| n.as_str().contains(':')) {
+                    self.nodes[i]
+                        .inbox
+                        .push(Input::ReleaseBroadcast { name: name.clone() });
+                }
+            }
             if let Some(reply) = reply {
                 if self.nodes[i].alive {
                     self.nodes[i].inbox.push(reply);
@@ -420,7 +429,9 @@ impl Cluster {
             for name in casts {
                 for (k, n) in self.nodes.iter_mut().enumerate().filter(|(_, n)| n.alive) {
                     if self.polled.is_some() {
-                        self.unread[k].push(name.clone());
+                        if k != i || !name.as_str().contains(':') {
+                            self.unread[k].push(name.clone());
+                        }
                     } else {
                         n.inbox.push(Input::ReleaseBroadcast { name: name.clone() });
                     }
@@ -430,7 +441,11 @@ impl Cluster {
         if let Some(every) = self.polled {
             for k in 0..self.nodes.len() {
                 if (self.round + k as u64) % every.max(1) == 0 {
-                    for name in std::mem::take(&mut self.unread[k]) {
+                    // The releases first, then the groups whose members
+                    // changed (the waker's read yields them in that order).
+                    let mut unread = std::mem::take(&mut self.unread[k]);
+                    unread.sort_by_key(|n| !n.as_str().contains(':'));
+                    for name in unread {
                         self.nodes[k].inbox.push(Input::ReleaseBroadcast { name });
                     }
                 }
