@@ -325,6 +325,31 @@ async fn paused_after_a_release(tag: &str, prefix: &str, admin: &sqlx::MySqlPool
 }
 
 impl Paused {
+    /// `a` releases `second` and a third node of `tag` takes it: returns
+    /// that node, its session and its token.
+    async fn second_taken_by_another(
+        &self,
+        tag: &str,
+    ) -> (MysqlBackend, simba_core::SessionId, Token) {
+        let c = backend(MYSQL_URL, tag).await;
+        let sc = session(&c, LONG).await;
+        self.a
+            .release(self.sa, &self.second, self.t2)
+            .await
+            .unwrap();
+        let t = won(&c, sc, &self.second).await;
+        (c, sc, t)
+    }
+
+    /// Closes the sessions of `a`, `b` and the third node `c`; drops the
+    /// tables of `tag`.
+    async fn end(&self, c: &MysqlBackend, sc: simba_core::SessionId, tag: &str) {
+        self.a.close_session(self.sa).await.unwrap();
+        self.b.close_session(self.sb).await.unwrap();
+        c.close_session(sc).await.unwrap();
+        drop_mysql_tables(tag).await;
+    }
+
     /// What `b`'s stream yields until it yields `second` or `limit` passed;
     /// `first` must be among it.
     async fn heard_until_second(&mut self, limit: Duration) -> Vec<LeaseName> {
@@ -435,12 +460,9 @@ async fn s4_2_mysql_a_release_taken_again_before_the_wakers_read_is_heard() {
         return;
     };
     let mut p = paused_after_a_release(&tag, &prefix, &admin).await;
-    let c = backend(MYSQL_URL, &tag).await;
-    let sc = session(&c, LONG).await;
     // While the waker stands after its read: released, and taken again by
     // another node, so no read of the free leases finds it free.
-    p.a.release(p.sa, &p.second, p.t2).await.unwrap();
-    let _ = won(&c, sc, &p.second).await;
+    let (c, sc, _) = p.second_taken_by_another(&tag).await;
     p.go_on.take().unwrap().send(()).unwrap();
     // The waker reads again at once (its fingerprint counts the log's rows
     // of other nodes' releases); 20 s is 4,000 times its 5 ms wait between
@@ -451,10 +473,7 @@ async fn s4_2_mysql_a_release_taken_again_before_the_wakers_read_is_heard() {
         seen.contains(&p.second),
         "a release taken again before the waker's read was lost: {seen:?}"
     );
-    p.a.close_session(p.sa).await.unwrap();
-    p.b.close_session(p.sb).await.unwrap();
-    c.close_session(sc).await.unwrap();
-    drop_mysql_tables(&tag).await;
+    p.end(&c, sc, &tag).await;
 }
 
 /// S4.2, S10.2: two terms of one lease that end between two reads of a
@@ -471,12 +490,9 @@ async fn s4_2_mysql_two_terms_ended_before_the_wakers_read_are_two_names() {
         return;
     };
     let mut p = paused_after_a_release(&tag, &prefix, &admin).await;
-    let c = backend(MYSQL_URL, &tag).await;
-    let sc = session(&c, LONG).await;
     // While the waker stands after its read: `second` released by `a`,
     // taken by `c` and released again, two terms ended.
-    p.a.release(p.sa, &p.second, p.t2).await.unwrap();
-    let t3 = won(&c, sc, &p.second).await;
+    let (c, sc, t3) = p.second_taken_by_another(&tag).await;
     c.release(sc, &p.second, t3).await.unwrap();
     p.go_on.take().unwrap().send(()).unwrap();
     // Both come from one read of the log (20 s: see the test above); a
@@ -495,10 +511,7 @@ async fn s4_2_mysql_two_terms_ended_before_the_wakers_read_are_two_names() {
         2,
         "two ended terms of `second`, heard: {seen:?}"
     );
-    p.a.close_session(p.sa).await.unwrap();
-    p.b.close_session(p.sb).await.unwrap();
-    c.close_session(sc).await.unwrap();
-    drop_mysql_tables(&tag).await;
+    p.end(&c, sc, &tag).await;
 }
 
 /// The release log keeps its rows 60 s: a node deletes older ones after

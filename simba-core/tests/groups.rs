@@ -887,6 +887,19 @@ fn s10_2_a_member_short_of_its_share_finds_every_free_partition() {
 
 /// Rounds from the leaver's loss, and from its release, to the new owner's
 /// gain, for every partition `leaver` lost since `from`.
+/// Member 3 of 4 leaves; runs until members 0, 1 and 2 have settled
+/// (within `limit`). Returns how many partitions it held, how long the
+/// others took to settle, and the rounds from each of its releases to the
+/// new owner's gain ([`leave_gaps`]).
+fn last_leaves(c: &mut Cluster, limit: Duration) -> (usize, Duration, Vec<u64>) {
+    let held = c.nodes[3].held.len();
+    let from = c.round;
+    c.leave(3);
+    let took = settle(c, &[0, 1, 2], limit);
+    let (_, gaps) = leave_gaps(c, 3, from);
+    (held, took, gaps)
+}
+
 fn leave_gaps(c: &Cluster, leaver: usize, from: u64) -> (Vec<u64>, Vec<u64>) {
     let (mut since_lost, mut since_released) = (Vec::new(), Vec::new());
     for h in c.history.values() {
@@ -1300,11 +1313,7 @@ fn s10_2_a_joiner_that_leaves_while_its_hand_overs_are_under_way() {
         c.profile.call_slots = Some(8);
         c.add_node();
         c.run(rounds);
-        let held = c.nodes[3].held.len();
-        let from = c.round;
-        c.leave(3);
-        let took = settle(&mut c, &[0, 1, 2], limit);
-        let (_, gaps) = leave_gaps(&c, 3, from);
+        let (held, took, gaps) = last_leaves(&mut c, limit);
         let worst = gaps.last().copied().unwrap_or(0);
         println!(
             "left {rounds} rounds after the join holding {held}: settled after {took:?}, \
@@ -1349,11 +1358,7 @@ fn s10_3_a_leave_hands_over_promptly_when_broadcasts_are_read_by_polling() {
                     c.add_node();
                     settle(&mut c, &[0, 1, 2, 3], limit);
                     c.run(extra);
-                    let held = c.nodes[3].held.len();
-                    let from = c.round;
-                    c.leave(3);
-                    let took = settle(&mut c, &[0, 1, 2], limit);
-                    let (_, gaps) = leave_gaps(&c, 3, from);
+                    let (held, took, gaps) = last_leaves(&mut c, limit);
                     let worst = gaps.last().copied().unwrap_or(0);
                     let run = format!(
                         "{partitions} partitions, read every {every} rounds, left {extra} rounds \

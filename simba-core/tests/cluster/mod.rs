@@ -415,7 +415,7 @@ impl Cluster {
             // Polled: a node's own releases reach its stream at once, before
             // the release's reply (MariaDB's waker yields them unread).
             if self.polled.is_some() && self.nodes[i].alive {
-                for name in casts.iter().filter(|n| n.as_str().contains(':')) {
+                for name in casts.iter().filter(|n| is_partition(n)) {
                     self.nodes[i]
                         .inbox
                         .push(Input::ReleaseBroadcast { name: name.clone() });
@@ -429,7 +429,7 @@ impl Cluster {
             for name in casts {
                 for (k, n) in self.nodes.iter_mut().enumerate().filter(|(_, n)| n.alive) {
                     if self.polled.is_some() {
-                        if k != i || !name.as_str().contains(':') {
+                        if k != i || !is_partition(&name) {
                             self.unread[k].push(name.clone());
                         }
                     } else {
@@ -444,7 +444,7 @@ impl Cluster {
                     // The releases first, then the groups whose members
                     // changed (the waker's read yields them in that order).
                     let mut unread = std::mem::take(&mut self.unread[k]);
-                    unread.sort_by_key(|n| !n.as_str().contains(':'));
+                    unread.sort_by_key(|n| !is_partition(n));
                     for name in unread {
                         self.nodes[k].inbox.push(Input::ReleaseBroadcast { name });
                     }
@@ -825,4 +825,9 @@ impl Calls for At<'_> {
             "the cluster model records no slots",
         ))
     }
+}
+
+/// Whether a broadcast names a partition (not a group).
+fn is_partition(name: &LeaseName) -> bool {
+    parse_partition_name(name.as_str()).is_some()
 }
