@@ -519,6 +519,20 @@ fn grown(partitions: u32, before: &[SessionId], after: &[SessionId]) -> Vec<(Ses
         .collect()
 }
 
+/// How much the fair share of `me` grows from `before` to `after`: 0 if
+/// it shrinks, or if `me` is not in both (S10.2).
+pub(crate) fn grown_by(
+    partitions: u32,
+    before: &[SessionId],
+    after: &[SessionId],
+    me: SessionId,
+) -> u32 {
+    grown(partitions, before, after)
+        .into_iter()
+        .find(|&(s, _)| s == me)
+        .map_or(0, |(_, grew)| grew)
+}
+
 /// How many partitions the change of membership from `before` to `after`
 /// moves to the members in both: the sum of what their fair shares grew by
 /// (S10.2). [`planned_by_change`] splits that many of the released

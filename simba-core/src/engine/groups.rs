@@ -11,7 +11,7 @@ use super::{Engine, MutantKind};
 use crate::election::{Entry, Kind, LockWait, Status};
 use crate::error::{ApiError, BackendError, BackendErrorKind};
 use crate::group::{
-    freed_by_change, moved_by_change, moved_in_all, parse_partition_name, partition_name,
+    freed_by_change, grown_by, moved_by_change, moved_in_all, parse_partition_name, partition_name,
     planned_from, sticky_target_from_base, target_partitions, GroupSnapshot, StickyInput,
 };
 use crate::ids::{EntryId, OpId, SessionId, Token};
@@ -198,6 +198,20 @@ pub(super) struct Change {
     /// Partitions a release broadcast named while `released` held them
     /// already ([`StickyInput::released_again`]).
     pub(super) again: BTreeSet<u32>,
+    /// The partitions this member handed over while this change was the
+    /// last it saw: those it held and gave up for a member the change
+    /// gave them to (S10.3).
+    pub(super) handed: BTreeSet<u32>,
+    /// When this change undoes the change before (the members that joined
+    /// it left again): the partitions this member handed over for that
+    /// change, which are its part of this one (S10.2). Empty otherwise.
+    pub(super) returns: BTreeSet<u32>,
+}
+
+/// Whether `a` and `b` list the same members, in any order.
+fn same_members(a: &[SessionId], b: &[SessionId]) -> bool {
+    let set = |m: &[SessionId]| m.iter().copied().collect::<BTreeSet<SessionId>>();
+    set(a) == set(b)
 }
 
 impl Change {
@@ -676,6 +690,25 @@ impl Engine {
                         entry.2 = true;
                     }
                 }
+                // A change that undoes the change before (a member that
+                // joined left again, before any other change): each member
+                // takes back what it handed over for the join. Every
+                // member knows its own hand-overs, whatever releases it
+                // heard or missed and in whatever order, so the parts
+                // agree and no member asks for another's.
+                let returns = g
+                    .change
+                    .as_ref()
+                    .filter(|c| {
+                        same_members(&c.before, &members) && same_members(&c.after, &before)
+                    })
+                    .map(|c| c.handed.clone())
+                    // Only if they are what its share grows by: a member
+                    // that had not reached its share before the join, or
+                    // gave up partitions for other reasons, splits the
+                    // change from its releases as any other.
+                    .filter(|h| h.len() == grown_by(g.partitions, &before, &members, me) as usize)
+                    .unwrap_or_default();
                 g.change = Some(Change {
                     before,
                     after: members.clone(),
@@ -688,6 +721,8 @@ impl Engine {
                     seen_at: now,
                     carry,
                     again: BTreeSet::new(),
+                    handed: BTreeSet::new(),
+                    returns,
                 });
                 g.members = members;
             }
@@ -753,7 +788,10 @@ impl Engine {
         // change's hand-overs nobody was seen to take join the list.
         let mut carry_at = None;
         if let Some(change) = g.change.as_mut() {
-            if !change.carry.is_empty() && change.released.len() < change.moves {
+            if change.returns.is_empty()
+                && !change.carry.is_empty()
+                && change.released.len() < change.moves
+            {
                 let at = change.last_release.unwrap_or(change.seen_at) + pause;
                 if now >= at {
                     for p in std::mem::take(&mut change.carry) {
@@ -795,14 +833,20 @@ impl Engine {
                 (true, false) => (&change.carry, &none),
                 (false, _) => (&change.released, &none),
             };
-            g.planned = planned_from(
-                g.partitions,
-                &change.before,
-                &change.after,
-                me,
-                list,
-                guesses,
-            );
+            g.planned = if change.returns.is_empty() {
+                planned_from(
+                    g.partitions,
+                    &change.before,
+                    &change.after,
+                    me,
+                    list,
+                    guesses,
+                )
+            } else {
+                // A change that undoes the one before: this member's own
+                // hand-overs for it, whatever the releases said.
+                change.returns.clone()
+            };
         }
         let mut known = StickyInput {
             held,
@@ -870,10 +914,26 @@ impl Engine {
         // 704 ms).
         // A change with hand-overs kept aside waits so from when it was
         // seen, released or not (see the split above).
+        // A change that undoes the one before: the member asks at once for
+        // its hand-overs the leaver has released since, and for the rest
+        // (those the joiner never took) once the leaver's releases pause.
+        let returning = g
+            .change
+            .as_ref()
+            .filter(|c| !c.returns.is_empty())
+            .and_then(|c| {
+                let named: BTreeSet<u32> = c.released.iter().copied().collect();
+                let end = c.last_release.unwrap_or(c.seen_at) + pause;
+                (now < end && !c.returns.is_subset(&named)).then_some((end, named))
+            });
+        let return_end = returning.as_ref().map(|(end, _)| *end);
+        if let Some((_, named)) = returning {
+            target.retain(|p| known.held.contains(p) || named.contains(p));
+        }
         let wait_end = g
             .change
             .as_ref()
-            .filter(|c| c.released.len() < c.moves)
+            .filter(|c| c.returns.is_empty() && c.released.len() < c.moves)
             .and_then(|c| {
                 c.last_release
                     .or_else(|| (!c.carry.is_empty()).then_some(c.seen_at))
@@ -903,7 +963,7 @@ impl Engine {
         // The wait ends with a renewal, whose reply computes the target
         // again (and adds the partitions kept aside to the list): a pause
         // after the change's last release, not at the next interval.
-        if let Some(end) = wait_end.into_iter().chain(carry_at).min() {
+        if let Some(end) = wait_end.into_iter().chain(carry_at).chain(return_end).min() {
             self.renew_by(end);
         }
         let Some(g) = self.groups.get_mut(name) else {
@@ -1427,6 +1487,7 @@ impl Engine {
         entry.status = Status::Stopped;
         entry.attempt = None;
         entry.cooldown_until = None;
+        let held = entry.held.is_some();
         self.give_up(name);
         // S10.3: a partition given up by `leave` or `close` is `Stopped`; one
         // that moves to another member is `Rebalanced`.
@@ -1434,6 +1495,15 @@ impl Engine {
             || parse_partition_name(name.as_str())
                 .and_then(|(g, _)| self.groups.get(g))
                 .is_some_and(|g| g.leave != Leave::No);
+        if held && !leaving {
+            // A hand-over for the change this member saw last: should
+            // that change be undone, the partition comes back here.
+            if let Some((g, p)) = parse_partition_name(name.as_str()) {
+                if let Some(c) = self.groups.get_mut(g).and_then(|g| g.change.as_mut()) {
+                    c.handed.insert(p);
+                }
+            }
+        }
         let reason = if leaving {
             RevokeReason::Stopped
         } else {
