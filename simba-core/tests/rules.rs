@@ -2793,6 +2793,72 @@ fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
     );
 }
 
+/// S4.5 with S4.1: a late `Held` reply to a partition's given-up acquire
+/// may mean a place in the backend's queue made after the withdraw (the
+/// withdraw went out beside the acquire and overtook it). While the
+/// partition's new entry competes, that place is the new entry's: if it
+/// stops before it has asked (here it waits for the holder's expiry, and
+/// the member leaves), it withdraws it. Before, only a name no entry
+/// competed for withdrew after such a reply: the new entry stopped without
+/// a withdraw, and on ZooKeeper the forgotten place became the holder once
+/// the owner released the partition (1,000 partitions, 3 → 4 members: a
+/// partition held by no term for 50 s, one bench run in 12).
+#[test]
+fn s4_5_a_place_a_late_held_reply_left_is_withdrawn_when_the_partition_stops() {
+    let mut h = H::live(fast_config());
+    let group = name("orders");
+    let other = SessionId::from_u128(0x52);
+    join_listed(&mut h, &group, 8, &[SID, other]);
+    let before = target(&h, &group);
+    let p = before[0];
+    let pname = partition_name(&group, p).unwrap();
+    let op = h.take_acquire(pname.as_str());
+    // The other partitions are released, and go first: `p` leaves the
+    // target, its acquire in flight, and its withdraw goes out beside it.
+    for q in (0..8).filter(|q| !before.contains(q)) {
+        h.input(Input::ReleaseBroadcast {
+            name: partition_name(&group, q).unwrap(),
+        });
+    }
+    assert!(!target(&h, &group).contains(&p), "{:?}", target(&h, &group));
+    let withdraw = h
+        .take(|c| matches!(c, Command::Withdraw { name, .. } if *name == pname))
+        .op();
+    h.input(Input::WithdrawReplied {
+        op: withdraw,
+        result: Ok(()),
+    });
+    // The other member leaves: `p` is wanted again, and its new entry
+    // waits for the acquire in flight (S4.1).
+    while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
+        h.step();
+    }
+    renew_listing(&mut h, &group, &[SID]);
+    assert!(target(&h, &group).contains(&p), "{:?}", target(&h, &group));
+    // The acquire ran after the withdraw, and left a place behind the
+    // holder; the reply times the holder's expiry, which the new entry
+    // waits for (S4.4).
+    h.input(Input::AcquireReplied {
+        op,
+        result: Ok(AcquireOutcome::Held {
+            holder: Some(other),
+            token: Some(tok(3)),
+            holder_remaining: Some(secs(2)),
+        }),
+    });
+    assert!(target(&h, &group).contains(&p), "{:?}", target(&h, &group));
+    assert!(
+        !h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if *name == pname)),
+        "{p} was asked for before its holder's expiry"
+    );
+    h.engine.leave_group(h.now, &group).unwrap();
+    let out = h.drain();
+    assert!(
+        withdrawals(&out).iter().any(|(_, n)| *n == pname),
+        "the place of {p} the late reply left was not withdrawn: {out:?}"
+    );
+}
+
 /// S4.1 with S4.3: when the given-up acquire's late reply is a win, the
 /// member releases it (S4.3), and the new entry waits for that release to
 /// be answered, whatever broadcasts come meanwhile: an acquire sent beside

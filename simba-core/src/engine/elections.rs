@@ -616,12 +616,20 @@ impl Engine {
                 // unknown) may have left a place in the backend's queue after
                 // the name gave up and withdrew. A candidate still wants its
                 // place; a leader's is the holder, which only a release ends.
+                // A new entry of the name that competes stands in that
+                // place: if it stops before it has asked, it withdraws it.
+                // Before, it stopped without a withdraw when it was still
+                // waiting (for this reply, a holder's expiry or a call
+                // slot), and on ZooKeeper the place became the holder once
+                // the partition was released: held by no term for 50 s.
                 Ok(AcquireOutcome::Held { .. }) | Err(_) => {
                     let competing = self
                         .entries
                         .get(&name)
                         .is_some_and(|e| matches!(e.status, Status::Candidate | Status::Leader));
-                    if !competing && self.session.id == Some(sent.session) && self.can_acquire() {
+                    if competing {
+                        self.inherit_place(sent.session, &name);
+                    } else if self.session.id == Some(sent.session) && self.can_acquire() {
                         self.withdraw(sent.session, name.clone());
                     }
                 }
