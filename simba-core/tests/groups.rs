@@ -1396,8 +1396,10 @@ fn owned(c: &Cluster, i: usize) -> BTreeSet<LeaseName> {
 /// acquires for 250 moved partitions, settled only after 1.65 s.
 /// Now: each member ends with the partitions it held before the join (the
 /// old split failed this at the first case), all have settled within 1 s
-/// (measured: at most 370 ms), and a member's acquires are its wins (in
-/// one case of the 108 here, 3 more met `Held`).
+/// (measured: at most 370 ms), and every acquire a member sends wins: it
+/// asks at once only for hand-overs the leaver released, not for those
+/// whose first naming (the join's own hand-over) was still in its window
+/// (asked for too, 3 acquires met `Held` in one case of the 108 here).
 #[test]
 fn s10_2_a_joiner_that_leaves_during_its_join_gives_each_member_its_hand_overs_back() {
     for seed in [1u64, 2, 13, 14, 17, 20, 25, 26, 32] {
@@ -1438,7 +1440,7 @@ fn s10_2_a_joiner_that_leaves_during_its_join_gives_each_member_its_hand_overs_b
                     let sent = now.acquires - stats[i].acquires;
                     let won = now.terms - stats[i].terms;
                     assert!(
-                        sent <= won + 3,
+                        sent == won,
                         "{case}: member {i} sent {sent} acquires and won {won}"
                     );
                 }

@@ -206,6 +206,10 @@ pub(super) struct Change {
     /// it left again): the partitions this member handed over for that
     /// change, which are its part of this one (S10.2). Empty otherwise.
     pub(super) returns: BTreeSet<u32>,
+    /// The change before's own hand-overs whose first naming was still in
+    /// the window when this change was seen, and that no broadcast named
+    /// again since: not released by the member that left.
+    pub(super) unreleased: BTreeSet<u32>,
 }
 
 /// Whether `a` and `b` list the same members, in any order.
@@ -684,6 +688,12 @@ impl Engine {
                     g.freed.remove(&p);
                     g.released_before.insert(p);
                 }
+                let unreleased: BTreeSet<u32> = g
+                    .window
+                    .iter()
+                    .filter(|&&(_, _, named)| named)
+                    .map(|&(p, _, _)| p)
+                    .collect();
                 // The window's releases are this change's now.
                 if released.len() <= expected {
                     for entry in &mut g.window {
@@ -723,6 +733,7 @@ impl Engine {
                     again: BTreeSet::new(),
                     handed: BTreeSet::new(),
                     returns,
+                    unreleased,
                 });
                 g.members = members;
             }
@@ -917,12 +928,21 @@ impl Engine {
         // A change that undoes the one before: the member asks at once for
         // its hand-overs the leaver has released since, and for the rest
         // (those the joiner never took) once the leaver's releases pause.
+        // Not for the hand-overs' own first namings, still in the window
+        // when the change was seen: asked for at once, those the joiner
+        // still held were each answered `Held` (up to 66 of a leave of
+        // 250 partitions).
         let returning = g
             .change
             .as_ref()
             .filter(|c| !c.returns.is_empty())
             .and_then(|c| {
-                let named: BTreeSet<u32> = c.released.iter().copied().collect();
+                let named: BTreeSet<u32> = c
+                    .released
+                    .iter()
+                    .copied()
+                    .filter(|p| !c.unreleased.contains(p))
+                    .collect();
                 let end = c.last_release.unwrap_or(c.seen_at) + pause;
                 (now < end && !c.returns.is_subset(&named)).then_some((end, named))
             });
@@ -1220,6 +1240,7 @@ impl Engine {
                             if change.released.contains(&p) {
                                 change.again.insert(p);
                             }
+                            change.unreleased.remove(&p);
                             change.released.retain(|&q| q != p);
                             change.released.push(p);
                             change.replan = true;
