@@ -87,6 +87,9 @@ struct Releasing {
     sent_at: Option<Timestamp>,
     /// The input count when its reply came.
     answered_seq: Option<u64>,
+    /// Whether a release broadcast of its name came since it was decided:
+    /// the first is its own (S10.2), any later one another's release.
+    heard: bool,
 }
 
 /// Simba's sans-IO engine: one session on the backend, and any number of

@@ -1157,6 +1157,7 @@ impl Engine {
             super::Releasing {
                 sent_at: None,
                 answered_seq: None,
+                heard: false,
             },
         );
         let key = (name.clone(), token);

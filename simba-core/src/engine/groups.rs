@@ -134,6 +134,9 @@ pub(super) struct Group {
     /// moves in all): once that change is complete, the next one is not
     /// split from it.
     pub(super) window: Vec<(u32, u64, bool)>,
+    /// Partitions whose latest release broadcast was of this member's own
+    /// release (a hand-over it made, S10.3).
+    pub(super) own_named: BTreeSet<u32>,
     /// The last membership change this member saw, and what its part
     /// ([`planned_by_change`](crate::planned_by_change)) is split from.
     pub(super) change: Option<Change>,
@@ -362,6 +365,7 @@ impl Engine {
                 released_before: BTreeSet::new(),
                 planned: BTreeSet::new(),
                 window: Vec::new(),
+                own_named: BTreeSet::new(),
                 change: None,
                 announced: Vec::new(),
                 base: None,
@@ -688,10 +692,13 @@ impl Engine {
                     g.freed.remove(&p);
                     g.released_before.insert(p);
                 }
+                // The change before's hand-overs still named only by their
+                // first naming, or by this member's own release, are not
+                // released by a member that left.
                 let unreleased: BTreeSet<u32> = g
                     .window
                     .iter()
-                    .filter(|&&(_, _, named)| named)
+                    .filter(|&&(p, _, named)| named || g.own_named.contains(&p))
                     .map(|&(p, _, _)| p)
                     .collect();
                 // The window's releases are this change's now.
@@ -1195,6 +1202,16 @@ impl Engine {
     pub(super) fn on_group_broadcast(&mut self, name: &LeaseName) {
         let (now, period, seq) = (self.now, self.call_timeout(), self.seq);
         let issued = self.next_op;
+        // A broadcast of a name this member releases (its own release, or
+        // another's after it), and whether it is the first since its own
+        // release was decided: that one is its own.
+        let own = self.releasing.keys().any(|(n, _)| n == name);
+        let first_own = self
+            .releasing
+            .iter_mut()
+            .find(|((n, _), r)| n == name && !r.heard)
+            .map(|(_, r)| r.heard = true)
+            .is_some();
         if let Some((group, p)) = parse_partition_name(name.as_str()) {
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
                 match g.known.get_mut(&p) {
@@ -1232,6 +1249,11 @@ impl Engine {
                         let named = !again && g.change.as_ref().is_some_and(|c| !c.complete());
                         g.window.retain(|&(q, _, _)| q != p);
                         g.window.push((p, seq, named));
+                        if first_own {
+                            g.own_named.insert(p);
+                        } else {
+                            g.own_named.remove(&p);
+                        }
                         // In the order the broadcasts came: a partition
                         // named again (its earlier release was a hand-over
                         // the window still held) counts where it comes now,
@@ -1240,7 +1262,9 @@ impl Engine {
                             if change.released.contains(&p) {
                                 change.again.insert(p);
                             }
-                            change.unreleased.remove(&p);
+                            if !first_own {
+                                change.unreleased.remove(&p);
+                            }
                             change.released.retain(|&q| q != p);
                             change.released.push(p);
                             change.replan = true;
@@ -1255,7 +1279,6 @@ impl Engine {
                 // announce joins and leaves (S10.5), and a release comes
                 // only with a change, never in a steady state (S1.1).
                 // Not for the echo of this member's own release.
-                let own = self.releasing.keys().any(|(n, _)| n == name);
                 let renew = g.leave == Leave::No && !g.target.contains(&p) && !own;
                 if let Ok(group) = LeaseName::new(group) {
                     self.retarget(&group);
