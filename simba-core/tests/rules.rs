@@ -2709,13 +2709,10 @@ fn s10_2_a_late_held_reply_older_than_a_release_broadcast_marks_nothing() {
 
 /// A member of `orders` (8 partitions, with one other member) whose
 /// partition `p` (`pname`) left its target while its acquire `op` was in
-/// flight (every other partition was released, and released partitions go
-/// first), and came back when `p`'s release was broadcast too: the new
-/// entry of `p` waits for `op` (S4.1). Then `op` is answered with
-/// `outcome` (given the other member, whom a `Held` reply names).
-fn partition_wanted_again_then_answered(
-    outcome: fn(SessionId) -> AcquireOutcome,
-) -> (H, LeaseName, SessionId, u32, LeaseName) {
+/// flight: every other partition was released, and released partitions go
+/// first. The given-up attempt withdrew (S4.5), answered at once: the
+/// entry is gone. Returns (h, group, other, p, pname, op).
+fn partition_given_up_in_flight() -> (H, LeaseName, SessionId, u32, LeaseName, OpId) {
     let mut h = H::live(fast_config());
     let group = name("orders");
     let other = SessionId::from_u128(0x52);
@@ -2730,8 +2727,6 @@ fn partition_wanted_again_then_answered(
         });
     }
     assert!(!target(&h, &group).contains(&p), "{:?}", target(&h, &group));
-    // The given-up attempt withdraws (S4.5), answered at once: the entry
-    // is gone.
     let withdraw = h
         .take(|c| matches!(c, Command::Withdraw { name, .. } if *name == pname))
         .op();
@@ -2739,6 +2734,19 @@ fn partition_wanted_again_then_answered(
         op: withdraw,
         result: Ok(()),
     });
+    (h, group, other, p, pname, op)
+}
+
+/// A member of `orders` (8 partitions, with one other member) whose
+/// partition `p` (`pname`) left its target while its acquire `op` was in
+/// flight (every other partition was released, and released partitions go
+/// first), and came back when `p`'s release was broadcast too: the new
+/// entry of `p` waits for `op` (S4.1). Then `op` is answered with
+/// `outcome` (given the other member, whom a `Held` reply names).
+fn partition_wanted_again_then_answered(
+    outcome: fn(SessionId) -> AcquireOutcome,
+) -> (H, LeaseName, SessionId, u32, LeaseName) {
+    let (mut h, group, other, p, pname, op) = partition_given_up_in_flight();
     h.input(Input::ReleaseBroadcast {
         name: pname.clone(),
     });
@@ -2805,29 +2813,9 @@ fn s4_1_a_partition_wanted_again_asks_once_its_given_up_acquire_is_answered() {
 /// partition held by no term for 50 s, one bench run in 12).
 #[test]
 fn s4_5_a_place_a_late_held_reply_left_is_withdrawn_when_the_partition_stops() {
-    let mut h = H::live(fast_config());
-    let group = name("orders");
-    let other = SessionId::from_u128(0x52);
-    join_listed(&mut h, &group, 8, &[SID, other]);
-    let before = target(&h, &group);
-    let p = before[0];
-    let pname = partition_name(&group, p).unwrap();
-    let op = h.take_acquire(pname.as_str());
-    // The other partitions are released, and go first: `p` leaves the
-    // target, its acquire in flight, and its withdraw goes out beside it.
-    for q in (0..8).filter(|q| !before.contains(q)) {
-        h.input(Input::ReleaseBroadcast {
-            name: partition_name(&group, q).unwrap(),
-        });
-    }
-    assert!(!target(&h, &group).contains(&p), "{:?}", target(&h, &group));
-    let withdraw = h
-        .take(|c| matches!(c, Command::Withdraw { name, .. } if *name == pname))
-        .op();
-    h.input(Input::WithdrawReplied {
-        op: withdraw,
-        result: Ok(()),
-    });
+    // `p` leaves the target, its acquire in flight, and its withdraw goes
+    // out beside it.
+    let (mut h, group, other, p, pname, op) = partition_given_up_in_flight();
     // The other member leaves: `p` is wanted again, and its new entry
     // waits for the acquire in flight (S4.1).
     while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
