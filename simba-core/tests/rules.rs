@@ -3351,6 +3351,26 @@ fn s10_2_a_partition_named_again_counts_for_the_next_change() {
     }
 }
 
+/// Answers the pending acquires of the partitions `mine` of `group` with
+/// wins: the member then owns `mine`.
+fn win_pending(h: &mut H, group: &LeaseName, mine: &[u32]) {
+    for (token, &p) in (11..).zip(mine) {
+        let n = partition_name(group, p).unwrap();
+        if h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if *name == n)) {
+            h.won(n.as_str(), token);
+        }
+    }
+    assert_eq!(h.engine.group(group).unwrap().owned, mine);
+}
+
+/// The member's pending release (a hand-over): its partition and op.
+fn handed_over(h: &mut H) -> (u32, OpId) {
+    match h.take(|c| matches!(c, Command::Release { .. })) {
+        Command::Release { name, op, .. } => (parse_partition_name(name.as_str()).unwrap().1, op),
+        _ => unreachable!(),
+    }
+}
+
 /// [`s10_2_a_partition_named_again_counts_for_the_next_change`] with `b`
 /// the other member who stays.
 fn named_again_after(b: SessionId) {
@@ -3368,14 +3388,7 @@ fn named_again_after(b: SessionId) {
     for &p in &mine[..3] {
         h.input(Input::ReleaseBroadcast { name: pname(p) });
     }
-    let mut token = 10;
-    for &p in &mine {
-        token += 1;
-        if h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if *name == pname(p))) {
-            h.won(pname(p).as_str(), token);
-        }
-    }
-    assert_eq!(h.engine.group(&group).unwrap().owned, mine);
+    win_pending(&mut h, &group, &mine);
     // The renewal that will show the join is sent; meanwhile `b` hands
     // X to the joiner, and its broadcast completes the change before.
     while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
@@ -3386,10 +3399,7 @@ fn named_again_after(b: SessionId) {
     h.input(Input::ReleaseBroadcast { name: pname(x) });
     renew_reply(&mut h, renew, &group, &[SID, b, joiner]);
     // This member hands Z over; its own broadcast comes before the reply.
-    let (z, op) = match h.take(|c| matches!(c, Command::Release { .. })) {
-        Command::Release { name, op, .. } => (parse_partition_name(name.as_str()).unwrap().1, op),
-        _ => unreachable!(),
-    };
+    let (z, op) = handed_over(&mut h);
     h.input(Input::ReleaseBroadcast { name: pname(z) });
     h.input(Input::ReleaseReplied { op, result: Ok(()) });
     assert_eq!(target(&h, &group).len(), 3);
@@ -3438,24 +3448,14 @@ fn s10_2_a_members_own_hand_over_is_asked_for_once_the_leaver_releases_it() {
     join_listed(&mut h, &group, 8, &[SID, b]);
     let mine = target(&h, &group);
     let pname = |p: u32| partition_name(&group, p).unwrap();
-    let mut token = 10;
-    for &p in &mine {
-        token += 1;
-        if h.has_pending(|c| matches!(c, Command::Acquire { name, .. } if *name == pname(p))) {
-            h.won(pname(p).as_str(), token);
-        }
-    }
-    assert_eq!(h.engine.group(&group).unwrap().owned, mine);
+    win_pending(&mut h, &group, &mine);
     // The joiner comes: this member hands Z over.
     while !h.has_pending(|c| matches!(c, Command::Renew { .. })) {
         h.step();
     }
     let renew = h.take_renew();
     renew_reply(&mut h, renew, &group, &[SID, b, joiner]);
-    let (z, op) = match h.take(|c| matches!(c, Command::Release { .. })) {
-        Command::Release { name, op, .. } => (parse_partition_name(name.as_str()).unwrap().1, op),
-        _ => unreachable!(),
-    };
+    let (z, op) = handed_over(&mut h);
     h.input(Input::ReleaseReplied { op, result: Ok(()) });
     // `b`'s hand-over and another broadcast name as many partitions as
     // the join moves; then this member's own release of Z is broadcast.
