@@ -1068,6 +1068,16 @@ fn pending_acquires(h: &H) -> Vec<String> {
         .collect()
 }
 
+/// A `Held` reply naming `holder` (token 3), whose lease the reply times
+/// to end in 2 s (S4.4).
+fn held_for_two_seconds(holder: SessionId) -> AcquireOutcome {
+    AcquireOutcome::Held {
+        holder: Some(holder),
+        token: Some(tok(3)),
+        holder_remaining: Some(secs(2)),
+    }
+}
+
 fn held_by_another() -> AcquireOutcome {
     AcquireOutcome::Held {
         holder: Some(SessionId::from_u128(99)),
@@ -2680,11 +2690,7 @@ fn s10_2_a_late_held_reply_older_than_a_release_broadcast_marks_nothing() {
     });
     h.input(Input::AcquireReplied {
         op,
-        result: Ok(AcquireOutcome::Held {
-            holder: Some(other),
-            token: Some(tok(3)),
-            holder_remaining: Some(secs(2)),
-        }),
+        result: Ok(held_for_two_seconds(other)),
     });
     let after = target(&h, &group);
     assert!(
@@ -2828,11 +2834,7 @@ fn s4_5_a_place_a_late_held_reply_left_is_withdrawn_when_the_partition_stops() {
     // waits for (S4.4).
     h.input(Input::AcquireReplied {
         op,
-        result: Ok(AcquireOutcome::Held {
-            holder: Some(other),
-            token: Some(tok(3)),
-            holder_remaining: Some(secs(2)),
-        }),
+        result: Ok(held_for_two_seconds(other)),
     });
     assert!(target(&h, &group).contains(&p), "{:?}", target(&h, &group));
     assert!(

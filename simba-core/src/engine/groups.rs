@@ -1202,17 +1202,17 @@ impl Engine {
     pub(super) fn on_group_broadcast(&mut self, name: &LeaseName) {
         let (now, period, seq) = (self.now, self.call_timeout(), self.seq);
         let issued = self.next_op;
-        // A broadcast of a name this member releases (its own release, or
-        // another's after it), and whether it is the first since its own
-        // release was decided: that one is its own.
-        let own = self.releasing.keys().any(|(n, _)| n == name);
-        let first_own = self
-            .releasing
-            .iter_mut()
-            .find(|((n, _), r)| n == name && !r.heard)
-            .map(|(_, r)| r.heard = true)
-            .is_some();
         if let Some((group, p)) = parse_partition_name(name.as_str()) {
+            // A broadcast of a name this member releases (its own release, or
+            // another's after it), and whether it is the first since its own
+            // release was decided: that one is its own.
+            let own = self.releasing.keys().any(|(n, _)| n == name);
+            let first_own = self
+                .releasing
+                .iter_mut()
+                .find(|((n, _), r)| n == name && !r.heard)
+                .map(|(_, r)| r.heard = true)
+                .is_some();
             if let Some(g) = self.groups.get_mut(group).filter(|g| p < g.partitions) {
                 match g.known.get_mut(&p) {
                     // The echo of this member's own withdraw (S4.5), not a
